@@ -1,0 +1,79 @@
+#!/usr/bin/env node
+/**
+ * The `emceepee` CLI: argv → config → createGateway(). The only place that
+ * prints to the terminal or exits the process.
+ */
+import { Command, InvalidArgumentError, Option } from "commander";
+import { loadConfig } from "../config/load.js";
+import { GatewayError, errorMessage } from "../errors.js";
+import { createLogger } from "../logging.js";
+import { createGateway, type Gateway } from "../server/gateway.js";
+
+function port(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError("must be an integer from 0 to 65535");
+  return n;
+}
+
+const logLevel = new Option("--log-level <level>", "log level for the JSON logs on stderr").choices(["trace", "debug", "info", "warn", "error", "fatal", "silent"]);
+
+const program = new Command()
+  .name("emceepee")
+  .description("A task-aware MCP gateway between MCP clients and any number of MCP servers.")
+  .showHelpAfterError();
+
+program
+  .command("serve")
+  .description("serve the gateway over Streamable HTTP (meta-tools face at /mcp)")
+  .option("-c, --config <file>", "mcpServers JSON config file (default: the embedded demo with server-everything)")
+  .option("--host <host>", "interface to bind (default 127.0.0.1)")
+  .option("-p, --port <port>", "port to listen on (default 8808, 0 for any free port)", port)
+  .option("--token <token>", "require Authorization: Bearer <token> on every request (or set EMCEEPEE_TOKEN)")
+  .addOption(logLevel)
+  .action(async (opts: { config?: string; host?: string; port?: number; token?: string; logLevel?: string }) => {
+    const config = await loadConfig({
+      file: opts.config,
+      overrides: { host: opts.host, port: opts.port, token: opts.token ?? process.env.EMCEEPEE_TOKEN, logLevel: opts.logLevel },
+    });
+    const logger = createLogger(config.gateway.logLevel);
+    const gateway = createGateway(config, { logger });
+    handleSignals(gateway);
+    const { url } = await gateway.listen();
+    const servers = Object.keys(config.mcpServers);
+    process.stdout.write(`emceepee listening on ${url} (upstreams: ${servers.length ? servers.join(", ") : "none"})\n`);
+  });
+
+program
+  .command("stdio")
+  .description("serve the gateway over stdin/stdout, for clients that launch MCP servers as processes")
+  .option("-c, --config <file>", "mcpServers JSON config file (default: the embedded demo with server-everything)")
+  .addOption(logLevel)
+  .action(async (opts: { config?: string; logLevel?: string }) => {
+    const config = await loadConfig({ file: opts.config, overrides: { logLevel: opts.logLevel ?? "warn" } });
+    const gateway = createGateway(config, { logger: createLogger(config.gateway.logLevel) });
+    handleSignals(gateway);
+    process.stdin.once("end", () => void shutdown(gateway, 0));
+    await gateway.serveStdio();
+  });
+
+let shuttingDown = false;
+async function shutdown(gateway: Gateway, code: number): Promise<void> {
+  if (shuttingDown) return;
+  shuttingDown = true;
+  await gateway.close().catch(() => undefined);
+  process.exit(code);
+}
+
+function handleSignals(gateway: Gateway): void {
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.on(signal, () => {
+      if (shuttingDown) process.exit(1); // a second signal forces exit
+      void shutdown(gateway, 0);
+    });
+  }
+}
+
+program.parseAsync().catch((err: unknown) => {
+  process.stderr.write(`emceepee: ${err instanceof GatewayError ? `${err.code}: ${err.message}` : errorMessage(err)}\n`);
+  process.exit(2);
+});

@@ -1,0 +1,134 @@
+/**
+ * The one config schema. Every default lives here; unknown keys are rejected
+ * (strict objects) so a typo fails at start with the key's path in the message.
+ * The file format is the `mcpServers` JSON used by Claude Desktop / Cursor plus
+ * an optional `gateway` section.
+ */
+import { z } from "zod";
+
+export const SERVER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+export const serverNameSchema = z
+  .string()
+  .regex(
+    SERVER_NAME_PATTERN,
+    "server names are 1-64 characters of letters, digits, '_', '-', '.', starting with a letter or digit",
+  );
+
+const stringRecord = z.record(z.string(), z.string());
+
+export const stdioServerSchema = z.strictObject({
+  type: z.literal("stdio").optional(),
+  transport: z.literal("stdio").optional(),
+  command: z.string().min(1, "command must not be empty"),
+  args: z.array(z.string()).default([]),
+  env: stringRecord.optional(),
+  cwd: z.string().optional(),
+});
+
+export const remoteServerSchema = z.strictObject({
+  /** Claude Code / Cursor spell the transport `type`; emceepee also accepts `transport`. */
+  type: z.enum(["http", "streamable-http", "sse"]).optional(),
+  transport: z.enum(["streamable-http", "sse"]).optional(),
+  url: z.url({ protocol: /^https?$/, error: "url must be an http(s) URL" }),
+  headers: stringRecord.optional(),
+});
+
+export const serverConfigSchema = z.union([stdioServerSchema, remoteServerSchema], {
+  error: "a server needs either `command` (stdio) or `url` (streamable-http / sse)",
+});
+
+export type StdioServerConfig = z.infer<typeof stdioServerSchema>;
+export type RemoteServerConfig = z.infer<typeof remoteServerSchema>;
+export type ServerConfig = StdioServerConfig | RemoteServerConfig;
+
+export function isStdioConfig(c: ServerConfig): c is StdioServerConfig {
+  return "command" in c;
+}
+
+export function remoteTransportOf(c: RemoteServerConfig): "streamable-http" | "sse" {
+  if (c.transport) return c.transport;
+  return c.type === "sse" ? "sse" : "streamable-http";
+}
+
+const positiveMs = z.number().int().positive();
+
+export const gatewaySettingsSchema = z.strictObject({
+  host: z.string().default("127.0.0.1"),
+  port: z.number().int().min(0).max(65535).default(8808),
+  /** Bearer token required on every HTTP request when set. */
+  token: z.string().min(16, "token must be at least 16 characters").optional(),
+  /** Extra Host header values accepted besides loopback names (DNS-rebinding protection). */
+  allowedHosts: z.array(z.string()).default([]),
+  /** Origins accepted on browser requests besides loopback origins. */
+  allowedOrigins: z.array(z.string()).default([]),
+  logLevel: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
+  tools: z
+    .strictObject({
+      /** execute_tool waits this long before promoting the call to a task. */
+      defaultTimeoutMs: positiveMs.default(120_000),
+    })
+    .prefault({}),
+  tasks: z
+    .strictObject({
+      defaultTtlMs: positiveMs.default(300_000),
+      maxTtlMs: positiveMs.default(1_800_000),
+      cleanupIntervalMs: positiveMs.default(60_000),
+      completedRetentionMs: positiveMs.default(300_000),
+      maxTasksPerSession: z.number().int().positive().default(100),
+    })
+    .prefault({}),
+  pendingRequests: z
+    .strictObject({
+      /** Elicitations and sampling requests wait this long for the client. */
+      timeoutMs: positiveMs.default(600_000),
+      maxPerSession: z.number().int().positive().default(100),
+    })
+    .prefault({}),
+  events: z
+    .strictObject({
+      maxEvents: z.number().int().min(10).default(1000),
+      warningThreshold: z.number().gt(0).lte(1).default(0.8),
+    })
+    .prefault({}),
+  buffers: z
+    .strictObject({
+      maxNotificationsPerServer: z.number().int().positive().default(100),
+      maxLogsPerServer: z.number().int().positive().default(500),
+    })
+    .prefault({}),
+  sessions: z
+    .strictObject({
+      idleTimeoutMs: positiveMs.default(1_800_000),
+      sweepIntervalMs: positiveMs.default(60_000),
+      maxSessions: z.number().int().positive().default(1000),
+    })
+    .prefault({}),
+  awaitActivity: z
+    .strictObject({
+      defaultTimeoutMs: positiveMs.default(30_000),
+      maxTimeoutMs: positiveMs.default(600_000),
+    })
+    .prefault({}),
+  upstream: z
+    .strictObject({
+      /** Connecting (spawn + initialize) must finish within this. */
+      connectTimeoutMs: positiveMs.default(30_000),
+      /** Timeout for short upstream requests (lists, reads, prompts). */
+      requestTimeoutMs: positiveMs.default(60_000),
+    })
+    .prefault({}),
+  http: z
+    .strictObject({
+      maxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024),
+    })
+    .prefault({}),
+});
+
+export const configFileSchema = z.strictObject({
+  mcpServers: z.record(serverNameSchema, serverConfigSchema).default({}),
+  gateway: gatewaySettingsSchema.prefault({}),
+});
+
+export type GatewaySettings = z.infer<typeof gatewaySettingsSchema>;
+export type GatewayConfig = z.infer<typeof configFileSchema>;

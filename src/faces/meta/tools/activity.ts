@@ -1,0 +1,81 @@
+/**
+ * await_activity (seed 000 §4, seed 003 §6): returns at once when undelivered
+ * events exist, else waits for the first event or the timeout. Delivers the
+ * events itself (exactly once), with the category-3 and category-4 snapshots.
+ */
+import { z } from "zod";
+import type { StoredEvent } from "../../../session/event-system.js";
+import type { Session } from "../../../session/session.js";
+import { defineTool, json } from "../define.js";
+import { formatEvent } from "../envelope.js";
+
+type Trigger =
+  | { type: "timeout" }
+  | { type: "immediate" }
+  | { type: "event"; server: string; eventType: string }
+  | { type: "server_disconnected"; server: string };
+
+export const awaitActivity = defineTool({
+  name: "await_activity",
+  title: "Wait for activity",
+  description:
+    "Wait up to `timeout_ms` (default 30000) for anything new: a notification, an elicitation or sampling request, a task ending, a server connecting or disconnecting. Returns at once if something is already new. Returns triggers, new events grouped by server, working tasks per server and what waits for your answer. Logs never wake it (use get_logs).",
+  input: {
+    timeout_ms: z.number().int().min(0).optional().describe("Longest wait in ms (default 30000, capped by the gateway's maxTimeoutMs)"),
+  },
+  envelope: false,
+  async run({ session, gateway }, { timeout_ms }, extra) {
+    const { defaultTimeoutMs, maxTimeoutMs } = gateway.settings.awaitActivity;
+    const timeoutMs = Math.min(timeout_ms ?? defaultTimeoutMs, maxTimeoutMs);
+    let triggers: Trigger[];
+    let events: StoredEvent[];
+    if (session.events.hasNew()) {
+      triggers = [{ type: "immediate" }];
+      events = session.events.takeNew();
+    } else {
+      const woke = await session.events.waitForNext(timeoutMs, extra.signal);
+      events = session.events.takeNew();
+      triggers = woke === null ? [{ type: "timeout" }] : triggersFor(events.length ? events : [woke]);
+    }
+    return json(buildActivity(session, gateway.registry.names(), triggers, events));
+  },
+});
+
+function triggersFor(events: StoredEvent[]): Trigger[] {
+  const seen = new Map<string, Trigger>();
+  for (const e of events) {
+    const t: Trigger =
+      e.type === "server_disconnected" ? { type: "server_disconnected", server: e.server } : { type: "event", server: e.server, eventType: e.type };
+    seen.set(JSON.stringify(t), t);
+  }
+  return [...seen.values()];
+}
+
+function buildActivity(session: Session, servers: string[], triggers: Trigger[], events: StoredEvent[]) {
+  const byServer = new Map<string, ReturnType<typeof formatEvent>[]>();
+  for (const e of events) {
+    const list = byServer.get(e.server) ?? [];
+    list.push(formatEvent(e));
+    byServer.set(e.server, list);
+  }
+  const pending_server = servers
+    .map((server) => ({
+      server,
+      working_tasks: session.tasks.list({ server, status: "working" }).map((t) => ({ taskId: t.taskId, toolName: t.toolName, status: t.status })),
+    }))
+    .filter((p) => p.working_tasks.length > 0);
+  return {
+    triggers,
+    events: [...byServer].map(([server, list]) => ({ server, events: list })),
+    pending_server,
+    pending_client: {
+      elicitations: session.pending.list("elicitation").map((p) => ({
+        requestId: p.requestId,
+        server: p.server,
+        message: (p.params as { message: string }).message,
+      })),
+      sampling_requests: session.pending.list("sampling").map((p) => ({ requestId: p.requestId, server: p.server })),
+    },
+    ...(events.length ? { lastEventId: events.at(-1)!.id } : {}),
+  };
+}

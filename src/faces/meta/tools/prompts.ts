@@ -1,0 +1,31 @@
+/** list_prompts, get_prompt. */
+import { z } from "zod";
+import { defineTool, json } from "../define.js";
+import { fanout, named } from "./fanout.js";
+
+export const listPrompts = defineTool({
+  name: "list_prompts",
+  title: "List prompts",
+  description: "List the prompts of one server, or of every server when `server` is omitted.",
+  input: { server: z.string().optional().describe("Server name; omit for all") },
+  annotations: { readOnlyHint: true },
+  async run(ctx, { server }) {
+    return json({ servers: named("prompts", await fanout(ctx, server, (c) => c.listPrompts())) });
+  },
+});
+
+export const getPrompt = defineTool({
+  name: "get_prompt",
+  title: "Get a prompt",
+  description: "Get a prompt from a server, with its arguments filled in.",
+  input: {
+    server: z.string().describe("Server name"),
+    name: z.string().describe("Prompt name, as in list_prompts"),
+    arguments: z.record(z.string(), z.string()).optional().describe("Prompt arguments (string values)"),
+  },
+  annotations: { readOnlyHint: true },
+  async run({ session }, { server, name, arguments: args }) {
+    const conn = await session.connection(server);
+    return json(await conn.getPrompt(name, args));
+  },
+});

@@ -1,0 +1,60 @@
+/** get_sampling_requests, respond_to_sampling. */
+import { CreateMessageResultSchema } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { ErrorCodes, GatewayError } from "../../../errors.js";
+import { defineTool, iso, json } from "../define.js";
+
+export const getSamplingRequests = defineTool({
+  name: "get_sampling_requests",
+  title: "List pending sampling requests",
+  description:
+    "List sampling requests (asks for an LLM completion) that upstream servers sent this session, with their messages and preferences. Answer with respond_to_sampling.",
+  input: { server: z.string().optional().describe("Server name; omit for all") },
+  annotations: { readOnlyHint: true },
+  async run({ session }, { server }) {
+    const sampling_requests = session.pending.list("sampling", server).map((p) => ({
+      requestId: p.requestId,
+      server: p.server,
+      received_at: iso(p.receivedAt),
+      expires_at: iso(p.expiresAt),
+      ...p.params,
+    }));
+    return json({ sampling_requests });
+  },
+});
+
+export const respondToSampling = defineTool({
+  name: "respond_to_sampling",
+  title: "Answer a sampling request",
+  description:
+    "Answer a pending sampling request with the completion text (or full `content`), or reject it with `error` so the server gets an error instead of waiting.",
+  input: {
+    request_id: z.string().min(1).describe("requestId from get_sampling_requests or pending_client_action"),
+    text: z.string().optional().describe("The completion text (shortcut for content {type:'text', text})"),
+    content: z.record(z.string(), z.unknown()).optional().describe("A full MCP content block (text, image or audio) instead of `text`"),
+    model: z.string().default("emceepee-client").describe("Name of the model that produced the answer"),
+    stop_reason: z.string().default("endTurn").describe("endTurn, stopSequence, maxTokens or another reason"),
+    error: z.string().optional().describe("Reject the request with this message instead of answering"),
+  },
+  async run({ session }, { request_id, text, content, model, stop_reason, error }) {
+    session.pending.get("sampling", request_id);
+    if (error !== undefined) {
+      session.pending.reject("sampling", request_id, error);
+      return json({ success: true, requestId: request_id, rejected: true }, `Sampling request ${request_id} rejected.`);
+    }
+    if ((text === undefined) === (content === undefined)) {
+      throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, "give exactly one of `text` or `content` (or `error` to reject); the request is still pending");
+    }
+    const parsed = CreateMessageResultSchema.safeParse({
+      role: "assistant",
+      content: content ?? { type: "text", text },
+      model,
+      stopReason: stop_reason,
+    });
+    if (!parsed.success) {
+      throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `invalid sampling answer: ${parsed.error.message}; the request is still pending`);
+    }
+    session.pending.respond("sampling", request_id, parsed.data);
+    return json({ success: true, requestId: request_id }, `Sampling request ${request_id} answered.`);
+  },
+});

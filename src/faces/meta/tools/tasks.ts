@@ -1,0 +1,81 @@
+/** list_tasks, get_task, get_task_result, cancel_task (seed 000 §3). */
+import { z } from "zod";
+import { ErrorCodes, GatewayError } from "../../../errors.js";
+import { defineTool, json } from "../define.js";
+import { elicitationSummary } from "../envelope.js";
+import { taskView } from "./task-view.js";
+
+const taskId = z.string().min(1).describe("task_id from execute_tool or list_tasks");
+
+export const listTasks = defineTool({
+  name: "list_tasks",
+  title: "List tasks",
+  description: "List this session's tasks (tool calls promoted after their timeout). Working tasks only unless include_completed or status is given.",
+  input: {
+    server: z.string().optional().describe("Only tasks of this server"),
+    status: z.enum(["working", "completed", "failed", "cancelled", "expired"]).optional(),
+    include_completed: z.boolean().default(false).describe("Include ended tasks (kept for a retention period)"),
+  },
+  annotations: { readOnlyHint: true },
+  async run({ session }, { server, status, include_completed }) {
+    return json({ tasks: session.tasks.list({ server, status, includeCompleted: include_completed }).map(taskView) });
+  },
+});
+
+export const getTask = defineTool({
+  name: "get_task",
+  title: "Get a task",
+  description: "Get a task's status and the pending elicitations of its server (which may be what it waits for).",
+  input: { task_id: taskId },
+  annotations: { readOnlyHint: true },
+  async run({ session }, { task_id }) {
+    const task = session.tasks.get(task_id);
+    return json({
+      task: taskView(task),
+      pending_elicitations_for_server: session.pending.list("elicitation", task.server).map(elicitationSummary),
+    });
+  },
+});
+
+export const getTaskResult = defineTool({
+  name: "get_task_result",
+  title: "Get a task's result",
+  description:
+    "Wait up to `timeout_ms` (default: the task's remaining TTL) for a task to end and return the tool's original result. Failed, cancelled and expired tasks give an error that says why.",
+  input: {
+    task_id: taskId,
+    timeout_ms: z.number().int().min(0).max(3_600_000).optional().describe("Longest wait in ms"),
+  },
+  async run({ session, gateway }, { task_id, timeout_ms }, extra) {
+    const current = session.tasks.get(task_id);
+    const wait = timeout_ms ?? Math.max(0, current.expiresAt - gateway.clock.now());
+    const task = await session.tasks.waitForTerminal(task_id, wait, extra.signal);
+    switch (task.status) {
+      case "completed":
+        return task.result!;
+      case "working":
+        throw new GatewayError(
+          ErrorCodes.TASK_STILL_WORKING,
+          `task ${task_id} is still working after ${wait}ms (nothing is lost); call get_task_result again, or await_activity to be woken when it ends`,
+          { taskId: task_id },
+        );
+      default:
+        throw new GatewayError(ErrorCodes.TASK_NOT_COMPLETED, `task ${task_id} ${task.status}: ${task.error ?? task.statusMessage ?? "no result"}`, {
+          taskId: task_id,
+          status: task.status,
+        });
+    }
+  },
+});
+
+export const cancelTask = defineTool({
+  name: "cancel_task",
+  title: "Cancel a task",
+  description: "Cancel a working task; the upstream server is sent notifications/cancelled for the call.",
+  input: { task_id: taskId },
+  annotations: { destructiveHint: true },
+  async run({ session }, { task_id }) {
+    const outcome = session.tasks.cancel(task_id);
+    return json(outcome, outcome.message);
+  },
+});

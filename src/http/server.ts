@@ -1,0 +1,53 @@
+/**
+ * The HTTP edge: guards first, then declarative routing to MCP endpoints.
+ * No business logic lives here.
+ */
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import type { GatewaySettings } from "../config/schema.js";
+import { errorMessage } from "../errors.js";
+import type { Logger } from "../logging.js";
+import { checkRequest } from "./guards.js";
+import { sendJsonRpcError } from "./json-rpc.js";
+import type { McpEndpoint } from "./mcp-endpoint.js";
+
+export interface Routes {
+  /** Exact paths to endpoints, e.g. { "/mcp": metaEndpoint }. */
+  endpoints: Record<string, McpEndpoint>;
+  /** Extra GET handlers, e.g. /healthz. */
+  get?: Record<string, () => unknown>;
+}
+
+export function createHttpServer(settings: GatewaySettings, routes: Routes, logger: Logger): http.Server {
+  const guard = { allowedHosts: settings.allowedHosts, allowedOrigins: settings.allowedOrigins, token: settings.token };
+  return http.createServer((req, res) => {
+    const failure = checkRequest(req, guard);
+    if (failure) return sendJsonRpcError(res, failure.status, -32000, failure.message, failure.headers);
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    const endpoint = routes.endpoints[path];
+    if (endpoint) {
+      endpoint.handle(req, res).catch((err: unknown) => {
+        logger.error({ err: errorMessage(err), path }, "http_handler_failed");
+        sendJsonRpcError(res, 500, -32603, `Internal error: ${errorMessage(err)}`);
+      });
+      return;
+    }
+    const get = req.method === "GET" ? routes.get?.[path] : undefined;
+    if (get) {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(JSON.stringify(get()));
+      return;
+    }
+    sendJsonRpcError(res, 404, -32601, `Not found: ${req.method} ${path}. The MCP endpoint is ${Object.keys(routes.endpoints).join(", ")}`);
+  });
+}
+
+export function listen(server: http.Server, host: string, port: number): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve(server.address() as AddressInfo);
+    });
+  });
+}

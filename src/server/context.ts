@@ -1,0 +1,16 @@
+/** What the faces need from the gateway: shared, read-mostly services. */
+import type { Clock, IdGenerator } from "../clock.js";
+import type { GatewaySettings } from "../config/schema.js";
+import type { Logger } from "../logging.js";
+import type { SessionManager } from "../session/session-manager.js";
+import type { ServerRegistry } from "../upstream/registry.js";
+
+export interface GatewayContext {
+  registry: ServerRegistry;
+  sessions: SessionManager;
+  settings: GatewaySettings;
+  clock: Clock;
+  newId: IdGenerator;
+  logger: Logger;
+  version: string;
+}

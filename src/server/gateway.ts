@@ -1,0 +1,102 @@
+/**
+ * createGateway(config, deps): the composition root. Wires the registry,
+ * session manager and faces, and serves them over HTTP (listen) or stdio
+ * (serveStdio). close() drains everything: sessions, upstream connections,
+ * child processes and timers.
+ */
+import type http from "node:http";
+import { createRequire } from "node:module";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { systemClock, ulidGenerator, type Clock, type IdGenerator } from "../clock.js";
+import type { GatewayConfig } from "../config/schema.js";
+import { createMetaServer } from "../faces/meta/server.js";
+import { McpEndpoint } from "../http/mcp-endpoint.js";
+import { createHttpServer, listen } from "../http/server.js";
+import { silentLogger, type Logger } from "../logging.js";
+import { SessionManager } from "../session/session-manager.js";
+import type { Session } from "../session/session.js";
+import { MemoryTaskRecordStore, type TaskRecordStore } from "../store/task-store.js";
+import { ServerRegistry } from "../upstream/registry.js";
+import { defaultTransportFactory, type TransportFactory } from "../upstream/transports.js";
+import type { GatewayContext } from "./context.js";
+
+const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
+
+export interface GatewayDeps {
+  clock?: Clock;
+  newId?: IdGenerator;
+  logger?: Logger;
+  transportFactory?: TransportFactory;
+  taskStore?: TaskRecordStore;
+}
+
+export interface Gateway {
+  readonly context: GatewayContext;
+  /** Serves HTTP; resolves with the MCP URL once listening. */
+  listen(): Promise<{ url: string; port: number }>;
+  /** Serves one session over stdin/stdout. */
+  serveStdio(stdin?: NodeJS.ReadableStream, stdout?: NodeJS.WritableStream): Promise<Session>;
+  close(): Promise<void>;
+}
+
+export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gateway {
+  const settings = config.gateway;
+  const clock = deps.clock ?? systemClock;
+  const newId = deps.newId ?? ulidGenerator(clock);
+  const logger = deps.logger ?? silentLogger;
+  const registry = new ServerRegistry();
+  for (const [name, serverConfig] of Object.entries(config.mcpServers)) {
+    registry.add({ name, config: serverConfig, addedAt: clock.now(), addedBy: "config" });
+  }
+  const sessions = new SessionManager({
+    registry,
+    settings,
+    clock,
+    newId,
+    logger,
+    transportFactory: deps.transportFactory ?? defaultTransportFactory,
+    taskStore: deps.taskStore ?? new MemoryTaskRecordStore(),
+    clientInfo: { name: "emceepee", version: pkg.version },
+  });
+  const context: GatewayContext = { registry, sessions, settings, clock, newId, logger, version: pkg.version };
+  const meta = new McpEndpoint(context, (session) => createMetaServer({ session, gateway: context }));
+  sessions.onDestroyed = (id) => meta.release(id);
+  let httpServer: http.Server | undefined;
+  let stdioClose: (() => Promise<void>) | undefined;
+  let closing: Promise<void> | undefined;
+  sessions.start();
+
+  return {
+    context,
+    async listen() {
+      httpServer = createHttpServer(settings, { endpoints: { "/mcp": meta }, get: { "/healthz": () => ({ status: "ok", sessions: sessions.size }) } }, logger);
+      const address = await listen(httpServer, settings.host, settings.port);
+      const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+      return { url: `http://${host}:${address.port}/mcp`, port: address.port };
+    },
+    async serveStdio(stdin = process.stdin, stdout = process.stdout) {
+      const session = sessions.create();
+      const server = createMetaServer({ session, gateway: context });
+      const transport = new StdioServerTransport(stdin as never, stdout as never);
+      await server.connect(transport);
+      stdioClose = () => server.close();
+      return session;
+    },
+    close() {
+      closing ??= (async () => {
+        if (httpServer) {
+          const server = httpServer;
+          await new Promise<void>((resolve) => {
+            server.close(() => resolve());
+            server.closeAllConnections();
+          });
+        }
+        await meta.close();
+        await stdioClose?.().catch(() => undefined);
+        await sessions.close();
+        logger.info("gateway_closed");
+      })();
+      return closing;
+    },
+  };
+}

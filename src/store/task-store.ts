@@ -1,0 +1,71 @@
+/**
+ * Task records live behind this interface so that a durable store can replace
+ * the in-memory one later. Records are plain JSON: epoch-ms numbers and string
+ * ids, never timers, promises or Date objects. Every record names the session
+ * that owns it; lookups by another session are treated as "not found".
+ */
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+
+export type ProxyTaskStatus = "working" | "completed" | "failed" | "cancelled" | "expired";
+
+export const TERMINAL_STATUSES: readonly ProxyTaskStatus[] = ["completed", "failed", "cancelled", "expired"];
+
+export interface ProxyTaskRecord {
+  taskId: string;
+  sessionId: string;
+  server: string;
+  toolName: string;
+  toolArgs: Record<string, unknown>;
+  status: ProxyTaskStatus;
+  statusMessage?: string;
+  createdAt: number;
+  lastUpdatedAt: number;
+  ttlMs: number;
+  expiresAt: number;
+  progress?: { progress: number; total?: number; message?: string };
+  result?: CallToolResult;
+  error?: string;
+}
+
+export interface TaskRecordStore {
+  get(taskId: string): ProxyTaskRecord | undefined;
+  put(record: ProxyTaskRecord): void;
+  delete(taskId: string): void;
+  /** All records of one session, oldest first. */
+  listBySession(sessionId: string): ProxyTaskRecord[];
+}
+
+export class MemoryTaskRecordStore implements TaskRecordStore {
+  private readonly records = new Map<string, ProxyTaskRecord>();
+  private readonly bySession = new Map<string, Set<string>>();
+
+  get(taskId: string): ProxyTaskRecord | undefined {
+    return this.records.get(taskId);
+  }
+
+  put(record: ProxyTaskRecord): void {
+    this.records.set(record.taskId, record);
+    let ids = this.bySession.get(record.sessionId);
+    if (!ids) this.bySession.set(record.sessionId, (ids = new Set()));
+    ids.add(record.taskId);
+  }
+
+  delete(taskId: string): void {
+    const record = this.records.get(taskId);
+    if (!record) return;
+    this.records.delete(taskId);
+    const ids = this.bySession.get(record.sessionId);
+    ids?.delete(taskId);
+    if (ids?.size === 0) this.bySession.delete(record.sessionId);
+  }
+
+  listBySession(sessionId: string): ProxyTaskRecord[] {
+    const ids = this.bySession.get(sessionId);
+    if (!ids) return [];
+    return [...ids].map((id) => this.records.get(id)!).sort((a, b) => (a.taskId < b.taskId ? -1 : 1));
+  }
+
+  get size(): number {
+    return this.records.size;
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * Timeout-based task promotion (seed 000 §2): start the upstream call, wait
+ * up to timeoutMs; if it answers, return its result unchanged; otherwise
+ * create a gateway-owned task that the still-running call settles later.
+ * The race timer is cleared on every path; a downstream cancel before
+ * promotion cancels the upstream call.
+ */
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import { McpError, ErrorCode } from "@modelcontextprotocol/sdk/types.js";
+import type { Clock } from "../clock.js";
+import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
+import type { ProxyTaskRecord } from "../store/task-store.js";
+import type { UpstreamConnection } from "../upstream/connection.js";
+import type { TaskManager } from "./task-manager.js";
+
+export type ExecuteOutcome = { kind: "result"; result: CallToolResult } | { kind: "task"; task: ProxyTaskRecord };
+
+export interface ExecuteOptions {
+  tasks: TaskManager;
+  connection: UpstreamConnection;
+  clock: Clock;
+  tool: string;
+  args: Record<string, unknown> | undefined;
+  /** How long to wait before promoting. 0 promotes at once. */
+  timeoutMs: number;
+  /** TTL of the task if promoted. */
+  ttlMs?: number | undefined;
+  /** Upper bound for the whole upstream call (timeout + max TTL). */
+  callTimeoutMs: number;
+  /** The downstream request's cancellation (before promotion only). */
+  signal?: AbortSignal | undefined;
+  /** Progress before promotion (forwarded to the downstream caller). */
+  onprogress?: ProgressCallback | undefined;
+}
+
+const TIMEOUT = Symbol("timeout");
+
+export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOutcome> {
+  const release = o.tasks.reserveCall();
+  const abort = new AbortController();
+  const onDownstreamAbort = () => abort.abort("cancelled by the client");
+  o.signal?.addEventListener("abort", onDownstreamAbort, { once: true });
+  let taskId: string | undefined;
+  const call = o.connection.callTool(o.tool, o.args, {
+    signal: abort.signal,
+    timeoutMs: o.callTimeoutMs,
+    onprogress: (p) => (taskId ? o.tasks.setProgress(taskId, p) : o.onprogress?.(p)),
+  });
+  let timer: ReturnType<Clock["setTimeout"]> | undefined;
+  const timeout = new Promise<typeof TIMEOUT>((resolve) => {
+    timer = o.clock.setTimeout(() => resolve(TIMEOUT), o.timeoutMs);
+  });
+  try {
+    const first = await Promise.race([call, timeout]);
+    if (first !== TIMEOUT) {
+      release();
+      return { kind: "result", result: first };
+    }
+  } catch (err) {
+    release();
+    throw upstreamCallError(o.connection.name, o.tool, err);
+  } finally {
+    o.clock.clearTimeout(timer);
+    o.signal?.removeEventListener("abort", onDownstreamAbort);
+  }
+  const task = o.tasks.create({ server: o.connection.name, toolName: o.tool, toolArgs: o.args ?? {}, ttlMs: o.ttlMs, abort });
+  taskId = task.taskId;
+  call
+    .then(
+      (result) => o.tasks.complete(task.taskId, result),
+      (err) => o.tasks.fail(task.taskId, upstreamCallError(o.connection.name, o.tool, err).message),
+    )
+    .finally(release);
+  return { kind: "task", task };
+}
+
+/** Maps a failed upstream call to a GatewayError with a stable code. */
+export function upstreamCallError(server: string, tool: string, err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  if (err instanceof McpError) {
+    if (err.code === ErrorCode.ConnectionClosed) {
+      return new GatewayError(ErrorCodes.UPSTREAM_UNAVAILABLE, `upstream '${server}' closed the connection during '${tool}'`, { server });
+    }
+    if (err.code === ErrorCode.RequestTimeout) {
+      return new GatewayError(ErrorCodes.UPSTREAM_ERROR, `upstream '${server}' did not answer '${tool}' in time: ${err.message}`, { server });
+    }
+    return new GatewayError(ErrorCodes.UPSTREAM_ERROR, `upstream '${server}' answered '${tool}' with error ${err.code}: ${err.message}`, {
+      server,
+      upstreamCode: err.code,
+    });
+  }
+  return new GatewayError(ErrorCodes.UPSTREAM_ERROR, `calling '${tool}' on '${server}' failed: ${errorMessage(err)}`, { server });
+}

@@ -1,0 +1,251 @@
+/**
+ * TaskManager (seed 000 §1.1, seed 003 §2): the gateway-owned tasks of one
+ * session. working → completed | failed | cancelled | expired; every terminal
+ * task is kept for `completedRetentionMs` and then deleted. Each task has one
+ * TTL timer and, once terminal, one retention timer; both are cleared on every
+ * path (including close()). A task's in-flight upstream call is aborted on
+ * cancel, expiry and close (the SDK then sends notifications/cancelled).
+ */
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
+import { ErrorCodes, GatewayError } from "../errors.js";
+import type { EventSystem } from "../session/event-system.js";
+import { TERMINAL_STATUSES, type ProxyTaskRecord, type ProxyTaskStatus, type TaskRecordStore } from "../store/task-store.js";
+
+export interface TaskManagerOptions {
+  /** @default 300000 */
+  defaultTtlMs: number;
+  /** @default 1800000 */
+  maxTtlMs: number;
+  /** @default 300000 */
+  completedRetentionMs: number;
+  /** Working tasks plus not-yet-promoted calls. @default 100 */
+  maxTasksPerSession: number;
+}
+
+export interface CreateTaskInput {
+  server: string;
+  toolName: string;
+  toolArgs: Record<string, unknown>;
+  ttlMs?: number | undefined;
+  /** Aborts the upstream call behind the task. */
+  abort: AbortController;
+}
+
+interface Runtime {
+  ttlTimer?: TimerHandle;
+  retentionTimer?: TimerHandle;
+  abort?: AbortController;
+  waiters: Set<(record: ProxyTaskRecord) => void>;
+}
+
+export class TaskManager {
+  private readonly runtime = new Map<string, Runtime>();
+  private inFlightCalls = 0;
+  private closed = false;
+
+  constructor(
+    private readonly sessionId: string,
+    private readonly options: TaskManagerOptions,
+    private readonly store: TaskRecordStore,
+    private readonly events: EventSystem,
+    private readonly clock: Clock,
+    private readonly newId: IdGenerator,
+  ) {}
+
+  /**
+   * Reserves capacity for one tool call that may become a task. Throws
+   * LIMIT_REACHED when the session already has maxTasksPerSession working
+   * tasks and in-flight calls. Call the returned release() when the call settles.
+   */
+  reserveCall(): () => void {
+    const working = this.list({ status: "working" }).length;
+    if (working + this.inFlightCalls >= this.options.maxTasksPerSession) {
+      throw new GatewayError(
+        ErrorCodes.LIMIT_REACHED,
+        `this session already has ${working} working task(s) and ${this.inFlightCalls} call(s) in flight (max ${this.options.maxTasksPerSession}); wait for some to finish or cancel_task them`,
+      );
+    }
+    this.inFlightCalls++;
+    let released = false;
+    return () => {
+      if (!released) {
+        released = true;
+        this.inFlightCalls--;
+      }
+    };
+  }
+
+  create(input: CreateTaskInput): ProxyTaskRecord {
+    if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, "the session is closing");
+    const now = this.clock.now();
+    const ttlMs = Math.min(input.ttlMs ?? this.options.defaultTtlMs, this.options.maxTtlMs);
+    const record: ProxyTaskRecord = {
+      taskId: this.newId(),
+      sessionId: this.sessionId,
+      server: input.server,
+      toolName: input.toolName,
+      toolArgs: input.toolArgs,
+      status: "working",
+      createdAt: now,
+      lastUpdatedAt: now,
+      ttlMs,
+      expiresAt: now + ttlMs,
+    };
+    this.store.put(record);
+    const rt: Runtime = { abort: input.abort, waiters: new Set() };
+    rt.ttlTimer = this.clock.setTimeout(() => this.expire(record.taskId), ttlMs);
+    this.runtime.set(record.taskId, rt);
+    this.events.add("task_created", record.server, { taskId: record.taskId, toolName: record.toolName, ttlMs });
+    return { ...record };
+  }
+
+  /** Throws UNKNOWN_TASK for ids that do not exist or belong to another session. */
+  get(taskId: string): ProxyTaskRecord {
+    const record = this.store.get(taskId);
+    if (!record || record.sessionId !== this.sessionId) {
+      throw new GatewayError(
+        ErrorCodes.UNKNOWN_TASK,
+        `no task '${taskId}' in this session (tasks are deleted ${this.options.completedRetentionMs}ms after they end); call list_tasks with include_completed: true to see what exists`,
+        { taskId },
+      );
+    }
+    return { ...record };
+  }
+
+  list(filter: { server?: string | undefined; status?: ProxyTaskStatus | undefined; includeCompleted?: boolean | undefined } = {}): ProxyTaskRecord[] {
+    return this.store.listBySession(this.sessionId).filter(
+      (r) =>
+        (filter.server === undefined || r.server === filter.server) &&
+        (filter.status !== undefined ? r.status === filter.status : filter.includeCompleted || r.status === "working"),
+    );
+  }
+
+  setProgress(taskId: string, progress: { progress: number; total?: number | undefined; message?: string | undefined }): void {
+    const record = this.store.get(taskId);
+    if (!record || record.status !== "working") return;
+    this.store.put({
+      ...record,
+      progress: {
+        progress: progress.progress,
+        ...(progress.total !== undefined ? { total: progress.total } : {}),
+        ...(progress.message !== undefined ? { message: progress.message } : {}),
+      },
+      lastUpdatedAt: this.clock.now(),
+      ...(progress.message ? { statusMessage: progress.message } : {}),
+    });
+  }
+
+  complete(taskId: string, result: CallToolResult): boolean {
+    return this.finish(taskId, "completed", { result }, "task_completed", { isError: result.isError === true });
+  }
+
+  fail(taskId: string, error: string): boolean {
+    return this.finish(taskId, "failed", { error, statusMessage: error }, "task_failed", { error });
+  }
+
+  /** Cancels a working task and its upstream call. */
+  cancel(taskId: string, reason = "cancelled by the client"): { success: boolean; message: string } {
+    const record = this.get(taskId);
+    if (record.status !== "working") {
+      return { success: false, message: `task ${taskId} is already ${record.status}; nothing to cancel` };
+    }
+    this.runtime.get(taskId)?.abort?.abort(reason);
+    this.finish(taskId, "cancelled", { statusMessage: reason }, "task_cancelled", { reason });
+    return { success: true, message: `task ${taskId} cancelled; the upstream was sent notifications/cancelled` };
+  }
+
+  /** The server is gone: fail its working tasks. */
+  failWorkingForServer(server: string, reason: string): string[] {
+    const failed: string[] = [];
+    for (const r of this.list({ server, status: "working" })) {
+      this.runtime.get(r.taskId)?.abort?.abort(reason);
+      if (this.fail(r.taskId, reason)) failed.push(r.taskId);
+    }
+    return failed;
+  }
+
+  /**
+   * Resolves with the record once it is terminal, or with the current (working)
+   * record after timeoutMs / on abort.
+   */
+  waitForTerminal(taskId: string, timeoutMs: number, signal?: AbortSignal): Promise<ProxyTaskRecord> {
+    const record = this.get(taskId);
+    if (record.status !== "working") return Promise.resolve(record);
+    const rt = this.runtime.get(taskId);
+    if (!rt) return Promise.resolve(record);
+    return new Promise((resolve) => {
+      const done = (r: ProxyTaskRecord) => {
+        this.clock.clearTimeout(timer);
+        rt.waiters.delete(done);
+        signal?.removeEventListener("abort", onAbort);
+        resolve(r);
+      };
+      const onAbort = () => done(this.store.get(taskId) ?? record);
+      const timer = this.clock.setTimeout(onAbort, timeoutMs);
+      rt.waiters.add(done);
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /** Aborts working calls, clears every timer and deletes this session's records. */
+  close(): void {
+    this.closed = true;
+    for (const [taskId, rt] of this.runtime) {
+      this.clock.clearTimeout(rt.ttlTimer);
+      this.clock.clearTimeout(rt.retentionTimer);
+      rt.abort?.abort("session closed");
+      const record = this.store.get(taskId);
+      for (const w of [...rt.waiters]) if (record) w({ ...record, status: "cancelled", statusMessage: "session closed" });
+      this.store.delete(taskId);
+    }
+    this.runtime.clear();
+  }
+
+  /** Number of live timers (for leak tests). */
+  get timerCount(): number {
+    let n = 0;
+    for (const rt of this.runtime.values()) n += (rt.ttlTimer ? 1 : 0) + (rt.retentionTimer ? 1 : 0);
+    return n;
+  }
+
+  private expire(taskId: string): void {
+    const record = this.store.get(taskId);
+    if (!record || record.status !== "working") return;
+    const reason = `task expired: its TTL of ${record.ttlMs}ms ran out before the upstream answered`;
+    this.runtime.get(taskId)?.abort?.abort(reason);
+    this.finish(taskId, "expired", { error: reason, statusMessage: reason }, "task_expired", { ttlMs: record.ttlMs });
+  }
+
+  private finish(
+    taskId: string,
+    status: Exclude<ProxyTaskStatus, "working">,
+    patch: Partial<ProxyTaskRecord>,
+    eventType: "task_completed" | "task_failed" | "task_cancelled" | "task_expired",
+    eventData: Record<string, unknown>,
+  ): boolean {
+    const record = this.store.get(taskId);
+    const rt = this.runtime.get(taskId);
+    if (!record || !rt || record.status !== "working") return false;
+    const updated: ProxyTaskRecord = { ...record, ...patch, status, lastUpdatedAt: this.clock.now() };
+    this.store.put(updated);
+    this.clock.clearTimeout(rt.ttlTimer);
+    delete rt.ttlTimer;
+    delete rt.abort;
+    rt.retentionTimer = this.clock.setTimeout(() => this.forget(taskId), this.options.completedRetentionMs);
+    this.events.add(eventType, record.server, { taskId, toolName: record.toolName, ...eventData });
+    for (const w of [...rt.waiters]) w({ ...updated });
+    return true;
+  }
+
+  private forget(taskId: string): void {
+    const rt = this.runtime.get(taskId);
+    if (rt) this.clock.clearTimeout(rt.retentionTimer);
+    this.runtime.delete(taskId);
+    this.store.delete(taskId);
+  }
+}
+
+export function isTerminal(status: ProxyTaskStatus): boolean {
+  return TERMINAL_STATUSES.includes(status);
+}

@@ -1,0 +1,264 @@
+/**
+ * UpstreamConnection: one MCP client connection from one downstream session to
+ * one upstream server. It owns the SDK Client and its transport, answers the
+ * upstream's server→client requests through the injected handlers, and reports
+ * an unexpected close exactly once. Lifecycle: connect() → (use) → close().
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  LoggingMessageNotificationSchema,
+  type CallToolResult,
+  type CreateMessageRequest,
+  type CreateMessageResult,
+  type ElicitRequest,
+  type ElicitResult,
+  type Implementation,
+  type LoggingMessageNotification,
+  type Prompt,
+  type Resource,
+  type ResourceTemplate,
+  type ServerCapabilities,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
+import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { Logger } from "../logging.js";
+import type { ServerConfig } from "../config/schema.js";
+import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
+import type { CreatedTransport, TransportFactory } from "./transports.js";
+
+export type ConnectionStatus = "idle" | "connecting" | "connected" | "disconnected" | "error" | "closed";
+
+/** How the owning session answers and records what the upstream sends. */
+export interface UpstreamHandlers {
+  onElicit(params: ElicitRequest["params"], signal: AbortSignal): Promise<ElicitResult>;
+  onSample(params: CreateMessageRequest["params"], signal: AbortSignal): Promise<CreateMessageResult>;
+  /** Every notification except logging messages and progress. */
+  onNotification(method: string, params: Record<string, unknown> | undefined): void;
+  onLog(params: LoggingMessageNotification["params"]): void;
+  /** The connection closed without close() being called. */
+  onDisconnect(reason: string): void;
+}
+
+export interface UpstreamConnectionOptions {
+  name: string;
+  config: ServerConfig;
+  handlers: UpstreamHandlers;
+  transportFactory: TransportFactory;
+  clientInfo: Implementation;
+  connectTimeoutMs: number;
+  requestTimeoutMs: number;
+  logger: Logger;
+}
+
+const STDERR_TAIL_LINES = 20;
+
+export class UpstreamConnection {
+  readonly name: string;
+  status: ConnectionStatus = "idle";
+  lastError: string | undefined;
+  connectedAt: number | undefined;
+  private client: Client | undefined;
+  private created: CreatedTransport | undefined;
+  private readonly stderrTail: string[] = [];
+  private closing = false;
+  private toolsCache: Promise<Tool[]> | undefined;
+
+  constructor(private readonly options: UpstreamConnectionOptions) {
+    this.name = options.name;
+  }
+
+  get serverInfo(): Implementation | undefined {
+    return this.client?.getServerVersion();
+  }
+
+  get capabilities(): ServerCapabilities | undefined {
+    return this.client?.getServerCapabilities();
+  }
+
+  get instructions(): string | undefined {
+    return this.client?.getInstructions();
+  }
+
+  /** The upstream's own MCP session id (streamable HTTP only). */
+  get upstreamSessionId(): string | undefined {
+    return this.created?.sessionId?.();
+  }
+
+  get pid(): number | null {
+    return this.created?.pid?.() ?? null;
+  }
+
+  async connect(): Promise<void> {
+    const { name, config, handlers, logger } = this.options;
+    this.status = "connecting";
+    const client = new Client(this.options.clientInfo, {
+      capabilities: { elicitation: { form: {}, url: {} }, sampling: {} },
+    });
+    client.setRequestHandler(ElicitRequestSchema, (req, extra) => handlers.onElicit(req.params, extra.signal));
+    client.setRequestHandler(CreateMessageRequestSchema, (req, extra) =>
+      handlers.onSample(req.params, extra.signal),
+    );
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      handlers.onLog(n.params);
+    });
+    client.fallbackNotificationHandler = async (n) => {
+      if (n.method === "notifications/tools/list_changed") this.toolsCache = undefined;
+      handlers.onNotification(n.method, n.params as Record<string, unknown> | undefined);
+    };
+    let created: CreatedTransport;
+    try {
+      created = this.options.transportFactory(name, config);
+    } catch (err) {
+      this.fail(`cannot create transport: ${errorMessage(err)}`);
+      throw this.unavailable();
+    }
+    this.created = created;
+    created.stderr?.on("data", (chunk: Buffer) => this.captureStderr(chunk));
+    client.onclose = () => this.handleClose();
+    client.onerror = (err) => logger.debug({ server: name, err: errorMessage(err) }, "upstream_transport_error");
+    this.client = client;
+    try {
+      await client.connect(created.transport, { timeout: this.options.connectTimeoutMs });
+    } catch (err) {
+      this.fail(this.describeFailure(errorMessage(err)));
+      this.closing = true;
+      await client.close().catch(() => undefined);
+      throw this.unavailable();
+    }
+    this.status = "connected";
+    this.connectedAt = Date.now();
+    this.lastError = undefined;
+    logger.info({ server: name, serverInfo: client.getServerVersion() }, "upstream_connected");
+  }
+
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    this.status = "closed";
+    await this.client?.close().catch(() => undefined);
+  }
+
+  private handleClose(): void {
+    if (this.closing) return;
+    this.closing = true;
+    const reason = this.describeFailure("connection closed");
+    this.fail(reason);
+    this.status = "disconnected";
+    this.options.logger.warn({ server: this.name, reason }, "upstream_disconnected");
+    this.options.handlers.onDisconnect(reason);
+  }
+
+  private fail(reason: string): void {
+    this.status = "error";
+    this.lastError = reason;
+  }
+
+  private describeFailure(base: string): string {
+    const tail = this.stderrTail.slice(-3).join(" | ");
+    return tail ? `${base} (stderr: ${tail})` : base;
+  }
+
+  private unavailable(): GatewayError {
+    return new GatewayError(
+      ErrorCodes.UPSTREAM_UNAVAILABLE,
+      `upstream '${this.name}' is unavailable: ${this.lastError ?? "not connected"}. Check its config with list_servers; it is retried on next use.`,
+      { server: this.name },
+    );
+  }
+
+  private captureStderr(chunk: Buffer): void {
+    for (const line of chunk.toString("utf8").split(/\r?\n/)) {
+      if (!line.trim()) continue;
+      this.stderrTail.push(line.slice(0, 500));
+      if (this.stderrTail.length > STDERR_TAIL_LINES) this.stderrTail.shift();
+      this.options.handlers.onLog({ level: "info", logger: "stderr", data: line });
+    }
+  }
+
+  private live(): Client {
+    if (this.status !== "connected" || !this.client) throw this.unavailable();
+    return this.client;
+  }
+
+  async callTool(
+    name: string,
+    args: Record<string, unknown> | undefined,
+    opts: { signal?: AbortSignal; timeoutMs: number; onprogress?: ProgressCallback },
+  ): Promise<CallToolResult> {
+    const result = await this.live().callTool({ name, ...(args ? { arguments: args } : {}) }, undefined, {
+      timeout: opts.timeoutMs,
+      resetTimeoutOnProgress: true,
+      ...(opts.signal ? { signal: opts.signal } : {}),
+      ...(opts.onprogress ? { onprogress: opts.onprogress } : {}),
+    });
+    return result as CallToolResult;
+  }
+
+  private get requestOptions() {
+    return { timeout: this.options.requestTimeoutMs };
+  }
+
+  async listTools(): Promise<Tool[]> {
+    return this.paginate((cursor) =>
+      this.live().listTools(cursor ? { cursor } : undefined, this.requestOptions).then((r) => ({ items: r.tools, next: r.nextCursor })),
+    );
+  }
+
+  /** The tool list, cached until the upstream says it changed. */
+  cachedTools(): Promise<Tool[]> {
+    if (!this.toolsCache) {
+      const p = this.listTools();
+      this.toolsCache = p;
+      p.catch(() => {
+        if (this.toolsCache === p) this.toolsCache = undefined;
+      });
+    }
+    return this.toolsCache;
+  }
+
+  async listResources(): Promise<Resource[]> {
+    if (!this.capabilities?.resources) return [];
+    return this.paginate((cursor) =>
+      this.live().listResources(cursor ? { cursor } : undefined, this.requestOptions).then((r) => ({ items: r.resources, next: r.nextCursor })),
+    );
+  }
+
+  async listResourceTemplates(): Promise<ResourceTemplate[]> {
+    if (!this.capabilities?.resources) return [];
+    return this.paginate((cursor) =>
+      this.live()
+        .listResourceTemplates(cursor ? { cursor } : undefined, this.requestOptions)
+        .then((r) => ({ items: r.resourceTemplates, next: r.nextCursor })),
+    );
+  }
+
+  async listPrompts(): Promise<Prompt[]> {
+    if (!this.capabilities?.prompts) return [];
+    return this.paginate((cursor) =>
+      this.live().listPrompts(cursor ? { cursor } : undefined, this.requestOptions).then((r) => ({ items: r.prompts, next: r.nextCursor })),
+    );
+  }
+
+  readResource(uri: string) {
+    return this.live().readResource({ uri }, this.requestOptions);
+  }
+
+  getPrompt(name: string, args: Record<string, string> | undefined) {
+    return this.live().getPrompt({ name, ...(args ? { arguments: args } : {}) }, this.requestOptions);
+  }
+
+  /** Follows nextCursor to the end (bounded, so a looping cursor cannot wedge us). */
+  private async paginate<T>(page: (cursor: string | undefined) => Promise<{ items: T[]; next?: string | undefined }>): Promise<T[]> {
+    const all: T[] = [];
+    let cursor: string | undefined;
+    for (let i = 0; i < 1000; i++) {
+      const { items, next } = await page(cursor);
+      all.push(...items);
+      if (!next || next === cursor) break;
+      cursor = next;
+    }
+    return all;
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * ServerRegistry: the server configurations shared by all sessions
+ * (name → config). Sessions own their connections; this owns only configs.
+ */
+import { ErrorCodes, GatewayError } from "../errors.js";
+import { isStdioConfig, remoteTransportOf, type ServerConfig } from "../config/schema.js";
+
+export interface RegisteredServer {
+  name: string;
+  config: ServerConfig;
+  /** Epoch ms. */
+  addedAt: number;
+  /** "config" for servers from the config file, else the session id that added it. */
+  addedBy: string;
+}
+
+export class ServerRegistry {
+  private readonly servers = new Map<string, RegisteredServer>();
+
+  add(entry: RegisteredServer): void {
+    if (this.servers.has(entry.name)) {
+      throw new GatewayError(
+        ErrorCodes.SERVER_EXISTS,
+        `a server named '${entry.name}' already exists; remove_server it first or pick another name`,
+        { server: entry.name },
+      );
+    }
+    this.servers.set(entry.name, entry);
+  }
+
+  remove(name: string): RegisteredServer {
+    const entry = this.require(name);
+    this.servers.delete(name);
+    return entry;
+  }
+
+  get(name: string): RegisteredServer | undefined {
+    return this.servers.get(name);
+  }
+
+  require(name: string): RegisteredServer {
+    const entry = this.servers.get(name);
+    if (!entry) {
+      const known = [...this.servers.keys()];
+      throw new GatewayError(
+        ErrorCodes.UNKNOWN_SERVER,
+        `no server named '${name}'. Known servers: ${known.length ? known.join(", ") : "(none)"}. Call list_servers, or add_server to add one.`,
+        { server: name },
+      );
+    }
+    return entry;
+  }
+
+  list(): RegisteredServer[] {
+    return [...this.servers.values()];
+  }
+
+  names(): string[] {
+    return [...this.servers.keys()];
+  }
+}
+
+/** A description of where a server lives that never includes secrets (env, headers). */
+export function describeTarget(config: ServerConfig): { transport: string; target: string } {
+  if (isStdioConfig(config)) return { transport: "stdio", target: config.command };
+  const url = new URL(config.url);
+  url.username = "";
+  url.password = "";
+  url.search = "";
+  return { transport: remoteTransportOf(config), target: url.toString() };
+}
