@@ -1,0 +1,92 @@
+/**
+ * Test harness: an in-process gateway on an ephemeral port with real
+ * upstreams, and SDK clients connected to it.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseConfig } from "../../src/config/load.js";
+import { everythingServerEntry } from "../../src/config/demo.js";
+import { createGateway, type Gateway, type GatewayDeps } from "../../src/server/gateway.js";
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const FIXTURES = path.join(ROOT, "test/fixtures");
+
+/** server-everything over stdio, as the demo config has it. */
+export function everythingStdio() {
+  return { command: process.execPath, args: [everythingServerEntry(), "stdio"] };
+}
+
+/** The slow-server fixture over stdio. */
+export function slowServerStdio() {
+  return { command: process.execPath, args: ["--import", "tsx", path.join(FIXTURES, "slow-server.ts")], cwd: ROOT };
+}
+
+export interface TestGateway {
+  gateway: Gateway;
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startGateway(raw: { mcpServers?: Record<string, unknown>; gateway?: Record<string, unknown> } = {}, deps: GatewayDeps = {}): Promise<TestGateway> {
+  const config = parseConfig({
+    mcpServers: raw.mcpServers ?? { everything: everythingStdio() },
+    gateway: { port: 0, logLevel: "silent", ...(raw.gateway ?? {}) },
+  });
+  const gateway = createGateway(config, deps);
+  const { url } = await gateway.listen();
+  return { gateway, url, close: () => gateway.close() };
+}
+
+export interface ClientOptions {
+  name?: string;
+}
+
+export async function connectClient(url: string, options: ClientOptions = {}): Promise<Client> {
+  const client = new Client({ name: options.name ?? "test-client", version: "1.0.0" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  return client;
+}
+
+/** Calls a meta-tool and returns the raw result. */
+export async function call(client: Client, name: string, args: Record<string, unknown> = {}): Promise<CallToolResult> {
+  return (await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 })) as CallToolResult;
+}
+
+/** Text blocks of a result parsed as JSON where possible. */
+export function blocks(result: CallToolResult): unknown[] {
+  return result.content.map((c) => {
+    if (c.type !== "text") return c;
+    try {
+      return JSON.parse(c.text);
+    } catch {
+      return c.text;
+    }
+  });
+}
+
+/** The first JSON object block that has `key`. */
+export function block<T = any>(result: CallToolResult, key: string): T | undefined {
+  for (const b of blocks(result)) {
+    if (b && typeof b === "object" && key in (b as object)) return (b as Record<string, T>)[key];
+  }
+  return undefined;
+}
+
+/** Drains events (any tool response delivers them) so later results are bare. */
+export async function drainEvents(client: Client): Promise<void> {
+  await call(client, "list_servers");
+}
+
+/** Waits until `server` is connected in this session. */
+export async function waitConnected(client: Client, server: string, timeoutMs = 30_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    const servers = block<Array<{ name: string; status: string }>>(await call(client, "list_servers"), "servers") ?? [];
+    if (servers.find((s) => s.name === server)?.status === "connected") return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`server ${server} did not connect within ${timeoutMs}ms`);
+}
