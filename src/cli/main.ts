@@ -7,7 +7,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { loadConfig } from "../config/load.js";
 import { GatewayError, errorMessage } from "../errors.js";
 import { createLogger } from "../logging.js";
-import { createGateway, type Gateway } from "../server/gateway.js";
+import { createGateway, type Gateway, type StdioFace } from "../server/gateway.js";
 
 function port(value: string): number {
   const n = Number(value);
@@ -47,14 +47,25 @@ program
   .command("stdio")
   .description("serve the gateway over stdin/stdout, for clients that launch MCP servers as processes")
   .option("-c, --config <file>", "mcpServers JSON config file (default: the embedded demo with server-everything)")
+  .option("--face <face>", "what the client sees: meta (management tools), all (every upstream, prefixed) or server:<name> (one upstream as is)", stdioFace, { kind: "meta" } as StdioFace)
   .addOption(logLevel)
-  .action(async (opts: { config?: string; logLevel?: string }) => {
+  .action(async (opts: { config?: string; face: StdioFace; logLevel?: string }) => {
     const config = await loadConfig({ file: opts.config, overrides: { logLevel: opts.logLevel ?? "warn" } });
+    if (opts.face.kind === "server" && !(opts.face.server in config.mcpServers)) {
+      throw new InvalidArgumentError(`--face server:${opts.face.server}: no such server in the config (have: ${Object.keys(config.mcpServers).join(", ") || "none"})`);
+    }
     const gateway = createGateway(config, { logger: createLogger(config.gateway.logLevel) });
     handleSignals(gateway);
     process.stdin.once("end", () => void shutdown(gateway, 0));
-    await gateway.serveStdio();
+    await gateway.serveStdio({ face: opts.face });
   });
+
+function stdioFace(value: string): StdioFace {
+  if (value === "meta" || value === "all") return { kind: value };
+  const m = /^server:(.+)$/.exec(value);
+  if (m) return { kind: "server", server: m[1]! };
+  throw new InvalidArgumentError("must be meta, all or server:<name>");
+}
 
 let shuttingDown = false;
 async function shutdown(gateway: Gateway, code: number): Promise<void> {

@@ -118,6 +118,12 @@ export const gatewaySettingsSchema = z.strictObject({
       requestTimeoutMs: positiveMs.default(60_000),
     })
     .prefault({}),
+  transparent: z
+    .strictObject({
+      /** Joins server and item names on the aggregated /all/mcp face. */
+      separator: z.string().min(1).max(8).default("__"),
+    })
+    .prefault({}),
   http: z
     .strictObject({
       maxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024),

@@ -1,25 +1,46 @@
 /**
- * One Streamable HTTP MCP endpoint (e.g. /mcp): maps Mcp-Session-Id headers
- * to a transport + face server + gateway Session. initialize without a
- * session id creates all three; DELETE or idle expiry destroys them.
- * 400 for a missing session header, 404 for an unknown session.
+ * One Streamable HTTP MCP endpoint (/mcp, /all/mcp, /servers/<name>/mcp):
+ * maps Mcp-Session-Id headers to a transport + face server + gateway
+ * Session. An initialize without a session id creates all three; DELETE or
+ * the session's destruction (idle expiry, shutdown) ends them. 400 for a
+ * missing session header, 404 for an unknown session. Each endpoint keeps its
+ * own bindings, so a session id is only valid where it was created.
+ *
+ * An attachable endpoint (the meta face) accepts `?session=<id>` on
+ * initialize to attach to an existing session of another face, e.g. to answer
+ * the elicitations queued for a transparent-face client that cannot take them.
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { isInitializeRequest, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { describeError, errorMessage } from "../errors.js";
 import type { GatewayContext } from "../server/context.js";
 import type { Session } from "../session/session.js";
+import { BoundedEventStore } from "./event-store.js";
 import { BodyTooLargeError, readBody, sendJsonRpcError } from "./json-rpc.js";
 
-export type FaceFactory = (session: Session) => McpServer;
+export interface FaceServer {
+  connect(transport: Transport): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface EndpointOptions {
+  /** Builds the face for a session; may connect upstreams first. */
+  face(session: Session, init: InitializeRequest["params"]): FaceServer | Promise<FaceServer>;
+  /** Connect new sessions to every upstream in the background (meta face). */
+  connectAll: boolean;
+  /** Accept `?session=<id>` to attach to an existing session. */
+  attachable?: boolean;
+}
 
 interface Binding {
   transport: StreamableHTTPServerTransport;
-  server: McpServer;
+  server: FaceServer;
   session: Session;
+  /** The binding that created the session ends it; attached ones only detach. */
+  owner: boolean;
 }
 
 export class McpEndpoint {
@@ -27,7 +48,7 @@ export class McpEndpoint {
 
   constructor(
     private readonly gateway: GatewayContext,
-    private readonly face: FaceFactory,
+    private readonly options: EndpointOptions,
   ) {}
 
   get sessionCount(): number {
@@ -40,7 +61,7 @@ export class McpEndpoint {
     if (sessionId !== undefined) {
       const binding = this.bindings.get(sessionId);
       if (!binding) {
-        return sendJsonRpcError(res, 404, -32001, `Session not found: '${sessionId}' does not exist or has expired; send initialize without Mcp-Session-Id to start a new session`);
+        return sendJsonRpcError(res, 404, -32001, `Session not found: '${sessionId}' does not exist here or has expired; send initialize without Mcp-Session-Id to start a new session`);
       }
       binding.session.touch();
       await binding.transport.handleRequest(req, res);
@@ -59,38 +80,59 @@ export class McpEndpoint {
     if (!isInitializeRequest(body)) {
       return sendJsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required; the first request of a session must be a single initialize request");
     }
+    const attachTo = this.options.attachable ? new URL(req.url ?? "/", "http://x").searchParams.get("session") : null;
     let session: Session;
-    try {
-      session = this.gateway.sessions.create(randomUUID());
-    } catch (err) {
-      return sendJsonRpcError(res, 503, -32000, describeError(err));
+    let owner = true;
+    if (attachTo) {
+      const existing = this.gateway.sessions.get(attachTo);
+      if (!existing) return sendJsonRpcError(res, 404, -32001, `Session not found: cannot attach to '${attachTo}'`);
+      session = existing;
+      owner = false;
+    } else {
+      try {
+        session = this.gateway.sessions.create({ id: randomUUID(), downstreamCapabilities: body.params.capabilities, connect: this.options.connectAll });
+      } catch (err) {
+        return sendJsonRpcError(res, 503, -32000, describeError(err));
+      }
     }
+    let server: FaceServer;
+    try {
+      server = await this.options.face(session, body.params);
+    } catch (err) {
+      if (owner) await this.gateway.sessions.destroy(session.id, "face could not start");
+      return sendJsonRpcError(res, 502, -32000, describeError(err));
+    }
+    const transportId = owner ? session.id : randomUUID();
     const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => session.id,
+      sessionIdGenerator: () => transportId,
       maxRequestBodySize: this.gateway.settings.http.maxBodyBytes,
+      eventStore: new BoundedEventStore(this.gateway.newId),
       onsessioninitialized: (id) => {
-        this.bindings.set(id, { transport, server, session });
+        this.bindings.set(id, { transport, server, session, owner });
       },
     });
-    const server = this.face(session);
     transport.onclose = () => {
-      if (this.bindings.delete(session.id)) void this.gateway.sessions.destroy(session.id, "client closed the session");
+      const binding = this.bindings.get(transportId);
+      if (!binding) return;
+      this.bindings.delete(transportId);
+      if (binding.owner) void this.gateway.sessions.destroy(session.id, "client closed the session");
     };
     await server.connect(transport);
     await transport.handleRequest(req, res, body);
-    if (!this.bindings.has(session.id)) {
-      // initialize was rejected by the transport: nothing to keep.
-      await this.gateway.sessions.destroy(session.id, "initialize failed");
+    if (!this.bindings.has(transportId)) {
+      // The transport rejected the initialize: keep nothing.
+      if (owner) await this.gateway.sessions.destroy(session.id, "initialize failed");
       await server.close().catch(() => undefined);
     }
   }
 
-  /** The gateway destroyed a session (idle expiry, shutdown): close its transport. */
+  /** A session was destroyed (idle expiry, shutdown, owner closed): close its transports here. */
   release(sessionId: string): void {
-    const binding = this.bindings.get(sessionId);
-    if (!binding) return;
-    this.bindings.delete(sessionId);
-    void binding.server.close().catch(() => undefined);
+    for (const [id, binding] of this.bindings) {
+      if (binding.session.id !== sessionId) continue;
+      this.bindings.delete(id);
+      void binding.server.close().catch(() => undefined);
+    }
   }
 
   async close(): Promise<void> {

@@ -12,8 +12,10 @@ import { sendJsonRpcError } from "./json-rpc.js";
 import type { McpEndpoint } from "./mcp-endpoint.js";
 
 export interface Routes {
-  /** Exact paths to endpoints, e.g. { "/mcp": metaEndpoint }. */
-  endpoints: Record<string, McpEndpoint>;
+  /** Maps a path to its MCP endpoint, e.g. "/mcp" to the meta face. */
+  endpoint(path: string): McpEndpoint | undefined;
+  /** Paths to list in 404 messages. */
+  describe: string;
   /** Extra GET handlers, e.g. /healthz. */
   get?: Record<string, () => unknown>;
 }
@@ -24,7 +26,7 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
     const failure = checkRequest(req, guard);
     if (failure) return sendJsonRpcError(res, failure.status, -32000, failure.message, failure.headers);
     const path = (req.url ?? "/").split("?")[0] ?? "/";
-    const endpoint = routes.endpoints[path];
+    const endpoint = routes.endpoint(path);
     if (endpoint) {
       endpoint.handle(req, res).catch((err: unknown) => {
         logger.error({ err: errorMessage(err), path }, "http_handler_failed");
@@ -38,7 +40,7 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
       res.end(JSON.stringify(get()));
       return;
     }
-    sendJsonRpcError(res, 404, -32601, `Not found: ${req.method} ${path}. The MCP endpoint is ${Object.keys(routes.endpoints).join(", ")}`);
+    sendJsonRpcError(res, 404, -32601, `Not found: ${req.method} ${path}. MCP endpoints: ${routes.describe}`);
   });
 }
 

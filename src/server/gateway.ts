@@ -10,6 +10,7 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { systemClock, ulidGenerator, type Clock, type IdGenerator } from "../clock.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { createMetaServer } from "../faces/meta/server.js";
+import { createTransparentServer } from "../faces/transparent/server.js";
 import { McpEndpoint } from "../http/mcp-endpoint.js";
 import { createHttpServer, listen } from "../http/server.js";
 import { silentLogger, type Logger } from "../logging.js";
@@ -21,6 +22,8 @@ import { defaultTransportFactory, type TransportFactory } from "../upstream/tran
 import type { GatewayContext } from "./context.js";
 
 const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
+
+export type StdioFace = { kind: "meta" } | { kind: "all" } | { kind: "server"; server: string };
 
 export interface GatewayDeps {
   clock?: Clock;
@@ -34,8 +37,8 @@ export interface Gateway {
   readonly context: GatewayContext;
   /** Serves HTTP; resolves with the MCP URL once listening. */
   listen(): Promise<{ url: string; port: number }>;
-  /** Serves one session over stdin/stdout. */
-  serveStdio(stdin?: NodeJS.ReadableStream, stdout?: NodeJS.WritableStream): Promise<Session>;
+  /** Serves one session over stdin/stdout with the chosen face. */
+  serveStdio(options?: { face?: StdioFace; stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream }): Promise<Session>;
   close(): Promise<void>;
 }
 
@@ -59,8 +62,36 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     clientInfo: { name: "emceepee", version: pkg.version },
   });
   const context: GatewayContext = { registry, sessions, settings, clock, newId, logger, version: pkg.version };
-  const meta = new McpEndpoint(context, (session) => createMetaServer({ session, gateway: context }));
-  sessions.onDestroyed = (id) => meta.release(id);
+  const meta = new McpEndpoint(context, { face: (session) => createMetaServer({ session, gateway: context }), connectAll: true, attachable: true });
+  const separator = settings.transparent.separator;
+  const all = new McpEndpoint(context, {
+    face: (session, init) => createTransparentServer({ session, gateway: context, target: { kind: "all", separator }, init }),
+    connectAll: false,
+  });
+  const perServer = new Map<string, McpEndpoint>();
+  const serverEndpoint = (name: string): McpEndpoint | undefined => {
+    if (!registry.get(name)) return perServer.get(name);
+    let endpoint = perServer.get(name);
+    if (!endpoint) {
+      endpoint = new McpEndpoint(context, {
+        face: (session, init) => createTransparentServer({ session, gateway: context, target: { kind: "server", server: name }, init }),
+        connectAll: false,
+      });
+      perServer.set(name, endpoint);
+    }
+    return endpoint;
+  };
+  const endpoints = () => [meta, all, ...perServer.values()];
+  sessions.onDestroyed = (id) => endpoints().forEach((e) => e.release(id));
+  const routes = {
+    describe: "/mcp (meta-tools), /all/mcp (all upstreams, prefixed), /servers/<name>/mcp (one upstream)",
+    endpoint(path: string): McpEndpoint | undefined {
+      if (path === "/mcp") return meta;
+      if (path === "/all/mcp") return all;
+      const m = /^\/servers\/([^/]+)\/mcp$/.exec(path);
+      return m ? serverEndpoint(decodeURIComponent(m[1]!)) : undefined;
+    },
+  };
   let httpServer: http.Server | undefined;
   let stdioClose: (() => Promise<void>) | undefined;
   let closing: Promise<void> | undefined;
@@ -69,14 +100,21 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   return {
     context,
     async listen() {
-      httpServer = createHttpServer(settings, { endpoints: { "/mcp": meta }, get: { "/healthz": () => ({ status: "ok", sessions: sessions.size }) } }, logger);
+      httpServer = createHttpServer(settings, { ...routes, get: { "/healthz": () => ({ status: "ok", sessions: sessions.size }) } }, logger);
       const address = await listen(httpServer, settings.host, settings.port);
       const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
       return { url: `http://${host}:${address.port}/mcp`, port: address.port };
     },
-    async serveStdio(stdin = process.stdin, stdout = process.stdout) {
-      const session = sessions.create();
-      const server = createMetaServer({ session, gateway: context });
+    async serveStdio({ face = { kind: "meta" } as StdioFace, stdin = process.stdin, stdout = process.stdout } = {}) {
+      const session = sessions.create({ connect: face.kind === "meta" });
+      const server =
+        face.kind === "meta"
+          ? createMetaServer({ session, gateway: context })
+          : await createTransparentServer({
+              session,
+              gateway: context,
+              target: face.kind === "server" ? { kind: "server", server: face.server } : { kind: "all", separator },
+            });
       const transport = new StdioServerTransport(stdin as never, stdout as never);
       await server.connect(transport);
       stdioClose = () => server.close();
@@ -91,7 +129,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
             server.closeAllConnections();
           });
         }
-        await meta.close();
+        await Promise.allSettled(endpoints().map((e) => e.close()));
         await stdioClose?.().catch(() => undefined);
         await sessions.close();
         logger.info("gateway_closed");

@@ -3,6 +3,7 @@
  * ones, and applies server add/remove to every session. The server registry is
  * shared; connections, events and tasks are per session.
  */
+import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { ServerConfig } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { TimerHandle } from "../clock.js";
@@ -29,16 +30,17 @@ export class SessionManager {
     this.scheduleSweep();
   }
 
-  create(id = this.deps.newId()): Session {
+  create(options: { id?: string; downstreamCapabilities?: ClientCapabilities | undefined; connect?: boolean } = {}): Session {
+    const id = options.id ?? this.deps.newId();
     if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, "the gateway is shutting down");
     const { maxSessions } = this.deps.settings.sessions;
     if (this.sessions.size >= maxSessions) {
       throw new GatewayError(ErrorCodes.LIMIT_REACHED, `the gateway already has ${maxSessions} sessions (gateway.sessions.maxSessions)`);
     }
-    const session = new Session(id, this.deps);
+    const session = new Session(id, this.deps, options.downstreamCapabilities);
     this.sessions.set(id, session);
     this.deps.logger.info({ session: id }, "session_created");
-    if (this.options.connectEagerly) session.connectAllInBackground();
+    if (options.connect ?? this.options.connectEagerly) session.connectAllInBackground();
     return session;
   }
 

@@ -3,7 +3,7 @@
  * upstream connections, event system, buffers, pending client requests and
  * tasks. Nothing here is visible to another session. close() frees it all.
  */
-import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
+import type { ClientCapabilities, Implementation } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, IdGenerator } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
@@ -13,6 +13,7 @@ import { TaskManager } from "../tasks/task-manager.js";
 import { UpstreamConnection, type ConnectionStatus, type UpstreamHandlers } from "../upstream/connection.js";
 import type { ServerRegistry } from "../upstream/registry.js";
 import type { TransportFactory } from "../upstream/transports.js";
+import { canElicit, type DownstreamBridge } from "./bridge.js";
 import { BufferManager } from "./buffers.js";
 import { EventSystem } from "./event-system.js";
 import { PendingRequests } from "./pending-requests.js";
@@ -46,10 +47,14 @@ export class Session {
   private readonly connections = new Map<string, UpstreamConnection>();
   private readonly connecting = new Map<string, Promise<UpstreamConnection>>();
   private closed = false;
+  /** Set by the transparent face once its client has initialized. */
+  bridge: DownstreamBridge | undefined;
 
   constructor(
     readonly id: string,
     private readonly deps: SessionDeps,
+    /** The downstream client's capabilities, when known before connecting upstream. */
+    readonly downstreamCapabilities?: ClientCapabilities,
   ) {
     const { settings, clock, newId } = deps;
     this.logger = deps.logger.child({ session: id });
@@ -97,6 +102,7 @@ export class Session {
       connectTimeoutMs: settings.upstream.connectTimeoutMs,
       requestTimeoutMs: settings.upstream.requestTimeoutMs,
       logger: this.logger,
+      roots: this.downstreamCapabilities?.roots,
     });
     this.connections.set(name, conn);
     const attempt = conn
@@ -146,12 +152,39 @@ export class Session {
     await Promise.allSettled(conns.map((c) => c.close()));
   }
 
+  /** Connections currently live (for list_changed fan-out, roots updates, logging levels). */
+  liveConnections(): UpstreamConnection[] {
+    return [...this.connections.values()].filter((c) => c.status === "connected");
+  }
+
+  /**
+   * Server→client traffic: natively through the bridge when the client can
+   * take it, otherwise into the pending queue / buffers (never dropped).
+   */
   private handlersFor(server: string): UpstreamHandlers {
     return {
-      onElicit: (params, signal) => this.pending.add("elicitation", server, params, signal),
-      onSample: (params, signal) => this.pending.add("sampling", server, params, signal),
-      onNotification: (method, params) => this.buffers.addNotification(server, method, params),
-      onLog: (params) => this.buffers.addLog(server, params.level, params.data, params.logger),
+      onElicit: (params, signal) => {
+        const mode = (params as { mode?: string }).mode ?? "form";
+        if (this.bridge && canElicit(this.bridge.clientCapabilities, mode)) return this.bridge.elicit(server, params, signal);
+        return this.pending.add("elicitation", server, params, signal);
+      },
+      onSample: (params, signal) => {
+        if (this.bridge?.clientCapabilities.sampling) return this.bridge.sample(server, params, signal);
+        return this.pending.add("sampling", server, params, signal);
+      },
+      onListRoots: async (signal) => {
+        if (this.bridge?.clientCapabilities.roots) return this.bridge.listRoots(signal);
+        return { roots: [] };
+      },
+      onNotification: (method, params) => {
+        this.buffers.addNotification(server, method, params);
+        this.bridge?.notify(server, method, params);
+      },
+      onLog: (params) => {
+        this.buffers.addLog(server, params.level, params.data, params.logger);
+        this.bridge?.notify(server, "notifications/message", params as Record<string, unknown>);
+      },
+      onStderr: (line) => this.buffers.addLog(server, "info", line, "stderr"),
       onDisconnect: (reason) => this.onUpstreamDisconnect(server, reason),
     };
   }

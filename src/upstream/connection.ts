@@ -8,13 +8,16 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import {
   CreateMessageRequestSchema,
   ElicitRequestSchema,
+  ListRootsRequestSchema,
   LoggingMessageNotificationSchema,
+  type ClientCapabilities,
   type CallToolResult,
   type CreateMessageRequest,
   type CreateMessageResult,
   type ElicitRequest,
   type ElicitResult,
   type Implementation,
+  type ListRootsResult,
   type LoggingMessageNotification,
   type Prompt,
   type Resource,
@@ -26,6 +29,7 @@ import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol
 import type { Logger } from "../logging.js";
 import type { ServerConfig } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
+import { dispatchProgressInOrder } from "./ordered-progress.js";
 import type { CreatedTransport, TransportFactory } from "./transports.js";
 
 export type ConnectionStatus = "idle" | "connecting" | "connected" | "disconnected" | "error" | "closed";
@@ -37,6 +41,10 @@ export interface UpstreamHandlers {
   /** Every notification except logging messages and progress. */
   onNotification(method: string, params: Record<string, unknown> | undefined): void;
   onLog(params: LoggingMessageNotification["params"]): void;
+  /** A line the stdio child wrote to stderr. */
+  onStderr(line: string): void;
+  /** Only asked when the connection declares `roots`. */
+  onListRoots(signal: AbortSignal): Promise<ListRootsResult>;
   /** The connection closed without close() being called. */
   onDisconnect(reason: string): void;
 }
@@ -50,6 +58,8 @@ export interface UpstreamConnectionOptions {
   connectTimeoutMs: number;
   requestTimeoutMs: number;
   logger: Logger;
+  /** Declare `roots` to the upstream (only when the downstream client has roots). */
+  roots?: ClientCapabilities["roots"] | undefined;
 }
 
 const STDERR_TAIL_LINES = 20;
@@ -93,9 +103,10 @@ export class UpstreamConnection {
   async connect(): Promise<void> {
     const { name, config, handlers, logger } = this.options;
     this.status = "connecting";
-    const client = new Client(this.options.clientInfo, {
-      capabilities: { elicitation: { form: {}, url: {} }, sampling: {} },
-    });
+    const capabilities: ClientCapabilities = { elicitation: { form: {}, url: {} }, sampling: {} };
+    if (this.options.roots) capabilities.roots = this.options.roots;
+    const client = new Client(this.options.clientInfo, { capabilities });
+    if (this.options.roots) client.setRequestHandler(ListRootsRequestSchema, (_req, extra) => handlers.onListRoots(extra.signal));
     client.setRequestHandler(ElicitRequestSchema, (req, extra) => handlers.onElicit(req.params, extra.signal));
     client.setRequestHandler(CreateMessageRequestSchema, (req, extra) =>
       handlers.onSample(req.params, extra.signal),
@@ -127,6 +138,7 @@ export class UpstreamConnection {
       await client.close().catch(() => undefined);
       throw this.unavailable();
     }
+    dispatchProgressInOrder(client, created.transport);
     this.status = "connected";
     this.connectedAt = Date.now();
     this.lastError = undefined;
@@ -173,8 +185,13 @@ export class UpstreamConnection {
       if (!line.trim()) continue;
       this.stderrTail.push(line.slice(0, 500));
       if (this.stderrTail.length > STDERR_TAIL_LINES) this.stderrTail.shift();
-      this.options.handlers.onLog({ level: "info", logger: "stderr", data: line });
+      this.options.handlers.onStderr(line);
     }
+  }
+
+  /** The SDK client, for faces that forward requests verbatim. */
+  get sdk(): Client {
+    return this.live();
   }
 
   private live(): Client {

@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { ErrorCodes, GatewayError } from "../../../errors.js";
 import { executeWithPromotion } from "../../../tasks/execute.js";
+import { forwardProgress } from "../../progress.js";
 import { defineTool, json, type MetaContext } from "../define.js";
 import { elicitationSummary } from "../envelope.js";
 import { fanout, named } from "./fanout.js";
@@ -35,7 +36,7 @@ export const executeTool = defineTool({
     const conn = await session.connection(server);
     await assertToolExists(ctx, server, tool);
     const timeoutMs = timeout_ms ?? gateway.settings.tools.defaultTimeoutMs;
-    const progressToken = extra._meta?.progressToken;
+    const progress = forwardProgress(extra, extra._meta?.progressToken);
     const outcome = await executeWithPromotion({
       tasks: session.tasks,
       connection: conn,
@@ -46,11 +47,9 @@ export const executeTool = defineTool({
       ttlMs: task_ttl_ms,
       callTimeoutMs: timeoutMs + gateway.settings.tasks.maxTtlMs,
       signal: extra.signal,
-      onprogress:
-        progressToken === undefined
-          ? undefined
-          : (p) => void extra.sendNotification({ method: "notifications/progress", params: { ...p, progressToken } }).catch(() => undefined),
+      onprogress: progress.onprogress,
     });
+    await progress.flush();
     if (outcome.kind === "result") return outcome.result;
     const { task } = outcome;
     return json(

@@ -1,0 +1,69 @@
+/**
+ * The transparent face's DownstreamBridge: forwards an upstream's
+ * server→client requests and notifications to this session's own client.
+ * Requests ride the stream of an in-flight client request to the same
+ * upstream when there is one (so clients without a standalone GET stream
+ * still get them), else the standalone stream.
+ */
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import {
+  CreateMessageResultSchema,
+  ElicitResultSchema,
+  ListRootsResultSchema,
+  type ClientCapabilities,
+  type RequestId,
+} from "@modelcontextprotocol/sdk/types.js";
+import type { DownstreamBridge } from "../../session/bridge.js";
+import type { Catalog } from "./catalog.js";
+
+export class InflightRequests {
+  private readonly byServer = new Map<string, RequestId[]>();
+
+  track(server: string, id: RequestId): () => void {
+    const list = this.byServer.get(server) ?? [];
+    list.push(id);
+    this.byServer.set(server, list);
+    return () => {
+      const i = list.indexOf(id);
+      if (i >= 0) list.splice(i, 1);
+      if (!list.length) this.byServer.delete(server);
+    };
+  }
+
+  latest(server: string): RequestId | undefined {
+    return this.byServer.get(server)?.at(-1);
+  }
+}
+
+export function createBridge(
+  server: Server,
+  clientCapabilities: ClientCapabilities,
+  catalog: Catalog,
+  inflight: InflightRequests,
+  requestTimeoutMs: number,
+): DownstreamBridge {
+  const related = (upstream: string) => {
+    const id = inflight.latest(upstream);
+    return id === undefined ? {} : { relatedRequestId: id };
+  };
+  return {
+    clientCapabilities,
+    elicit: (upstream, params, signal) =>
+      server.request({ method: "elicitation/create", params }, ElicitResultSchema, { signal, timeout: requestTimeoutMs, ...related(upstream) }),
+    sample: (upstream, params, signal) =>
+      server.request({ method: "sampling/createMessage", params }, CreateMessageResultSchema, { signal, timeout: requestTimeoutMs, ...related(upstream) }),
+    listRoots: (signal) => server.request({ method: "roots/list" }, ListRootsResultSchema, { signal }),
+    notify(upstream, method, params) {
+      let forwarded = params;
+      if (method === "notifications/message" && catalog.target.kind === "all" && params) {
+        forwarded = { ...params, logger: params.logger ? `${upstream}/${String(params.logger)}` : upstream };
+      }
+      // Capabilities the client was not offered make the SDK throw: such notifications are not for it.
+      try {
+        void server.notification({ method, ...(forwarded ? { params: forwarded } : {}) } as never).catch(() => undefined);
+      } catch {
+        /* not advertised on this face */
+      }
+    },
+  };
+}

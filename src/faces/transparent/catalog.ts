@@ -1,0 +1,71 @@
+/**
+ * Naming for a transparent face. `server` faces expose an upstream's names
+ * unchanged; the `all` face prefixes them `<server><sep><name>` (servers in
+ * sorted order, each upstream's own order kept) and resolves them back.
+ */
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+
+export type FaceTarget = { kind: "server"; server: string } | { kind: "all"; separator: string };
+
+export class Catalog {
+  constructor(
+    readonly target: FaceTarget,
+    private readonly registryNames: () => string[],
+  ) {}
+
+  servers(): string[] {
+    return this.target.kind === "server" ? [this.target.server] : [...this.registryNames()].sort();
+  }
+
+  expose(server: string, name: string): string {
+    return this.target.kind === "server" ? name : `${server}${this.target.separator}${name}`;
+  }
+
+  /** Maps an exposed name back to its server; the longest matching server name wins. */
+  resolve(exposed: string, what: string): { server: string; name: string } {
+    if (this.target.kind === "server") return { server: this.target.server, name: exposed };
+    const sep = this.target.separator;
+    const match = this.servers()
+      .filter((s) => exposed.startsWith(s + sep) && exposed.length > s.length + sep.length)
+      .sort((a, b) => b.length - a.length)[0];
+    if (!match) {
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `unknown ${what} '${exposed}': names on this endpoint are '<server>${sep}<name>' with server one of ${this.servers().join(", ") || "(none)"}`,
+      );
+    }
+    return { server: match, name: exposed.slice(match.length + sep.length) };
+  }
+
+  /** Throws when two upstream items end up with the same exposed name. */
+  assertUnique(items: Array<{ exposed: string; server: string }>, what: string): void {
+    const seen = new Map<string, string>();
+    for (const { exposed, server } of items) {
+      const other = seen.get(exposed);
+      if (other !== undefined) {
+        throw new McpError(
+          ErrorCode.InternalError,
+          `${what} name collision: '${exposed}' is exposed by both '${other}' and '${server}'. Rename one server or set gateway.transparent.separator to a string neither uses.`,
+        );
+      }
+      seen.set(exposed, server);
+    }
+  }
+}
+
+const PAGE_SIZE = 200;
+
+/** Offset pagination for aggregated lists. */
+export function paginate<T>(items: T[], cursor: string | undefined): { page: T[]; nextCursor?: string } {
+  let offset = 0;
+  if (cursor !== undefined) {
+    const parsed = Number(Buffer.from(cursor, "base64url").toString("utf8"));
+    if (!Number.isInteger(parsed) || parsed < 0 || parsed > items.length) {
+      throw new McpError(ErrorCode.InvalidParams, `invalid cursor '${cursor}': pass the nextCursor of a previous list response`);
+    }
+    offset = parsed;
+  }
+  const page = items.slice(offset, offset + PAGE_SIZE);
+  const next = offset + PAGE_SIZE;
+  return next < items.length ? { page, nextCursor: Buffer.from(String(next)).toString("base64url") } : { page };
+}

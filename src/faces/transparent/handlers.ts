@@ -1,0 +1,194 @@
+/**
+ * Request handlers of the transparent face. Single-server faces forward
+ * requests verbatim (cursors included); the aggregate gathers every upstream,
+ * prefixes names, routes resource URIs back to their owner and paginates.
+ * Upstream JSON-RPC errors reach the client unchanged.
+ */
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import {
+  CallToolRequestSchema,
+  CompleteRequestSchema,
+  ErrorCode,
+  GetPromptRequestSchema,
+  ListPromptsRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListResourcesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+  SetLevelRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+  type CallToolResult,
+  type ServerCapabilities,
+} from "@modelcontextprotocol/sdk/types.js";
+import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
+import { describeError, GatewayError } from "../../errors.js";
+import type { GatewayContext } from "../../server/context.js";
+import type { Session } from "../../session/session.js";
+import type { UpstreamConnection } from "../../upstream/connection.js";
+import { forwardProgress } from "../progress.js";
+import type { InflightRequests } from "./bridge.js";
+import { paginate, type Catalog } from "./catalog.js";
+
+export interface HandlerContext {
+  server: Server;
+  session: Session;
+  catalog: Catalog;
+  capabilities: ServerCapabilities;
+  inflight: InflightRequests;
+  gateway: GatewayContext;
+}
+
+export function registerHandlers(h: HandlerContext): void {
+  const { server, session, catalog, capabilities } = h;
+  const single = catalog.target.kind === "server";
+  const conn = async (name: string): Promise<UpstreamConnection> => {
+    try {
+      return await session.connection(name);
+    } catch (err) {
+      if (err instanceof GatewayError) throw new McpError(ErrorCode.InternalError, describeError(err));
+      throw err;
+    }
+  };
+  /** Every upstream of the face that connects, in catalog order. */
+  const each = async <T>(read: (c: UpstreamConnection, server: string) => Promise<T[]>): Promise<Array<{ server: string; item: T }>> => {
+    const rows = await Promise.all(
+      catalog.servers().map(async (s) => {
+        try {
+          return (await read(await session.connection(s), s)).map((item) => ({ server: s, item }));
+        } catch (err) {
+          session.logger.warn({ server: s, err: describeError(err) }, "aggregate_list_failed");
+          return [];
+        }
+      }),
+    );
+    return rows.flat();
+  };
+  const router = new ResourceRouter();
+
+  if (capabilities.tools) {
+    server.setRequestHandler(ListToolsRequestSchema, async (req) => {
+      if (single) return (await conn(catalog.servers()[0]!)).sdk.listTools(req.params);
+      const rows = await each((c) => (c.capabilities?.tools ? c.cachedTools() : Promise.resolve([])));
+      const tools = rows.map(({ server: s, item }) => ({ ...item, name: catalog.expose(s, item.name) }));
+      catalog.assertUnique(tools.map((t, i) => ({ exposed: t.name, server: rows[i]!.server })), "tool");
+      const { page, nextCursor } = paginate(tools, req.params?.cursor);
+      return { tools: page, ...(nextCursor ? { nextCursor } : {}) };
+    });
+    server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
+      const { server: upstream, name } = catalog.resolve(req.params.name, "tool");
+      const c = await conn(upstream);
+      const progress = forwardProgress(extra, req.params._meta?.progressToken);
+      const untrack = h.inflight.track(upstream, extra.requestId);
+      try {
+        const result = (await c.sdk.callTool({ ...req.params, name }, undefined, {
+          signal: extra.signal,
+          timeout: h.gateway.settings.tasks.maxTtlMs,
+          resetTimeoutOnProgress: true,
+          ...(progress.onprogress ? { onprogress: progress.onprogress } : {}),
+        })) as CallToolResult;
+        await progress.flush();
+        return result;
+      } finally {
+        untrack();
+      }
+    });
+  }
+
+  if (capabilities.resources) {
+    server.setRequestHandler(ListResourcesRequestSchema, async (req) => {
+      if (single) return (await conn(catalog.servers()[0]!)).sdk.listResources(req.params);
+      const rows = await each((c) => c.listResources());
+      router.learnResources(rows.map((r) => ({ server: r.server, uri: r.item.uri })));
+      const { page, nextCursor } = paginate(rows.map((r) => r.item), req.params?.cursor);
+      return { resources: page, ...(nextCursor ? { nextCursor } : {}) };
+    });
+    server.setRequestHandler(ListResourceTemplatesRequestSchema, async (req) => {
+      if (single) return (await conn(catalog.servers()[0]!)).sdk.listResourceTemplates(req.params);
+      const rows = await each((c) => c.listResourceTemplates());
+      router.learnTemplates(rows.map((r) => ({ server: r.server, template: r.item.uriTemplate })));
+      const { page, nextCursor } = paginate(rows.map((r) => r.item), req.params?.cursor);
+      return { resourceTemplates: page, ...(nextCursor ? { nextCursor } : {}) };
+    });
+    const owner = async (uri: string): Promise<UpstreamConnection> => {
+      if (single) return conn(catalog.servers()[0]!);
+      let found = router.route(uri);
+      if (found === undefined) {
+        // Learn the lists once, then try again.
+        router.learnResources((await each((c) => c.listResources())).map((r) => ({ server: r.server, uri: r.item.uri })));
+        router.learnTemplates((await each((c) => c.listResourceTemplates())).map((r) => ({ server: r.server, template: r.item.uriTemplate })));
+        found = router.route(uri);
+      }
+      if (found === undefined) throw new McpError(ErrorCode.InvalidParams, `no upstream lists a resource or template matching '${uri}'`);
+      return conn(found);
+    };
+    server.setRequestHandler(ReadResourceRequestSchema, async (req) => (await owner(req.params.uri)).sdk.readResource(req.params));
+    if (capabilities.resources.subscribe) {
+      server.setRequestHandler(SubscribeRequestSchema, async (req) => (await owner(req.params.uri)).sdk.subscribeResource(req.params));
+      server.setRequestHandler(UnsubscribeRequestSchema, async (req) => (await owner(req.params.uri)).sdk.unsubscribeResource(req.params));
+    }
+  }
+
+  if (capabilities.prompts) {
+    server.setRequestHandler(ListPromptsRequestSchema, async (req) => {
+      if (single) return (await conn(catalog.servers()[0]!)).sdk.listPrompts(req.params);
+      const rows = await each((c) => c.listPrompts());
+      const prompts = rows.map(({ server: s, item }) => ({ ...item, name: catalog.expose(s, item.name) }));
+      catalog.assertUnique(prompts.map((p, i) => ({ exposed: p.name, server: rows[i]!.server })), "prompt");
+      const { page, nextCursor } = paginate(prompts, req.params?.cursor);
+      return { prompts: page, ...(nextCursor ? { nextCursor } : {}) };
+    });
+    server.setRequestHandler(GetPromptRequestSchema, async (req) => {
+      const { server: upstream, name } = catalog.resolve(req.params.name, "prompt");
+      return (await conn(upstream)).sdk.getPrompt({ ...req.params, name });
+    });
+  }
+
+  if (capabilities.completions) {
+    server.setRequestHandler(CompleteRequestSchema, async (req) => {
+      const ref = req.params.ref;
+      if (ref.type === "ref/prompt") {
+        const { server: upstream, name } = catalog.resolve(ref.name, "prompt");
+        return (await conn(upstream)).sdk.complete({ ...req.params, ref: { ...ref, name } });
+      }
+      const target = single ? catalog.servers()[0]! : router.routeTemplate(ref.uri);
+      if (target === undefined) throw new McpError(ErrorCode.InvalidParams, `no upstream has the resource template '${ref.uri}'; list resource templates first`);
+      return (await conn(target)).sdk.complete(req.params);
+    });
+  }
+
+  if (capabilities.logging) {
+    server.setRequestHandler(SetLevelRequestSchema, async (req) => {
+      await Promise.all(
+        session
+          .liveConnections()
+          .filter((c) => catalog.servers().includes(c.name) && c.capabilities?.logging)
+          .map((c) => c.sdk.setLoggingLevel(req.params.level)),
+      );
+      return {};
+    });
+  }
+}
+
+/** Remembers which upstream owns which resource URI / template (aggregate face). */
+class ResourceRouter {
+  private readonly uris = new Map<string, string>();
+  private templates: Array<{ server: string; template: string; matcher: UriTemplate }> = [];
+
+  learnResources(rows: Array<{ server: string; uri: string }>): void {
+    for (const r of rows) if (!this.uris.has(r.uri)) this.uris.set(r.uri, r.server);
+  }
+
+  learnTemplates(rows: Array<{ server: string; template: string }>): void {
+    this.templates = rows.map((r) => ({ ...r, matcher: new UriTemplate(r.template) }));
+  }
+
+  route(uri: string): string | undefined {
+    return this.uris.get(uri) ?? this.templates.find((t) => t.matcher.match(uri) !== null)?.server;
+  }
+
+  routeTemplate(template: string): string | undefined {
+    return this.templates.find((t) => t.template === template)?.server;
+  }
+}

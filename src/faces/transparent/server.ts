@@ -1,0 +1,89 @@
+/**
+ * The transparent face: a low-level MCP Server per downstream session that
+ * serves the upstreams' own tools, resources, prompts and completions —
+ * verbatim for /servers/<name>/mcp, prefixed and aggregated for /all/mcp —
+ * over the same Session (connections, pending queue) as the meta-tools face.
+ * Capabilities are derived from the connected upstreams, so the client is only
+ * offered what can be honoured.
+ */
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import {
+  RootsListChangedNotificationSchema,
+  type Implementation,
+  type InitializeRequest,
+  type ServerCapabilities,
+} from "@modelcontextprotocol/sdk/types.js";
+import type { GatewayContext } from "../../server/context.js";
+import type { Session } from "../../session/session.js";
+import type { UpstreamConnection } from "../../upstream/connection.js";
+import { createBridge, InflightRequests } from "./bridge.js";
+import { Catalog, type FaceTarget } from "./catalog.js";
+import { registerHandlers } from "./handlers.js";
+
+export interface TransparentFaceOptions {
+  session: Session;
+  gateway: GatewayContext;
+  target: FaceTarget;
+  /** The client's initialize params when known in advance (HTTP). */
+  init?: InitializeRequest["params"] | undefined;
+}
+
+export async function createTransparentServer(o: TransparentFaceOptions): Promise<Server> {
+  const { session, gateway, target } = o;
+  const catalog = new Catalog(target, () => gateway.registry.names());
+  const connections = await connectAll(session, catalog);
+  const capabilities = deriveCapabilities(connections, target);
+  const single = target.kind === "server" ? connections[0] : undefined;
+  const info: Implementation = single?.serverInfo ?? { name: "emceepee", title: "emceepee (all upstreams)", version: gateway.version };
+  const instructions = single ? single.instructions : allInstructions(catalog);
+  const server = new Server(info, { capabilities, ...(instructions ? { instructions } : {}) });
+  const inflight = new InflightRequests();
+  registerHandlers({ server, session, catalog, capabilities, inflight, gateway });
+  server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
+    for (const c of session.liveConnections()) await c.sdk.sendRootsListChanged().catch(() => undefined);
+  });
+  server.oninitialized = () => {
+    session.bridge = createBridge(server, server.getClientCapabilities() ?? {}, catalog, inflight, gateway.settings.pendingRequests.timeoutMs);
+  };
+  server.onclose = () => {
+    session.bridge = undefined;
+  };
+  return server;
+}
+
+/** Single face: its upstream must connect (the face *is* that upstream). All face: whatever connects. */
+async function connectAll(session: Session, catalog: Catalog): Promise<UpstreamConnection[]> {
+  if (catalog.target.kind === "server") return [await session.connection(catalog.target.server)];
+  const settled = await Promise.allSettled(catalog.servers().map((s) => session.connection(s)));
+  return settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+}
+
+function deriveCapabilities(connections: UpstreamConnection[], target: FaceTarget): ServerCapabilities {
+  const caps: ServerCapabilities = {};
+  // The aggregate always offers tools: servers can be added at runtime.
+  if (target.kind === "all") caps.tools = { listChanged: true };
+  for (const c of connections) {
+    const up = c.capabilities ?? {};
+    if (up.tools) caps.tools = { listChanged: target.kind === "all" || up.tools.listChanged === true };
+    if (up.resources) {
+      caps.resources = {
+        subscribe: caps.resources?.subscribe === true || up.resources.subscribe === true,
+        listChanged: target.kind === "all" || caps.resources?.listChanged === true || up.resources.listChanged === true,
+      };
+    }
+    if (up.prompts) caps.prompts = { listChanged: target.kind === "all" || caps.prompts?.listChanged === true || up.prompts.listChanged === true };
+    if (up.logging) caps.logging = {};
+    if (up.completions) caps.completions = {};
+  }
+  if (target.kind === "server") {
+    // Keep the upstream's own flags verbatim where they exist.
+    const up = connections[0]?.capabilities ?? {};
+    for (const key of ["tools", "resources", "prompts"] as const) if (up[key]) caps[key] = { ...up[key] } as never;
+  }
+  return caps;
+}
+
+function allInstructions(catalog: Catalog): string {
+  const sep = catalog.target.kind === "all" ? catalog.target.separator : "";
+  return `emceepee aggregates these MCP servers: ${catalog.servers().join(", ")}. Tool and prompt names are '<server>${sep}<name>'.`;
+}

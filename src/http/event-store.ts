@@ -1,0 +1,47 @@
+/**
+ * A bounded in-memory EventStore for one downstream session's SSE streams:
+ * what the SDK transport needs to replay missed messages after a reconnect
+ * with Last-Event-ID. Oldest events are dropped past `maxEvents`. One store
+ * per session, so replay can never cross sessions.
+ */
+import type { EventId, EventStore, StreamId } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import type { IdGenerator } from "../clock.js";
+
+export class BoundedEventStore implements EventStore {
+  private readonly events = new Map<EventId, { streamId: StreamId; message: JSONRPCMessage }>();
+
+  constructor(
+    private readonly newId: IdGenerator,
+    private readonly maxEvents = 1000,
+  ) {}
+
+  async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
+    const id = this.newId();
+    this.events.set(id, { streamId, message });
+    if (this.events.size > this.maxEvents) {
+      const oldest = this.events.keys().next().value;
+      if (oldest !== undefined) this.events.delete(oldest);
+    }
+    return id;
+  }
+
+  async getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
+    return this.events.get(eventId)?.streamId;
+  }
+
+  async replayEventsAfter(lastEventId: EventId, { send }: { send: (id: EventId, m: JSONRPCMessage) => Promise<void> }): Promise<StreamId> {
+    const from = this.events.get(lastEventId);
+    if (!from) return "";
+    let after = false;
+    for (const [id, e] of this.events) {
+      if (id === lastEventId) {
+        after = true;
+        continue;
+      }
+      // Priming events carry an empty message: nothing to resend.
+      if (after && e.streamId === from.streamId && Object.keys(e.message).length > 0) await send(id, e.message);
+    }
+    return from.streamId;
+  }
+}

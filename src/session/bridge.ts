@@ -1,0 +1,31 @@
+/**
+ * DownstreamBridge: how a session reaches its own client natively (the
+ * transparent face). When a session has no bridge, or the client lacks the
+ * capability, server→client requests wait in the session's pending queue
+ * instead (visible through the meta-tools face).
+ */
+import type {
+  ClientCapabilities,
+  CreateMessageRequest,
+  CreateMessageResult,
+  ElicitRequest,
+  ElicitResult,
+  ListRootsResult,
+} from "@modelcontextprotocol/sdk/types.js";
+
+export interface DownstreamBridge {
+  readonly clientCapabilities: ClientCapabilities;
+  elicit(server: string, params: ElicitRequest["params"], signal: AbortSignal): Promise<ElicitResult>;
+  sample(server: string, params: CreateMessageRequest["params"], signal: AbortSignal): Promise<CreateMessageResult>;
+  listRoots(signal: AbortSignal): Promise<ListRootsResult>;
+  /** Forwards an upstream notification (list_changed, resources/updated, message, ...). */
+  notify(server: string, method: string, params: Record<string, unknown> | undefined): void;
+}
+
+export function canElicit(caps: ClientCapabilities | undefined, mode: string): boolean {
+  const e = caps?.elicitation as { form?: object; url?: object } | undefined;
+  if (!e) return false;
+  // An empty elicitation capability means form mode (2025-06-18 clients).
+  if (mode === "url") return e.url !== undefined;
+  return e.form !== undefined || (e.url === undefined && e.form === undefined);
+}
