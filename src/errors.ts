@@ -31,6 +31,8 @@ export const ErrorCodes = {
   UNKNOWN_REQUEST: "EMCP_UNKNOWN_REQUEST",
   /** A per-session limit (tasks, pending requests) was reached. */
   LIMIT_REACHED: "EMCP_LIMIT_REACHED",
+  /** The client cancelled the request. */
+  CANCELLED: "EMCP_CANCELLED",
   /** The session or gateway is closing. */
   CLOSED: "EMCP_CLOSED",
 } as const;

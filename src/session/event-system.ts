@@ -44,7 +44,7 @@ export interface EventSystemOptions {
   warningThreshold: number;
 }
 
-type Waiter = (event: StoredEvent) => void;
+type Waiter = (event: StoredEvent | null) => void;
 
 export class EventSystem {
   private events: StoredEvent[] = [];
@@ -132,9 +132,9 @@ export class EventSystem {
     return this.waiters.size;
   }
 
-  /** Wakes every waiter with nothing (session closing). */
+  /** Wakes every waiter with nothing (session closing); their timers are cleared. */
   close(): void {
-    for (const waiter of [...this.waiters]) this.waiters.delete(waiter);
+    for (const waiter of [...this.waiters]) waiter(null);
     this.events = [];
     this.undelivered = 0;
   }

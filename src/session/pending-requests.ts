@@ -70,6 +70,7 @@ export class PendingRequests {
         ),
       );
     }
+    if (signal?.aborted) return Promise.reject(new Error("cancelled by the upstream"));
     return new Promise((resolve, reject) => {
       const requestId = this.newId();
       const now = this.clock.now();

@@ -37,6 +37,9 @@ export interface ExecuteOptions {
 const TIMEOUT = Symbol("timeout");
 
 export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOutcome> {
+  if (o.signal?.aborted) {
+    throw new GatewayError(ErrorCodes.CANCELLED, `the client cancelled the call to '${o.tool}' before it was sent upstream`);
+  }
   const release = o.tasks.reserveCall();
   const abort = new AbortController();
   const onDownstreamAbort = () => abort.abort("cancelled by the client");
@@ -64,14 +67,14 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     o.clock.clearTimeout(timer);
     o.signal?.removeEventListener("abort", onDownstreamAbort);
   }
+  // From here the working task itself counts toward maxTasksPerSession.
+  release();
   const task = o.tasks.create({ server: o.connection.name, toolName: o.tool, toolArgs: o.args ?? {}, ttlMs: o.ttlMs, abort });
   taskId = task.taskId;
-  call
-    .then(
-      (result) => o.tasks.complete(task.taskId, result),
-      (err) => o.tasks.fail(task.taskId, upstreamCallError(o.connection.name, o.tool, err).message),
-    )
-    .finally(release);
+  call.then(
+    (result) => o.tasks.complete(task.taskId, result),
+    (err) => o.tasks.fail(task.taskId, upstreamCallError(o.connection.name, o.tool, err).message),
+  );
   return { kind: "task", task };
 }
 

@@ -1,0 +1,350 @@
+import { test, describe } from "node:test";
+import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
+import type { IdGenerator } from "../../src/clock.js";
+import { EventSystem, type StoredEvent } from "../../src/session/event-system.js";
+import { ManualClock } from "../fixtures/manual-clock.js";
+
+/** Lexicographically sortable ids, like ULIDs. */
+function counterIds(prefix = "ev"): IdGenerator {
+  let n = 0;
+  return () => `${prefix}-${String(++n).padStart(6, "0")}`;
+}
+
+function setup(maxEvents = 1000, warningThreshold = 0.8) {
+  const clock = new ManualClock();
+  const events = new EventSystem({ maxEvents, warningThreshold }, clock, counterIds());
+  return { clock, events };
+}
+
+async function flush(): Promise<void> {
+  for (let i = 0; i < 10; i++) await Promise.resolve();
+}
+
+/** Awaits a promise that must already be settled (or settle within a few microtasks): never hangs. */
+async function settle<T>(p: Promise<T>): Promise<T> {
+  const pending = Symbol("pending");
+  const r = await Promise.race([p, flush().then(() => pending)]);
+  if (r === pending) assert.fail("the promise did not settle");
+  return r as T;
+}
+
+function track<T>(p: Promise<T>) {
+  const state: { settled: boolean; value?: T; error?: unknown } = { settled: false };
+  p.then(
+    (v) => {
+      state.settled = true;
+      state.value = v;
+    },
+    (e: unknown) => {
+      state.settled = true;
+      state.error = e;
+    },
+  );
+  return state;
+}
+
+describe("EventSystem: delivery", () => {
+  test("add stores an event with id, type, server, createdAt and data", () => {
+    const { clock, events } = setup();
+    clock.advance(1234);
+    const e = events.add("task_created", "srv", { taskId: "t1" });
+    assert.equal(e.type, "task_created");
+    assert.equal(e.server, "srv");
+    assert.equal(e.createdAt, clock.now());
+    assert.deepEqual(e.data, { taskId: "t1" });
+    assert.equal(e.id, "ev-000001");
+    assert.equal(events.size, 1);
+    assert.equal(events.lastEventId, e.id);
+    const bare = events.add("server_added", "srv");
+    assert.deepEqual(bare.data, {});
+  });
+
+  test("takeNew delivers each event exactly once, in order", () => {
+    const { events } = setup();
+    assert.deepEqual(events.takeNew(), []);
+    const a = events.add("notification", "s1", { n: 1 });
+    const b = events.add("notification", "s2", { n: 2 });
+    assert.deepEqual(
+      events.takeNew().map((e) => e.id),
+      [a.id, b.id],
+    );
+    assert.deepEqual(events.takeNew(), [], "second take returns nothing");
+    const c = events.add("task_failed", "s1");
+    assert.deepEqual(
+      events.takeNew().map((e) => e.id),
+      [c.id],
+      "only the event added after the last take",
+    );
+    assert.deepEqual(events.takeNew(), []);
+    assert.equal(events.size, 3, "delivered events stay stored (for after())");
+  });
+
+  test("hasNew reflects undelivered events", () => {
+    const { events } = setup();
+    assert.equal(events.hasNew(), false);
+    events.add("notification", "s");
+    assert.equal(events.hasNew(), true);
+    assert.equal(events.hasNew(), true, "hasNew does not consume");
+    events.takeNew();
+    assert.equal(events.hasNew(), false);
+    events.add("notification", "s");
+    assert.equal(events.hasNew(), true);
+  });
+
+  test("after(cursor) returns later events without marking delivery", () => {
+    const { events } = setup();
+    const a = events.add("notification", "s", { i: 0 });
+    const b = events.add("notification", "s", { i: 1 });
+    const c = events.add("notification", "s", { i: 2 });
+    assert.deepEqual(
+      events.after(undefined).map((e) => e.id),
+      [a.id, b.id, c.id],
+    );
+    assert.deepEqual(
+      events.after(a.id).map((e) => e.id),
+      [b.id, c.id],
+    );
+    assert.deepEqual(events.after(c.id), []);
+    // The returned array is a copy.
+    events.after(undefined).pop();
+    assert.equal(events.size, 3);
+    assert.equal(events.hasNew(), true, "after() must not mark events delivered");
+    assert.equal(events.takeNew().length, 3);
+  });
+});
+
+describe("EventSystem: waitForNext", () => {
+  test("resolves with the next added event and removes its waiter and timer", async () => {
+    const { clock, events } = setup();
+    const p = events.waitForNext(5000);
+    assert.equal(events.waiterCount, 1);
+    assert.equal(clock.pendingTimers, 1);
+    const state = track(p);
+    await flush();
+    assert.equal(state.settled, false, "must wait for an event");
+    const e = events.add("notification", "s", { method: "x" });
+    const got = await settle(p);
+    assert.equal(got, e);
+    assert.equal(events.waiterCount, 0);
+    assert.equal(clock.pendingTimers, 0);
+    // Waking does not deliver: the event is still new.
+    assert.equal(events.hasNew(), true);
+    assert.deepEqual(
+      events.takeNew().map((x) => x.id),
+      [e.id],
+    );
+  });
+
+  test("waits only for events added after the call (existing undelivered ones do not count)", async () => {
+    const { clock, events } = setup();
+    events.add("notification", "s");
+    const state = track(events.waitForNext(100));
+    await flush();
+    assert.equal(state.settled, false);
+    clock.advance(100);
+    await flush();
+    assert.equal(state.settled, true);
+    assert.equal(state.value, null);
+  });
+
+  test("resolves null on timeout, not before; waiter and timer removed", async () => {
+    const { clock, events } = setup();
+    const state = track(events.waitForNext(1000));
+    clock.advance(999);
+    await flush();
+    assert.equal(state.settled, false);
+    clock.advance(1);
+    await flush();
+    assert.equal(state.settled, true);
+    assert.equal(state.value, null);
+    assert.equal(events.waiterCount, 0);
+    assert.equal(clock.pendingTimers, 0);
+    // A later event does not reach the finished waiter (and does not throw).
+    events.add("notification", "s");
+    assert.equal(events.waiterCount, 0);
+  });
+
+  test("resolves null on abort; waiter, timer and abort listener removed", async () => {
+    const { clock, events } = setup();
+    const ctrl = new AbortController();
+    const p = events.waitForNext(1000, ctrl.signal);
+    assert.equal(getEventListeners(ctrl.signal, "abort").length, 1);
+    ctrl.abort();
+    assert.equal(await settle(p), null);
+    assert.equal(events.waiterCount, 0);
+    assert.equal(clock.pendingTimers, 0);
+    assert.equal(getEventListeners(ctrl.signal, "abort").length, 0);
+  });
+
+  test("abort listener is removed when an event or the timeout ends the wait", async () => {
+    const { clock, events } = setup();
+    const c1 = new AbortController();
+    const p1 = events.waitForNext(1000, c1.signal);
+    events.add("notification", "s");
+    assert.notEqual(await settle(p1), null);
+    assert.equal(getEventListeners(c1.signal, "abort").length, 0);
+
+    const c2 = new AbortController();
+    const p2 = events.waitForNext(1000, c2.signal);
+    clock.advance(1000);
+    assert.equal(await settle(p2), null);
+    assert.equal(getEventListeners(c2.signal, "abort").length, 0);
+    assert.equal(clock.pendingTimers, 0);
+    assert.equal(events.waiterCount, 0);
+  });
+
+  test("an already-aborted signal resolves null at once without a timer or waiter", async () => {
+    const { clock, events } = setup();
+    const ctrl = new AbortController();
+    ctrl.abort();
+    assert.equal(await settle(events.waitForNext(1000, ctrl.signal)), null);
+    assert.equal(clock.pendingTimers, 0);
+    assert.equal(events.waiterCount, 0);
+  });
+
+  test("all concurrent waiters wake on one event", async () => {
+    const { clock, events } = setup();
+    const ps = [events.waitForNext(1000), events.waitForNext(2000), events.waitForNext(3000)];
+    assert.equal(events.waiterCount, 3);
+    assert.equal(clock.pendingTimers, 3);
+    const e = events.add("task_completed", "s");
+    const got = await settle(Promise.all(ps));
+    assert.deepEqual(got, [e, e, e]);
+    assert.equal(events.waiterCount, 0);
+    assert.equal(clock.pendingTimers, 0);
+  });
+
+  test("one waiter timing out does not disturb the others", async () => {
+    const { clock, events } = setup();
+    const short = events.waitForNext(100);
+    const long = track(events.waitForNext(1000));
+    clock.advance(100);
+    assert.equal(await settle(short), null);
+    await flush();
+    assert.equal(long.settled, false);
+    assert.equal(events.waiterCount, 1);
+    assert.equal(clock.pendingTimers, 1);
+    const e = events.add("notification", "s");
+    await flush();
+    assert.equal(long.value, e);
+    assert.equal(clock.pendingTimers, 0);
+  });
+
+  test("BUG: close() wakes every waiter with null and clears their timers", async () => {
+    // Documented: "Wakes every waiter with nothing (session closing)" and
+    // "Every path removes the waiter and clears the timer".
+    const { clock, events } = setup();
+    const ctrl = new AbortController();
+    const a = track(events.waitForNext(60_000));
+    const b = track(events.waitForNext(60_000, ctrl.signal));
+    events.close();
+    await flush();
+    assert.equal(events.waiterCount, 0);
+    assert.equal(a.settled, true, "waiter must be woken by close()");
+    assert.equal(a.value, null);
+    assert.equal(b.settled, true, "waiter must be woken by close()");
+    assert.equal(b.value, null);
+    assert.equal(clock.pendingTimers, 0, "close() must clear the waiters' timers");
+    assert.equal(getEventListeners(ctrl.signal, "abort").length, 0);
+  });
+
+  test("close() drops stored events", () => {
+    const { events } = setup();
+    events.add("notification", "s");
+    events.close();
+    assert.equal(events.size, 0);
+    assert.equal(events.hasNew(), false);
+    assert.deepEqual(events.takeNew(), []);
+  });
+});
+
+describe("EventSystem: eviction", () => {
+  function fill(events: EventSystem, n: number, from = 0): StoredEvent[] {
+    const out: StoredEvent[] = [];
+    for (let i = 0; i < n; i++) out.push(events.add("notification", "s", { i: from + i }));
+    return out;
+  }
+
+  test("holds up to maxEvents; the next add evicts the oldest 10%", () => {
+    const { events } = setup(20);
+    const first = fill(events, 20);
+    assert.equal(events.size, 20);
+    fill(events, 1, 20);
+    assert.equal(events.size, 19, "20 - ceil(20 * 10%) + 1");
+    const ids = events.after(undefined).map((e) => e.id);
+    assert.ok(!ids.includes(first[0]!.id));
+    assert.ok(!ids.includes(first[1]!.id));
+    assert.equal(ids[0], first[2]!.id, "the oldest survivor is the third event");
+  });
+
+  test("evicting undelivered events yields one events_evicted event with their count", () => {
+    const { events } = setup(20);
+    fill(events, 21); // evicts events 0 and 1 before either was delivered
+    assert.equal(events.hasNew(), true);
+    const taken = events.takeNew();
+    assert.equal(taken.length, 1 + 19);
+    const evicted = taken[0]!;
+    assert.equal(evicted.type, "events_evicted");
+    assert.equal(evicted.server, "emceepee");
+    assert.equal(evicted.data["count"], 2);
+    assert.match(String(evicted.data["message"]), /2 undelivered event\(s\) were dropped/);
+    assert.match(String(evicted.data["message"]), /maxEvents 20/);
+    assert.deepEqual(
+      taken.slice(1).map((e) => e.data["i"]),
+      Array.from({ length: 19 }, (_, k) => k + 2),
+    );
+    // Reported once only.
+    assert.equal(events.hasNew(), false);
+    assert.deepEqual(events.takeNew(), []);
+  });
+
+  test("evicting only delivered events reports nothing", () => {
+    const { events } = setup(20);
+    fill(events, 20);
+    events.takeNew();
+    fill(events, 1, 20);
+    const taken = events.takeNew();
+    assert.deepEqual(
+      taken.map((e) => e.type),
+      ["notification"],
+    );
+    assert.equal(taken[0]!.data["i"], 20);
+  });
+
+  test("counts only the undelivered part of a mixed eviction, and accumulates", () => {
+    const { events } = setup(50); // evicts 5 at a time
+    fill(events, 3);
+    events.takeNew(); // 3 delivered
+    fill(events, 47, 3); // 50 stored, 47 undelivered
+    fill(events, 1, 50); // evicts 0..4: 3 delivered + 2 undelivered
+    assert.equal(events.size, 46);
+    // Fill up again without taking: another eviction of 5 undelivered.
+    fill(events, 4, 51); // 50 stored
+    fill(events, 1, 55); // evicts 5..9, all undelivered
+    const taken = events.takeNew();
+    assert.equal(taken[0]!.type, "events_evicted");
+    assert.equal(taken[0]!.data["count"], 2 + 5);
+    assert.equal(taken.length, 1 + 46);
+    assert.equal(taken[1]!.data["i"], 10, "first surviving undelivered event");
+    assert.equal(taken.at(-1)!.data["i"], 55);
+  });
+
+  test("smallest store evicts at least one event", () => {
+    const { events } = setup(10);
+    fill(events, 11);
+    assert.equal(events.size, 10);
+    const taken = events.takeNew();
+    assert.equal(taken[0]!.type, "events_evicted");
+    assert.equal(taken[0]!.data["count"], 1);
+  });
+
+  test("an eviction still wakes waiters with the new event", async () => {
+    const { clock, events } = setup(10);
+    fill(events, 10);
+    const p = events.waitForNext(1000);
+    const e = events.add("task_completed", "s");
+    assert.equal(await settle(p), e);
+    assert.equal(clock.pendingTimers, 0);
+  });
+});
