@@ -75,7 +75,10 @@ export class PendingRequests {
       const requestId = this.newId();
       const now = this.clock.now();
       const timeoutMs = this.options.timeoutMs;
-      const onAbort = () => this.settle(requestId, `${kind}_expired`, { reason: "cancelled by the upstream" }, new Error("cancelled"));
+      // Deferred: when the connection drops, the SDK aborts handlers just before
+      // reporting the close, and a server-gone request must read as rejected.
+      const onAbort = () =>
+        queueMicrotask(() => this.settle(requestId, `${kind}_expired`, { reason: "cancelled by the upstream" }, new Error("cancelled")));
       const entry: Entry<K> = {
         requestId,
         kind,

@@ -153,7 +153,8 @@ export class UpstreamConnection {
   }
 
   private handleClose(): void {
-    if (this.closing) return;
+    // A close while connecting is reported by connect() itself, not as a disconnect.
+    if (this.closing || this.status !== "connected") return;
     this.closing = true;
     const reason = this.describeFailure("connection closed");
     this.fail(reason);
