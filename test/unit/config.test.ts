@@ -263,10 +263,10 @@ describe("loadConfig", () => {
   });
 
   test("overrides replace the file's gateway values; undefined overrides are ignored", async () => {
-    const file = await write("overrides.json", { gateway: { port: 9000, host: "127.0.0.1", logLevel: "debug" } });
+    const file = await write("overrides.json", { gateway: { port: 9000, host: "0.0.0.0", logLevel: "debug" } });
     const c = await loadConfig({ file, env: {}, overrides: { port: 9100, host: undefined, token: undefined } });
     assert.equal(c.gateway.port, 9100);
-    assert.equal(c.gateway.host, "127.0.0.1");
+    assert.equal(c.gateway.host, "0.0.0.0", "an undefined override keeps the file's value");
     assert.equal(c.gateway.logLevel, "debug");
     assert.equal(c.gateway.token, undefined);
   });

@@ -231,7 +231,7 @@ describe("EventSystem: waitForNext", () => {
     assert.equal(clock.pendingTimers, 0);
   });
 
-  test("BUG: close() wakes every waiter with null and clears their timers", async () => {
+  test("regression: close() wakes every waiter with null and clears their timers", async () => {
     // Documented: "Wakes every waiter with nothing (session closing)" and
     // "Every path removes the waiter and clears the timer".
     const { clock, events } = setup();

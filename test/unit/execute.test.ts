@@ -206,21 +206,22 @@ describe("executeWithPromotion: before the timeout", () => {
     assertSlotFree();
   });
 
-  test("BUG: a downstream signal that is already aborted cancels the upstream call", async () => {
+  test("regression: a downstream signal that is already aborted sends nothing upstream (EMCP_CANCELLED)", async () => {
     // The client may cancel while the gateway is still connecting / checking the
     // tool; that cancellation must not be lost.
-    const { clock, tasks, fake, run } = setup();
+    const { clock, tasks, fake, run, assertSlotFree } = setup();
     const ctrl = new AbortController();
     ctrl.abort();
-    const state = track(run({ signal: ctrl.signal }));
-    const upstreamSignal = fake.calls.at(-1)?.opts.signal;
-    assert.equal(upstreamSignal?.aborted ?? true, true, "upstream call must be cancelled (or never made)");
-    clock.advance(TIMEOUT);
-    await flush();
-    assert.deepEqual(tasks.list({ includeCompleted: true }), [], "no task for a cancelled call");
-    assert.equal(state.settled, true);
-    assert.notEqual(state.value?.kind, "task");
-    tasks.close();
+    await assert.rejects(settle(run({ signal: ctrl.signal })), (err: unknown) => {
+      assert.ok(err instanceof GatewayError);
+      assert.equal(err.code, ErrorCodes.CANCELLED);
+      assert.match(err.message, /'compute'/);
+      return true;
+    });
+    assert.equal(fake.calls.length, 0, "no upstream call for an already-cancelled request");
+    assert.deepEqual(tasks.list({ includeCompleted: true }), []);
+    assert.equal(clock.pendingTimers, 0);
+    assertSlotFree("no reservation held");
   });
 
   test("progress before promotion goes to onprogress", async () => {
@@ -356,10 +357,10 @@ describe("executeWithPromotion: promotion", () => {
     assertSlotFree();
   });
 
-  test("BUG: a promoted call counts once toward maxTasksPerSession, not twice", async () => {
+  test("regression: a promoted call counts once toward maxTasksPerSession, not twice", async () => {
     // maxTasksPerSession is documented as "Working tasks plus not-yet-promoted
-    // calls". After promotion the call is a working task AND still holds its
-    // in-flight reservation, so one promoted call uses two slots.
+    // calls": after promotion the call must not also keep its in-flight
+    // reservation (it used to, so one promoted call used two slots).
     const { clock, fake, run, tasks } = setup({ maxTasksPerSession: 2 });
     const state = track(run());
     clock.advance(TIMEOUT);

@@ -1,0 +1,276 @@
+/**
+ * Extra helpers for the gateway-core integration tests (meta-core, cli):
+ * a direct SDK client to server-everything for side-by-side comparison,
+ * server-everything as a Streamable HTTP child process, raw HTTP requests,
+ * and envelope/event parsing.
+ */
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import http from "node:http";
+import net from "node:net";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
+import { everythingServerEntry } from "../../src/config/demo.js";
+import { block, blocks, call, drainEvents } from "./gateway.js";
+
+/** The capabilities the gateway's upstream client declares (src/upstream/connection.ts). */
+export const GATEWAY_UPSTREAM_CAPABILITIES = { elicitation: { form: {}, url: {} }, sampling: {} } as const;
+
+/** A plain SDK client connected straight to a fresh server-everything over stdio. */
+export async function connectDirectEverything(): Promise<Client> {
+  const client = new Client({ name: "direct-client", version: "1.0.0" }, { capabilities: GATEWAY_UPSTREAM_CAPABILITIES });
+  await client.connect(new StdioClientTransport({ command: process.execPath, args: [everythingServerEntry(), "stdio"], stderr: "ignore" }));
+  return client;
+}
+
+/** The tool calls whose results must pass through the gateway unchanged. */
+export const EVERYTHING_CALLS: ReadonlyArray<{ tool: string; args: Record<string, unknown> }> = [
+  { tool: "echo", args: { message: "hello through the gateway ✓" } },
+  { tool: "get-sum", args: { a: 19, b: 23.5 } },
+  { tool: "get-tiny-image", args: {} },
+  { tool: "get-structured-content", args: { location: "Chicago" } },
+  // An upstream-side validation failure is a result too, and must also be passed through as is.
+  { tool: "get-sum", args: { a: "nineteen", b: 1 } },
+];
+
+export async function callDirect(client: Client, tool: string, args: Record<string, unknown>): Promise<CallToolResult> {
+  return (await client.callTool({ name: tool, arguments: args }, undefined, { timeout: 60_000 })) as CallToolResult;
+}
+
+/** JSON round trip: what a value looks like after crossing the wire. */
+export function wire<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}
+
+/**
+ * Asserts that `gatewayClient` (any downstream transport) sees server-everything
+ * exactly as `direct` does: the same tool definitions from list_tools and the
+ * same CallToolResult for every call in EVERYTHING_CALLS.
+ */
+export async function assertSameAsDirect(gatewayClient: Client, server: string, direct: Client): Promise<void> {
+  const directTools = (await direct.listTools()).tools;
+  const listed = await call(gatewayClient, "list_tools", { server });
+  assert.notEqual(listed.isError, true, `list_tools failed: ${JSON.stringify(listed.content)}`);
+  const rows = block<Array<{ server: string; tools?: Tool[]; error?: string }>>(listed, "servers");
+  assert.ok(rows, `list_tools answered without a servers block: ${JSON.stringify(listed.content)}`);
+  assert.equal(rows.length, 1);
+  assert.equal(rows[0]?.server, server);
+  assert.deepEqual(rows[0]?.tools, wire(directTools), "list_tools must give the upstream's tool definitions unchanged");
+
+  for (const { tool, args } of EVERYTHING_CALLS) {
+    const expected = await callDirect(direct, tool, args);
+    await drainEvents(gatewayClient);
+    const got = await call(gatewayClient, "execute_tool", { server, tool, args });
+    assert.deepEqual(got, expected, `execute_tool ${tool} ${JSON.stringify(args)} must equal the direct result`);
+  }
+}
+
+/** A free TCP port on 127.0.0.1 (closed again before returning). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface ChildServer {
+  url: string;
+  port: number;
+  child: ChildProcess;
+  output(): string;
+  close(): Promise<void>;
+}
+
+/** Waits for a child to exit (or returns at once if it already has). */
+export function waitExit(child: ChildProcess, timeoutMs = 15_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  if (child.exitCode !== null || child.signalCode !== null) {
+    return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
+  }
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`process ${child.pid} did not exit within ${timeoutMs}ms`)), timeoutMs);
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal });
+    });
+  });
+}
+
+/** Stops a child we started: SIGTERM, then SIGKILL if it lingers. */
+export async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill("SIGTERM");
+  try {
+    await waitExit(child, 5_000);
+  } catch {
+    child.kill("SIGKILL");
+    await waitExit(child, 5_000).catch(() => undefined);
+  }
+}
+
+/** server-everything in Streamable HTTP mode on a free port; resolves once it listens. */
+export async function startEverythingHttp(timeoutMs = 30_000): Promise<ChildServer> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [everythingServerEntry(), "streamableHttp"], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout?.on("data", (c: Buffer) => (out += c.toString("utf8")));
+  child.stderr?.on("data", (c: Buffer) => (out += c.toString("utf8")));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`server-everything (streamableHttp) did not listen within ${timeoutMs}ms:\n${out}`)), timeoutMs);
+      const onData = () => {
+        if (out.includes(`listening on port ${port}`)) {
+          clearTimeout(timer);
+          child.stderr?.off("data", onData);
+          resolve();
+        }
+      };
+      child.stderr?.on("data", onData);
+      child.once("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`server-everything (streamableHttp) exited with ${code}:\n${out}`));
+      });
+    });
+  } catch (err) {
+    await stopChild(child);
+    throw err;
+  }
+  return { url: `http://127.0.0.1:${port}/mcp`, port, child, output: () => out, close: () => stopChild(child) };
+}
+
+export interface RawResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/** One HTTP request with full control over headers (including Host). */
+export function rawRequest(
+  url: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<RawResponse> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { hostname: u.hostname, port: u.port, path: u.pathname + u.search, method: init.method ?? "POST", headers: init.headers ?? {} },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }));
+        res.on("error", reject);
+      },
+    );
+    req.setTimeout(30_000, () => req.destroy(new Error(`request to ${url} timed out`)));
+    req.on("error", reject);
+    if (init.body !== undefined) req.write(init.body);
+    req.end();
+  });
+}
+
+export const MCP_POST_HEADERS = { "Content-Type": "application/json", Accept: "application/json, text/event-stream" } as const;
+
+/** The JSON-RPC messages of a response body: plain JSON or the data lines of an SSE stream. */
+export function jsonRpcMessages(res: RawResponse): Array<Record<string, any>> {
+  const type = String(res.headers["content-type"] ?? "");
+  if (type.includes("text/event-stream")) {
+    return res.body
+      .split(/\r?\n/)
+      .filter((l) => l.startsWith("data:"))
+      .map((l) => l.slice(5).trim())
+      .filter((l) => l.length > 0)
+      .map((l) => JSON.parse(l) as Record<string, any>);
+  }
+  const parsed = JSON.parse(res.body) as unknown;
+  return (Array.isArray(parsed) ? parsed : [parsed]) as Array<Record<string, any>>;
+}
+
+export function initializeBody(id: number | string = 1): string {
+  return JSON.stringify({
+    jsonrpc: "2.0",
+    id,
+    method: "initialize",
+    params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw-client", version: "1.0.0" } },
+  });
+}
+
+/** Opens a session with a raw initialize POST; returns its Mcp-Session-Id. */
+export async function rawInitialize(url: string): Promise<string> {
+  const res = await rawRequest(url, { headers: { ...MCP_POST_HEADERS }, body: initializeBody() });
+  assert.equal(res.status, 200, `initialize failed: ${res.status} ${res.body}`);
+  const id = res.headers["mcp-session-id"];
+  assert.equal(typeof id, "string", "initialize must return an Mcp-Session-Id header");
+  const messages = jsonRpcMessages(res);
+  assert.equal(messages[0]?.result?.serverInfo?.name, "emceepee");
+  return id as string;
+}
+
+export interface EnvelopeEvent {
+  id: string;
+  type: string;
+  server: string;
+  created_at: string;
+  data: Record<string, any>;
+}
+
+/** The events_since_last_response of a meta-tool response ([] when none). */
+export function eventsOf(result: CallToolResult): EnvelopeEvent[] {
+  const found: EnvelopeEvent[] = [];
+  for (const b of blocks(result)) {
+    if (b && typeof b === "object" && "events_since_last_response" in b) {
+      found.push(...((b as { events_since_last_response: EnvelopeEvent[] }).events_since_last_response ?? []));
+    }
+  }
+  return found;
+}
+
+/** The first text block of a result. */
+export function firstText(result: CallToolResult): string {
+  const first = result.content[0];
+  return first && first.type === "text" ? first.text : "";
+}
+
+/** Polls `probe` until it returns a value that is not undefined. */
+export async function pollFor<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 30_000, everyMs = 100): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() >= end) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** Whether a process with this pid still exists. */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+export interface ServerRow {
+  name: string;
+  transport: string;
+  target: string;
+  status: string;
+  connected: boolean;
+  last_error?: string;
+  server_info?: { name: string; version: string };
+}
+
+export async function listServers(client: Client): Promise<ServerRow[]> {
+  const result = await call(client, "list_servers");
+  assert.notEqual(result.isError, true, `list_servers failed: ${JSON.stringify(result.content)}`);
+  const servers = block<ServerRow[]>(result, "servers");
+  assert.ok(Array.isArray(servers), `list_servers answered without a servers array: ${JSON.stringify(result.content)}`);
+  return servers;
+}
