@@ -70,9 +70,10 @@ export class ClientPool {
    * all of them eagerly) and the connect-time events drained, so that a test
    * starts with nothing undelivered.
    */
-  async open(): Promise<Client> {
+  async open(t?: { after(fn: () => Promise<void>): void }): Promise<Client> {
     const client = await connectClient(this.gw().url, { name: "meta-async-test" });
     this.clients.add(client);
+    t?.after(() => this.close(client));
     for (const s of this.gw().gateway.context.registry.names()) await waitConnected(client, s, 60_000);
     // One round trip to each upstream: notifications it sent on initialization
     // (e.g. tools/list_changed) are handled before its answer arrives.
@@ -82,15 +83,15 @@ export class ClientPool {
     return client;
   }
 
+  /** Ends the session (DELETE, so the gateway frees its upstreams) and closes the client. */
   async close(client: Client): Promise<void> {
-    this.clients.delete(client);
+    if (!this.clients.delete(client)) return;
+    await (client.transport as StreamableHTTPClientTransport | undefined)?.terminateSession().catch(() => undefined);
     await client.close().catch(() => undefined);
   }
 
   async closeAll(): Promise<void> {
-    const all = [...this.clients];
-    this.clients.clear();
-    await Promise.allSettled(all.map((c) => c.close()));
+    await Promise.allSettled([...this.clients].map((c) => this.close(c)));
   }
 }
 

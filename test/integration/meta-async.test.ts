@@ -64,8 +64,8 @@ async function onlyElicitation(client: Client, server: string) {
 }
 
 describe("execute_tool timeout promotion (server-everything trigger-long-running-operation)", () => {
-  test("a short timeout_ms promotes the call; await_activity wakes on task_completed; get_task_result gives the real result", async () => {
-    const c = await pool.open();
+  test("a short timeout_ms promotes the call; await_activity wakes on task_completed; get_task_result gives the real result", async (t) => {
+    const c = await pool.open(t);
     const ledger = new EventLedger();
     const args = { duration: 2, steps: 4 };
     const p = await promote(c, "everything", "trigger-long-running-operation", args, 200, {}, ledger);
@@ -101,8 +101,8 @@ describe("execute_tool timeout promotion (server-everything trigger-long-running
     assert.deepEqual(payload(fromTask), payload(direct), "get_task_result returns the same content as a synchronous call");
   });
 
-  test("a long timeout_ms returns the result directly and creates no task", async () => {
-    const c = await pool.open();
+  test("a long timeout_ms returns the result directly and creates no task", async (t) => {
+    const c = await pool.open(t);
     const before = await taskIds(c);
     const r = await call(c, "execute_tool", {
       server: "everything",
@@ -141,8 +141,8 @@ describe("elicitations through tasks (server-everything)", () => {
     return { ...p, requestId };
   }
 
-  test("form elicitation: listed on promotion, schema via get_elicitations, accept completes the task with the content", async () => {
-    const c = await pool.open();
+  test("form elicitation: listed on promotion, schema via get_elicitations, accept completes the task with the content", async (t) => {
+    const c = await pool.open(t);
     const p = await promoteElicitation(c);
     assert.ok(
       pendingAction(p.result)?.elicitations.some((e) => e.requestId === p.requestId),
@@ -189,8 +189,8 @@ describe("elicitations through tasks (server-everything)", () => {
     ["decline", "❌ User declined to provide the requested information."],
     ["cancel", "⚠️ User cancelled the elicitation dialog."],
   ] as const) {
-    test(`form elicitation: ${action} completes the task with server-everything's ${action} text`, async () => {
-      const c = await pool.open();
+    test(`form elicitation: ${action} completes the task with server-everything's ${action} text`, async (t) => {
+      const c = await pool.open(t);
       const p = await promoteElicitation(c);
       const answer = await call(c, "respond_to_elicitation", { request_id: p.requestId, action });
       assert.notEqual(answer.isError, true, allText(answer));
@@ -205,8 +205,8 @@ describe("elicitations through tasks (server-everything)", () => {
     });
   }
 
-  test("accept with content that does not match the schema is an error and the elicitation stays answerable", async () => {
-    const c = await pool.open();
+  test("accept with content that does not match the schema is an error and the elicitation stays answerable", async (t) => {
+    const c = await pool.open(t);
     const p = await promoteElicitation(c);
 
     const wrongType = await call(c, "respond_to_elicitation", { request_id: p.requestId, action: "accept", content: { name: "x", integer: "abc" } });
@@ -243,8 +243,8 @@ describe("elicitations through tasks (server-everything)", () => {
     assert.equal(errorCodeOf(again), "EMCP_UNKNOWN_REQUEST");
   });
 
-  test("URL elicitation (trigger-url-elicitation): mode url with the url visible; accept completes it", async () => {
-    const c = await pool.open();
+  test("URL elicitation (trigger-url-elicitation): mode url with the url visible; accept completes it", async (t) => {
+    const c = await pool.open(t);
     const url = "https://example.com/x";
     const p = await promote(c, "everything", "trigger-url-elicitation", { url }, 1_000);
     const listed = [...p.pendingOnServer.elicitations_for_server, ...(pendingAction(p.result)?.elicitations ?? [])];
@@ -271,8 +271,8 @@ describe("elicitations through tasks (server-everything)", () => {
 });
 
 describe("sampling through tasks (server-everything trigger-sampling-request)", () => {
-  test("a pending sampling request shows its messages; respond_to_sampling's text reaches the task result", async () => {
-    const c = await pool.open();
+  test("a pending sampling request shows its messages; respond_to_sampling's text reaches the task result", async (t) => {
+    const c = await pool.open(t);
     const ledger = new EventLedger();
     const prompt = "What is the airspeed of an unladen swallow?";
     const p = await promote(c, "everything", "trigger-sampling-request", { prompt, maxTokens: 64 }, 1_000, {}, ledger);
@@ -311,8 +311,8 @@ describe("sampling through tasks (server-everything trigger-sampling-request)", 
 });
 
 describe("session envelope and await_activity", () => {
-  test("exactly once: an event shown in one response never appears in a later one", async () => {
-    const c = await pool.open();
+  test("exactly once: an event shown in one response never appears in a later one", async (t) => {
+    const c = await pool.open(t);
     const ledger = new EventLedger();
     const p = await promote(c, "everything", "trigger-long-running-operation", { duration: 1, steps: 2 }, 100, {}, ledger);
     const created = ledger.all.filter((e) => e.type === "task_created" && e.data.taskId === p.taskId);
@@ -335,8 +335,8 @@ describe("session envelope and await_activity", () => {
     assert.deepEqual(quiet.events, []);
   });
 
-  test("await_activity with nothing pending times out with triggers [timeout] and an empty events array", async () => {
-    const c = await pool.open();
+  test("await_activity with nothing pending times out with triggers [timeout] and an empty events array", async (t) => {
+    const c = await pool.open(t);
     const r = await call(c, "await_activity", { timeout_ms: 300 });
     assert.notEqual(r.isError, true, allText(r));
     const first = r.content[0];
@@ -350,8 +350,8 @@ describe("session envelope and await_activity", () => {
     assert.equal(raw.lastEventId, undefined);
   });
 
-  test("await_activity returns at once (trigger immediate) when events are undelivered", async () => {
-    const c = await pool.open();
+  test("await_activity returns at once (trigger immediate) when events are undelivered", async (t) => {
+    const c = await pool.open(t);
     // timeout_ms 0 promotes at once; the upstream answers ~200ms later while no call is in flight.
     const q = await promote(c, "slow", "slow", { ms: 200 }, 0);
     assert.ok(envelopeEvents(q.result).some((e) => e.type === "task_created"), "task_created delivered with the promotion");
@@ -365,8 +365,8 @@ describe("session envelope and await_activity", () => {
     assert.equal(a.lastEventId, events.at(-1)!.id);
   });
 
-  test("pending_client_action is in every response while an elicitation is pending and gone after the answer", async () => {
-    const c = await pool.open();
+  test("pending_client_action is in every response while an elicitation is pending and gone after the answer", async (t) => {
+    const c = await pool.open(t);
     const ledger = new EventLedger();
     const p = await promote(c, "everything", "trigger-elicitation-request", {}, 1_000, {}, ledger);
     const requestId = (await onlyElicitation(c, "everything")).requestId;
@@ -410,8 +410,8 @@ describe("session envelope and await_activity", () => {
     assert.equal(ledger.all.filter((e) => e.type === "elicitation_request").length, 1, "the elicitation_request event was delivered once");
   });
 
-  test("pending_client_action is also in the error response to a meta-tool call with invalid arguments", async () => {
-    const c = await pool.open();
+  test("pending_client_action is also in the error response to a meta-tool call with invalid arguments", async (t) => {
+    const c = await pool.open(t);
     const p = await promote(c, "everything", "trigger-elicitation-request", {}, 1_000);
     const requestId = (await onlyElicitation(c, "everything")).requestId;
     for (const [name, args] of [
@@ -432,8 +432,8 @@ describe("session envelope and await_activity", () => {
     assert.equal((await waitTerminal(c, p.taskId)).status, "completed");
   });
 
-  test("concurrent await_activity waiters all wake on one event, which is delivered once", async () => {
-    const c = await pool.open();
+  test("concurrent await_activity waiters all wake on one event, which is delivered once", async (t) => {
+    const c = await pool.open(t);
     const session = sessionOf(gw, c);
     const ledger = new EventLedger();
     const waiters = [0, 1, 2].map(() => awaitActivity(c, 30_000));
@@ -460,8 +460,8 @@ describe("session envelope and await_activity", () => {
 });
 
 describe("task failure, cancellation and expiry (slow-server fixture)", () => {
-  test("killing the upstream fails its working task with a reason and wakes await_activity with server_disconnected", async () => {
-    const c = await pool.open();
+  test("killing the upstream fails its working task with a reason and wakes await_activity with server_disconnected", async (t) => {
+    const c = await pool.open(t);
     const ledger = new EventLedger();
     const slow = await promote(c, "slow", "slow", { ms: 60_000 }, 100, {}, ledger);
     // crash exits the upstream 50ms into the call; timeout_ms 0 returns at once.
@@ -494,8 +494,8 @@ describe("task failure, cancellation and expiry (slow-server fixture)", () => {
     assert.equal(payloadText(again), "slept 1ms");
   });
 
-  test("an upstream that dies while an elicitation is pending rejects it as server-gone", async () => {
-    const c = await pool.open();
+  test("an upstream that dies while an elicitation is pending rejects it as server-gone", async (t) => {
+    const c = await pool.open(t);
     const ledger = new EventLedger();
     const p = await promote(c, "slow", "elicit-twice", {}, 1_000, {}, ledger);
     const el = await onlyElicitation(c, "slow");
@@ -514,8 +514,8 @@ describe("task failure, cancellation and expiry (slow-server fixture)", () => {
     assert.equal(disconnected?.data.rejectedRequests, 1, "server_disconnected counts the rejected elicitation");
   });
 
-  test("cancel_task cancels a working task; its result is EMCP_TASK_NOT_COMPLETED; unknown ids are EMCP_UNKNOWN_TASK", async () => {
-    const c = await pool.open();
+  test("cancel_task cancels a working task; its result is EMCP_TASK_NOT_COMPLETED; unknown ids are EMCP_UNKNOWN_TASK", async (t) => {
+    const c = await pool.open(t);
     const ledger = new EventLedger();
     const p = await promote(c, "slow", "slow", { ms: 60_000 }, 100, {}, ledger);
 
@@ -556,8 +556,8 @@ describe("task failure, cancellation and expiry (slow-server fixture)", () => {
     }
   });
 
-  test("a task whose task_ttl_ms runs out becomes expired", async () => {
-    const c = await pool.open();
+  test("a task whose task_ttl_ms runs out becomes expired", async (t) => {
+    const c = await pool.open(t);
     const ledger = new EventLedger();
     const p = await promote(c, "slow", "slow", { ms: 5_000 }, 50, { task_ttl_ms: 300 }, ledger);
     assert.equal(p.task.ttl_ms, 300);
@@ -593,8 +593,8 @@ describe("emceepee://diagrams resource", () => {
     assert.match(byName.get("entity_relationships")!, /await_activity/);
   }
 
-  test("listed by resources/list and readable by resources/read", async () => {
-    const c = await pool.open();
+  test("listed by resources/list and readable by resources/read", async (t) => {
+    const c = await pool.open(t);
     const { resources } = await c.listResources();
     const entry = resources.find((r) => r.uri === "emceepee://diagrams");
     assert.ok(entry, `resources/list has emceepee://diagrams: ${JSON.stringify(resources)}`);
@@ -609,8 +609,8 @@ describe("emceepee://diagrams resource", () => {
     checkDiagrams(content.text);
   });
 
-  test("readable through the read_resource meta-tool and listed by list_resources", async () => {
-    const c = await pool.open();
+  test("readable through the read_resource meta-tool and listed by list_resources", async (t) => {
+    const c = await pool.open(t);
     for (const args of [{ uri: "emceepee://diagrams" }, { server: "emceepee", uri: "emceepee://diagrams" }]) {
       const r = await call(c, "read_resource", args);
       assert.notEqual(r.isError, true, allText(r));
@@ -630,8 +630,8 @@ describe("emceepee://diagrams resource", () => {
 });
 
 describe("multi-round elicitation (slow-server elicit-twice)", () => {
-  test("both elicitations are answered in turn and the result is 'a,b'", async () => {
-    const c = await pool.open();
+  test("both elicitations are answered in turn and the result is 'a,b'", async (t) => {
+    const c = await pool.open(t);
     const ledger = new EventLedger();
     const p = await promote(c, "slow", "elicit-twice", {}, 1_000, {}, ledger);
 

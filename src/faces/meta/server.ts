@@ -77,6 +77,11 @@ export function createMetaServer(ctx: MetaContext): McpServer {
       },
     );
   }
+  // Input-validation failures are answered by the SDK before a handler runs;
+  // they are tool responses too, so they carry the session envelope as well.
+  const sdkServer = server as unknown as { createToolError(message: string): CallToolResult };
+  const createToolError = sdkServer.createToolError.bind(server);
+  sdkServer.createToolError = (message) => withEnvelope(ctx.session, createToolError(message));
   server.registerResource(
     "diagrams",
     DIAGRAMS_URI,
