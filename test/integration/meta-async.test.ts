@@ -543,7 +543,7 @@ describe("task failure, cancellation and expiry (slow-server fixture)", () => {
 
     await awaitUntil(c, ledger, (l) => l.has((e) => e.type === "task_cancelled" && e.data.taskId === p.taskId), 10_000);
     assert.equal((await getTask(c, p.taskId)).task.status, "cancelled", "the upstream's late answer does not revive it");
-    assert.deepEqual(await taskIds(c).then((ids) => ids.includes(p.taskId)), true, "list_tasks include_completed still shows it");
+    assert.ok((await taskIds(c)).includes(p.taskId), "list_tasks include_completed still shows it");
 
     for (const [name, args] of [
       ["get_task", { task_id: "01JUNKJUNKJUNKJUNKJUNKJUNK" }],

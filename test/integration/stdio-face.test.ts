@@ -1,0 +1,73 @@
+/**
+ * `emceepee stdio` as a real child process: the meta face and the
+ * transparent face over stdio return what server-everything returns directly.
+ */
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import path from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { ROOT, everythingStdio } from "../helpers/gateway.js";
+
+const clients: Client[] = [];
+after(async () => {
+  await Promise.allSettled(clients.map((c) => c.close()));
+});
+
+async function spawnClient(args: string[]): Promise<Client> {
+  const client = new Client({ name: "stdio-test", version: "1.0.0" }, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
+  await client.connect(
+    new StdioClientTransport({ command: process.execPath, args: ["--import", "tsx", path.join(ROOT, "src/cli/main.ts"), ...args], cwd: ROOT, stderr: "ignore" }),
+  );
+  clients.push(client);
+  return client;
+}
+
+const CALLS = [
+  { name: "echo", arguments: { message: "over stdio" } },
+  { name: "get-sum", arguments: { a: 20, b: 22 } },
+  { name: "get-tiny-image", arguments: {} },
+];
+
+test("meta face over stdio: execute_tool returns exactly the direct result", async () => {
+  const direct = await spawnDirect();
+  const meta = await spawnClient(["stdio"]);
+  const tools = (await meta.listTools()).tools.map((t) => t.name);
+  assert.ok(tools.includes("execute_tool") && tools.includes("await_activity"));
+  await meta.callTool({ name: "list_servers", arguments: {} }); // delivers pending events
+  await waitForConnection(meta);
+  for (const c of CALLS) {
+    const expected = await direct.callTool(c);
+    const got = (await meta.callTool({ name: "execute_tool", arguments: { server: "everything", tool: c.name, args: c.arguments } })) as CallToolResult;
+    assert.deepEqual(got, expected, `execute_tool ${c.name}`);
+  }
+});
+
+test("transparent face over stdio (--face server:everything): same tools and results as direct", async () => {
+  const direct = await spawnDirect();
+  const face = await spawnClient(["stdio", "--face", "server:everything"]);
+  assert.deepEqual(face.getServerVersion(), direct.getServerVersion());
+  const [got, expected] = await Promise.all([face.listTools(), direct.listTools()]);
+  assert.deepEqual(got.tools.map((t) => t.name), expected.tools.map((t) => t.name));
+  assert.deepEqual(got.tools.find((t) => t.name === "get-sum"), expected.tools.find((t) => t.name === "get-sum"));
+  for (const c of CALLS) assert.deepEqual(await face.callTool(c), await direct.callTool(c), c.name);
+});
+
+async function spawnDirect(): Promise<Client> {
+  const { command, args } = everythingStdio();
+  const client = new Client({ name: "direct", version: "1.0.0" }, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
+  await client.connect(new StdioClientTransport({ command, args, stderr: "ignore" }));
+  clients.push(client);
+  return client;
+}
+
+async function waitForConnection(meta: Client): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    const r = (await meta.callTool({ name: "list_servers", arguments: {} })) as CallToolResult;
+    const text = r.content[0]?.type === "text" ? r.content[0].text : "";
+    if (text.includes('"status":"connected"')) return;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  throw new Error("everything never connected");
+}
