@@ -274,3 +274,69 @@ export async function listServers(client: Client): Promise<ServerRow[]> {
   assert.ok(Array.isArray(servers), `list_servers answered without a servers array: ${JSON.stringify(result.content)}`);
   return servers;
 }
+
+/** How to run the CLI from source, from the repository root. */
+export const CLI_ARGS = ["--import", "tsx", "src/cli/main.ts"] as const;
+
+export interface CliRun {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `emceepee <args>` to completion (killed after timeoutMs). */
+export async function runCli(cwd: string, args: string[], timeoutMs = 60_000): Promise<CliRun> {
+  const child = spawn(process.execPath, [...CLI_ARGS, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+  child.stderr?.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
+  const closed = new Promise<void>((resolve) => child.once("close", () => resolve()));
+  try {
+    const { code, signal } = await waitExit(child, timeoutMs);
+    await closed;
+    return { code, signal, stdout, stderr };
+  } catch (err) {
+    await stopChild(child);
+    throw new Error(`${String(err)}\nstdout: ${stdout}\nstderr: ${stderr}`);
+  }
+}
+
+export interface RunningCli {
+  child: ChildProcess;
+  url: string;
+  stdout(): string;
+  stderr(): string;
+}
+
+/** Starts `emceepee serve <args>` and resolves with the URL it prints once listening. */
+export async function startCliServe(cwd: string, args: string[], timeoutMs = 60_000): Promise<RunningCli> {
+  const child = spawn(process.execPath, [...CLI_ARGS, "serve", ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+  child.stderr?.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`emceepee serve printed no URL within ${timeoutMs}ms`)), timeoutMs);
+      const onData = () => {
+        const m = /listening on (http:\/\/\S+)/.exec(stdout);
+        if (m?.[1]) {
+          clearTimeout(timer);
+          child.stdout?.off("data", onData);
+          resolve(m[1]);
+        }
+      };
+      child.stdout?.on("data", onData);
+      child.once("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`emceepee serve exited with ${code} before listening`));
+      });
+    });
+    return { child, url, stdout: () => stdout, stderr: () => stderr };
+  } catch (err) {
+    await stopChild(child);
+    throw new Error(`${String(err)}\nstdout: ${stdout}\nstderr: ${stderr}`);
+  }
+}

@@ -4,6 +4,7 @@ import type { IdGenerator } from "../../src/clock.js";
 import { BufferManager } from "../../src/session/buffers.js";
 import { EventSystem } from "../../src/session/event-system.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
+import { flush, settle } from "../helpers/promises.js";
 
 function counterIds(prefix: string): IdGenerator {
   let n = 0;
@@ -17,17 +18,7 @@ function setup(maxNotificationsPerServer = 3, maxLogsPerServer = 4) {
   return { clock, events, buffers };
 }
 
-async function flush(): Promise<void> {
-  for (let i = 0; i < 10; i++) await Promise.resolve();
-}
 
-/** Awaits a promise that must already be settled (or settle within a few microtasks): never hangs. */
-async function settle<T>(p: Promise<T>): Promise<T> {
-  const pending = Symbol("pending");
-  const r = await Promise.race([p, flush().then(() => pending)]);
-  if (r === pending) assert.fail("the promise did not settle");
-  return r as T;
-}
 
 describe("BufferManager: notifications", () => {
   test("stores notifications with timestamp, method and params", () => {

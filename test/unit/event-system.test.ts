@@ -4,6 +4,7 @@ import { getEventListeners } from "node:events";
 import type { IdGenerator } from "../../src/clock.js";
 import { EventSystem, type StoredEvent } from "../../src/session/event-system.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
+import { flush, settle, track } from "../helpers/promises.js";
 
 /** Lexicographically sortable ids, like ULIDs. */
 function counterIds(prefix = "ev"): IdGenerator {
@@ -17,32 +18,8 @@ function setup(maxEvents = 1000, warningThreshold = 0.8) {
   return { clock, events };
 }
 
-async function flush(): Promise<void> {
-  for (let i = 0; i < 10; i++) await Promise.resolve();
-}
 
-/** Awaits a promise that must already be settled (or settle within a few microtasks): never hangs. */
-async function settle<T>(p: Promise<T>): Promise<T> {
-  const pending = Symbol("pending");
-  const r = await Promise.race([p, flush().then(() => pending)]);
-  if (r === pending) assert.fail("the promise did not settle");
-  return r as T;
-}
 
-function track<T>(p: Promise<T>) {
-  const state: { settled: boolean; value?: T; error?: unknown } = { settled: false };
-  p.then(
-    (v) => {
-      state.settled = true;
-      state.value = v;
-    },
-    (e: unknown) => {
-      state.settled = true;
-      state.error = e;
-    },
-  );
-  return state;
-}
 
 describe("EventSystem: delivery", () => {
   test("add stores an event with id, type, server, createdAt and data", () => {

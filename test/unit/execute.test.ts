@@ -10,6 +10,7 @@ import { executeWithPromotion, upstreamCallError, type ExecuteOptions, type Exec
 import { TaskManager, type TaskManagerOptions } from "../../src/tasks/task-manager.js";
 import type { UpstreamConnection } from "../../src/upstream/connection.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
+import { flush, settle, track } from "../helpers/promises.js";
 
 type CallOpts = Parameters<UpstreamConnection["callTool"]>[2];
 
@@ -88,32 +89,8 @@ function setup(taskOptions: Partial<TaskManagerOptions> = {}) {
   return { clock, events, store, tasks, fake, run, assertSlotFree, assertSlotTaken };
 }
 
-async function flush(): Promise<void> {
-  for (let i = 0; i < 20; i++) await Promise.resolve();
-}
 
-/** Awaits a promise that must already be settled (or settle within a few microtasks): never hangs. */
-async function settle<T>(p: Promise<T>): Promise<T> {
-  const pending = Symbol("pending");
-  const r = await Promise.race([p, flush().then(() => pending)]);
-  if (r === pending) assert.fail("the promise did not settle");
-  return r as T;
-}
 
-function track<T>(p: Promise<T>) {
-  const state: { settled: boolean; value?: T; error?: unknown } = { settled: false };
-  p.then(
-    (v) => {
-      state.settled = true;
-      state.value = v;
-    },
-    (e: unknown) => {
-      state.settled = true;
-      state.error = e;
-    },
-  );
-  return state;
-}
 
 function asTask(outcome: ExecuteOutcome | undefined) {
   assert.ok(outcome, "execute did not settle");

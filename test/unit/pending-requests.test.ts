@@ -7,6 +7,7 @@ import { ErrorCodes, GatewayError } from "../../src/errors.js";
 import { EventSystem } from "../../src/session/event-system.js";
 import { PendingRequests } from "../../src/session/pending-requests.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
+import { flush, settle, track } from "../helpers/promises.js";
 
 function counterIds(prefix: string): IdGenerator {
   let n = 0;
@@ -33,32 +34,8 @@ const samplingParams: CreateMessageRequest["params"] = {
 const elicitAnswer: ElicitResult = { action: "accept", content: { name: "Ada" } };
 const samplingAnswer: CreateMessageResult = { role: "assistant", content: { type: "text", text: "hello" }, model: "m" };
 
-async function flush(): Promise<void> {
-  for (let i = 0; i < 10; i++) await Promise.resolve();
-}
 
-/** Awaits a promise that must already be settled (or settle within a few microtasks): never hangs. */
-async function settle<T>(p: Promise<T>): Promise<T> {
-  const pending = Symbol("pending");
-  const r = await Promise.race([p, flush().then(() => pending)]);
-  if (r === pending) assert.fail("the promise did not settle");
-  return r as T;
-}
 
-function track<T>(p: Promise<T>) {
-  const state: { settled: boolean; value?: T; error?: unknown } = { settled: false };
-  p.then(
-    (v) => {
-      state.settled = true;
-      state.value = v;
-    },
-    (e: unknown) => {
-      state.settled = true;
-      state.error = e;
-    },
-  );
-  return state;
-}
 
 function isGatewayError(code: string) {
   return (err: unknown) => {

@@ -7,6 +7,7 @@ import { EventSystem } from "../../src/session/event-system.js";
 import { MemoryTaskRecordStore } from "../../src/store/task-store.js";
 import { TaskManager, isTerminal, type TaskManagerOptions } from "../../src/tasks/task-manager.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
+import { flush, settle } from "../helpers/promises.js";
 
 function counterIds(prefix: string): IdGenerator {
   let n = 0;
@@ -51,17 +52,7 @@ function unknownTask(err: unknown): boolean {
   return true;
 }
 
-async function flush(): Promise<void> {
-  for (let i = 0; i < 10; i++) await Promise.resolve();
-}
 
-/** Awaits a promise that must already be settled (or settle within a few microtasks): never hangs. */
-async function settle<T>(p: Promise<T>): Promise<T> {
-  const pending = Symbol("pending");
-  const r = await Promise.race([p, flush().then(() => pending)]);
-  if (r === pending) assert.fail("the promise did not settle");
-  return r as T;
-}
 
 describe("TaskManager: lifecycle", () => {
   test("create: a working record with its TTL timer and a task_created event", () => {
