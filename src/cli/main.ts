@@ -11,7 +11,7 @@ import { createGateway, type Gateway, type StdioFace } from "../server/gateway.j
 
 function port(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError("must be an integer from 0 to 65535");
+  if (!/^\d+$/.test(value.trim()) || n > 65535) throw new InvalidArgumentError("must be an integer from 0 to 65535");
   return n;
 }
 

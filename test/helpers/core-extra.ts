@@ -285,12 +285,20 @@ export interface CliRun {
   stderr: string;
 }
 
-/** Runs `emceepee <args>` to completion (killed after timeoutMs). */
-export async function runCli(cwd: string, args: string[], timeoutMs = 60_000): Promise<CliRun> {
+/**
+ * Runs `emceepee <args>` to completion (killed after timeoutMs). With
+ * `stopWhenStdout`, a child whose stdout matches it is stopped at once (for
+ * runs that are expected to fail but might start serving instead).
+ */
+export async function runCli(cwd: string, args: string[], options: { timeoutMs?: number; stopWhenStdout?: RegExp } = {}): Promise<CliRun> {
+  const timeoutMs = options.timeoutMs ?? 60_000;
   const child = spawn(process.execPath, [...CLI_ARGS, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
-  child.stdout?.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+  child.stdout?.on("data", (c: Buffer) => {
+    stdout += c.toString("utf8");
+    if (options.stopWhenStdout?.test(stdout)) child.kill("SIGTERM");
+  });
   child.stderr?.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
   const closed = new Promise<void>((resolve) => child.once("close", () => resolve()));
   try {
