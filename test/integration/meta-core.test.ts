@@ -280,9 +280,9 @@ describe("add_server / remove_server at runtime", () => {
     assertIsError(await call(a, "remove_server", { name: "never-added" }), "EMCP_UNKNOWN_SERVER");
   });
 
-  // Bug: a connection attempt that never succeeded is reported as a `server_disconnected`
-  // event (UpstreamConnection.handleClose runs during connect()), here about a server
-  // that add_server did not even keep.
+  // Regression: a connection attempt that never succeeded used to be reported as a
+  // `server_disconnected` event (UpstreamConnection.handleClose ran during connect()),
+  // here about a server that add_server did not even keep.
   test("a failed add_server emits no events about the server it did not keep", SLOW, async () => {
     await drainEvents(a);
     const failed = await call(a, "add_server", { name: "crashy-again", ...crashyStdio() });
