@@ -69,7 +69,15 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
   }
   // From here the working task itself counts toward maxTasksPerSession.
   release();
-  const task = o.tasks.create({ server: o.connection.name, toolName: o.tool, toolArgs: o.args ?? {}, ttlMs: o.ttlMs, abort });
+  let task: ProxyTaskRecord;
+  try {
+    task = o.tasks.create({ server: o.connection.name, toolName: o.tool, toolArgs: o.args ?? {}, ttlMs: o.ttlMs, abort });
+  } catch (err) {
+    // No task will own the call (the session is closing): cancel it upstream.
+    abort.abort("session closed");
+    call.catch(() => undefined);
+    throw err;
+  }
   taskId = task.taskId;
   call.then(
     (result) => o.tasks.complete(task.taskId, result),
