@@ -76,6 +76,8 @@ export const gatewaySettingsSchema = z.strictObject({
       cleanupIntervalMs: positiveMs.default(60_000),
       completedRetentionMs: positiveMs.default(300_000),
       maxTasksPerSession: z.number().int().positive().default(100),
+      /** Cancelling an upstream task (on cancel, expiry, shutdown) is best effort within this bound. */
+      upstreamCancelTimeoutMs: positiveMs.default(5_000),
     })
     .prefault({}),
   pendingRequests: z

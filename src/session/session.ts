@@ -3,12 +3,14 @@
  * upstream connections, event system, buffers, pending client requests and
  * tasks. Nothing here is visible to another session. close() frees it all.
  */
-import type { ClientCapabilities, Implementation } from "@modelcontextprotocol/sdk/types.js";
+import { RELATED_TASK_META_KEY, type ClientCapabilities, type Implementation } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, IdGenerator } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { TaskRecordStore } from "../store/task-store.js";
+import { relatedTaskId, toMcpTask, withRelatedTask } from "../tasks/mcp-task.js";
+import { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
 import { TaskManager } from "../tasks/task-manager.js";
 import { UpstreamConnection, type ConnectionStatus, type UpstreamHandlers } from "../upstream/connection.js";
 import type { ServerRegistry } from "../upstream/registry.js";
@@ -46,6 +48,8 @@ export class Session {
   readonly logger: Logger;
   private readonly connections = new Map<string, UpstreamConnection>();
   private readonly connecting = new Map<string, Promise<UpstreamConnection>>();
+  /** Receiver tasks per upstream (they die with the connection that created them). */
+  private readonly receivers = new Map<string, ReceiverTaskStore>();
   private closed = false;
   /** Set by the transparent face once its client has initialized. */
   bridge: DownstreamBridge | undefined;
@@ -64,6 +68,7 @@ export class Session {
     this.buffers = new BufferManager(settings.buffers, this.events, clock);
     this.pending = new PendingRequests(settings.pendingRequests, this.events, clock, newId);
     this.tasks = new TaskManager(id, settings.tasks, deps.taskStore, this.events, clock, newId);
+    this.tasks.onStatusChange = (record) => this.bridge?.notify(record.server, "notifications/tasks/status", toMcpTask(record));
   }
 
   get isClosed(): boolean {
@@ -93,7 +98,19 @@ export class Session {
     const inflight = this.connecting.get(name);
     if (inflight) return inflight;
     const { settings } = this.deps;
+    this.receivers.get(name)?.close();
+    const receiverTasks = new ReceiverTaskStore({
+      sessionId: this.id,
+      server: name,
+      store: this.deps.taskStore,
+      clock: this.deps.clock,
+      newId: this.deps.newId,
+      defaultTtlMs: settings.tasks.defaultTtlMs,
+      maxTtlMs: settings.tasks.maxTtlMs,
+    });
+    this.receivers.set(name, receiverTasks);
     const conn = new UpstreamConnection({
+      receiverTasks,
       name,
       config: entry.config,
       handlers: this.handlersFor(name),
@@ -138,6 +155,8 @@ export class Session {
     this.connecting.delete(name);
     this.tasks.failWorkingForServer(name, reason);
     this.pending.rejectServer(name, reason);
+    this.receivers.get(name)?.close();
+    this.receivers.delete(name);
     await conn?.close();
   }
 
@@ -146,6 +165,8 @@ export class Session {
     this.closed = true;
     this.pending.close("session closed");
     this.tasks.close();
+    for (const r of this.receivers.values()) r.close();
+    this.receivers.clear();
     this.events.close();
     const conns = [...this.connections.values()];
     this.connections.clear();
@@ -163,12 +184,14 @@ export class Session {
    */
   private handlersFor(server: string): UpstreamHandlers {
     return {
-      onElicit: (params, signal) => {
+      onElicit: (upstreamParams, signal) => {
+        const params = this.relate(server, upstreamParams);
         const mode = (params as { mode?: string }).mode ?? "form";
         if (this.bridge && canElicit(this.bridge.clientCapabilities, mode)) return this.bridge.elicit(server, params, signal);
         return this.pending.add("elicitation", server, params, signal);
       },
-      onSample: (params, signal) => {
+      onSample: (upstreamParams, signal) => {
+        const params = this.relate(server, upstreamParams);
         if (this.bridge?.clientCapabilities.sampling) return this.bridge.sample(server, params, signal);
         return this.pending.add("sampling", server, params, signal);
       },
@@ -177,6 +200,7 @@ export class Session {
         return { roots: [] };
       },
       onNotification: (method, params) => {
+        if (method === "notifications/tasks/status") return this.onUpstreamTaskStatus(server, params);
         this.buffers.addNotification(server, method, params);
         this.bridge?.notify(server, method, params);
       },
@@ -189,11 +213,55 @@ export class Session {
     };
   }
 
+  /**
+   * A request an upstream sends inside one of its tasks names that task in
+   * `_meta`: the client sees the gateway's task id instead (or nothing, when
+   * the gateway drives that upstream task itself for a blocking call).
+   */
+  private relate<T extends { _meta?: Record<string, unknown> | undefined }>(server: string, params: T): T {
+    const upstreamId = relatedTaskId(params._meta);
+    if (upstreamId === undefined) return params;
+    const record = this.tasks.findByUpstreamId(server, upstreamId);
+    if (record) return withRelatedTask(params, record.taskId);
+    const { [RELATED_TASK_META_KEY]: _hidden, ...meta } = params._meta ?? {};
+    const { _meta: _replaced, ...rest } = params;
+    return (Object.keys(meta).length ? { ...rest, _meta: meta } : rest) as T;
+  }
+
+  /**
+   * An upstream's notifications/tasks/status about one of its tasks: the
+   * gateway task mapped onto it takes the news (terminal failures end it) and
+   * the client hears about it under the gateway's task id. Upstream ids never
+   * reach the client; notices about tasks the gateway does not map are dropped.
+   */
+  private onUpstreamTaskStatus(server: string, params: Record<string, unknown> | undefined): void {
+    const upstreamId = typeof params?.taskId === "string" ? params.taskId : undefined;
+    const record = upstreamId === undefined ? undefined : this.tasks.findByUpstreamId(server, upstreamId);
+    if (!record || record.status !== "working") return;
+    const message = typeof params?.statusMessage === "string" ? params.statusMessage : undefined;
+    switch (params?.status) {
+      case "completed":
+        this.tasks.complete(record.taskId);
+        return;
+      case "failed":
+      case "cancelled":
+        this.tasks.fail(record.taskId, `the upstream task ${String(params.status)}${message ? `: ${message}` : ""}`);
+        return;
+      default:
+        this.tasks.noteUpstreamStatus(record.taskId, message);
+        this.bridge?.notify(server, "notifications/tasks/status", {
+          ...toMcpTask(this.tasks.get(record.taskId)),
+          status: params?.status === "input_required" ? "input_required" : "working",
+        });
+    }
+  }
+
   private onUpstreamDisconnect(server: string, reason: string): void {
     if (this.closed) return;
     const why = `upstream '${server}' disconnected: ${reason}`;
     const failedTasks = this.tasks.failWorkingForServer(server, why);
     const rejected = this.pending.rejectServer(server, why);
+    this.receivers.get(server)?.close();
     this.events.add("server_disconnected", server, { reason, failedTasks, rejectedRequests: rejected });
     this.logger.warn({ server, reason, failedTasks: failedTasks.length }, "session_upstream_disconnected");
   }

@@ -4,18 +4,34 @@
  * ids, never timers, promises or Date objects. Every record names the session
  * that owns it; lookups by another session are treated as "not found".
  */
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-
-export type ProxyTaskStatus = "working" | "completed" | "failed" | "cancelled" | "expired";
+export type ProxyTaskStatus = "working" | "input_required" | "completed" | "failed" | "cancelled" | "expired";
 
 export const TERMINAL_STATUSES: readonly ProxyTaskStatus[] = ["completed", "failed", "cancelled", "expired"];
+
+/** A JSON-RPC error as the upstream sent it (kept so tasks/result can return it unchanged). */
+export interface RpcErrorRecord {
+  code: number;
+  message: string;
+  data?: unknown;
+}
 
 export interface ProxyTaskRecord {
   taskId: string;
   sessionId: string;
+  /**
+   * `tool`: a tool call run by the gateway (meta promotion, or a task-augmented
+   * call of a tool the upstream runs synchronously) or mapped onto an upstream
+   * task. `receiver`: a task-augmented sampling/elicitation request an upstream
+   * sent to the gateway (seed 001). Absent means `tool`.
+   */
+  kind?: "tool" | "receiver";
   server: string;
+  /** The tool name; for receiver tasks the request method. */
   toolName: string;
   toolArgs: Record<string, unknown>;
+  /** The upstream's own task id when the call runs as an upstream task (never shown downstream). */
+  upstreamTaskId?: string;
+  pollIntervalMs?: number;
   status: ProxyTaskStatus;
   statusMessage?: string;
   createdAt: number;
@@ -23,8 +39,10 @@ export interface ProxyTaskRecord {
   ttlMs: number;
   expiresAt: number;
   progress?: { progress: number; total?: number; message?: string };
-  result?: CallToolResult;
+  /** The result (plain JSON). Absent for upstream tasks: their result stays upstream until asked for. */
+  result?: Record<string, unknown>;
   error?: string;
+  rpcError?: RpcErrorRecord;
 }
 
 export interface TaskRecordStore {

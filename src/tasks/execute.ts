@@ -32,6 +32,8 @@ export interface ExecuteOptions {
   signal?: AbortSignal | undefined;
   /** Progress before promotion (forwarded to the downstream caller). */
   onprogress?: ProgressCallback | undefined;
+  /** Runs the call (default: a plain tools/call; tools the upstream only runs as tasks pass a driver). */
+  run?: ((o: { signal: AbortSignal; timeoutMs: number; onprogress: ProgressCallback }) => Promise<CallToolResult>) | undefined;
 }
 
 const TIMEOUT = Symbol("timeout");
@@ -45,11 +47,12 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
   const onDownstreamAbort = () => abort.abort("cancelled by the client");
   o.signal?.addEventListener("abort", onDownstreamAbort, { once: true });
   let taskId: string | undefined;
-  const call = o.connection.callTool(o.tool, o.args, {
+  const callOptions = {
     signal: abort.signal,
     timeoutMs: o.callTimeoutMs,
-    onprogress: (p) => (taskId ? o.tasks.setProgress(taskId, p) : o.onprogress?.(p)),
-  });
+    onprogress: (p: Parameters<ProgressCallback>[0]) => (taskId ? o.tasks.setProgress(taskId, p) : o.onprogress?.(p)),
+  };
+  const call = o.run ? o.run(callOptions) : o.connection.callTool(o.tool, o.args, callOptions);
   let timer: ReturnType<Clock["setTimeout"]> | undefined;
   const timeout = new Promise<typeof TIMEOUT>((resolve) => {
     timer = o.clock.setTimeout(() => resolve(TIMEOUT), o.timeoutMs);

@@ -6,11 +6,16 @@
  * path (including close()). A task's in-flight upstream call is aborted on
  * cancel, expiry and close (the SDK then sends notifications/cancelled).
  */
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { EventSystem } from "../session/event-system.js";
-import { TERMINAL_STATUSES, type ProxyTaskRecord, type ProxyTaskStatus, type TaskRecordStore } from "../store/task-store.js";
+import {
+  TERMINAL_STATUSES,
+  type ProxyTaskRecord,
+  type ProxyTaskStatus,
+  type RpcErrorRecord,
+  type TaskRecordStore,
+} from "../store/task-store.js";
 
 export interface TaskManagerOptions {
   /** @default 300000 */
@@ -28,8 +33,11 @@ export interface CreateTaskInput {
   toolName: string;
   toolArgs: Record<string, unknown>;
   ttlMs?: number | undefined;
-  /** Aborts the upstream call behind the task. */
+  /** Aborts the upstream call behind the task (for upstream tasks: cancels the upstream task). */
   abort: AbortController;
+  /** Set when the call runs as an upstream task (its id never leaves the gateway). */
+  upstreamTaskId?: string | undefined;
+  pollIntervalMs?: number | undefined;
 }
 
 interface Runtime {
@@ -43,6 +51,8 @@ export class TaskManager {
   private readonly runtime = new Map<string, Runtime>();
   private inFlightCalls = 0;
   private closed = false;
+  /** Called after every status change of a task (for notifications/tasks/status). */
+  onStatusChange: ((record: ProxyTaskRecord) => void) | undefined;
 
   constructor(
     private readonly sessionId: string,
@@ -91,6 +101,8 @@ export class TaskManager {
       lastUpdatedAt: now,
       ttlMs,
       expiresAt: now + ttlMs,
+      ...(input.upstreamTaskId !== undefined ? { upstreamTaskId: input.upstreamTaskId } : {}),
+      ...(input.pollIntervalMs !== undefined ? { pollIntervalMs: input.pollIntervalMs } : {}),
     };
     this.store.put(record);
     const rt: Runtime = { abort: input.abort, waiters: new Set() };
@@ -103,7 +115,7 @@ export class TaskManager {
   /** Throws UNKNOWN_TASK for ids that do not exist or belong to another session. */
   get(taskId: string): ProxyTaskRecord {
     const record = this.store.get(taskId);
-    if (!record || record.sessionId !== this.sessionId) {
+    if (!record || record.sessionId !== this.sessionId || !isToolTask(record)) {
       throw new GatewayError(
         ErrorCodes.UNKNOWN_TASK,
         `no task '${taskId}' in this session (tasks are deleted ${this.options.completedRetentionMs}ms after they end); call list_tasks with include_completed: true to see what exists`,
@@ -116,9 +128,15 @@ export class TaskManager {
   list(filter: { server?: string | undefined; status?: ProxyTaskStatus | undefined; includeCompleted?: boolean | undefined } = {}): ProxyTaskRecord[] {
     return this.store.listBySession(this.sessionId).filter(
       (r) =>
+        isToolTask(r) &&
         (filter.server === undefined || r.server === filter.server) &&
         (filter.status !== undefined ? r.status === filter.status : filter.includeCompleted || r.status === "working"),
     );
+  }
+
+  /** The gateway task mapped onto an upstream task of `server`. */
+  findByUpstreamId(server: string, upstreamTaskId: string): ProxyTaskRecord | undefined {
+    return this.list({ server, includeCompleted: true }).find((r) => r.upstreamTaskId === upstreamTaskId);
   }
 
   setProgress(taskId: string, progress: { progress: number; total?: number | undefined; message?: string | undefined }): void {
@@ -136,12 +154,20 @@ export class TaskManager {
     });
   }
 
-  complete(taskId: string, result: CallToolResult): boolean {
-    return this.finish(taskId, "completed", { result }, "task_completed", { isError: result.isError === true });
+  /** `result` is absent for upstream tasks: it stays upstream until the client asks for it. */
+  complete(taskId: string, result?: Record<string, unknown>): boolean {
+    return this.finish(taskId, "completed", result ? { result } : {}, "task_completed", { isError: result?.isError === true });
   }
 
-  fail(taskId: string, error: string): boolean {
-    return this.finish(taskId, "failed", { error, statusMessage: error }, "task_failed", { error });
+  fail(taskId: string, error: string, rpcError?: RpcErrorRecord): boolean {
+    return this.finish(taskId, "failed", { error, statusMessage: error, ...(rpcError ? { rpcError } : {}) }, "task_failed", { error });
+  }
+
+  /** Records what the upstream last said about an upstream task that is still running. */
+  noteUpstreamStatus(taskId: string, statusMessage: string | undefined): void {
+    const record = this.store.get(taskId);
+    if (!record || record.status !== "working" || statusMessage === undefined || statusMessage === record.statusMessage) return;
+    this.store.put({ ...record, statusMessage, lastUpdatedAt: this.clock.now() });
   }
 
   /** Cancels a working task and its upstream call. */
@@ -235,6 +261,7 @@ export class TaskManager {
     rt.retentionTimer = this.clock.setTimeout(() => this.forget(taskId), this.options.completedRetentionMs);
     this.events.add(eventType, record.server, { taskId, toolName: record.toolName, ...eventData });
     for (const w of [...rt.waiters]) w({ ...updated });
+    this.onStatusChange?.({ ...updated });
     return true;
   }
 
@@ -244,6 +271,10 @@ export class TaskManager {
     this.runtime.delete(taskId);
     this.store.delete(taskId);
   }
+}
+
+function isToolTask(r: ProxyTaskRecord): boolean {
+  return (r.kind ?? "tool") === "tool";
 }
 
 export function isTerminal(status: ProxyTaskStatus): boolean {

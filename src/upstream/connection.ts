@@ -6,12 +6,19 @@
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import {
+  CallToolResultSchema,
+  CancelTaskResultSchema,
   CreateMessageRequestSchema,
+  CreateTaskResultSchema,
+  GetTaskResultSchema,
   ElicitRequestSchema,
   ListRootsRequestSchema,
   LoggingMessageNotificationSchema,
   type ClientCapabilities,
   type CallToolResult,
+  type ClientNotification,
+  type ClientRequest,
+  type Result,
   type CreateMessageRequest,
   type CreateMessageResult,
   type ElicitRequest,
@@ -23,14 +30,19 @@ import {
   type Resource,
   type ResourceTemplate,
   type ServerCapabilities,
+  type Task,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
-import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { ProgressCallback, RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { Logger } from "../logging.js";
 import type { ServerConfig } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { dispatchProgressInOrder } from "./ordered-progress.js";
 import type { CreatedTransport, TransportFactory } from "./transports.js";
+import type { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
+
+/** How an upstream runs a tool: as given by its `execution.taskSupport` and its `tasks` capability. */
+export type TaskSupport = "forbidden" | "optional" | "required";
 
 export type ConnectionStatus = "idle" | "connecting" | "connected" | "disconnected" | "error" | "closed";
 
@@ -60,6 +72,8 @@ export interface UpstreamConnectionOptions {
   logger: Logger;
   /** Declare `roots` to the upstream (only when the downstream client has roots). */
   roots?: ClientCapabilities["roots"] | undefined;
+  /** Serves the upstream's task-augmented sampling/elicitation requests (seed 001). */
+  receiverTasks?: ReceiverTaskStore | undefined;
 }
 
 const STDERR_TAIL_LINES = 20;
@@ -103,14 +117,24 @@ export class UpstreamConnection {
   async connect(): Promise<void> {
     const { name, config, handlers, logger } = this.options;
     this.status = "connecting";
+    const receiver = this.options.receiverTasks;
     const capabilities: ClientCapabilities = { elicitation: { form: {}, url: {} }, sampling: {} };
     if (this.options.roots) capabilities.roots = this.options.roots;
-    const client = new Client(this.options.clientInfo, { capabilities });
+    if (receiver) {
+      capabilities.tasks = { list: {}, cancel: {}, requests: { elicitation: { create: {} }, sampling: { createMessage: {} } } };
+    }
+    const client = new Client(this.options.clientInfo, { capabilities, ...(receiver ? { taskStore: receiver } : {}) });
     if (this.options.roots) client.setRequestHandler(ListRootsRequestSchema, (_req, extra) => handlers.onListRoots(extra.signal));
-    client.setRequestHandler(ElicitRequestSchema, (req, extra) => handlers.onElicit(req.params, extra.signal));
-    client.setRequestHandler(CreateMessageRequestSchema, (req, extra) =>
-      handlers.onSample(req.params, extra.signal),
-    );
+    client.setRequestHandler(ElicitRequestSchema, (req, extra) => {
+      const { task, ...params } = req.params;
+      if (task && receiver && extra.taskStore) return this.startReceiverTask(receiver, extra.taskStore, task.ttl, (signal) => handlers.onElicit(params, signal));
+      return handlers.onElicit(req.params, extra.signal);
+    });
+    client.setRequestHandler(CreateMessageRequestSchema, (req, extra) => {
+      const { task, ...params } = req.params;
+      if (task && receiver && extra.taskStore) return this.startReceiverTask(receiver, extra.taskStore, task.ttl, (signal) => handlers.onSample(params, signal));
+      return handlers.onSample(req.params, extra.signal);
+    });
     client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
       handlers.onLog(n.params);
     });
@@ -143,6 +167,29 @@ export class UpstreamConnection {
     this.connectedAt = Date.now();
     this.lastError = undefined;
     logger.info({ server: name, serverInfo: client.getServerVersion() }, "upstream_connected");
+  }
+
+  /**
+   * Answers a task-augmented request at once with a task; the request itself
+   * goes to the downstream client in the background and its answer (or
+   * failure) is stored for the upstream's tasks/result. The SDK's request
+   * task store sends notifications/tasks/status on each change.
+   */
+  private async startReceiverTask(
+    receiver: ReceiverTaskStore,
+    taskStore: NonNullable<RequestHandlerExtra<ClientRequest, ClientNotification>["taskStore"]>,
+    ttl: number | null | undefined,
+    forward: (signal: AbortSignal) => Promise<Result>,
+  ): Promise<{ task: Task }> {
+    const task = await taskStore.createTask(ttl === undefined || ttl === null ? {} : { ttl });
+    forward(receiver.signalFor(task.taskId))
+      .then(
+        (result) => taskStore.storeTaskResult(task.taskId, "completed", result),
+        (err) => taskStore.updateTaskStatus(task.taskId, "failed", errorMessage(err)),
+      )
+      // The task may have been cancelled or expired meanwhile: nothing left to record.
+      .catch(() => undefined);
+    return { task };
   }
 
   async close(): Promise<void> {
@@ -212,6 +259,46 @@ export class UpstreamConnection {
       ...(opts.onprogress ? { onprogress: opts.onprogress } : {}),
     });
     return result as CallToolResult;
+  }
+
+  /** How this upstream runs `tool`, from its tool list and its `tasks` capability. */
+  async taskSupport(tool: string): Promise<TaskSupport> {
+    if (!this.capabilities?.tasks?.requests?.tools?.call) return "forbidden";
+    const found = (await this.cachedTools()).find((t) => t.name === tool);
+    return found?.execution?.taskSupport ?? "forbidden";
+  }
+
+  /** A task-augmented tools/call: the upstream answers with its own task at once. */
+  async callToolAsTask(
+    params: { name: string; arguments?: Record<string, unknown> | undefined; _meta?: Record<string, unknown> | undefined },
+    ttlMs: number,
+    signal?: AbortSignal,
+  ): Promise<Task> {
+    const result = await this.live().request({ method: "tools/call", params }, CreateTaskResultSchema, {
+      task: { ttl: ttlMs },
+      ...this.requestOptions,
+      ...(signal ? { signal } : {}),
+    });
+    return result.task;
+  }
+
+  getTask(taskId: string, signal?: AbortSignal): Promise<Task> {
+    return this.live().request({ method: "tasks/get", params: { taskId } }, GetTaskResultSchema, {
+      ...this.requestOptions,
+      ...(signal ? { signal } : {}),
+    });
+  }
+
+  /** Blocks until the upstream task ends; queued elicitations/sampling arrive meanwhile. */
+  getTaskResult(taskId: string, opts: { signal?: AbortSignal | undefined; timeoutMs: number }): Promise<CallToolResult> {
+    return this.live().request({ method: "tasks/result", params: { taskId } }, CallToolResultSchema, {
+      timeout: opts.timeoutMs,
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    }) as Promise<CallToolResult>;
+  }
+
+  cancelTask(taskId: string, timeoutMs: number): Promise<unknown> {
+    return this.live().request({ method: "tasks/cancel", params: { taskId } }, CancelTaskResultSchema, { timeout: timeoutMs });
   }
 
   private get requestOptions() {

@@ -15,7 +15,11 @@ import { everythingServerEntry } from "../../src/config/demo.js";
 import { block, blocks, call, drainEvents } from "./gateway.js";
 
 /** The capabilities the gateway's upstream client declares (src/upstream/connection.ts). */
-export const GATEWAY_UPSTREAM_CAPABILITIES = { elicitation: { form: {}, url: {} }, sampling: {} } as const;
+export const GATEWAY_UPSTREAM_CAPABILITIES = {
+  elicitation: { form: {}, url: {} },
+  sampling: {},
+  tasks: { list: {}, cancel: {}, requests: { elicitation: { create: {} }, sampling: { createMessage: {} } } },
+} as const;
 
 /** A plain SDK client connected straight to a fresh server-everything over stdio. */
 export async function connectDirectEverything(): Promise<Client> {

@@ -9,6 +9,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ROOT, everythingStdio } from "../helpers/gateway.js";
+import { GATEWAY_UPSTREAM_CAPABILITIES } from "../helpers/core-extra.js";
 
 const clients: Client[] = [];
 after(async () => {
@@ -50,7 +51,9 @@ test("transparent face over stdio (--face server:everything): same tools and res
   assert.deepEqual(face.getServerVersion(), direct.getServerVersion());
   const [got, expected] = await Promise.all([face.listTools(), direct.listTools()]);
   assert.deepEqual(got.tools.map((t) => t.name), expected.tools.map((t) => t.name));
-  assert.deepEqual(got.tools.find((t) => t.name === "get-sum"), expected.tools.find((t) => t.name === "get-sum"));
+  // Every tool can run as a task through the gateway, so it shows taskSupport "optional" (docs/adr/0002).
+  const directSum = expected.tools.find((t) => t.name === "get-sum")!;
+  assert.deepEqual(got.tools.find((t) => t.name === "get-sum"), { ...directSum, execution: { ...directSum.execution, taskSupport: "optional" } });
   for (const c of CALLS) assert.deepEqual(await face.callTool(c), await direct.callTool(c), c.name);
 });
 
@@ -62,7 +65,7 @@ function withoutEnvelope(r: CallToolResult): CallToolResult {
 
 async function spawnDirect(): Promise<Client> {
   const { command, args } = everythingStdio();
-  const client = new Client({ name: "direct", version: "1.0.0" }, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
+  const client = new Client({ name: "direct", version: "1.0.0" }, { capabilities: GATEWAY_UPSTREAM_CAPABILITIES });
   await client.connect(new StdioClientTransport({ command, args, stderr: "ignore" }));
   clients.push(client);
   return client;

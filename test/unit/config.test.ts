@@ -35,6 +35,7 @@ describe("parseConfig: defaults", () => {
       cleanupIntervalMs: 60_000,
       completedRetentionMs: 300_000,
       maxTasksPerSession: 100,
+      upstreamCancelTimeoutMs: 5_000,
     });
     assert.equal(g.pendingRequests.timeoutMs, 600_000);
     assert.equal(g.pendingRequests.maxPerSession, 100);

@@ -19,7 +19,6 @@ import {
   SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
-  type CallToolResult,
   type ServerCapabilities,
 } from "@modelcontextprotocol/sdk/types.js";
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
@@ -27,9 +26,9 @@ import { describeError, GatewayError } from "../../errors.js";
 import type { GatewayContext } from "../../server/context.js";
 import type { Session } from "../../session/session.js";
 import type { UpstreamConnection } from "../../upstream/connection.js";
-import { forwardProgress } from "../progress.js";
 import type { InflightRequests } from "./bridge.js";
 import { paginate, type Catalog } from "./catalog.js";
+import { callTool, honouredTool, registerTaskHandlers } from "./tasks.js";
 
 export interface HandlerContext {
   server: Server;
@@ -69,31 +68,21 @@ export function registerHandlers(h: HandlerContext): void {
 
   if (capabilities.tools) {
     server.setRequestHandler(ListToolsRequestSchema, async (req) => {
-      if (single) return (await conn(catalog.servers()[0]!)).sdk.listTools(req.params);
+      if (single) {
+        const listed = await (await conn(catalog.servers()[0]!)).sdk.listTools(req.params);
+        return { ...listed, tools: listed.tools.map(honouredTool) };
+      }
       const rows = await each((c) => (c.capabilities?.tools ? c.cachedTools() : Promise.resolve([])));
-      const tools = rows.map(({ server: s, item }) => ({ ...item, name: catalog.expose(s, item.name) }));
+      const tools = rows.map(({ server: s, item }) => honouredTool({ ...item, name: catalog.expose(s, item.name) }));
       catalog.assertUnique(tools.map((t, i) => ({ exposed: t.name, server: rows[i]!.server })), "tool");
       const { page, nextCursor } = paginate(tools, req.params?.cursor);
       return { tools: page, ...(nextCursor ? { nextCursor } : {}) };
     });
     server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
       const { server: upstream, name } = catalog.resolve(req.params.name, "tool");
-      const c = await conn(upstream);
-      const progress = forwardProgress(extra, req.params._meta?.progressToken);
-      const untrack = h.inflight.track(upstream, extra.requestId);
-      try {
-        const result = (await c.sdk.callTool({ ...req.params, name }, undefined, {
-          signal: extra.signal,
-          timeout: h.gateway.settings.tasks.maxTtlMs,
-          resetTimeoutOnProgress: true,
-          ...(progress.onprogress ? { onprogress: progress.onprogress } : {}),
-        })) as CallToolResult;
-        await progress.flush();
-        return result;
-      } finally {
-        untrack();
-      }
+      return callTool(h, await conn(upstream), req.params, name, extra);
     });
+    registerTaskHandlers(h, conn);
   }
 
   if (capabilities.resources) {

@@ -19,6 +19,7 @@ import type { UpstreamConnection } from "../../upstream/connection.js";
 import { createBridge, InflightRequests } from "./bridge.js";
 import { Catalog, type FaceTarget } from "./catalog.js";
 import { registerHandlers } from "./handlers.js";
+import { TASKS_CAPABILITY } from "./tasks.js";
 
 export interface TransparentFaceOptions {
   session: Session;
@@ -80,6 +81,8 @@ function deriveCapabilities(connections: UpstreamConnection[], target: FaceTarge
     const up = connections[0]?.capabilities ?? {};
     for (const key of ["tools", "resources", "prompts"] as const) if (up[key]) caps[key] = { ...up[key] } as never;
   }
+  // Every tool can run as a task here, whatever the upstream supports (see tasks.ts).
+  if (caps.tools) caps.tasks = TASKS_CAPABILITY;
   return caps;
 }
 

@@ -1,4 +1,5 @@
 /** list_tasks, get_task, get_task_result, cancel_task (seed 000 §3). */
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { ErrorCodes, GatewayError } from "../../../errors.js";
 import { defineTool, json } from "../define.js";
@@ -52,7 +53,7 @@ export const getTaskResult = defineTool({
     const task = await session.tasks.waitForTerminal(task_id, wait, extra.signal);
     switch (task.status) {
       case "completed":
-        return task.result!;
+        return task.result as CallToolResult;
       case "working":
         throw new GatewayError(
           ErrorCodes.TASK_STILL_WORKING,

@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { ErrorCodes, GatewayError } from "../../../errors.js";
 import { executeWithPromotion } from "../../../tasks/execute.js";
+import { runUpstreamTaskToEnd } from "../../../tasks/native.js";
 import { forwardProgress } from "../../progress.js";
 import { defineTool, json, type MetaContext } from "../define.js";
 import { elicitationSummary } from "../envelope.js";
@@ -37,7 +38,12 @@ export const executeTool = defineTool({
     await assertToolExists(ctx, server, tool);
     const timeoutMs = timeout_ms ?? gateway.settings.tools.defaultTimeoutMs;
     const progress = forwardProgress(extra, extra._meta?.progressToken);
+    // Tools the upstream only runs as tasks: the gateway drives the upstream task (seed 004 emulation).
+    const required = (await conn.taskSupport(tool)) === "required";
     const outcome = await executeWithPromotion({
+      ...(required
+        ? { run: (o) => runUpstreamTaskToEnd(gateway, conn, { name: tool, ...(args ? { arguments: args } : {}) }, o) }
+        : {}),
       tasks: session.tasks,
       connection: conn,
       clock: gateway.clock,

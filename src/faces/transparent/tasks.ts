@@ -1,0 +1,110 @@
+/**
+ * Native MCP tasks on the transparent face (spec 2025-11-25, seed 004):
+ * tasks/get, tasks/result, tasks/list and tasks/cancel over the session's
+ * tasks, plus the two ways a tools/call meets a task — a task-augmented call
+ * (CreateTaskResult at once, for every upstream tool) and emulation (a plain
+ * call of a tool the upstream only runs as a task blocks until it ends).
+ */
+import {
+  CancelTaskRequestSchema,
+  GetTaskPayloadRequestSchema,
+  GetTaskRequestSchema,
+  ListTasksRequestSchema,
+  type CallToolRequest,
+  type CallToolResult,
+  type CreateTaskResult,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
+import { cancelToolTask, getToolTask, getToolTaskResult, runUpstreamTaskToEnd, startToolTask, type NativeTaskContext } from "../../tasks/native.js";
+import { toMcpTask } from "../../tasks/mcp-task.js";
+import type { UpstreamConnection } from "../../upstream/connection.js";
+import { forwardProgress } from "../progress.js";
+import { paginate } from "./catalog.js";
+import type { HandlerContext } from "./handlers.js";
+
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+/** The capability the transparent face advertises: task-augmented tools/call for every tool. */
+export const TASKS_CAPABILITY = { list: {}, cancel: {}, requests: { tools: { call: {} } } };
+
+/**
+ * The tool as this face serves it: the gateway runs every tool both ways
+ * (gateway-owned tasks for upstreams that cannot, emulation for clients that
+ * do not ask for a task), so `execution.taskSupport` is always `optional`.
+ */
+export function honouredTool(tool: Tool): Tool {
+  return { ...tool, execution: { ...tool.execution, taskSupport: "optional" } };
+}
+
+export function nativeContext(h: HandlerContext): NativeTaskContext {
+  return { tasks: h.session.tasks, settings: h.gateway.settings, clock: h.gateway.clock };
+}
+
+/**
+ * tools/call with its task semantics. Returns CreateTaskResult for a
+ * task-augmented call, otherwise the tool's result (driving the upstream task
+ * to its end when the upstream requires one).
+ */
+export async function callTool(
+  h: HandlerContext,
+  conn: UpstreamConnection,
+  params: CallToolRequest["params"],
+  upstreamName: string,
+  extra: Extra,
+): Promise<CallToolResult | CreateTaskResult> {
+  if (params.task) return { task: await startToolTask(nativeContext(h), conn, params, upstreamName) };
+  const progress = forwardProgress(extra, params._meta?.progressToken);
+  const untrack = h.inflight.track(conn.name, extra.requestId);
+  try {
+    const call = { ...params, name: upstreamName };
+    const result =
+      (await conn.taskSupport(upstreamName)) === "required"
+        ? await runUpstreamTaskToEnd(nativeContext(h), conn, call, {
+            signal: extra.signal,
+            timeoutMs: h.gateway.settings.tasks.maxTtlMs,
+            onprogress: progress.onprogress,
+          })
+        : ((await conn.sdk.callTool(call, undefined, {
+            signal: extra.signal,
+            timeout: h.gateway.settings.tasks.maxTtlMs,
+            resetTimeoutOnProgress: true,
+            ...(progress.onprogress ? { onprogress: progress.onprogress } : {}),
+          })) as CallToolResult);
+    await progress.flush();
+    return result;
+  } finally {
+    untrack();
+  }
+}
+
+export function registerTaskHandlers(h: HandlerContext, connect: (server: string) => Promise<UpstreamConnection>): void {
+  const { server } = h;
+  const ctx = nativeContext(h);
+  server.setRequestHandler(GetTaskRequestSchema, (req, extra) => getToolTask(ctx, req.params.taskId, connect, extra.signal));
+  server.setRequestHandler(GetTaskPayloadRequestSchema, async (req, extra) => {
+    // What the upstream asks of the client while the result is awaited rides this request's stream.
+    const owner = safeServerOf(ctx, req.params.taskId);
+    const untrack = owner === undefined ? () => undefined : h.inflight.track(owner, extra.requestId);
+    try {
+      return await getToolTaskResult(ctx, req.params.taskId, connect, extra.signal);
+    } finally {
+      untrack();
+    }
+  });
+  server.setRequestHandler(ListTasksRequestSchema, async (req) => {
+    const all = ctx.tasks.list({ includeCompleted: true }).map(toMcpTask);
+    const { page, nextCursor } = paginate(all, req.params?.cursor);
+    return { tasks: page, ...(nextCursor ? { nextCursor } : {}) };
+  });
+  server.setRequestHandler(CancelTaskRequestSchema, async (req) => cancelToolTask(ctx, req.params.taskId));
+}
+
+function safeServerOf(ctx: NativeTaskContext, taskId: string): string | undefined {
+  try {
+    return ctx.tasks.get(taskId).server;
+  } catch {
+    return undefined;
+  }
+}

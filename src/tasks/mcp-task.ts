@@ -1,0 +1,33 @@
+/**
+ * The MCP `Task` object (spec 2025-11-25) for a gateway task record. Task ids
+ * are always the gateway's own. `expired` is not an MCP status: an expired
+ * task reads as `failed` with a status message saying its TTL ran out.
+ */
+import { RELATED_TASK_META_KEY, type Task } from "@modelcontextprotocol/sdk/types.js";
+import type { ProxyTaskRecord } from "../store/task-store.js";
+
+/** Suggested poll interval when the upstream gave none. */
+export const DEFAULT_POLL_INTERVAL_MS = 1000;
+
+export function toMcpTask(r: ProxyTaskRecord): Task {
+  return {
+    taskId: r.taskId,
+    status: r.status === "expired" ? "failed" : r.status,
+    ttl: r.ttlMs,
+    createdAt: new Date(r.createdAt).toISOString(),
+    lastUpdatedAt: new Date(r.lastUpdatedAt).toISOString(),
+    pollInterval: r.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS,
+    ...(r.statusMessage !== undefined ? { statusMessage: r.statusMessage } : {}),
+  };
+}
+
+/** Sets (or replaces) the related-task metadata of a result or request params. */
+export function withRelatedTask<T extends { _meta?: Record<string, unknown> | undefined }>(value: T, taskId: string): T {
+  return { ...value, _meta: { ...value._meta, [RELATED_TASK_META_KEY]: { taskId } } };
+}
+
+/** The related-task id carried in `_meta`, if any. */
+export function relatedTaskId(meta: Record<string, unknown> | undefined): string | undefined {
+  const related = meta?.[RELATED_TASK_META_KEY] as { taskId?: unknown } | undefined;
+  return typeof related?.taskId === "string" ? related.taskId : undefined;
+}

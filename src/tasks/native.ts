@@ -1,0 +1,249 @@
+/**
+ * MCP-native task operations over one session's TaskManager (seeds 002, 004),
+ * shared by the transparent face (tasks/* requests, task-augmented
+ * tools/call, emulation) and the meta-tools face (execute_tool on tools an
+ * upstream only runs as tasks).
+ *
+ * Two kinds of task-augmented call:
+ * - gateway-owned: the upstream runs the tool synchronously (taskSupport
+ *   `forbidden`, or no tasks capability). The gateway starts the call at once
+ *   in the background and keeps its result for tasks/result.
+ * - upstream task: the upstream tool is `optional`/`required`. The gateway
+ *   creates the upstream task (TTL = min(requested, gateway max)), keeps only
+ *   its id, and polls lazily: tasks/get asks the upstream only when the client
+ *   asks; tasks/result is never fetched ahead of the client. Cancel, expiry and
+ *   session close cancel the upstream task (best effort, bounded).
+ */
+import {
+  ErrorCode,
+  McpError,
+  type CallToolRequest,
+  type CallToolResult,
+  type Task,
+} from "@modelcontextprotocol/sdk/types.js";
+import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { GatewaySettings } from "../config/schema.js";
+import type { Clock } from "../clock.js";
+import { errorMessage } from "../errors.js";
+import type { ProxyTaskRecord, RpcErrorRecord } from "../store/task-store.js";
+import type { UpstreamConnection } from "../upstream/connection.js";
+import { DEFAULT_POLL_INTERVAL_MS, relatedTaskId, toMcpTask, withRelatedTask } from "./mcp-task.js";
+import type { TaskManager } from "./task-manager.js";
+
+export interface NativeTaskContext {
+  tasks: TaskManager;
+  settings: GatewaySettings;
+  clock: Clock;
+}
+
+type ToolCallParams = CallToolRequest["params"];
+
+/** Starts a task-augmented tools/call and returns the gateway's task at once. */
+export async function startToolTask(ctx: NativeTaskContext, conn: UpstreamConnection, params: ToolCallParams, upstreamName: string): Promise<Task> {
+  const { tasks, settings } = ctx;
+  const ttlMs = Math.min(params.task?.ttl ?? settings.tasks.defaultTtlMs, settings.tasks.maxTtlMs);
+  const { task: _augmentation, ...plain } = params;
+  const call = { ...plain, name: upstreamName };
+  const release = tasks.reserveCall();
+  try {
+    if ((await conn.taskSupport(upstreamName)) !== "forbidden") return toMcpTask(await startUpstreamTask(ctx, conn, call, ttlMs));
+    return toMcpTask(startGatewayTask(ctx, conn, call, ttlMs));
+  } finally {
+    release();
+  }
+}
+
+function startGatewayTask(ctx: NativeTaskContext, conn: UpstreamConnection, call: ToolCallParams, ttlMs: number): ProxyTaskRecord {
+  const abort = new AbortController();
+  const record = ctx.tasks.create({ server: conn.name, toolName: call.name, toolArgs: call.arguments ?? {}, ttlMs, abort });
+  conn.sdk
+    .callTool(call, undefined, {
+      signal: abort.signal,
+      timeout: ttlMs,
+      resetTimeoutOnProgress: true,
+      onprogress: (p) => ctx.tasks.setProgress(record.taskId, p),
+    })
+    .then(
+      (result) => ctx.tasks.complete(record.taskId, result as CallToolResult),
+      (err) => ctx.tasks.fail(record.taskId, `upstream '${conn.name}': ${errorMessage(err)}`, rpcErrorOf(err)),
+    );
+  return record;
+}
+
+async function startUpstreamTask(ctx: NativeTaskContext, conn: UpstreamConnection, call: ToolCallParams, ttlMs: number): Promise<ProxyTaskRecord> {
+  const upstream = await conn.callToolAsTask(call, ttlMs);
+  const abort = new AbortController();
+  abort.signal.addEventListener("abort", () => void cancelUpstream(ctx.settings, conn, upstream.taskId), { once: true });
+  return ctx.tasks.create({
+    server: conn.name,
+    toolName: call.name,
+    toolArgs: call.arguments ?? {},
+    ttlMs,
+    abort,
+    upstreamTaskId: upstream.taskId,
+    pollIntervalMs: upstream.pollInterval ?? DEFAULT_POLL_INTERVAL_MS,
+  });
+}
+
+function cancelUpstream(settings: GatewaySettings, conn: UpstreamConnection, upstreamTaskId: string): Promise<void> {
+  if (conn.status !== "connected") return Promise.resolve();
+  return conn.cancelTask(upstreamTaskId, settings.tasks.upstreamCancelTimeoutMs).then(
+    () => undefined,
+    () => undefined,
+  );
+}
+
+/**
+ * tasks/get. Upstream tasks still running are asked about now (and only now);
+ * a terminal upstream status ends the gateway task, without fetching the result.
+ */
+export async function getToolTask(ctx: NativeTaskContext, taskId: string, connect: (server: string) => Promise<UpstreamConnection>, signal?: AbortSignal): Promise<Task> {
+  const record = lookup(ctx, taskId);
+  if (record.upstreamTaskId === undefined || record.status !== "working") return toMcpTask(record);
+  const conn = await connect(record.server);
+  let upstream: Task;
+  try {
+    upstream = await conn.getTask(record.upstreamTaskId, signal);
+  } catch (err) {
+    if (err instanceof McpError && err.code === ErrorCode.InvalidParams) {
+      ctx.tasks.fail(taskId, `the upstream no longer knows this task: ${err.message}`);
+      return toMcpTask(lookup(ctx, taskId));
+    }
+    throw new McpError(ErrorCode.InternalError, `could not ask upstream '${record.server}' about task ${taskId}: ${errorMessage(err)}; retry tasks/get`);
+  }
+  applyUpstreamStatus(ctx.tasks, record, upstream);
+  const now = lookup(ctx, taskId);
+  const view = toMcpTask(now);
+  if (now.status === "working" && upstream.status === "input_required") view.status = "input_required";
+  if (upstream.pollInterval !== undefined) view.pollInterval = upstream.pollInterval;
+  return view;
+}
+
+function applyUpstreamStatus(tasks: TaskManager, record: ProxyTaskRecord, upstream: Task): void {
+  switch (upstream.status) {
+    case "completed":
+      tasks.complete(record.taskId);
+      break;
+    case "failed":
+    case "cancelled":
+      tasks.fail(record.taskId, `the upstream task ${upstream.status}${upstream.statusMessage ? `: ${upstream.statusMessage}` : ""}`);
+      break;
+    default:
+      tasks.noteUpstreamStatus(record.taskId, upstream.statusMessage);
+  }
+}
+
+/**
+ * tasks/result: waits for the task to end and returns what the tool call
+ * returned (its JSON-RPC error is thrown as such). Upstream tasks are asked
+ * for their result now; what they ask of the client meanwhile is forwarded.
+ */
+export async function getToolTaskResult(
+  ctx: NativeTaskContext,
+  taskId: string,
+  connect: (server: string) => Promise<UpstreamConnection>,
+  signal?: AbortSignal,
+): Promise<CallToolResult> {
+  const record = lookup(ctx, taskId);
+  if (record.upstreamTaskId !== undefined && (record.status === "working" || (record.status === "completed" && !record.result))) {
+    const conn = await connect(record.server);
+    const remaining = Math.max(1, record.expiresAt - ctx.clock.now());
+    let result: CallToolResult;
+    try {
+      result = await conn.getTaskResult(record.upstreamTaskId, { signal, timeoutMs: remaining });
+    } catch (err) {
+      if (!signal?.aborted) ctx.tasks.fail(taskId, `upstream '${record.server}': ${errorMessage(err)}`, rpcErrorOf(err));
+      throw err;
+    }
+    ctx.tasks.complete(taskId);
+    return withRelatedTask(result, taskId);
+  }
+  const done = await ctx.tasks.waitForTerminal(taskId, Math.max(0, record.expiresAt - ctx.clock.now()) + 1, signal);
+  switch (done.status) {
+    case "completed":
+      return withRelatedTask(done.result as CallToolResult, taskId);
+    case "working":
+    case "input_required":
+      throw new McpError(ErrorCode.InternalError, `task ${taskId} is still working; call tasks/result again`);
+    default:
+      if (done.rpcError) throw new McpError(done.rpcError.code, done.rpcError.message, done.rpcError.data);
+      throw new McpError(ErrorCode.InternalError, `task ${taskId} ${done.status}: ${done.error ?? done.statusMessage ?? "no result"}`);
+  }
+}
+
+/** tasks/cancel: terminal tasks cannot be cancelled; upstream tasks are cancelled upstream too. */
+export function cancelToolTask(ctx: NativeTaskContext, taskId: string): Task {
+  const record = lookup(ctx, taskId);
+  if (record.status !== "working") throw new McpError(ErrorCode.InvalidParams, `Cannot cancel task in terminal status: ${toMcpTask(record).status}`);
+  ctx.tasks.cancel(taskId, "cancelled by the client (tasks/cancel)");
+  return toMcpTask(lookup(ctx, taskId));
+}
+
+/**
+ * Emulation (seed 004): runs a tool the upstream only runs as a task as one
+ * blocking call. While the upstream task runs, its status is reported through
+ * `onStatus` (progress keep-alives) by polling tasks/get at the upstream's
+ * poll interval; queued elicitations arrive through tasks/result and go to
+ * the client like any other. The client's cancel cancels the upstream task.
+ */
+export async function runUpstreamTaskToEnd(
+  ctx: Pick<NativeTaskContext, "settings" | "clock">,
+  conn: UpstreamConnection,
+  call: ToolCallParams,
+  o: { signal?: AbortSignal | undefined; timeoutMs: number; onprogress?: ProgressCallback | undefined },
+): Promise<CallToolResult> {
+  const ttlMs = Math.min(o.timeoutMs, ctx.settings.tasks.maxTtlMs);
+  const task = await conn.callToolAsTask(call, ttlMs, o.signal);
+  const onAbort = () => void cancelUpstream(ctx.settings, conn, task.taskId);
+  o.signal?.addEventListener("abort", onAbort, { once: true });
+  const stopKeepAlive = o.onprogress ? keepAlive(ctx.clock, conn, task, o.onprogress) : () => undefined;
+  try {
+    const result = await conn.getTaskResult(task.taskId, { signal: o.signal, timeoutMs: ttlMs });
+    const { _meta, ...rest } = result;
+    const meta = { ..._meta };
+    if (relatedTaskId(meta) !== undefined) delete meta["io.modelcontextprotocol/related-task"];
+    return Object.keys(meta).length ? { ...rest, _meta: meta } : rest;
+  } finally {
+    stopKeepAlive();
+    o.signal?.removeEventListener("abort", onAbort);
+  }
+}
+
+/** Polls the upstream task and reports each status as a progress step until stopped. */
+function keepAlive(clock: Clock, conn: UpstreamConnection, task: Task, onprogress: ProgressCallback): () => void {
+  let stopped = false;
+  let step = 0;
+  let timer: ReturnType<Clock["setTimeout"]> | undefined;
+  const interval = task.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
+  const tick = () => {
+    conn.getTask(task.taskId).then(
+      (t) => {
+        if (stopped) return;
+        onprogress({ progress: ++step, ...(t.statusMessage ? { message: `${t.status}: ${t.statusMessage}` } : { message: t.status }) });
+        if (t.status === "working" || t.status === "input_required") timer = clock.setTimeout(tick, t.pollInterval ?? interval);
+      },
+      () => undefined,
+    );
+  };
+  timer = clock.setTimeout(tick, interval);
+  return () => {
+    stopped = true;
+    clock.clearTimeout(timer);
+  };
+}
+
+function lookup(ctx: NativeTaskContext, taskId: string): ProxyTaskRecord {
+  try {
+    return ctx.tasks.get(taskId);
+  } catch {
+    throw new McpError(ErrorCode.InvalidParams, `Task not found: ${taskId}`);
+  }
+}
+
+/** Keeps an upstream JSON-RPC error so tasks/result can return it unchanged. */
+function rpcErrorOf(err: unknown): RpcErrorRecord | undefined {
+  if (!(err instanceof McpError)) return undefined;
+  // The SDK prefixes "MCP error <code>: " to messages; keep the upstream's own text.
+  const message = err.message.replace(/^MCP error -?\d+: /, "");
+  return { code: err.code, message, ...(err.data !== undefined ? { data: err.data } : {}) };
+}
