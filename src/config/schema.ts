@@ -118,6 +118,18 @@ export const gatewaySettingsSchema = z.strictObject({
       connectTimeoutMs: positiveMs.default(30_000),
       /** Timeout for short upstream requests (lists, reads, prompts). */
       requestTimeoutMs: positiveMs.default(60_000),
+      /** Gateway-wide cap on running stdio upstream processes. */
+      maxChildProcesses: z.number().int().positive().default(256),
+      /** After an upstream drops, the session reconnects in the background with capped exponential backoff. */
+      reconnect: z
+        .strictObject({
+          initialDelayMs: positiveMs.default(500),
+          maxDelayMs: positiveMs.default(30_000),
+          jitter: z.number().min(0).max(1).default(0.3),
+          /** 0 turns background reconnection off (connections are still retried on next use). */
+          maxAttempts: z.number().int().min(0).default(8),
+        })
+        .prefault({}),
     })
     .prefault({}),
   transparent: z

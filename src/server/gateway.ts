@@ -17,6 +17,7 @@ import { silentLogger, type Logger } from "../logging.js";
 import { SessionManager } from "../session/session-manager.js";
 import type { Session } from "../session/session.js";
 import { MemoryTaskRecordStore, type TaskRecordStore } from "../store/task-store.js";
+import { ChildProcessLimiter } from "../upstream/children.js";
 import { ServerRegistry } from "../upstream/registry.js";
 import { defaultTransportFactory, type TransportFactory } from "../upstream/transports.js";
 import type { GatewayContext } from "./context.js";
@@ -60,6 +61,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     transportFactory: deps.transportFactory ?? defaultTransportFactory,
     taskStore: deps.taskStore ?? new MemoryTaskRecordStore(),
     clientInfo: { name: "emceepee", version: pkg.version },
+    children: new ChildProcessLimiter(settings.upstream.maxChildProcesses),
   });
   const context: GatewayContext = { registry, sessions, settings, clock, newId, logger, version: pkg.version };
   const meta = new McpEndpoint(context, { face: (session) => createMetaServer({ session, gateway: context }), connectAll: true, attachable: true });

@@ -4,7 +4,7 @@
  * tasks. Nothing here is visible to another session. close() frees it all.
  */
 import { RELATED_TASK_META_KEY, type ClientCapabilities, type Implementation } from "@modelcontextprotocol/sdk/types.js";
-import type { Clock, IdGenerator } from "../clock.js";
+import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { Logger } from "../logging.js";
@@ -14,6 +14,8 @@ import { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
 import { TaskManager } from "../tasks/task-manager.js";
 import { UpstreamConnection, type ConnectionStatus, type UpstreamHandlers } from "../upstream/connection.js";
 import type { ServerRegistry } from "../upstream/registry.js";
+import { backoffDelay } from "../upstream/backoff.js";
+import type { ChildProcessLimiter } from "../upstream/children.js";
 import type { TransportFactory } from "../upstream/transports.js";
 import { canElicit, type DownstreamBridge } from "./bridge.js";
 import { BufferManager } from "./buffers.js";
@@ -29,6 +31,21 @@ export interface SessionDeps {
   transportFactory: TransportFactory;
   taskStore: TaskRecordStore;
   clientInfo: Implementation;
+  /** Gateway-wide cap on stdio children. */
+  children?: ChildProcessLimiter | undefined;
+  /** Jitter source for reconnect backoff (tests inject a fixed one). */
+  random?: (() => number) | undefined;
+}
+
+/** What a session remembers about an upstream that dropped, until it is back. */
+interface Reconnect {
+  attempt: number;
+  timer?: TimerHandle;
+  serverInfo: Implementation | undefined;
+  upstreamSessionId: string | undefined;
+  digests: UpstreamConnection["listDigests"];
+  failedTasks: number;
+  rejectedRequests: number;
 }
 
 export interface ConnectionView {
@@ -50,6 +67,7 @@ export class Session {
   private readonly connecting = new Map<string, Promise<UpstreamConnection>>();
   /** Receiver tasks per upstream (they die with the connection that created them). */
   private readonly receivers = new Map<string, ReceiverTaskStore>();
+  private readonly reconnects = new Map<string, Reconnect>();
   private closed = false;
   /** Set by the transparent face once its client has initialized. */
   bridge: DownstreamBridge | undefined;
@@ -111,6 +129,7 @@ export class Session {
     this.receivers.set(name, receiverTasks);
     const conn = new UpstreamConnection({
       receiverTasks,
+      children: this.deps.children,
       name,
       config: entry.config,
       handlers: this.handlersFor(name),
@@ -130,6 +149,8 @@ export class Session {
           throw new GatewayError(ErrorCodes.CLOSED, `connection to '${name}' was closed while connecting`);
         }
         this.events.add("server_connected", name, { serverInfo: conn.serverInfo ?? null });
+        const dropped = this.reconnects.get(name);
+        if (dropped) void this.reconcile(name, conn, dropped);
         return conn;
       })
       .finally(() => this.connecting.delete(name));
@@ -150,6 +171,7 @@ export class Session {
 
   /** Drops the connection to a removed server: fail its tasks, reject its requests. */
   async disconnect(name: string, reason: string): Promise<void> {
+    this.stopReconnecting(name);
     const conn = this.connections.get(name);
     this.connections.delete(name);
     this.connecting.delete(name);
@@ -163,6 +185,7 @@ export class Session {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const name of [...this.reconnects.keys()]) this.stopReconnecting(name);
     this.pending.close("session closed");
     this.tasks.close();
     for (const r of this.receivers.values()) r.close();
@@ -256,13 +279,94 @@ export class Session {
     }
   }
 
+  /**
+   * Seed 003 reconciliation, done when the connection drops: a closed
+   * transport can carry no answer, so working tasks fail and pending
+   * elicitations/sampling are rejected now ("state unknown": the upstream may
+   * or may not have acted). Then the session reconnects in the background.
+   */
   private onUpstreamDisconnect(server: string, reason: string): void {
     if (this.closed) return;
-    const why = `upstream '${server}' disconnected: ${reason}`;
+    const conn = this.connections.get(server);
+    const why = `upstream '${server}' disconnected (${reason}); the call's state is unknown — it may or may not have completed upstream`;
     const failedTasks = this.tasks.failWorkingForServer(server, why);
     const rejected = this.pending.rejectServer(server, why);
     this.receivers.get(server)?.close();
     this.events.add("server_disconnected", server, { reason, failedTasks, rejectedRequests: rejected });
     this.logger.warn({ server, reason, failedTasks: failedTasks.length }, "session_upstream_disconnected");
+    const previous = this.reconnects.get(server);
+    const state: Reconnect = {
+      attempt: 0,
+      serverInfo: previous?.serverInfo ?? conn?.serverInfo,
+      upstreamSessionId: previous?.upstreamSessionId ?? conn?.upstreamSessionId,
+      digests: previous?.digests ?? { ...conn?.listDigests },
+      failedTasks: (previous?.failedTasks ?? 0) + failedTasks.length,
+      rejectedRequests: (previous?.rejectedRequests ?? 0) + rejected,
+    };
+    this.clearReconnectTimer(previous);
+    this.reconnects.set(server, state);
+    this.scheduleReconnect(server, state);
+  }
+
+  /** Only connecting is retried — never a call, which may have had side effects. */
+  private scheduleReconnect(server: string, state: Reconnect): void {
+    const policy = this.deps.settings.upstream.reconnect;
+    if (this.closed || this.reconnects.get(server) !== state || !this.deps.registry.get(server)) return;
+    if (state.attempt >= policy.maxAttempts) {
+      this.logger.warn({ server, attempts: state.attempt }, "upstream_reconnect_gave_up");
+      return; // The next use of the server tries again (Session.connection).
+    }
+    state.attempt++;
+    const delay = backoffDelay(policy, state.attempt, this.deps.random);
+    state.timer = this.deps.clock.setTimeout(() => {
+      delete state.timer;
+      this.connection(server).catch(() => this.scheduleReconnect(server, state));
+    }, delay);
+  }
+
+  /**
+   * The upstream is back: detect a restart (new process, new upstream session
+   * id or different server info), refresh its lists and tell the client which
+   * changed (list_changed), then report server_reconnected with counts.
+   */
+  private async reconcile(server: string, conn: UpstreamConnection, state: Reconnect): Promise<void> {
+    this.stopReconnecting(server);
+    const restarted =
+      conn.pid !== null ||
+      conn.upstreamSessionId !== state.upstreamSessionId ||
+      JSON.stringify(conn.serverInfo) !== JSON.stringify(state.serverInfo);
+    const refresh = { tools: () => conn.listTools(), resources: () => conn.listResources(), prompts: () => conn.listPrompts() };
+    const changed: string[] = [];
+    for (const kind of ["tools", "resources", "prompts"] as const) {
+      if (!conn.capabilities?.[kind]) continue;
+      const ok = await refresh[kind]().then(
+        () => true,
+        () => false,
+      );
+      // A list never fetched before the drop, or not fetchable now, counts as changed: the client should list again.
+      if (ok && state.digests[kind] !== undefined && conn.listDigests[kind] === state.digests[kind]) continue;
+      changed.push(kind);
+      const method = `notifications/${kind}/list_changed`;
+      this.buffers.addNotification(server, method, undefined);
+      this.bridge?.notify(server, method, undefined);
+    }
+    this.events.add("server_reconnected", server, {
+      attempts: Math.max(1, state.attempt),
+      restarted,
+      changedLists: changed,
+      failedTasks: state.failedTasks,
+      rejectedRequests: state.rejectedRequests,
+    });
+    this.logger.info({ server, restarted, changedLists: changed }, "upstream_reconnected");
+  }
+
+  private stopReconnecting(server: string): void {
+    this.clearReconnectTimer(this.reconnects.get(server));
+    this.reconnects.delete(server);
+  }
+
+  private clearReconnectTimer(state: Reconnect | undefined): void {
+    if (state?.timer) this.deps.clock.clearTimeout(state.timer);
+    if (state) delete state.timer;
   }
 }

@@ -34,8 +34,10 @@ import {
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { ProgressCallback, RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import { createHash } from "node:crypto";
 import type { Logger } from "../logging.js";
-import type { ServerConfig } from "../config/schema.js";
+import { isStdioConfig, type ServerConfig } from "../config/schema.js";
+import { descendantsOf, reap, type ChildProcessLimiter } from "./children.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { dispatchProgressInOrder } from "./ordered-progress.js";
 import type { CreatedTransport, TransportFactory } from "./transports.js";
@@ -74,7 +76,11 @@ export interface UpstreamConnectionOptions {
   roots?: ClientCapabilities["roots"] | undefined;
   /** Serves the upstream's task-augmented sampling/elicitation requests (seed 001). */
   receiverTasks?: ReceiverTaskStore | undefined;
+  /** Caps stdio children gateway-wide. */
+  children?: ChildProcessLimiter | undefined;
 }
+
+export type ListKind = "tools" | "resources" | "prompts";
 
 const STDERR_TAIL_LINES = 20;
 
@@ -88,6 +94,9 @@ export class UpstreamConnection {
   private readonly stderrTail: string[] = [];
   private closing = false;
   private toolsCache: Promise<Tool[]> | undefined;
+  private releaseChild: (() => void) | undefined;
+  /** A digest of each list as last fetched (for reconciliation after a reconnect). */
+  readonly listDigests: Partial<Record<ListKind, string>> = {};
 
   constructor(private readonly options: UpstreamConnectionOptions) {
     this.name = options.name;
@@ -142,11 +151,20 @@ export class UpstreamConnection {
       if (n.method === "notifications/tools/list_changed") this.toolsCache = undefined;
       handlers.onNotification(n.method, n.params as Record<string, unknown> | undefined);
     };
+    if (isStdioConfig(config) && this.options.children) {
+      try {
+        this.releaseChild = this.options.children.acquire(name);
+      } catch (err) {
+        this.fail(errorMessage(err));
+        throw err;
+      }
+    }
     let created: CreatedTransport;
     try {
       created = this.options.transportFactory(name, config);
     } catch (err) {
       this.fail(`cannot create transport: ${errorMessage(err)}`);
+      this.releaseChild?.();
       throw this.unavailable();
     }
     this.created = created;
@@ -159,7 +177,7 @@ export class UpstreamConnection {
     } catch (err) {
       this.fail(this.describeFailure(errorMessage(err)));
       this.closing = true;
-      await client.close().catch(() => undefined);
+      await this.closeClient(client);
       throw this.unavailable();
     }
     dispatchProgressInOrder(client, created.transport);
@@ -196,7 +214,16 @@ export class UpstreamConnection {
     if (this.closing) return;
     this.closing = true;
     this.status = "closed";
-    await this.client?.close().catch(() => undefined);
+    if (this.client) await this.closeClient(this.client);
+  }
+
+  /** Closes the SDK client, then reaps what is left of the child's process tree. */
+  private async closeClient(client: Client): Promise<void> {
+    const pid = this.pid;
+    const tree = pid === null ? [] : descendantsOf(pid);
+    await client.close().catch(() => undefined);
+    if (pid !== null) reap([pid, ...tree]);
+    this.releaseChild?.();
   }
 
   private handleClose(): void {
@@ -206,6 +233,7 @@ export class UpstreamConnection {
     const reason = this.describeFailure("connection closed");
     this.fail(reason);
     this.status = "disconnected";
+    this.releaseChild?.();
     this.options.logger.warn({ server: this.name, reason }, "upstream_disconnected");
     this.options.handlers.onDisconnect(reason);
   }
@@ -306,8 +334,11 @@ export class UpstreamConnection {
   }
 
   async listTools(): Promise<Tool[]> {
-    return this.paginate((cursor) =>
-      this.live().listTools(cursor ? { cursor } : undefined, this.requestOptions).then((r) => ({ items: r.tools, next: r.nextCursor })),
+    return this.digest(
+      "tools",
+      await this.paginate((cursor) =>
+        this.live().listTools(cursor ? { cursor } : undefined, this.requestOptions).then((r) => ({ items: r.tools, next: r.nextCursor })),
+      ),
     );
   }
 
@@ -324,9 +355,12 @@ export class UpstreamConnection {
   }
 
   async listResources(): Promise<Resource[]> {
-    if (!this.capabilities?.resources) return [];
-    return this.paginate((cursor) =>
-      this.live().listResources(cursor ? { cursor } : undefined, this.requestOptions).then((r) => ({ items: r.resources, next: r.nextCursor })),
+    if (!this.capabilities?.resources) return this.digest("resources", []);
+    return this.digest(
+      "resources",
+      await this.paginate((cursor) =>
+        this.live().listResources(cursor ? { cursor } : undefined, this.requestOptions).then((r) => ({ items: r.resources, next: r.nextCursor })),
+      ),
     );
   }
 
@@ -340,10 +374,18 @@ export class UpstreamConnection {
   }
 
   async listPrompts(): Promise<Prompt[]> {
-    if (!this.capabilities?.prompts) return [];
-    return this.paginate((cursor) =>
-      this.live().listPrompts(cursor ? { cursor } : undefined, this.requestOptions).then((r) => ({ items: r.prompts, next: r.nextCursor })),
+    if (!this.capabilities?.prompts) return this.digest("prompts", []);
+    return this.digest(
+      "prompts",
+      await this.paginate((cursor) =>
+        this.live().listPrompts(cursor ? { cursor } : undefined, this.requestOptions).then((r) => ({ items: r.prompts, next: r.nextCursor })),
+      ),
     );
+  }
+
+  private digest<T>(kind: ListKind, items: T[]): T[] {
+    this.listDigests[kind] = createHash("sha256").update(JSON.stringify(items)).digest("base64url");
+    return items;
   }
 
   readResource(uri: string) {

@@ -2,6 +2,7 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { ErrorCodes, GatewayError } from "../../../errors.js";
+import { getToolTaskResult } from "../../../tasks/native.js";
 import { defineTool, json } from "../define.js";
 import { elicitationSummary } from "../envelope.js";
 import { taskView } from "./task-view.js";
@@ -49,6 +50,11 @@ export const getTaskResult = defineTool({
   },
   async run({ session, gateway }, { task_id, timeout_ms }, extra) {
     const current = session.tasks.get(task_id);
+    if (current.upstreamTaskId !== undefined && (current.status === "working" || current.status === "completed")) {
+      // An upstream task (created through the transparent face): its result is fetched from the upstream now.
+      const ctx = { tasks: session.tasks, settings: gateway.settings, clock: gateway.clock };
+      return getToolTaskResult(ctx, task_id, (server) => session.connection(server), extra.signal);
+    }
     const wait = timeout_ms ?? Math.max(0, current.expiresAt - gateway.clock.now());
     const task = await session.tasks.waitForTerminal(task_id, wait, extra.signal);
     switch (task.status) {
