@@ -1,0 +1,156 @@
+/**
+ * Upstream faults with real processes (issue 6): an upstream killed mid-call
+ * is reconnected with backoff and reconciled; wrapper upstreams leave no
+ * orphans when a session ends or the gateway shuts down; the child-process
+ * cap refuses clearly; hanging and garbage-speaking upstreams fail with
+ * precise reasons while other sessions keep being served.
+ */
+import { test, describe, after } from "node:test";
+import assert from "node:assert/strict";
+import path from "node:path";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { everythingServerEntry } from "../../src/config/demo.js";
+import { call, connectClient, everythingStdio, FIXTURES, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
+import { allText, awaitUntil, errorCodeOf, EventLedger, promote, sessionOf, waitTerminal } from "../helpers/async-extra.js";
+import { pollFor } from "../helpers/core-extra.js";
+import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
+
+const wrapped = (marker: string) => ({ command: process.execPath, args: [path.join(FIXTURES, "forking-server.mjs"), everythingServerEntry(), marker] });
+const crashy = (mode: string) => ({ command: process.execPath, args: [path.join(FIXTURES, "crashy-server.mjs"), mode] });
+
+const gateways: TestGateway[] = [];
+const clients: Client[] = [];
+after(async () => {
+  await Promise.allSettled(clients.map((c) => c.close()));
+  await Promise.allSettled(gateways.map((g) => g.close()));
+});
+
+async function gatewayWith(raw: Parameters<typeof startGateway>[0]): Promise<TestGateway> {
+  const gw = await startGateway(raw);
+  gateways.push(gw);
+  return gw;
+}
+
+async function client(gw: TestGateway): Promise<Client> {
+  const c = await connectClient(gw.url);
+  clients.push(c);
+  return c;
+}
+
+describe("reconnection after an upstream crash", () => {
+  test("a killed upstream fails its working task as 'state unknown', is reconnected in the background and reported as server_reconnected", async () => {
+    const gw = await gatewayWith({ mcpServers: { everything: everythingStdio() }, gateway: { upstream: { reconnect: { initialDelayMs: 100, maxDelayMs: 400 } } } });
+    const c = await client(gw);
+    await waitConnected(c, "everything");
+    const ledger = new EventLedger();
+    const { taskId } = await promote(c, "everything", "trigger-long-running-operation", { duration: 30, steps: 30 }, 200, {}, ledger);
+    const conn = await sessionOf(gw, c).connection("everything");
+    const oldPid = conn.pid!;
+    process.kill(oldPid, "SIGKILL");
+
+    const failed = await waitTerminal(c, taskId);
+    assert.equal(failed.status, "failed");
+    assert.match(failed.error ?? "", /disconnected.*state is unknown/);
+
+    await awaitUntil(c, ledger, (l) => l.has((e) => e.type === "server_reconnected"));
+    const reconnected = ledger.all.find((e) => e.type === "server_reconnected")!;
+    assert.equal(reconnected.server, "everything");
+    assert.equal(reconnected.data.restarted, true, "a new stdio process is a restart");
+    assert.equal(reconnected.data.failedTasks, 1);
+    assert.ok(Number(reconnected.data.attempts) >= 1);
+    assert.ok(Array.isArray(reconnected.data.changedLists));
+    const order = ledger.all.map((e) => e.type).filter((t) => t.startsWith("server_"));
+    assert.deepEqual(order.slice(-2), ["server_connected", "server_reconnected"], "reconciliation follows the new connection");
+
+    const again = await call(c, "execute_tool", { server: "everything", tool: "echo", args: { message: "back" } });
+    assert.equal(allText(again).includes("Echo: back"), true, allText(again));
+    const now = await sessionOf(gw, c).connection("everything");
+    assert.notEqual(now.pid, oldPid);
+  });
+
+  test("an upstream that cannot come back is retried a bounded number of times, then on next use", async () => {
+    const gw = await gatewayWith({
+      mcpServers: { everything: everythingStdio() },
+      gateway: { upstream: { reconnect: { initialDelayMs: 50, maxDelayMs: 50, maxAttempts: 2 } } },
+    });
+    const c = await client(gw);
+    await waitConnected(c, "everything");
+    const session = sessionOf(gw, c);
+    const conn = await session.connection("everything");
+    // The server's command now points at a process that exits at once: every reconnect fails.
+    gw.gateway.context.registry.get("everything")!.config = crashy("exit-at-start");
+    process.kill(conn.pid!, "SIGKILL");
+    const ledger = new EventLedger();
+    await awaitUntil(c, ledger, (l) => l.has((e) => e.type === "server_disconnected"));
+    // Two failed attempts (50 ms apart), then the session stops retrying by itself.
+    await new Promise((r) => setTimeout(r, 1000));
+    const r = await call(c, "execute_tool", { server: "everything", tool: "echo", args: { message: "x" } });
+    assert.equal(errorCodeOf(r), "EMCP_UPSTREAM_UNAVAILABLE");
+    assert.match(allText(r), /missing API key/, "the reason names what the upstream said on stderr");
+    assert.ok(!ledger.has((e) => e.type === "server_reconnected"));
+  });
+});
+
+describe("no orphan processes", () => {
+  test("ending a session reaps its wrapper upstream's whole process tree (a grandchild that ignores SIGTERM included)", async () => {
+    const marker = newMarker();
+    const gw = await gatewayWith({ mcpServers: { wrapped: wrapped(marker) } });
+    const c = await connectClient(gw.url);
+    clients.push(c);
+    await waitConnected(c, "wrapped");
+    assert.equal(processesWith(marker).length, 3, "wrapper, server and stubborn helper are running");
+    await (c.transport as StreamableHTTPClientTransport).terminateSession();
+    assert.deepEqual(await waitForNoProcesses(marker), [], "every process of the tree is gone after DELETE");
+  });
+
+  test("gateway shutdown reaps every session's upstream processes", async () => {
+    const marker = newMarker();
+    const gw = await startGateway({ mcpServers: { wrapped: wrapped(marker) } });
+    const a = await connectClient(gw.url);
+    const b = await connectClient(gw.url);
+    await Promise.all([waitConnected(a, "wrapped"), waitConnected(b, "wrapped")]);
+    assert.equal(processesWith(marker).length, 6);
+    await gw.close();
+    assert.deepEqual(await waitForNoProcesses(marker), []);
+    await Promise.allSettled([a.close(), b.close()]);
+  });
+});
+
+describe("limits and broken upstreams", () => {
+  test("the child-process cap refuses a new stdio upstream with a clear error until a slot frees up", async () => {
+    const gw = await gatewayWith({ mcpServers: { everything: everythingStdio() }, gateway: { upstream: { maxChildProcesses: 1 } } });
+    const a = await client(gw);
+    await waitConnected(a, "everything");
+    const b = await client(gw);
+    const refused = await call(b, "execute_tool", { server: "everything", tool: "echo", args: { message: "b" } });
+    assert.equal(errorCodeOf(refused), "EMCP_LIMIT_REACHED", allText(refused));
+    assert.match(allText(refused), /maxChildProcesses = 1/);
+    await (a.transport as StreamableHTTPClientTransport).terminateSession();
+    // The slot frees once the first session's child has exited.
+    const served = await pollFor(async () => {
+      const r = await call(b, "execute_tool", { server: "everything", tool: "echo", args: { message: "b" } });
+      return errorCodeOf(r) === "EMCP_LIMIT_REACHED" ? undefined : r;
+    }, "a free child slot");
+    assert.match(allText(served), /Echo: b/);
+  });
+
+  test("a hanging upstream times out with a reason; a garbage-speaking one fails; other servers keep serving", async () => {
+    const gw = await gatewayWith({
+      mcpServers: { everything: everythingStdio(), hang: crashy("hang"), garbage: crashy("garbage") },
+      gateway: { upstream: { connectTimeoutMs: 1000, reconnect: { maxAttempts: 0 } } },
+    });
+    const c = await client(gw);
+    const [hang, garbage] = await Promise.all([
+      call(c, "execute_tool", { server: "hang", tool: "anything", args: {} }),
+      call(c, "execute_tool", { server: "garbage", tool: "anything", args: {} }),
+    ]);
+    assert.equal(errorCodeOf(hang), "EMCP_UPSTREAM_UNAVAILABLE");
+    assert.match(allText(hang), /timed out|timeout/i);
+    assert.equal(errorCodeOf(garbage), "EMCP_UPSTREAM_UNAVAILABLE");
+    const echo = await call(c, "execute_tool", { server: "everything", tool: "echo", args: { message: "fine" } });
+    assert.match(allText(echo), /Echo: fine/);
+    const other = await client(gw);
+    assert.match(allText(await call(other, "execute_tool", { server: "everything", tool: "echo", args: { message: "other" } })), /Echo: other/);
+  });
+});
