@@ -44,6 +44,10 @@ export async function startToolTask(ctx: NativeTaskContext, conn: UpstreamConnec
   const ttlMs = Math.min(params.task?.ttl ?? settings.tasks.defaultTtlMs, settings.tasks.maxTtlMs);
   const { task: _augmentation, ...plain } = params;
   const call = { ...plain, name: upstreamName };
+  // A task for a tool that does not exist would only fail later: refuse it now, as the upstream would.
+  if (!(await conn.cachedTools()).some((t) => t.name === upstreamName)) {
+    throw new McpError(ErrorCode.InvalidParams, `Tool ${params.name} not found; call tools/list to see the tools of this face`);
+  }
   const release = tasks.reserveCall();
   try {
     if ((await conn.taskSupport(upstreamName)) !== "forbidden") return toMcpTask(await startUpstreamTask(ctx, conn, call, ttlMs));

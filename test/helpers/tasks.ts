@@ -1,0 +1,230 @@
+/**
+ * Helpers for the MCP tasks integration tests: clients that record every
+ * message the gateway sends them (to check which task ids they ever saw), a
+ * task store that remembers every gateway and upstream task id, thin wrappers
+ * over the tasks/* requests, and a client connected straight to
+ * server-everything for side-by-side comparison.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import {
+  CallToolResultSchema,
+  CreateMessageRequestSchema,
+  CreateTaskResultSchema,
+  ElicitRequestSchema,
+  McpError,
+  type CallToolResult,
+  type ClientCapabilities,
+  type CreateMessageRequest,
+  type CreateMessageResult,
+  type ElicitRequest,
+  type ElicitResult,
+  type JSONRPCMessage,
+  type Task,
+} from "@modelcontextprotocol/sdk/types.js";
+import { MemoryTaskRecordStore, type ProxyTaskRecord } from "../../src/store/task-store.js";
+import type { Session } from "../../src/session/session.js";
+import { everythingStdio, type TestGateway } from "./gateway.js";
+
+/** Generous per-request timeout: the research tool takes ~4 s, receiver tasks poll every second. */
+export const LONG = { timeout: 60_000 };
+
+/** A JSON-RPC message as received, loosely typed for assertions. */
+export type WireMessage = Record<string, any>;
+
+/** The in-memory task store, remembering every gateway task id and every upstream task id it was given. */
+export class RecordingTaskStore extends MemoryTaskRecordStore {
+  readonly gatewayIds = new Set<string>();
+  readonly upstreamIds = new Set<string>();
+
+  override put(record: ProxyTaskRecord): void {
+    this.gatewayIds.add(record.taskId);
+    if (record.upstreamTaskId !== undefined) this.upstreamIds.add(record.upstreamTaskId);
+    super.put(record);
+  }
+}
+
+export interface PeerOptions {
+  name?: string;
+  capabilities?: ClientCapabilities;
+  elicit?: (params: ElicitRequest["params"]) => ElicitResult | Promise<ElicitResult>;
+  sample?: (params: CreateMessageRequest["params"]) => CreateMessageResult | Promise<CreateMessageResult>;
+}
+
+/** An SDK client plus every message its server sent it, in wire order. */
+export class Peer {
+  readonly received: WireMessage[] = [];
+  readonly elicitations: Array<ElicitRequest["params"]> = [];
+  readonly samplings: Array<CreateMessageRequest["params"]> = [];
+
+  constructor(
+    readonly client: Client,
+    readonly transport: Transport,
+  ) {}
+
+  get sessionId(): string {
+    const id = this.transport.sessionId;
+    if (id === undefined) throw new Error("this peer has no session id");
+    return id;
+  }
+
+  /** Params of every notification `method` received so far. */
+  notifications(method: string): WireMessage[] {
+    return this.received.filter((m) => m.method === method && m.id === undefined).map((m) => (m.params ?? {}) as WireMessage);
+  }
+
+  /** Every `taskId` value anywhere in what the server sent (results, notifications, requests' related-task _meta). */
+  taskIdsSeen(): string[] {
+    const ids: string[] = [];
+    const walk = (v: unknown): void => {
+      if (Array.isArray(v)) return v.forEach(walk);
+      if (!v || typeof v !== "object") return;
+      for (const [k, inner] of Object.entries(v)) {
+        if (k === "taskId" && typeof inner === "string") ids.push(inner);
+        else walk(inner);
+      }
+    };
+    walk(this.received);
+    return ids;
+  }
+
+  async close(): Promise<void> {
+    if (this.transport instanceof StreamableHTTPClientTransport) await this.transport.terminateSession().catch(() => undefined);
+    await this.client.close().catch(() => undefined);
+  }
+}
+
+async function connectPeer(transport: Transport, options: PeerOptions): Promise<Peer> {
+  const capabilities = options.capabilities ?? {};
+  const client = new Client({ name: options.name ?? "tasks-test", version: "1.0.0" }, { capabilities });
+  const peer = new Peer(client, transport);
+  if (capabilities.elicitation) {
+    client.setRequestHandler(ElicitRequestSchema, (req) => {
+      peer.elicitations.push(req.params);
+      return options.elicit?.(req.params) ?? { action: "decline" };
+    });
+  }
+  if (capabilities.sampling) {
+    client.setRequestHandler(CreateMessageRequestSchema, (req) => {
+      peer.samplings.push(req.params);
+      if (!options.sample) throw new Error("this test client does not sample");
+      return options.sample(req.params);
+    });
+  }
+  // Protocol.connect() calls a transport's existing onmessage before its own dispatch.
+  transport.onmessage = (message: JSONRPCMessage) => void peer.received.push(message as WireMessage);
+  try {
+    await client.connect(transport);
+  } catch (err) {
+    await client.close().catch(() => undefined);
+    throw err;
+  }
+  return peer;
+}
+
+/** A peer on a gateway endpoint over Streamable HTTP. */
+export function connectFace(url: string, options: PeerOptions = {}): Promise<Peer> {
+  return connectPeer(new StreamableHTTPClientTransport(new URL(url)), options);
+}
+
+/** A peer connected straight to a fresh server-everything over stdio. */
+export function connectDirect(options: PeerOptions = {}): Promise<Peer> {
+  return connectPeer(new StdioClientTransport({ ...everythingStdio(), stderr: "ignore" }), { name: "direct", ...options });
+}
+
+/** The gateway session behind a peer (white-box). */
+export function sessionOf(gw: TestGateway, peer: Peer): Session {
+  const session = gw.gateway.context.sessions.get(peer.sessionId);
+  if (!session) throw new Error(`the gateway has no session ${peer.sessionId}`);
+  return session;
+}
+
+/** The upstream task id the gateway keeps for one of its tasks (never shown downstream). */
+export function upstreamIdOf(gw: TestGateway, peer: Peer, taskId: string): string | undefined {
+  return sessionOf(gw, peer).tasks.get(taskId).upstreamTaskId;
+}
+
+// ---------------------------------------------------------------------------
+// tasks/* requests
+
+/** A task-augmented tools/call: the CreateTaskResult's task. */
+export async function startTask(client: Client, name: string, args: Record<string, unknown>, ttl = 60_000): Promise<Task> {
+  const created = await client.request({ method: "tools/call", params: { name, arguments: args } }, CreateTaskResultSchema, { task: { ttl }, ...LONG });
+  return created.task;
+}
+
+export function getTask(client: Client, taskId: string): Promise<Task> {
+  return client.experimental.tasks.getTask(taskId, LONG);
+}
+
+export async function taskResult(client: Client, taskId: string): Promise<CallToolResult> {
+  return (await client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema, LONG)) as CallToolResult;
+}
+
+/** Polls tasks/get until `done` holds; returns every status seen (the last one satisfies `done`). */
+export async function pollTask(client: Client, taskId: string, done: (t: Task) => boolean, what: string, timeoutMs = 30_000): Promise<Task[]> {
+  const seen: Task[] = [];
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const t = await getTask(client, taskId);
+    seen.push(t);
+    if (done(t)) return seen;
+    if (Date.now() > end) throw new Error(`task ${taskId} never became ${what}; statuses: ${JSON.stringify(seen.map((s) => [s.status, s.statusMessage]))}`);
+    await sleep(150);
+  }
+}
+
+export const isTerminalTask = (t: Task): boolean => t.status === "completed" || t.status === "failed" || t.status === "cancelled";
+
+/** The JSON-RPC error a request failed with (fails the test if it succeeded). */
+export async function rpcError(request: Promise<unknown>): Promise<McpError> {
+  let value: unknown;
+  try {
+    value = await request;
+  } catch (err) {
+    if (err instanceof McpError) return err;
+    throw err;
+  }
+  throw new Error(`expected a JSON-RPC error, got ${JSON.stringify(value)}`);
+}
+
+// ---------------------------------------------------------------------------
+// misc
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Resolves with the first non-undefined value of `probe`, polled. */
+export async function waitFor<T>(probe: () => T | undefined | Promise<T | undefined>, what: string, timeoutMs = 30_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+/** The text blocks of a tool result, joined. */
+export function text(result: CallToolResult): string {
+  return result.content.flatMap((c) => (c.type === "text" ? [c.text] : [])).join("\n");
+}
+
+/** A result without its `_meta` (where the spec requires related-task metadata). */
+export function withoutMeta(result: CallToolResult): Omit<CallToolResult, "_meta"> {
+  const { _meta: _dropped, ...rest } = result;
+  return rest;
+}
+
+/** The final result of a task-augmented call driven by the SDK's own callToolStream. */
+export async function streamedResult(client: Client, name: string, args: Record<string, unknown>): Promise<CallToolResult> {
+  const stream = client.experimental.tasks.callToolStream({ name, arguments: args }, CallToolResultSchema, { task: { ttl: 60_000 }, ...LONG });
+  for await (const message of stream) {
+    if (message.type === "result") return message.result as CallToolResult;
+    if (message.type === "error") throw message.error;
+  }
+  throw new Error(`callToolStream(${name}) ended without a result`);
+}
