@@ -71,6 +71,19 @@ export function toMcpError(err: unknown): McpError {
   return new McpError(ErrorCode.InternalError, errorMessage(err));
 }
 
+/** Refuses tool arguments larger than `maxBytes` (as JSON) with BAD_ARGUMENTS. */
+export function assertArgumentsSize(args: Record<string, unknown> | undefined, maxBytes: number): void {
+  if (!args) return;
+  const size = Buffer.byteLength(JSON.stringify(args));
+  if (size > maxBytes) {
+    throw new GatewayError(
+      ErrorCodes.BAD_ARGUMENTS,
+      `the tool arguments are ${size} bytes of JSON, more than gateway.tools.maxArgumentsBytes (${maxBytes}); pass large data by reference (a resource URI or file path) instead`,
+      { size, maxBytes },
+    );
+  }
+}
+
 /** The text a tool-only client reads in an `isError` result. */
 export function describeError(err: unknown): string {
   if (err instanceof GatewayError) return `${err.code}: ${err.message}`;

@@ -67,6 +67,8 @@ export const gatewaySettingsSchema = z.strictObject({
     .strictObject({
       /** execute_tool waits this long before promoting the call to a task. */
       defaultTimeoutMs: positiveMs.default(120_000),
+      /** Largest upstream tool `arguments` object accepted, as JSON bytes (stdio has no body limit). */
+      maxArgumentsBytes: z.number().int().positive().default(1024 * 1024),
     })
     .prefault({}),
   tasks: z

@@ -68,6 +68,8 @@ export class Session {
   /** Receiver tasks per upstream (they die with the connection that created them). */
   private readonly receivers = new Map<string, ReceiverTaskStore>();
   private readonly reconnects = new Map<string, Reconnect>();
+  /** Best-effort cleanup (upstream task cancels) that close() waits for before dropping connections. */
+  private readonly cleanups = new Set<Promise<unknown>>();
   private closed = false;
   /** Set by the transparent face once its client has initialized. */
   bridge: DownstreamBridge | undefined;
@@ -188,12 +190,23 @@ export class Session {
     for (const name of [...this.reconnects.keys()]) this.stopReconnecting(name);
     this.pending.close("session closed");
     this.tasks.close();
+    // Upstream tasks were just cancelled; each cancel is bounded by upstreamCancelTimeoutMs.
+    await Promise.allSettled([...this.cleanups]);
     for (const r of this.receivers.values()) r.close();
     this.receivers.clear();
     this.events.close();
     const conns = [...this.connections.values()];
     this.connections.clear();
     await Promise.allSettled(conns.map((c) => c.close()));
+  }
+
+  trackCleanup(work: Promise<unknown>): void {
+    const settled = work.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.cleanups.add(settled);
+    void settled.then(() => this.cleanups.delete(settled));
   }
 
   /** Connections currently live (for list_changed fan-out, roots updates, logging levels). */

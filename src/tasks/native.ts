@@ -34,6 +34,8 @@ export interface NativeTaskContext {
   tasks: TaskManager;
   settings: GatewaySettings;
   clock: Clock;
+  /** Holds best-effort cleanup (upstream cancels) that closing the session should wait for, bounded. */
+  track?: ((work: Promise<unknown>) => void) | undefined;
 }
 
 type ToolCallParams = CallToolRequest["params"];
@@ -77,7 +79,7 @@ function startGatewayTask(ctx: NativeTaskContext, conn: UpstreamConnection, call
 async function startUpstreamTask(ctx: NativeTaskContext, conn: UpstreamConnection, call: ToolCallParams, ttlMs: number): Promise<ProxyTaskRecord> {
   const upstream = await conn.callToolAsTask(call, ttlMs);
   const abort = new AbortController();
-  abort.signal.addEventListener("abort", () => void cancelUpstream(ctx.settings, conn, upstream.taskId), { once: true });
+  abort.signal.addEventListener("abort", () => ctx.track?.(cancelUpstream(ctx.settings, conn, upstream.taskId)), { once: true });
   return ctx.tasks.create({
     server: conn.name,
     toolName: call.name,

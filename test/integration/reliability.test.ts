@@ -9,11 +9,15 @@ import { test, describe, after } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { everythingServerEntry } from "../../src/config/demo.js";
 import { call, connectClient, everythingStdio, FIXTURES, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 import { allText, awaitUntil, errorCodeOf, EventLedger, promote, sessionOf, waitTerminal } from "../helpers/async-extra.js";
-import { pollFor } from "../helpers/core-extra.js";
+import { initializeBody, MCP_POST_HEADERS, pollFor } from "../helpers/core-extra.js";
+import { connectFace, startTask, upstreamIdOf } from "../helpers/tasks.js";
+import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
+import { MemoryTaskRecordStore } from "../../src/store/task-store.js";
 import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
 
 const wrapped = (marker: string) => ({ command: process.execPath, args: [path.join(FIXTURES, "forking-server.mjs"), everythingServerEntry(), marker] });
@@ -21,8 +25,9 @@ const crashy = (mode: string) => ({ command: process.execPath, args: [path.join(
 
 const gateways: TestGateway[] = [];
 const clients: Client[] = [];
+const open: Client[] = [];
 after(async () => {
-  await Promise.allSettled(clients.map((c) => c.close()));
+  await Promise.allSettled([...clients, ...open].map((c) => c.close()));
   await Promise.allSettled(gateways.map((g) => g.close()));
 });
 
@@ -152,5 +157,83 @@ describe("limits and broken upstreams", () => {
     assert.match(allText(echo), /Echo: fine/);
     const other = await client(gw);
     assert.match(allText(await call(other, "execute_tool", { server: "everything", tool: "echo", args: { message: "other" } })), /Echo: other/);
+  });
+});
+
+describe("shutdown, idle expiry and churn", () => {
+  test("closing a session cancels its upstream tasks (tasks/cancel is sent before the connection closes)", async () => {
+    const sent: Array<{ method: string; params?: Record<string, unknown> }> = [];
+    const recording: TransportFactory = (name, config) => {
+      const created = defaultTransportFactory(name, config);
+      const send = created.transport.send.bind(created.transport);
+      created.transport.send = (message, options) => {
+        if ("method" in message) sent.push({ method: message.method, ...(message.params ? { params: message.params } : {}) });
+        return send(message, options);
+      };
+      return created;
+    };
+    const gw = await startGateway({}, { transportFactory: recording });
+    gateways.push(gw);
+    const peer = await connectFace(gw.url.replace(/\/mcp$/, "/servers/everything/mcp"));
+    const task = await startTask(peer.client, "simulate-research-query", { topic: "shutdown" });
+    const upstreamId = upstreamIdOf(gw, peer, task.taskId);
+    assert.ok(upstreamId);
+    await gw.gateway.context.sessions.destroy(peer.sessionId, "test");
+    assert.ok(
+      sent.some((m) => m.method === "tasks/cancel" && m.params?.taskId === upstreamId),
+      `tasks/cancel for ${upstreamId} was sent: ${JSON.stringify(sent.map((m) => m.method))}`,
+    );
+    await peer.client.close().catch(() => undefined);
+  });
+
+  test("oversized tool arguments are refused with a clear error on both faces", async () => {
+    const gw = await gatewayWith({ mcpServers: { everything: everythingStdio() }, gateway: { tools: { maxArgumentsBytes: 1000 } } });
+    const c = await client(gw);
+    const big = { message: "x".repeat(2000) };
+    const meta = await call(c, "execute_tool", { server: "everything", tool: "echo", args: big });
+    assert.equal(errorCodeOf(meta), "EMCP_BAD_ARGUMENTS");
+    assert.match(allText(meta), /maxArgumentsBytes \(1000\)/);
+    const face = await connectFace(gw.url.replace(/\/mcp$/, "/servers/everything/mcp"));
+    open.push(face.client);
+    await assert.rejects(face.client.callTool({ name: "echo", arguments: big }), /maxArgumentsBytes/);
+    assert.match(allText((await face.client.callTool({ name: "echo", arguments: { message: "small" } })) as CallToolResult), /Echo: small/);
+  });
+
+  test("an idle session expires even while its SSE stream is open; the stream is closed", async () => {
+    const gw = await gatewayWith({ mcpServers: {}, gateway: { sessions: { idleTimeoutMs: 300, sweepIntervalMs: 100 } } });
+    const init = await fetch(gw.url, { method: "POST", headers: MCP_POST_HEADERS, body: initializeBody() });
+    const sessionId = init.headers.get("mcp-session-id")!;
+    await init.text();
+    await fetch(gw.url, {
+      method: "POST",
+      headers: { ...MCP_POST_HEADERS, "mcp-session-id": sessionId, "mcp-protocol-version": "2025-11-25" },
+      body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }),
+    }).then((r) => r.text());
+    const stream = await fetch(gw.url, { headers: { Accept: "text/event-stream", "mcp-session-id": sessionId, "mcp-protocol-version": "2025-11-25" } });
+    assert.equal(stream.status, 200);
+    // Reading to the end only finishes when the gateway closes the stream.
+    await stream.text();
+    assert.equal(gw.gateway.context.sessions.get(sessionId), undefined, "the session is gone");
+    const after = await fetch(gw.url, {
+      method: "POST",
+      headers: { ...MCP_POST_HEADERS, "mcp-session-id": sessionId, "mcp-protocol-version": "2025-11-25" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
+    });
+    assert.equal(after.status, 404);
+    await after.text();
+  });
+
+  test("200 sessions opened and closed leave no sessions, bindings, task records or timers behind", async () => {
+    const store = new MemoryTaskRecordStore();
+    const gw = await startGateway({ mcpServers: {} }, { taskStore: store });
+    gateways.push(gw);
+    for (let i = 0; i < 200; i++) {
+      const c = await connectClient(gw.url);
+      await call(c, "list_servers");
+      await (c.transport as StreamableHTTPClientTransport).terminateSession();
+      await c.close();
+    }
+    assert.equal(gw.gateway.context.sessions.size, 0);
+    assert.equal(store.size, 0);
   });
 });

@@ -22,7 +22,7 @@ import {
   type ServerCapabilities,
 } from "@modelcontextprotocol/sdk/types.js";
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
-import { describeError, GatewayError } from "../../errors.js";
+import { assertArgumentsSize, describeError, GatewayError, toMcpError } from "../../errors.js";
 import type { GatewayContext } from "../../server/context.js";
 import type { Session } from "../../session/session.js";
 import type { UpstreamConnection } from "../../upstream/connection.js";
@@ -80,6 +80,11 @@ export function registerHandlers(h: HandlerContext): void {
     });
     server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
       const { server: upstream, name } = catalog.resolve(req.params.name, "tool");
+      try {
+        assertArgumentsSize(req.params.arguments, h.gateway.settings.tools.maxArgumentsBytes);
+      } catch (err) {
+        throw toMcpError(err);
+      }
       return callTool(h, await conn(upstream), req.params, name, extra);
     });
     registerTaskHandlers(h, conn);

@@ -39,7 +39,7 @@ export function honouredTool(tool: Tool): Tool {
 }
 
 export function nativeContext(h: HandlerContext): NativeTaskContext {
-  return { tasks: h.session.tasks, settings: h.gateway.settings, clock: h.gateway.clock };
+  return { tasks: h.session.tasks, settings: h.gateway.settings, clock: h.gateway.clock, track: (work) => h.session.trackCleanup(work) };
 }
 
 /**

@@ -1,6 +1,6 @@
 /** list_tools, execute_tool (with timeout promotion to a gateway-owned task). */
 import { z } from "zod";
-import { ErrorCodes, GatewayError } from "../../../errors.js";
+import { assertArgumentsSize, ErrorCodes, GatewayError } from "../../../errors.js";
 import { executeWithPromotion } from "../../../tasks/execute.js";
 import { runUpstreamTaskToEnd } from "../../../tasks/native.js";
 import { forwardProgress } from "../../progress.js";
@@ -34,6 +34,7 @@ export const executeTool = defineTool({
   },
   async run(ctx, { server, tool, args, timeout_ms, task_ttl_ms }, extra) {
     const { session, gateway } = ctx;
+    assertArgumentsSize(args, gateway.settings.tools.maxArgumentsBytes);
     const conn = await session.connection(server);
     await assertToolExists(ctx, server, tool);
     const timeoutMs = timeout_ms ?? gateway.settings.tools.defaultTimeoutMs;
