@@ -41,29 +41,58 @@ export function createBridge(
   catalog: Catalog,
   inflight: InflightRequests,
   requestTimeoutMs: number,
+  /** Resolves once the client has sent `initialized`; nothing is sent to it before. */
+  initialized: Promise<void> = Promise.resolve(),
 ): DownstreamBridge {
+  let ready = false;
+  void initialized.then(() => (ready = true));
+  const send = (upstream: string, method: string, params: Record<string, unknown> | undefined) => {
+    let forwarded = params;
+    if (method === "notifications/message" && catalog.target.kind === "all" && params) {
+      forwarded = { ...params, logger: params.logger ? `${upstream}/${String(params.logger)}` : upstream };
+    }
+    // Capabilities the client was not offered make the SDK throw: such notifications are not for it.
+    try {
+      void server.notification({ method, ...(forwarded ? { params: forwarded } : {}) } as never).catch(() => undefined);
+    } catch {
+      /* not advertised on this face */
+    }
+  };
+  /** Waits for `initialized`, giving up when the upstream's request is cancelled meanwhile. */
+  const whenInitialized = (signal: AbortSignal): Promise<void> =>
+    ready
+      ? Promise.resolve()
+      : new Promise((resolve, reject) => {
+          const onAbort = () => reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason ?? "cancelled")));
+          if (signal.aborted) return onAbort();
+          signal.addEventListener("abort", onAbort, { once: true });
+          void initialized.then(() => {
+            signal.removeEventListener("abort", onAbort);
+            resolve();
+          });
+        });
   const related = (upstream: string) => {
     const id = inflight.latest(upstream);
     return id === undefined ? {} : { relatedRequestId: id };
   };
   return {
     clientCapabilities,
-    elicit: (upstream, params, signal) =>
-      server.request({ method: "elicitation/create", params }, ElicitResultSchema, { signal, timeout: requestTimeoutMs, ...related(upstream) }),
-    sample: (upstream, params, signal) =>
-      server.request({ method: "sampling/createMessage", params }, CreateMessageResultSchema, { signal, timeout: requestTimeoutMs, ...related(upstream) }),
-    listRoots: (signal) => server.request({ method: "roots/list" }, ListRootsResultSchema, { signal }),
+    elicit: async (upstream, params, signal) => {
+      await whenInitialized(signal);
+      return server.request({ method: "elicitation/create", params }, ElicitResultSchema, { signal, timeout: requestTimeoutMs, ...related(upstream) });
+    },
+    sample: async (upstream, params, signal) => {
+      await whenInitialized(signal);
+      return server.request({ method: "sampling/createMessage", params }, CreateMessageResultSchema, { signal, timeout: requestTimeoutMs, ...related(upstream) });
+    },
+    listRoots: async (signal) => {
+      await whenInitialized(signal);
+      return server.request({ method: "roots/list" }, ListRootsResultSchema, { signal });
+    },
     notify(upstream, method, params) {
-      let forwarded = params;
-      if (method === "notifications/message" && catalog.target.kind === "all" && params) {
-        forwarded = { ...params, logger: params.logger ? `${upstream}/${String(params.logger)}` : upstream };
-      }
-      // Capabilities the client was not offered make the SDK throw: such notifications are not for it.
-      try {
-        void server.notification({ method, ...(forwarded ? { params: forwarded } : {}) } as never).catch(() => undefined);
-      } catch {
-        /* not advertised on this face */
-      }
+      // Sent at once when the client is initialized (keeps arrival order), else as soon as it is.
+      if (ready) send(upstream, method, params);
+      else void initialized.then(() => send(upstream, method, params));
     },
   };
 }

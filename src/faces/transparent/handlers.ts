@@ -40,7 +40,8 @@ export interface HandlerContext {
 }
 
 export function registerHandlers(h: HandlerContext): void {
-  const { server, session, catalog, capabilities } = h;
+  const { session, catalog, capabilities } = h;
+  const server = verbatimErrors(h.server);
   const single = catalog.target.kind === "server";
   const conn = async (name: string): Promise<UpstreamConnection> => {
     try {
@@ -163,6 +164,27 @@ export function registerHandlers(h: HandlerContext): void {
       return {};
     });
   }
+}
+
+/**
+ * Registers handlers whose upstream JSON-RPC errors reach the client as the
+ * upstream sent them. The SDK's client prefixes "MCP error <code>: " to an
+ * error's message and its server sends the message as is, so without this
+ * every gateway hop would add one more prefix.
+ */
+export function verbatimErrors(server: Server): Pick<Server, "setRequestHandler"> {
+  const setRequestHandler: Server["setRequestHandler"] = (schema, handler) =>
+    server.setRequestHandler(schema, async (request, extra) => {
+      try {
+        return await handler(request, extra);
+      } catch (err) {
+        if (!(err instanceof McpError)) throw err;
+        const error = new McpError(err.code, "", err.data);
+        error.message = err.message.replace(/^MCP error -?\d+: /, "");
+        throw error;
+      }
+    });
+  return { setRequestHandler };
 }
 
 /** Remembers which upstream owns which resource URI / template (aggregate face). */

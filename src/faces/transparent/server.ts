@@ -9,6 +9,7 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
   RootsListChangedNotificationSchema,
+  type ClientCapabilities,
   type Implementation,
   type InitializeRequest,
   type ServerCapabilities,
@@ -43,8 +44,19 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
     for (const c of session.liveConnections()) await c.sdk.sendRootsListChanged().catch(() => undefined);
   });
+  // Upstreams may ask for roots/elicitation before this client has sent `initialized` (they initialized
+  // with the gateway earlier). When the client's capabilities are known up front (HTTP), the bridge is
+  // installed now and holds such requests until the client is initialized, instead of answering "no roots"
+  // or queueing what the client could take natively.
+  let markInitialized!: () => void;
+  const initialized = new Promise<void>((resolve) => (markInitialized = resolve));
+  const install = (caps: ClientCapabilities) => {
+    session.bridge = createBridge(server, caps, catalog, inflight, gateway.settings.pendingRequests.timeoutMs, initialized);
+  };
+  if (o.init) install(o.init.capabilities);
   server.oninitialized = () => {
-    session.bridge = createBridge(server, server.getClientCapabilities() ?? {}, catalog, inflight, gateway.settings.pendingRequests.timeoutMs);
+    if (!o.init) install(server.getClientCapabilities() ?? {});
+    markInitialized();
   };
   server.onclose = () => {
     session.bridge = undefined;

@@ -22,7 +22,7 @@ import { toMcpTask } from "../../tasks/mcp-task.js";
 import type { UpstreamConnection } from "../../upstream/connection.js";
 import { forwardProgress } from "../progress.js";
 import { paginate } from "./catalog.js";
-import type { HandlerContext } from "./handlers.js";
+import { verbatimErrors, type HandlerContext } from "./handlers.js";
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
@@ -80,7 +80,7 @@ export async function callTool(
 }
 
 export function registerTaskHandlers(h: HandlerContext, connect: (server: string) => Promise<UpstreamConnection>): void {
-  const { server } = h;
+  const server = verbatimErrors(h.server);
   const ctx = nativeContext(h);
   server.setRequestHandler(GetTaskRequestSchema, (req, extra) => getToolTask(ctx, req.params.taskId, connect, extra.signal));
   server.setRequestHandler(GetTaskPayloadRequestSchema, async (req, extra) => {
