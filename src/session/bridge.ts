@@ -15,6 +15,10 @@ import type {
 
 export interface DownstreamBridge {
   readonly clientCapabilities: ClientCapabilities;
+  /** Whether this client's face shows `server` (a single-server face shows one; the aggregate, all). */
+  serves(server: string): boolean;
+  /** The aggregate face: its lists change when servers are added or removed. */
+  readonly aggregate: boolean;
   elicit(server: string, params: ElicitRequest["params"], signal: AbortSignal): Promise<ElicitResult>;
   sample(server: string, params: CreateMessageRequest["params"], signal: AbortSignal): Promise<CreateMessageResult>;
   listRoots(signal: AbortSignal): Promise<ListRootsResult>;

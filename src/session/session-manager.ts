@@ -82,6 +82,7 @@ export class SessionManager {
     }
     for (const s of this.sessions.values()) {
       if (s !== caller) s.events.add("server_added", name, { name, addedBy: "another session" });
+      s.serverSetChanged();
     }
   }
 
@@ -93,6 +94,7 @@ export class SessionManager {
       sessions.map(async (s) => {
         await s.disconnect(name, `server '${name}' was removed`);
         s.events.add("server_removed", name, { name, removedBy: s === caller ? "this session" : "another session" });
+        s.serverSetChanged();
       }),
     );
     return sessions.length;

@@ -209,6 +209,21 @@ export class Session {
     void settled.then(() => this.cleanups.delete(settled));
   }
 
+  /**
+   * The native route to this session's client for what `server` sends — only
+   * when the client's face shows that server (an attached meta face may use
+   * others; their requests wait in the pending queue instead).
+   */
+  private bridgeFor(server: string): DownstreamBridge | undefined {
+    return this.bridge?.serves(server) ? this.bridge : undefined;
+  }
+
+  /** A server was added or removed: the aggregate face's lists changed. */
+  serverSetChanged(): void {
+    if (!this.bridge?.aggregate) return;
+    for (const kind of ["tools", "resources", "prompts"]) this.bridge.notify("", `notifications/${kind}/list_changed`, undefined);
+  }
+
   /** Connections currently live (for list_changed fan-out, roots updates, logging levels). */
   liveConnections(): UpstreamConnection[] {
     return [...this.connections.values()].filter((c) => c.status === "connected");
@@ -223,26 +238,29 @@ export class Session {
       onElicit: (upstreamParams, signal) => {
         const params = this.relate(server, upstreamParams);
         const mode = (params as { mode?: string }).mode ?? "form";
-        if (this.bridge && canElicit(this.bridge.clientCapabilities, mode)) return this.bridge.elicit(server, params, signal);
+        const bridge = this.bridgeFor(server);
+        if (bridge && canElicit(bridge.clientCapabilities, mode)) return bridge.elicit(server, params, signal);
         return this.pending.add("elicitation", server, params, signal);
       },
       onSample: (upstreamParams, signal) => {
         const params = this.relate(server, upstreamParams);
-        if (this.bridge?.clientCapabilities.sampling) return this.bridge.sample(server, params, signal);
+        const bridge = this.bridgeFor(server);
+        if (bridge?.clientCapabilities.sampling) return bridge.sample(server, params, signal);
         return this.pending.add("sampling", server, params, signal);
       },
       onListRoots: async (signal) => {
-        if (this.bridge?.clientCapabilities.roots) return this.bridge.listRoots(signal);
+        const bridge = this.bridgeFor(server);
+        if (bridge?.clientCapabilities.roots) return bridge.listRoots(signal);
         return { roots: [] };
       },
       onNotification: (method, params) => {
         if (method === "notifications/tasks/status") return this.onUpstreamTaskStatus(server, params);
         this.buffers.addNotification(server, method, params);
-        this.bridge?.notify(server, method, params);
+        this.bridgeFor(server)?.notify(server, method, params);
       },
       onLog: (params) => {
         this.buffers.addLog(server, params.level, params.data, params.logger);
-        this.bridge?.notify(server, "notifications/message", params as Record<string, unknown>);
+        this.bridgeFor(server)?.notify(server, "notifications/message", params as Record<string, unknown>);
       },
       onStderr: (line) => this.buffers.addLog(server, "info", line, "stderr"),
       onDisconnect: (reason) => this.onUpstreamDisconnect(server, reason),
@@ -361,7 +379,7 @@ export class Session {
       changed.push(kind);
       const method = `notifications/${kind}/list_changed`;
       this.buffers.addNotification(server, method, undefined);
-      this.bridge?.notify(server, method, undefined);
+      this.bridgeFor(server)?.notify(server, method, undefined);
     }
     this.events.add("server_reconnected", server, {
       attempts: Math.max(1, state.attempt),

@@ -77,6 +77,8 @@ export function createBridge(
   };
   return {
     clientCapabilities,
+    aggregate: catalog.target.kind === "all",
+    serves: (upstream) => (catalog.target.kind === "all" ? catalog.servers().includes(upstream) : catalog.target.server === upstream),
     elicit: async (upstream, params, signal) => {
       await whenInitialized(signal);
       return server.request({ method: "elicitation/create", params }, ElicitResultSchema, { signal, timeout: requestTimeoutMs, ...related(upstream) });

@@ -1,0 +1,73 @@
+/**
+ * Transparent-face forwarding that server-everything cannot trigger on its
+ * own: the aggregate's list_changed when servers come and go, and a client's
+ * cancellation reaching the upstream as notifications/cancelled.
+ */
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { call, connectClient, everythingStdio, slowServerStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { pollFor } from "../helpers/core-extra.js";
+import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
+
+const gateways: TestGateway[] = [];
+const clients: Client[] = [];
+after(async () => {
+  await Promise.allSettled(clients.map((c) => c.close()));
+  await Promise.allSettled(gateways.map((g) => g.close()));
+});
+
+async function face(gw: TestGateway, path: string): Promise<Client> {
+  const client = new Client({ name: "face-client", version: "1.0.0" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(gw.url.replace(/\/mcp$/, path))));
+  clients.push(client);
+  return client;
+}
+
+test("/all/mcp: adding and removing a server sends tools/list_changed, and the list follows", async () => {
+  const gw = await startGateway({ mcpServers: { everything: everythingStdio() } });
+  gateways.push(gw);
+  const all = await face(gw, "/all/mcp");
+  let changes = 0;
+  all.setNotificationHandler(ToolListChangedNotificationSchema, async () => void changes++);
+  assert.ok((await all.listTools()).tools.every((t) => t.name.startsWith("everything__")));
+
+  const admin = await connectClient(gw.url);
+  clients.push(admin);
+  const added = await call(admin, "add_server", { name: "slow", ...slowServerStdio() });
+  assert.notEqual(added.isError, true, JSON.stringify(added.content));
+  await pollFor(async () => (changes >= 1 ? true : undefined), "tools/list_changed after add_server");
+  assert.ok((await all.listTools()).tools.some((t) => t.name === "slow__slow"), "the new server's tools are listed");
+
+  const before = changes;
+  await call(admin, "remove_server", { name: "slow" });
+  await pollFor(async () => (changes > before ? true : undefined), "tools/list_changed after remove_server");
+  assert.ok(!(await all.listTools()).tools.some((t) => t.name.startsWith("slow__")));
+});
+
+test("a client's cancellation of a tools/call reaches the upstream as notifications/cancelled", async () => {
+  const sent: Array<{ method?: string; id?: unknown; params?: Record<string, unknown> }> = [];
+  const recording: TransportFactory = (name, config) => {
+    const created = defaultTransportFactory(name, config);
+    const send = created.transport.send.bind(created.transport);
+    created.transport.send = (message, options) => {
+      sent.push(message as (typeof sent)[number]);
+      return send(message, options);
+    };
+    return created;
+  };
+  const gw = await startGateway({ mcpServers: { slow: slowServerStdio() } }, { transportFactory: recording });
+  gateways.push(gw);
+  const client = await face(gw, "/servers/slow/mcp");
+  const abort = new AbortController();
+  const pending = client.callTool({ name: "slow", arguments: { ms: 60_000 } }, undefined, { signal: abort.signal });
+  const upstreamCall = await pollFor(async () => sent.find((m) => m.method === "tools/call"), "the upstream tools/call");
+  abort.abort("changed my mind");
+  await assert.rejects(pending);
+  const cancelled = await pollFor(async () => sent.find((m) => m.method === "notifications/cancelled"), "notifications/cancelled upstream");
+  assert.equal(cancelled.params?.requestId, upstreamCall.id, "the cancel names the upstream request");
+  // The face still serves after the cancel.
+  assert.ok((await client.listTools()).tools.some((t) => t.name === "slow"));
+});
