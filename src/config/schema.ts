@@ -143,6 +143,9 @@ export const gatewaySettingsSchema = z.strictObject({
   http: z
     .strictObject({
       maxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024),
+      /** Per session: SSE messages kept for Last-Event-ID replay (oldest dropped beyond either bound). */
+      replayMaxEvents: z.number().int().positive().default(1000),
+      replayMaxBytes: z.number().int().positive().default(8 * 1024 * 1024),
     })
     .prefault({}),
 });

@@ -1,29 +1,42 @@
 /**
  * A bounded in-memory EventStore for one downstream session's SSE streams:
  * what the SDK transport needs to replay missed messages after a reconnect
- * with Last-Event-ID. Oldest events are dropped past `maxEvents`. One store
- * per session, so replay can never cross sessions.
+ * with Last-Event-ID. Oldest events are dropped past `maxEvents` or once the
+ * stored messages exceed `maxBytes` (large tool results would otherwise pin
+ * memory for the session's life). One store per session, so replay can never
+ * cross sessions.
  */
 import type { EventId, EventStore, StreamId } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import type { IdGenerator } from "../clock.js";
 
 export class BoundedEventStore implements EventStore {
-  private readonly events = new Map<EventId, { streamId: StreamId; message: JSONRPCMessage }>();
+  private readonly events = new Map<EventId, { streamId: StreamId; message: JSONRPCMessage; bytes: number }>();
+  private bytes = 0;
 
   constructor(
     private readonly newId: IdGenerator,
     private readonly maxEvents = 1000,
+    private readonly maxBytes = 8 * 1024 * 1024,
   ) {}
 
   async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
     const id = this.newId();
-    this.events.set(id, { streamId, message });
-    if (this.events.size > this.maxEvents) {
-      const oldest = this.events.keys().next().value;
-      if (oldest !== undefined) this.events.delete(oldest);
+    const bytes = Buffer.byteLength(JSON.stringify(message));
+    this.events.set(id, { streamId, message, bytes });
+    this.bytes += bytes;
+    while (this.events.size > this.maxEvents || (this.bytes > this.maxBytes && this.events.size > 1)) {
+      const oldest = this.events.entries().next().value;
+      if (!oldest) break;
+      this.events.delete(oldest[0]);
+      this.bytes -= oldest[1].bytes;
     }
     return id;
+  }
+
+  /** Bytes of JSON held for replay (for tests and metrics). */
+  get size(): { events: number; bytes: number } {
+    return { events: this.events.size, bytes: this.bytes };
   }
 
   async getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {

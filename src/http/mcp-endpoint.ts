@@ -41,6 +41,8 @@ interface Binding {
   session: Session;
   /** The binding that created the session ends it; attached ones only detach. */
   owner: boolean;
+  /** Ids of this binding's requests still being answered. */
+  inflight: Set<string>;
 }
 
 export class McpEndpoint {
@@ -64,7 +66,24 @@ export class McpEndpoint {
         return sendJsonRpcError(res, 404, -32001, `Session not found: '${sessionId}' does not exist here or has expired; send initialize without Mcp-Session-Id to start a new session`);
       }
       binding.session.touch();
-      await binding.transport.handleRequest(req, res);
+      if (req.method !== "POST") return binding.transport.handleRequest(req, res);
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(await readBody(req, this.gateway.settings.http.maxBodyBytes));
+      } catch (err) {
+        if (err instanceof BodyTooLargeError) return sendJsonRpcError(res, 413, -32600, err.message);
+        return sendJsonRpcError(res, 400, -32700, `Parse error: ${errorMessage(err)}`);
+      }
+      // A request id reused while the first request with it is still running would hijack the
+      // first one's response stream in the SDK transport (which then never answers it): refuse it.
+      const ids = requestIds(parsed);
+      const busy = ids.find((id) => binding.inflight.has(id));
+      if (busy !== undefined) {
+        return sendJsonRpcError(res, 409, -32600, `Invalid Request: request id ${busy} is still in use by a request of this session that has not been answered; use a new id`);
+      }
+      for (const id of ids) binding.inflight.add(id);
+      res.once("close", () => ids.forEach((id) => binding.inflight.delete(id)));
+      await binding.transport.handleRequest(req, res, parsed);
       return;
     }
     if (req.method !== "POST") {
@@ -79,6 +98,11 @@ export class McpEndpoint {
     }
     if (!isInitializeRequest(body)) {
       return sendJsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required; the first request of a session must be a single initialize request");
+    }
+    // Without an id the initialize is a notification: it gets no answer, so no session id either.
+    const id = (body as { id?: unknown }).id;
+    if (typeof id !== "string" && typeof id !== "number") {
+      return sendJsonRpcError(res, 400, -32600, "Invalid Request: initialize is a request and needs an id (a string or number)");
     }
     const attachTo = this.options.attachable ? new URL(req.url ?? "/", "http://x").searchParams.get("session") : null;
     let session: Session;
@@ -106,9 +130,9 @@ export class McpEndpoint {
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => transportId,
       maxRequestBodySize: this.gateway.settings.http.maxBodyBytes,
-      eventStore: new BoundedEventStore(this.gateway.newId),
+      eventStore: new BoundedEventStore(this.gateway.newId, this.gateway.settings.http.replayMaxEvents, this.gateway.settings.http.replayMaxBytes),
       onsessioninitialized: (id) => {
-        this.bindings.set(id, { transport, server, session, owner });
+        this.bindings.set(id, { transport, server, session, owner, inflight: new Set() });
       },
     });
     transport.onclose = () => {
@@ -140,4 +164,12 @@ export class McpEndpoint {
     this.bindings.clear();
     await Promise.allSettled(all.map((b) => b.server.close()));
   }
+}
+
+/** The ids (as JSON, so 1 and "1" differ) of the requests in a POST body — one message or a batch. */
+function requestIds(body: unknown): string[] {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.flatMap((m) =>
+    m && typeof m === "object" && "method" in m && "id" in m && (typeof m.id === "string" || typeof m.id === "number") ? [JSON.stringify(m.id)] : [],
+  );
 }

@@ -23,6 +23,17 @@ export interface Routes {
 export function createHttpServer(settings: GatewaySettings, routes: Routes, logger: Logger): http.Server {
   const guard = { allowedHosts: settings.allowedHosts, allowedOrigins: settings.allowedOrigins, token: settings.token };
   return http.createServer((req, res) => {
+    try {
+      route(req, res);
+    } catch (err) {
+      // Nothing a request does may take the process down.
+      logger.error({ err: errorMessage(err) }, "http_handler_failed");
+      if (!res.headersSent) sendJsonRpcError(res, 500, -32603, `Internal error: ${errorMessage(err)}`);
+      else res.destroy();
+    }
+  });
+
+  function route(req: http.IncomingMessage, res: http.ServerResponse): void {
     const failure = checkRequest(req, guard);
     if (failure) return sendJsonRpcError(res, failure.status, -32000, failure.message, failure.headers);
     const path = (req.url ?? "/").split("?")[0] ?? "/";
@@ -41,7 +52,7 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
       return;
     }
     sendJsonRpcError(res, 404, -32601, `Not found: ${req.method} ${path}. MCP endpoints: ${routes.describe}`);
-  });
+  }
 }
 
 export function listen(server: http.Server, host: string, port: number): Promise<AddressInfo> {

@@ -22,6 +22,15 @@ import { ServerRegistry } from "../upstream/registry.js";
 import { defaultTransportFactory, type TransportFactory } from "../upstream/transports.js";
 import type { GatewayContext } from "./context.js";
 
+/** A path segment's text, or "" for malformed percent-encoding (no server has that name: 404). */
+function decodePathSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return "";
+  }
+}
+
 const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
 
 export type StdioFace = { kind: "meta" } | { kind: "all" } | { kind: "server"; server: string };
@@ -91,7 +100,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       if (path === "/mcp") return meta;
       if (path === "/all/mcp") return all;
       const m = /^\/servers\/([^/]+)\/mcp$/.exec(path);
-      return m ? serverEndpoint(decodeURIComponent(m[1]!)) : undefined;
+      return m ? serverEndpoint(decodePathSegment(m[1]!)) : undefined;
     },
   };
   let httpServer: http.Server | undefined;
