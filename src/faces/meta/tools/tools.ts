@@ -9,6 +9,9 @@ import { elicitationSummary } from "../envelope.js";
 import { fanout, named } from "./fanout.js";
 import { taskView } from "./task-view.js";
 
+/** How many of the server's working tasks a promotion reply lists. */
+const PENDING_TASKS_SHOWN = 20;
+
 export const listTools = defineTool({
   name: "list_tools",
   title: "List upstream tools",
@@ -59,11 +62,14 @@ export const executeTool = defineTool({
     await progress.flush();
     if (outcome.kind === "result") return outcome.result;
     const { task } = outcome;
+    // The newest working tasks only: listing all of them made the N-th promotion an O(N) reply.
+    const working = session.tasks.list({ server, status: "working" });
     return json(
       {
         proxy_task: taskView(task),
         pending_on_server: {
-          tasks: session.tasks.list({ server, status: "working" }).map(taskView),
+          tasks: working.slice(-PENDING_TASKS_SHOWN).map(taskView),
+          ...(working.length > PENDING_TASKS_SHOWN ? { tasks_total: working.length, tasks_note: `newest ${PENDING_TASKS_SHOWN} shown; list_tasks lists all` } : {}),
           elicitations_for_server: session.pending.list("elicitation", server).map(elicitationSummary),
         },
       },
