@@ -1,0 +1,115 @@
+/**
+ * emceepee as a child process (`node --expose-gc --import tsx --import
+ * bench/lib/gc-probe.ts src/cli/main.ts serve --port 0`), so its CPU time and
+ * RSS can be read from /proc apart from the benchmark's own clients and from
+ * the upstream server processes it spawns.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { alive, childPids, cpuMs, rssBytes } from "./proc.js";
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const PROBE = path.join(ROOT, "bench/lib/gc-probe.ts");
+
+export interface GatewayProcess {
+  child: ChildProcess;
+  pid: number;
+  /** The meta face, e.g. http://127.0.0.1:PORT/mcp */
+  url: string;
+  origin: string;
+  /** Full GC in the gateway, then its RSS (VmRSS) in bytes. */
+  settledRss(settleMs?: number): Promise<number>;
+  cpuMs(): number;
+  /** Pids of the upstream processes the gateway spawned. */
+  upstreamPids(): number[];
+  stop(): Promise<void>;
+}
+
+/** Writes `config` to a temp file and starts `emceepee serve` with it. */
+export async function startGatewayProcess(config: unknown, label: string): Promise<GatewayProcess> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `emceepee-bench-${label}-`));
+  const file = path.join(dir, "config.json");
+  fs.writeFileSync(file, JSON.stringify(config, null, 2));
+  const child = spawn(
+    process.execPath,
+    ["--expose-gc", "--import", "tsx", "--import", PROBE, "src/cli/main.ts", "serve", "--config", file, "--port", "0", "--log-level", "silent"],
+    { cwd: ROOT, stdio: ["ignore", "pipe", "pipe", "ipc"] },
+  );
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+  child.stderr?.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
+  const pid = child.pid!;
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway (${label}) did not start in 60 s\n${stdout}\n${stderr}`)), 60_000);
+    child.stdout?.on("data", () => {
+      const m = /listening on (http:\/\/\S+)/.exec(stdout);
+      if (m?.[1]) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`gateway (${label}) exited with ${code}\n${stdout}\n${stderr}`));
+    });
+  });
+  let probeId = 0;
+  const gc = () =>
+    new Promise<void>((resolve) => {
+      const id = ++probeId;
+      const timer = setTimeout(() => {
+        child.off("message", onMessage);
+        resolve();
+      }, 5_000);
+      const onMessage = (m: { type?: string; id?: number }) => {
+        if (m?.type !== "gc" || m.id !== id) return;
+        clearTimeout(timer);
+        child.off("message", onMessage);
+        resolve();
+      };
+      child.on("message", onMessage);
+      child.send({ type: "gc", id });
+    });
+  let stopped: Promise<void> | undefined;
+  return {
+    child,
+    pid,
+    url,
+    origin: new URL(url).origin,
+    async settledRss(settleMs = 300) {
+      await new Promise((r) => setTimeout(r, settleMs));
+      await gc();
+      await new Promise((r) => setTimeout(r, 100));
+      await gc();
+      return rssBytes(pid);
+    },
+    cpuMs: () => cpuMs(pid),
+    upstreamPids: () => childPids(pid).filter((p) => {
+      try {
+        return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes("server-everything");
+      } catch {
+        return false;
+      }
+    }),
+    stop() {
+      stopped ??= (async () => {
+        const spawned = childPids(pid);
+        if (child.exitCode === null && child.signalCode === null) {
+          const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+          child.kill("SIGTERM");
+          const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+          await exited;
+          clearTimeout(timer);
+        }
+        // Whatever the gateway spawned and did not reap (it should have): end it by pid.
+        for (const p of spawned) if (alive(p)) process.kill(p, "SIGKILL");
+        fs.rmSync(dir, { recursive: true, force: true });
+      })();
+      return stopped;
+    },
+  };
+}
