@@ -8,20 +8,20 @@
  */
 import type { EventId, EventStore, StreamId } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import type { IdGenerator } from "../clock.js";
 
 export class BoundedEventStore implements EventStore {
   private readonly events = new Map<EventId, { streamId: StreamId; message: JSONRPCMessage; bytes: number }>();
   private bytes = 0;
+  /** Event ids only need to be unique within this store: a counter (ULIDs cost a crypto draw per SSE message). */
+  private seq = 0;
 
   constructor(
-    private readonly newId: IdGenerator,
     private readonly maxEvents = 1000,
     private readonly maxBytes = 8 * 1024 * 1024,
   ) {}
 
   async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
-    const id = this.newId();
+    const id = String(++this.seq);
     const bytes = Buffer.byteLength(JSON.stringify(message));
     this.events.set(id, { streamId, message, bytes });
     this.bytes += bytes;

@@ -130,7 +130,7 @@ export class McpEndpoint {
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => transportId,
       maxRequestBodySize: this.gateway.settings.http.maxBodyBytes,
-      eventStore: new BoundedEventStore(this.gateway.newId, this.gateway.settings.http.replayMaxEvents, this.gateway.settings.http.replayMaxBytes),
+      eventStore: new BoundedEventStore(this.gateway.settings.http.replayMaxEvents, this.gateway.settings.http.replayMaxBytes),
       onsessioninitialized: (id) => {
         this.bindings.set(id, { transport, server, session, owner, inflight: new Set() });
       },
