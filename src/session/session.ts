@@ -4,7 +4,7 @@
  * tasks. Nothing here is visible to another session. close() frees it all.
  */
 import { RELATED_TASK_META_KEY, type ClientCapabilities, type Implementation } from "@modelcontextprotocol/sdk/types.js";
-import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
+import type { Clock, IdGenerator } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { Logger } from "../logging.js";
@@ -14,13 +14,13 @@ import { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
 import { TaskManager } from "../tasks/task-manager.js";
 import { UpstreamConnection, type ConnectionStatus, type UpstreamHandlers } from "../upstream/connection.js";
 import type { ServerRegistry } from "../upstream/registry.js";
-import { backoffDelay } from "../upstream/backoff.js";
 import type { ChildProcessLimiter } from "../upstream/children.js";
 import type { TransportFactory } from "../upstream/transports.js";
 import { canElicit, type DownstreamBridge } from "./bridge.js";
 import { BufferManager } from "./buffers.js";
 import { EventSystem } from "./event-system.js";
 import { PendingRequests } from "./pending-requests.js";
+import { Reconnections } from "./reconnection.js";
 
 export interface SessionDeps {
   registry: ServerRegistry;
@@ -35,17 +35,6 @@ export interface SessionDeps {
   children?: ChildProcessLimiter | undefined;
   /** Jitter source for reconnect backoff (tests inject a fixed one). */
   random?: (() => number) | undefined;
-}
-
-/** What a session remembers about an upstream that dropped, until it is back. */
-interface Reconnect {
-  attempt: number;
-  timer?: TimerHandle;
-  serverInfo: Implementation | undefined;
-  upstreamSessionId: string | undefined;
-  digests: UpstreamConnection["listDigests"];
-  failedTasks: number;
-  rejectedRequests: number;
 }
 
 export interface ConnectionView {
@@ -67,7 +56,7 @@ export class Session {
   private readonly connecting = new Map<string, Promise<UpstreamConnection>>();
   /** Receiver tasks per upstream (they die with the connection that created them). */
   private readonly receivers = new Map<string, ReceiverTaskStore>();
-  private readonly reconnects = new Map<string, Reconnect>();
+  private readonly reconnections: Reconnections;
   /** Best-effort cleanup (upstream task cancels) that close() waits for before dropping connections. */
   private readonly cleanups = new Set<Promise<unknown>>();
   private closed = false;
@@ -89,6 +78,20 @@ export class Session {
     this.pending = new PendingRequests(settings.pendingRequests, this.events, clock, newId);
     this.tasks = new TaskManager(id, settings.tasks, deps.taskStore, this.events, clock, newId);
     this.tasks.onStatusChange = (record) => this.bridge?.notify(record.server, "notifications/tasks/status", toMcpTask(record));
+    this.reconnections = new Reconnections({
+      settings,
+      clock,
+      logger: this.logger,
+      random: deps.random,
+      wanted: (server) => !this.closed && deps.registry.get(server) !== undefined,
+      connect: (server) => this.connection(server),
+      listChanged: (server, kind) => {
+        const method = `notifications/${kind}/list_changed`;
+        this.buffers.addNotification(server, method, undefined);
+        this.bridgeFor(server)?.notify(server, method, undefined);
+      },
+      reconnected: (server, report) => this.events.add("server_reconnected", server, { ...report }),
+    });
   }
 
   get isClosed(): boolean {
@@ -151,8 +154,7 @@ export class Session {
           throw new GatewayError(ErrorCodes.CLOSED, `connection to '${name}' was closed while connecting`);
         }
         this.events.add("server_connected", name, { serverInfo: conn.serverInfo ?? null });
-        const dropped = this.reconnects.get(name);
-        if (dropped) void this.reconcile(name, conn, dropped);
+        this.reconnections.onConnected(name, conn);
         return conn;
       })
       .finally(() => this.connecting.delete(name));
@@ -173,7 +175,7 @@ export class Session {
 
   /** Drops the connection to a removed server: fail its tasks, reject its requests. */
   async disconnect(name: string, reason: string): Promise<void> {
-    this.stopReconnecting(name);
+    this.reconnections.stop(name);
     const conn = this.connections.get(name);
     this.connections.delete(name);
     this.connecting.delete(name);
@@ -187,7 +189,7 @@ export class Session {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const name of [...this.reconnects.keys()]) this.stopReconnecting(name);
+    this.reconnections.close();
     this.pending.close("session closed");
     this.tasks.close();
     // Upstream tasks were just cancelled; each cancel is bounded by upstreamCancelTimeoutMs.
@@ -314,7 +316,8 @@ export class Session {
    * Seed 003 reconciliation, done when the connection drops: a closed
    * transport can carry no answer, so working tasks fail and pending
    * elicitations/sampling are rejected now ("state unknown": the upstream may
-   * or may not have acted). Then the session reconnects in the background.
+   * or may not have acted). Then the session reconnects in the background
+   * (reconnection.ts).
    */
   private onUpstreamDisconnect(server: string, reason: string): void {
     if (this.closed) return;
@@ -325,79 +328,6 @@ export class Session {
     this.receivers.get(server)?.close();
     this.events.add("server_disconnected", server, { reason, failedTasks, rejectedRequests: rejected });
     this.logger.warn({ server, reason, failedTasks: failedTasks.length }, "session_upstream_disconnected");
-    const previous = this.reconnects.get(server);
-    const state: Reconnect = {
-      attempt: 0,
-      serverInfo: previous?.serverInfo ?? conn?.serverInfo,
-      upstreamSessionId: previous?.upstreamSessionId ?? conn?.upstreamSessionId,
-      digests: previous?.digests ?? { ...conn?.listDigests },
-      failedTasks: (previous?.failedTasks ?? 0) + failedTasks.length,
-      rejectedRequests: (previous?.rejectedRequests ?? 0) + rejected,
-    };
-    this.clearReconnectTimer(previous);
-    this.reconnects.set(server, state);
-    this.scheduleReconnect(server, state);
-  }
-
-  /** Only connecting is retried — never a call, which may have had side effects. */
-  private scheduleReconnect(server: string, state: Reconnect): void {
-    const policy = this.deps.settings.upstream.reconnect;
-    if (this.closed || this.reconnects.get(server) !== state || !this.deps.registry.get(server)) return;
-    if (state.attempt >= policy.maxAttempts) {
-      this.logger.warn({ server, attempts: state.attempt }, "upstream_reconnect_gave_up");
-      return; // The next use of the server tries again (Session.connection).
-    }
-    state.attempt++;
-    const delay = backoffDelay(policy, state.attempt, this.deps.random);
-    state.timer = this.deps.clock.setTimeout(() => {
-      delete state.timer;
-      this.connection(server).catch(() => this.scheduleReconnect(server, state));
-    }, delay);
-  }
-
-  /**
-   * The upstream is back: detect a restart (new process, new upstream session
-   * id or different server info), refresh its lists and tell the client which
-   * changed (list_changed), then report server_reconnected with counts.
-   */
-  private async reconcile(server: string, conn: UpstreamConnection, state: Reconnect): Promise<void> {
-    this.stopReconnecting(server);
-    const restarted =
-      conn.pid !== null ||
-      conn.upstreamSessionId !== state.upstreamSessionId ||
-      JSON.stringify(conn.serverInfo) !== JSON.stringify(state.serverInfo);
-    const refresh = { tools: () => conn.listTools(), resources: () => conn.listResources(), prompts: () => conn.listPrompts() };
-    const changed: string[] = [];
-    for (const kind of ["tools", "resources", "prompts"] as const) {
-      if (!conn.capabilities?.[kind]) continue;
-      const ok = await refresh[kind]().then(
-        () => true,
-        () => false,
-      );
-      // A list never fetched before the drop, or not fetchable now, counts as changed: the client should list again.
-      if (ok && state.digests[kind] !== undefined && conn.listDigests[kind] === state.digests[kind]) continue;
-      changed.push(kind);
-      const method = `notifications/${kind}/list_changed`;
-      this.buffers.addNotification(server, method, undefined);
-      this.bridgeFor(server)?.notify(server, method, undefined);
-    }
-    this.events.add("server_reconnected", server, {
-      attempts: Math.max(1, state.attempt),
-      restarted,
-      changedLists: changed,
-      failedTasks: state.failedTasks,
-      rejectedRequests: state.rejectedRequests,
-    });
-    this.logger.info({ server, restarted, changedLists: changed }, "upstream_reconnected");
-  }
-
-  private stopReconnecting(server: string): void {
-    this.clearReconnectTimer(this.reconnects.get(server));
-    this.reconnects.delete(server);
-  }
-
-  private clearReconnectTimer(state: Reconnect | undefined): void {
-    if (state?.timer) this.deps.clock.clearTimeout(state.timer);
-    if (state) delete state.timer;
+    this.reconnections.onDrop(server, conn, { failedTasks: failedTasks.length, rejectedRequests: rejected });
   }
 }

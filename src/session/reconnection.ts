@@ -1,0 +1,137 @@
+/**
+ * Reconnection of one session's upstreams (seed 003): after a drop, connect
+ * again in the background with capped exponential backoff and jitter; when a
+ * connection to a dropped server succeeds (in the background or on use),
+ * detect a restart, refresh the server's lists, report which changed
+ * (list_changed) and emit `server_reconnected` with counts. Only connecting
+ * is retried — never a tool call, which may have had side effects.
+ */
+import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
+import type { Clock, TimerHandle } from "../clock.js";
+import type { GatewaySettings } from "../config/schema.js";
+import type { Logger } from "../logging.js";
+import { backoffDelay } from "../upstream/backoff.js";
+import type { ListKind, UpstreamConnection } from "../upstream/connection.js";
+
+export interface ReconnectionHost {
+  settings: GatewaySettings;
+  clock: Clock;
+  logger: Logger;
+  random?: (() => number) | undefined;
+  /** Whether the server is still configured and the session still open. */
+  wanted(server: string): boolean;
+  connect(server: string): Promise<UpstreamConnection>;
+  /** A list of `server` changed across the reconnect. */
+  listChanged(server: string, kind: ListKind): void;
+  reconnected(server: string, report: ReconnectReport): void;
+}
+
+export interface ReconnectReport {
+  attempts: number;
+  restarted: boolean;
+  changedLists: ListKind[];
+  failedTasks: number;
+  rejectedRequests: number;
+}
+
+/** What the session remembers about a dropped upstream until it is back. */
+interface Dropped {
+  attempt: number;
+  timer?: TimerHandle;
+  serverInfo: Implementation | undefined;
+  upstreamSessionId: string | undefined;
+  digests: UpstreamConnection["listDigests"];
+  failedTasks: number;
+  rejectedRequests: number;
+}
+
+const KINDS: readonly ListKind[] = ["tools", "resources", "prompts"];
+
+export class Reconnections {
+  private readonly dropped = new Map<string, Dropped>();
+
+  constructor(private readonly host: ReconnectionHost) {}
+
+  /** The connection to `server` dropped (its tasks and requests were already failed). */
+  onDrop(server: string, lost: UpstreamConnection | undefined, counts: { failedTasks: number; rejectedRequests: number }): void {
+    const previous = this.dropped.get(server);
+    this.clearTimer(previous);
+    // A drop during an earlier outage keeps what was known before the first one.
+    const state: Dropped = {
+      attempt: 0,
+      serverInfo: previous ? previous.serverInfo : lost?.serverInfo,
+      upstreamSessionId: previous ? previous.upstreamSessionId : lost?.upstreamSessionId,
+      digests: previous ? previous.digests : { ...lost?.listDigests },
+      failedTasks: (previous?.failedTasks ?? 0) + counts.failedTasks,
+      rejectedRequests: (previous?.rejectedRequests ?? 0) + counts.rejectedRequests,
+    };
+    this.dropped.set(server, state);
+    this.schedule(server, state);
+  }
+
+  /** A connection to `server` succeeded: reconcile if it had dropped. */
+  onConnected(server: string, conn: UpstreamConnection): void {
+    const state = this.dropped.get(server);
+    if (state) void this.reconcile(server, conn, state);
+  }
+
+  stop(server: string): void {
+    this.clearTimer(this.dropped.get(server));
+    this.dropped.delete(server);
+  }
+
+  close(): void {
+    for (const server of [...this.dropped.keys()]) this.stop(server);
+  }
+
+  private schedule(server: string, state: Dropped): void {
+    const { host } = this;
+    const policy = host.settings.upstream.reconnect;
+    if (this.dropped.get(server) !== state || !host.wanted(server)) return;
+    if (state.attempt >= policy.maxAttempts) {
+      host.logger.warn({ server, attempts: state.attempt }, "upstream_reconnect_gave_up");
+      return; // The next use of the server tries again.
+    }
+    state.attempt++;
+    state.timer = host.clock.setTimeout(() => {
+      delete state.timer;
+      host.connect(server).catch(() => this.schedule(server, state));
+    }, backoffDelay(policy, state.attempt, host.random));
+  }
+
+  /**
+   * A restart is a new stdio process, a new upstream session id or different
+   * server info. Each list is refreshed and compared with its digest from
+   * before the drop; one never fetched then (or not fetchable now) counts as
+   * changed, since the client cannot know.
+   */
+  private async reconcile(server: string, conn: UpstreamConnection, state: Dropped): Promise<void> {
+    this.stop(server);
+    const restarted =
+      conn.pid !== null || conn.upstreamSessionId !== state.upstreamSessionId || JSON.stringify(conn.serverInfo) !== JSON.stringify(state.serverInfo);
+    const refresh: Record<ListKind, () => Promise<unknown>> = {
+      tools: () => conn.listTools(),
+      resources: () => conn.listResources(),
+      prompts: () => conn.listPrompts(),
+    };
+    const changedLists: ListKind[] = [];
+    for (const kind of KINDS) {
+      if (!conn.capabilities?.[kind]) continue;
+      const ok = await refresh[kind]().then(
+        () => true,
+        () => false,
+      );
+      if (ok && state.digests[kind] !== undefined && conn.listDigests[kind] === state.digests[kind]) continue;
+      changedLists.push(kind);
+      this.host.listChanged(server, kind);
+    }
+    const report = { attempts: Math.max(1, state.attempt), restarted, changedLists, failedTasks: state.failedTasks, rejectedRequests: state.rejectedRequests };
+    this.host.reconnected(server, report);
+    this.host.logger.info({ server, restarted, changedLists }, "upstream_reconnected");
+  }
+
+  private clearTimer(state: Dropped | undefined): void {
+    if (state?.timer) this.host.clock.clearTimeout(state.timer);
+    if (state) delete state.timer;
+  }
+}
