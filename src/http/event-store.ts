@@ -6,13 +6,18 @@
  * memory for the session's life). One store per session, so replay can never
  * cross sessions.
  */
+import { randomBytes } from "node:crypto";
 import type { EventId, EventStore, StreamId } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 
 export class BoundedEventStore implements EventStore {
   private readonly events = new Map<EventId, { streamId: StreamId; message: JSONRPCMessage; bytes: number }>();
   private bytes = 0;
-  /** Event ids only need to be unique within this store: a counter (ULIDs cost a crypto draw per SSE message). */
+  /**
+   * Event ids: a random prefix per store (so another session's ids are simply
+   * unknown here) and a counter (a ULID per SSE message cost a crypto draw each).
+   */
+  private readonly prefix = randomBytes(6).toString("base64url");
   private seq = 0;
 
   constructor(
@@ -21,7 +26,7 @@ export class BoundedEventStore implements EventStore {
   ) {}
 
   async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
-    const id = String(++this.seq);
+    const id = `${this.prefix}-${++this.seq}`;
     const bytes = Buffer.byteLength(JSON.stringify(message));
     this.events.set(id, { streamId, message, bytes });
     this.bytes += bytes;
