@@ -75,8 +75,9 @@ function interpolateEnv(value: unknown, env: NodeJS.ProcessEnv, where: string): 
   if (typeof value === "string") {
     return value.replace(VAR, (_m, name: string, fallback: string | undefined) => {
       const v = env[name];
+      // As in the shell, `${VAR:-default}` also uses the default when VAR is set but empty.
+      if (fallback !== undefined) return v === undefined || v === "" ? fallback : v;
       if (v !== undefined) return v;
-      if (fallback !== undefined) return fallback;
       throw new GatewayError(
         ErrorCodes.CONFIG_INVALID,
         `${where || "(root)"}: environment variable ${name} is not set (use \${${name}:-default} for a default)`,

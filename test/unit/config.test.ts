@@ -238,6 +238,15 @@ describe("loadConfig", () => {
     assert.equal(c.gateway.port, 9001, "non-string values are untouched");
   });
 
+  test("${VAR:-default} uses the default when VAR is set but empty, like the shell; ${VAR} keeps the empty value", async () => {
+    const file = await write("env-empty.json", { mcpServers: { local: { command: "${CMD:-node}", args: ["${EMPTY}"] } } });
+    const c = await loadConfig({ file, env: { CMD: "", EMPTY: "" } });
+    const local = c.mcpServers["local"];
+    assert.ok(local && isStdioConfig(local));
+    assert.equal(local.command, "node");
+    assert.deepEqual(local.args, [""]);
+  });
+
   test("a missing variable without default is an error naming it and where it was used", async () => {
     const file = await write("missing-var.json", { mcpServers: { api: { url: "https://x/mcp", headers: { Authorization: "Bearer ${API_TOKEN}" } } } });
     await assert.rejects(loadConfig({ file, env: {} }), (err: unknown) => {
