@@ -450,7 +450,7 @@ function report(): string {
     memRows.push([
       "… the same, right after promoting (replay buffer still holding the promotion replies)",
       `${kb((t.loaded - t.baseline) / t.count)}`,
-      `${mb(t.loaded)}: each promotion reply lists every working task of the server (\`pending_on_server.tasks\`), so reply N is O(N) — the ${t.count} replies totalled ${mb(t.replyBytes)} (the last one ${kb(t.lastReplyBytes)}), and the replay buffer keeps the last 1,000 of them`,
+      `${mb(t.loaded)}: the ${t.count} promotion replies totalled ${mb(t.replyBytes)} (the last one ${kb(t.lastReplyBytes)}; each lists at most the 20 newest working tasks), and the session's replay buffer keeps the last 1,000 of them (bounded in bytes too)`,
     ]);
     memRows.push(["promotion rate (`execute_tool` with `timeout_ms: 0`, 16 concurrent callers)", `${fmt((t.count * 1000) / t.issueMs, 0)} tasks/s`, `${t.count} tasks in ${fmt(t.issueMs / 1000, 1)} s`]);
   }
