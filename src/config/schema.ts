@@ -78,6 +78,9 @@ export const gatewaySettingsSchema = z.strictObject({
       cleanupIntervalMs: positiveMs.default(60_000),
       completedRetentionMs: positiveMs.default(300_000),
       maxTasksPerSession: z.number().int().positive().default(100),
+      /** Ended tasks kept per session (the oldest are deleted first beyond either bound). */
+      maxRetainedPerSession: z.number().int().positive().default(200),
+      maxRetainedResultBytes: z.number().int().positive().default(64 * 1024 * 1024),
       /** Cancelling an upstream task (on cancel, expiry, shutdown) is best effort within this bound. */
       upstreamCancelTimeoutMs: positiveMs.default(5_000),
     })

@@ -130,6 +130,7 @@ export class Session {
       newId: this.deps.newId,
       defaultTtlMs: settings.tasks.defaultTtlMs,
       maxTtlMs: settings.tasks.maxTtlMs,
+      maxLive: settings.tasks.maxTasksPerSession,
     });
     this.receivers.set(name, receiverTasks);
     const conn = new UpstreamConnection({
@@ -255,12 +256,15 @@ export class Session {
         if (bridge?.clientCapabilities.roots) return bridge.listRoots(signal);
         return { roots: [] };
       },
-      onNotification: (method, params) => {
-        if (method === "notifications/tasks/status") return this.onUpstreamTaskStatus(server, params);
+      onNotification: (method, upstreamParams) => {
+        if (method === "notifications/tasks/status") return this.onUpstreamTaskStatus(server, upstreamParams);
+        // Task-related notifications name the upstream's task in _meta: the client sees the gateway's id.
+        const params = upstreamParams && this.relate(server, upstreamParams);
         this.buffers.addNotification(server, method, params);
         this.bridgeFor(server)?.notify(server, method, params);
       },
-      onLog: (params) => {
+      onLog: (upstreamParams) => {
+        const params = this.relate(server, upstreamParams);
         this.buffers.addLog(server, params.level, params.data, params.logger);
         this.bridgeFor(server)?.notify(server, "notifications/message", params as Record<string, unknown>);
       },
@@ -297,11 +301,9 @@ export class Session {
     const message = typeof params?.statusMessage === "string" ? params.statusMessage : undefined;
     switch (params?.status) {
       case "completed":
-        this.tasks.complete(record.taskId);
-        return;
       case "failed":
       case "cancelled":
-        this.tasks.fail(record.taskId, `the upstream task ${String(params.status)}${message ? `: ${message}` : ""}`);
+        this.tasks.endUpstream(record.taskId, params.status, message);
         return;
       default:
         this.tasks.noteUpstreamStatus(record.taskId, message);

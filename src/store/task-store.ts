@@ -41,6 +41,10 @@ export interface ProxyTaskRecord {
   progress?: { progress: number; total?: number; message?: string };
   /** The result (plain JSON). Absent for upstream tasks: their result stays upstream until asked for. */
   result?: Record<string, unknown>;
+  /** JSON size of `result` (retention is bounded in bytes per session). */
+  resultBytes?: number;
+  /** The task ended upstream: tasks/result asks the upstream for what it returned. */
+  resultUpstream?: boolean;
   error?: string;
   rpcError?: RpcErrorRecord;
 }

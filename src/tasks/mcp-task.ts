@@ -12,7 +12,8 @@ export const DEFAULT_POLL_INTERVAL_MS = 1000;
 export function toMcpTask(r: ProxyTaskRecord): Task {
   return {
     taskId: r.taskId,
-    status: r.status === "expired" ? "failed" : r.status,
+    // A tool result with isError is a failed task in MCP terms (its result is still returned by tasks/result).
+    status: r.status === "expired" || (r.status === "completed" && r.result?.isError === true) ? "failed" : r.status,
     ttl: r.ttlMs,
     createdAt: new Date(r.createdAt).toISOString(),
     lastUpdatedAt: new Date(r.lastUpdatedAt).toISOString(),

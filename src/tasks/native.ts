@@ -19,6 +19,7 @@ import {
   McpError,
   type CallToolRequest,
   type CallToolResult,
+  type ProgressToken,
   type Task,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
@@ -30,12 +31,17 @@ import type { UpstreamConnection } from "../upstream/connection.js";
 import { DEFAULT_POLL_INTERVAL_MS, relatedTaskId, toMcpTask, withRelatedTask } from "./mcp-task.js";
 import type { TaskManager } from "./task-manager.js";
 
+/** Floor on how often the gateway polls an upstream task (an upstream may suggest 0). */
+const MIN_POLL_INTERVAL_MS = 250;
+
 export interface NativeTaskContext {
   tasks: TaskManager;
   settings: GatewaySettings;
   clock: Clock;
   /** Holds best-effort cleanup (upstream cancels) that closing the session should wait for, bounded. */
   track?: ((work: Promise<unknown>) => void) | undefined;
+  /** Sends a progress notification to the client under its own token (after the call has returned). */
+  progress?: ((token: ProgressToken, progress: Parameters<ProgressCallback>[0]) => void) | undefined;
 }
 
 type ToolCallParams = CallToolRequest["params"];
@@ -50,25 +56,31 @@ export async function startToolTask(ctx: NativeTaskContext, conn: UpstreamConnec
   if (!(await conn.cachedTools()).some((t) => t.name === upstreamName)) {
     throw new McpError(ErrorCode.InvalidParams, `Tool ${params.name} not found; call tools/list to see the tools of this face`);
   }
+  // The client's progress token stays valid for the task's life: progress is re-sent under it (the
+  // upstream call gets the gateway's own token, so ids of two connections never mix).
+  const token = params._meta?.progressToken;
+  let taskId: string | undefined;
+  const onprogress: ProgressCallback = (p) => {
+    if (taskId !== undefined) ctx.tasks.setProgress(taskId, p);
+    if (token !== undefined) ctx.progress?.(token, p);
+  };
   const release = tasks.reserveCall();
   try {
-    if ((await conn.taskSupport(upstreamName)) !== "forbidden") return toMcpTask(await startUpstreamTask(ctx, conn, call, ttlMs));
-    return toMcpTask(startGatewayTask(ctx, conn, call, ttlMs));
+    const upstreamTask = (await conn.taskSupport(upstreamName)) !== "forbidden";
+    const record = upstreamTask ? await startUpstreamTask(ctx, conn, call, ttlMs, onprogress) : startGatewayTask(ctx, conn, call, ttlMs, onprogress);
+    taskId = record.taskId;
+    return toMcpTask(record);
   } finally {
     release();
   }
 }
 
-function startGatewayTask(ctx: NativeTaskContext, conn: UpstreamConnection, call: ToolCallParams, ttlMs: number): ProxyTaskRecord {
+function startGatewayTask(ctx: NativeTaskContext, conn: UpstreamConnection, call: ToolCallParams, ttlMs: number, onprogress: ProgressCallback): ProxyTaskRecord {
+  const sdk = conn.sdk; // throws now, before a record exists, if the connection just dropped
   const abort = new AbortController();
   const record = ctx.tasks.create({ server: conn.name, toolName: call.name, toolArgs: call.arguments ?? {}, ttlMs, abort });
-  conn.sdk
-    .callTool(call, undefined, {
-      signal: abort.signal,
-      timeout: ttlMs,
-      resetTimeoutOnProgress: true,
-      onprogress: (p) => ctx.tasks.setProgress(record.taskId, p),
-    })
+  sdk
+    .callTool(call, undefined, { signal: abort.signal, timeout: ttlMs, resetTimeoutOnProgress: true, onprogress })
     .then(
       (result) => ctx.tasks.complete(record.taskId, result as CallToolResult),
       (err) => ctx.tasks.fail(record.taskId, `upstream '${conn.name}': ${errorMessage(err)}`, rpcErrorOf(err)),
@@ -76,19 +88,32 @@ function startGatewayTask(ctx: NativeTaskContext, conn: UpstreamConnection, call
   return record;
 }
 
-async function startUpstreamTask(ctx: NativeTaskContext, conn: UpstreamConnection, call: ToolCallParams, ttlMs: number): Promise<ProxyTaskRecord> {
-  const upstream = await conn.callToolAsTask(call, ttlMs);
+async function startUpstreamTask(
+  ctx: NativeTaskContext,
+  conn: UpstreamConnection,
+  call: ToolCallParams,
+  ttlMs: number,
+  onprogress: ProgressCallback,
+): Promise<ProxyTaskRecord> {
+  const upstream = await conn.callToolAsTask(call, ttlMs, { onprogress });
+  const cancel = () => ctx.track?.(cancelUpstream(ctx.settings, conn, upstream.taskId));
   const abort = new AbortController();
-  abort.signal.addEventListener("abort", () => ctx.track?.(cancelUpstream(ctx.settings, conn, upstream.taskId)), { once: true });
-  return ctx.tasks.create({
-    server: conn.name,
-    toolName: call.name,
-    toolArgs: call.arguments ?? {},
-    ttlMs,
-    abort,
-    upstreamTaskId: upstream.taskId,
-    pollIntervalMs: upstream.pollInterval ?? DEFAULT_POLL_INTERVAL_MS,
-  });
+  abort.signal.addEventListener("abort", cancel, { once: true });
+  try {
+    return ctx.tasks.create({
+      server: conn.name,
+      toolName: call.name,
+      toolArgs: call.arguments ?? {},
+      // The upstream may keep its task for less time than asked: the gateway's task cannot outlive it.
+      ttlMs: typeof upstream.ttl === "number" ? Math.min(ttlMs, upstream.ttl) : ttlMs,
+      abort,
+      upstreamTaskId: upstream.taskId,
+      pollIntervalMs: upstream.pollInterval ?? DEFAULT_POLL_INTERVAL_MS,
+    });
+  } catch (err) {
+    cancel(); // no gateway task will own it (the session is closing or full)
+    throw err;
+  }
 }
 
 function cancelUpstream(settings: GatewaySettings, conn: UpstreamConnection, upstreamTaskId: string): Promise<void> {
@@ -128,11 +153,9 @@ export async function getToolTask(ctx: NativeTaskContext, taskId: string, connec
 function applyUpstreamStatus(tasks: TaskManager, record: ProxyTaskRecord, upstream: Task): void {
   switch (upstream.status) {
     case "completed":
-      tasks.complete(record.taskId);
-      break;
     case "failed":
     case "cancelled":
-      tasks.fail(record.taskId, `the upstream task ${upstream.status}${upstream.statusMessage ? `: ${upstream.statusMessage}` : ""}`);
+      tasks.endUpstream(record.taskId, upstream.status, upstream.statusMessage);
       break;
     default:
       tasks.noteUpstreamStatus(record.taskId, upstream.statusMessage);
@@ -151,17 +174,21 @@ export async function getToolTaskResult(
   signal?: AbortSignal,
 ): Promise<CallToolResult> {
   const record = lookup(ctx, taskId);
-  if (record.upstreamTaskId !== undefined && (record.status === "working" || (record.status === "completed" && !record.result))) {
+  // Upstream tasks: whatever the upstream returns for its task (result or JSON-RPC error) is the answer.
+  if (record.upstreamTaskId !== undefined && (record.status === "working" || record.resultUpstream === true)) {
     const conn = await connect(record.server);
-    const remaining = Math.max(1, record.expiresAt - ctx.clock.now());
+    const timeoutMs = record.status === "working" ? Math.max(1, record.expiresAt - ctx.clock.now()) : ctx.settings.upstream.requestTimeoutMs;
     let result: CallToolResult;
     try {
-      result = await conn.getTaskResult(record.upstreamTaskId, { signal, timeoutMs: remaining });
+      result = await conn.getTaskResult(record.upstreamTaskId, { signal, timeoutMs });
     } catch (err) {
-      if (!signal?.aborted) ctx.tasks.fail(taskId, `upstream '${record.server}': ${errorMessage(err)}`, rpcErrorOf(err));
+      if (!signal?.aborted) {
+        if (isUpstreamAnswer(err)) ctx.tasks.endUpstream(taskId, "failed", errorMessage(err));
+        else ctx.tasks.fail(taskId, `upstream '${record.server}': ${errorMessage(err)}`);
+      }
       throw err;
     }
-    ctx.tasks.complete(taskId);
+    ctx.tasks.endUpstream(taskId, result.isError === true ? "failed" : "completed");
     return withRelatedTask(result, taskId);
   }
   const done = await ctx.tasks.waitForTerminal(taskId, Math.max(0, record.expiresAt - ctx.clock.now()) + 1, signal);
@@ -193,14 +220,14 @@ export function cancelToolTask(ctx: NativeTaskContext, taskId: string): Task {
  * the client like any other. The client's cancel cancels the upstream task.
  */
 export async function runUpstreamTaskToEnd(
-  ctx: Pick<NativeTaskContext, "settings" | "clock">,
+  ctx: Pick<NativeTaskContext, "settings" | "clock" | "track">,
   conn: UpstreamConnection,
   call: ToolCallParams,
   o: { signal?: AbortSignal | undefined; timeoutMs: number; onprogress?: ProgressCallback | undefined },
 ): Promise<CallToolResult> {
   const ttlMs = Math.min(o.timeoutMs, ctx.settings.tasks.maxTtlMs);
-  const task = await conn.callToolAsTask(call, ttlMs, o.signal);
-  const onAbort = () => void cancelUpstream(ctx.settings, conn, task.taskId);
+  const task = await conn.callToolAsTask(call, ttlMs, { signal: o.signal });
+  const onAbort = () => (ctx.track ?? noTrack)(cancelUpstream(ctx.settings, conn, task.taskId));
   o.signal?.addEventListener("abort", onAbort, { once: true });
   const stopKeepAlive = o.onprogress ? keepAlive(ctx.clock, conn, task, o.onprogress) : () => undefined;
   try {
@@ -215,27 +242,34 @@ export async function runUpstreamTaskToEnd(
   }
 }
 
-/** Polls the upstream task and reports each status as a progress step until stopped. */
+/** Polls the upstream task and reports each status as a progress step until stopped (a failed poll just waits for the next). */
 function keepAlive(clock: Clock, conn: UpstreamConnection, task: Task, onprogress: ProgressCallback): () => void {
   let stopped = false;
   let step = 0;
   let timer: ReturnType<Clock["setTimeout"]> | undefined;
-  const interval = task.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
+  const every = (ms: number | undefined) => Math.max(MIN_POLL_INTERVAL_MS, ms ?? DEFAULT_POLL_INTERVAL_MS);
+  const next = (ms: number | undefined) => {
+    if (!stopped && conn.status === "connected") timer = clock.setTimeout(tick, every(ms));
+  };
   const tick = () => {
     conn.getTask(task.taskId).then(
       (t) => {
         if (stopped) return;
-        onprogress({ progress: ++step, ...(t.statusMessage ? { message: `${t.status}: ${t.statusMessage}` } : { message: t.status }) });
-        if (t.status === "working" || t.status === "input_required") timer = clock.setTimeout(tick, t.pollInterval ?? interval);
+        onprogress({ progress: ++step, message: t.statusMessage ? `${t.status}: ${t.statusMessage}` : t.status });
+        if (t.status === "working" || t.status === "input_required") next(t.pollInterval ?? task.pollInterval);
       },
-      () => undefined,
+      () => next(task.pollInterval),
     );
   };
-  timer = clock.setTimeout(tick, interval);
+  next(task.pollInterval);
   return () => {
     stopped = true;
     clock.clearTimeout(timer);
   };
+}
+
+function noTrack(work: Promise<unknown>): void {
+  void work;
 }
 
 function lookup(ctx: NativeTaskContext, taskId: string): ProxyTaskRecord {
@@ -244,6 +278,11 @@ function lookup(ctx: NativeTaskContext, taskId: string): ProxyTaskRecord {
   } catch {
     throw new McpError(ErrorCode.InvalidParams, `Task not found: ${taskId}`);
   }
+}
+
+/** A JSON-RPC error the upstream itself answered (not a timeout or a dropped connection). */
+function isUpstreamAnswer(err: unknown): boolean {
+  return err instanceof McpError && err.code !== ErrorCode.ConnectionClosed && err.code !== ErrorCode.RequestTimeout;
 }
 
 /** Keeps an upstream JSON-RPC error so tasks/result can return it unchanged. */

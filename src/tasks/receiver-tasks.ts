@@ -24,6 +24,8 @@ export interface ReceiverTaskOptions {
   /** TTL when the upstream asks for none, and the cap on what it asks. */
   defaultTtlMs: number;
   maxTtlMs: number;
+  /** Live receiver tasks this upstream may hold at once (beyond it, the request is refused). */
+  maxLive?: number | undefined;
 }
 
 interface Runtime {
@@ -46,6 +48,10 @@ export class ReceiverTaskStore implements TaskStore {
   }
 
   async createTask(params: CreateTaskOptions, _requestId: RequestId, request: Request): Promise<Task> {
+    const max = this.o.maxLive ?? 100;
+    if (this.runtime.size >= max) {
+      throw new McpError(ErrorCode.InvalidRequest, `this client already holds ${max} tasks for '${this.o.server}'; wait for some to end`);
+    }
     const now = this.o.clock.now();
     const ttlMs = Math.min(params.ttl ?? this.o.defaultTtlMs, this.o.maxTtlMs);
     const record: ProxyTaskRecord = {
@@ -55,9 +61,9 @@ export class ReceiverTaskStore implements TaskStore {
       server: this.o.server,
       toolName: request.method,
       toolArgs: {},
-      // The request waits for the downstream client (a person or its model) from the start.
-      status: "input_required",
-      statusMessage: "waiting for the client to answer",
+      // Tasks start `working` (spec); `input_required` would mean the gateway needs input from the upstream.
+      status: "working",
+      statusMessage: "waiting for the gateway's client to answer",
       createdAt: now,
       lastUpdatedAt: now,
       ttlMs,

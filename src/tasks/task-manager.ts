@@ -26,6 +26,10 @@ export interface TaskManagerOptions {
   completedRetentionMs: number;
   /** Working tasks plus not-yet-promoted calls. @default 100 */
   maxTasksPerSession: number;
+  /** Ended tasks kept per session; the oldest go first. @default 200 */
+  maxRetainedPerSession?: number;
+  /** Bytes of results kept per session; the oldest ended tasks go first. @default 64 MiB */
+  maxRetainedResultBytes?: number;
 }
 
 export interface CreateTaskInput {
@@ -154,13 +158,24 @@ export class TaskManager {
     });
   }
 
-  /** `result` is absent for upstream tasks: it stays upstream until the client asks for it. */
-  complete(taskId: string, result?: Record<string, unknown>): boolean {
-    return this.finish(taskId, "completed", result ? { result } : {}, "task_completed", { isError: result?.isError === true });
+  complete(taskId: string, result: Record<string, unknown>): boolean {
+    const resultBytes = Buffer.byteLength(JSON.stringify(result));
+    return this.finish(taskId, "completed", { result, resultBytes }, "task_completed", { isError: result.isError === true });
   }
 
   fail(taskId: string, error: string, rpcError?: RpcErrorRecord): boolean {
     return this.finish(taskId, "failed", { error, statusMessage: error, ...(rpcError ? { rpcError } : {}) }, "task_failed", { error });
+  }
+
+  /**
+   * An upstream task ended upstream: its result (or error) stays there until
+   * the client asks for it with tasks/result.
+   */
+  endUpstream(taskId: string, status: "completed" | "failed" | "cancelled", statusMessage?: string): boolean {
+    const message = statusMessage ? { statusMessage } : {};
+    if (status === "completed") return this.finish(taskId, "completed", { resultUpstream: true, ...message }, "task_completed", {});
+    const error = `the upstream task ${status}${statusMessage ? `: ${statusMessage}` : ""}`;
+    return this.finish(taskId, "failed", { resultUpstream: true, error, statusMessage: error }, "task_failed", { error });
   }
 
   /** Records what the upstream last said about an upstream task that is still running. */
@@ -258,11 +273,32 @@ export class TaskManager {
     this.clock.clearTimeout(rt.ttlTimer);
     delete rt.ttlTimer;
     delete rt.abort;
-    rt.retentionTimer = this.clock.setTimeout(() => this.forget(taskId), this.options.completedRetentionMs);
+    // Kept for the retention period, and never deleted before its TTL (counted from creation) is over.
+    const keepMs = Math.max(this.options.completedRetentionMs, record.createdAt + record.ttlMs - this.clock.now());
+    rt.retentionTimer = this.clock.setTimeout(() => this.forget(taskId), keepMs);
     this.events.add(eventType, record.server, { taskId, toolName: record.toolName, ...eventData });
     for (const w of [...rt.waiters]) w({ ...updated });
     this.onStatusChange?.({ ...updated });
+    this.enforceRetentionBounds();
     return true;
+  }
+
+  /** Deletes the oldest ended tasks while the session keeps too many, or too many result bytes. */
+  private enforceRetentionBounds(): void {
+    const maxCount = this.options.maxRetainedPerSession ?? 200;
+    const maxBytes = this.options.maxRetainedResultBytes ?? 64 * 1024 * 1024;
+    const ended = this.store
+      .listBySession(this.sessionId)
+      .filter((r) => isToolTask(r) && r.status !== "working")
+      .sort((a, b) => a.lastUpdatedAt - b.lastUpdatedAt);
+    let bytes = ended.reduce((n, r) => n + (r.resultBytes ?? 0), 0);
+    let count = ended.length;
+    for (const r of ended) {
+      if (count <= maxCount && bytes <= maxBytes) break;
+      this.forget(r.taskId);
+      count--;
+      bytes -= r.resultBytes ?? 0;
+    }
   }
 
   private forget(taskId: string): void {

@@ -37,9 +37,31 @@ export class ChildProcessLimiter {
   }
 }
 
+/** A process as seen once: its pid and start time (so a reused pid is never signalled). */
+export interface ProcessRef {
+  pid: number;
+  start: string;
+}
+
+/** Fields of /proc/<pid>/stat after the command name (which may hold spaces). */
+function statFields(pid: number): string[] | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  } catch {
+    return undefined;
+  }
+}
+
+/** The process `pid` as it is now, if it exists ([1] is the parent pid, [19] the start time). */
+export function processRef(pid: number): ProcessRef | undefined {
+  const f = statFields(pid);
+  return f?.[19] === undefined ? undefined : { pid, start: f[19] };
+}
+
 /** Every descendant of `pid` (children first), read from /proc; [] where /proc is absent. */
-export function descendantsOf(pid: number): number[] {
-  const parents = new Map<number, number[]>();
+export function descendantsOf(pid: number): ProcessRef[] {
+  const children = new Map<number, ProcessRef[]>();
   let entries: string[];
   try {
     entries = readdirSync("/proc");
@@ -48,38 +70,35 @@ export function descendantsOf(pid: number): number[] {
   }
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
-    try {
-      // Field 4 of /proc/<pid>/stat is the parent pid; the command name (field 2) may hold spaces, so parse after its ')'.
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      const list = parents.get(ppid) ?? [];
-      list.push(Number(entry));
-      parents.set(ppid, list);
-    } catch {
-      /* the process ended while we looked */
-    }
+    const f = statFields(Number(entry));
+    if (!f || f[1] === undefined || f[19] === undefined) continue; // ended while we looked
+    const ppid = Number(f[1]);
+    const list = children.get(ppid) ?? [];
+    list.push({ pid: Number(entry), start: f[19] });
+    children.set(ppid, list);
   }
-  const out: number[] = [];
+  const out: ProcessRef[] = [];
   const walk = (p: number) => {
-    for (const child of parents.get(p) ?? []) {
+    for (const child of children.get(p) ?? []) {
       out.push(child);
-      walk(child);
+      walk(child.pid);
     }
   };
   walk(pid);
   return out;
 }
 
-/** SIGTERM to each pid still alive, SIGKILL after `graceMs` to any that ignored it. */
-export function reap(pids: number[], graceMs = 2000): void {
-  const alive = pids.filter((p) => signal(p, "SIGTERM"));
+/** SIGTERM to each process still alive (same pid and start time), SIGKILL after `graceMs` to any that ignored it. */
+export function reap(processes: ProcessRef[], graceMs = 2000): void {
+  const alive = processes.filter((p) => signal(p, "SIGTERM"));
   if (!alive.length) return;
   setTimeout(() => alive.forEach((p) => signal(p, "SIGKILL")), graceMs).unref();
 }
 
-function signal(pid: number, sig: NodeJS.Signals): boolean {
+function signal(p: ProcessRef, sig: NodeJS.Signals): boolean {
+  if (processRef(p.pid)?.start !== p.start) return false; // gone, or the pid now belongs to another process
   try {
-    process.kill(pid, sig);
+    process.kill(p.pid, sig);
     return true;
   } catch {
     return false;

@@ -37,7 +37,7 @@ import type { ProgressCallback, RequestHandlerExtra } from "@modelcontextprotoco
 import { createHash } from "node:crypto";
 import type { Logger } from "../logging.js";
 import { isStdioConfig, type ServerConfig } from "../config/schema.js";
-import { descendantsOf, reap, type ChildProcessLimiter } from "./children.js";
+import { descendantsOf, processRef, reap, type ChildProcessLimiter } from "./children.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { dispatchProgressInOrder } from "./ordered-progress.js";
 import type { CreatedTransport, TransportFactory } from "./transports.js";
@@ -220,9 +220,10 @@ export class UpstreamConnection {
   /** Closes the SDK client, then reaps what is left of the child's process tree. */
   private async closeClient(client: Client): Promise<void> {
     const pid = this.pid;
-    const tree = pid === null ? [] : descendantsOf(pid);
+    const self = pid === null ? undefined : processRef(pid);
+    const tree = self ? [self, ...descendantsOf(self.pid)] : [];
     await client.close().catch(() => undefined);
-    if (pid !== null) reap([pid, ...tree]);
+    reap(tree);
     this.releaseChild?.();
   }
 
@@ -300,17 +301,18 @@ export class UpstreamConnection {
   async callToolAsTask(
     params: { name: string; arguments?: Record<string, unknown> | undefined; _meta?: Record<string, unknown> | undefined },
     ttlMs: number,
-    signal?: AbortSignal,
+    opts: { signal?: AbortSignal | undefined; onprogress?: ProgressCallback | undefined } = {},
   ): Promise<Task> {
     const result = await this.live().request({ method: "tools/call", params }, CreateTaskResultSchema, {
       task: { ttl: ttlMs },
       ...this.requestOptions,
-      ...(signal ? { signal } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+      ...(opts.onprogress ? { onprogress: opts.onprogress } : {}),
     });
     return result.task;
   }
 
-  getTask(taskId: string, signal?: AbortSignal): Promise<Task> {
+  async getTask(taskId: string, signal?: AbortSignal): Promise<Task> {
     return this.live().request({ method: "tasks/get", params: { taskId } }, GetTaskResultSchema, {
       ...this.requestOptions,
       ...(signal ? { signal } : {}),
@@ -318,14 +320,14 @@ export class UpstreamConnection {
   }
 
   /** Blocks until the upstream task ends; queued elicitations/sampling arrive meanwhile. */
-  getTaskResult(taskId: string, opts: { signal?: AbortSignal | undefined; timeoutMs: number }): Promise<CallToolResult> {
-    return this.live().request({ method: "tasks/result", params: { taskId } }, CallToolResultSchema, {
+  async getTaskResult(taskId: string, opts: { signal?: AbortSignal | undefined; timeoutMs: number }): Promise<CallToolResult> {
+    return (await this.live().request({ method: "tasks/result", params: { taskId } }, CallToolResultSchema, {
       timeout: opts.timeoutMs,
       ...(opts.signal ? { signal: opts.signal } : {}),
-    }) as Promise<CallToolResult>;
+    })) as CallToolResult;
   }
 
-  cancelTask(taskId: string, timeoutMs: number): Promise<unknown> {
+  async cancelTask(taskId: string, timeoutMs: number): Promise<unknown> {
     return this.live().request({ method: "tasks/cancel", params: { taskId } }, CancelTaskResultSchema, { timeout: timeoutMs });
   }
 
@@ -388,11 +390,11 @@ export class UpstreamConnection {
     return items;
   }
 
-  readResource(uri: string) {
+  async readResource(uri: string) {
     return this.live().readResource({ uri }, this.requestOptions);
   }
 
-  getPrompt(name: string, args: Record<string, string> | undefined) {
+  async getPrompt(name: string, args: Record<string, string> | undefined) {
     return this.live().getPrompt({ name, ...(args ? { arguments: args } : {}) }, this.requestOptions);
   }
 

@@ -319,7 +319,7 @@ describe("receiver tasks: the upstream's task-augmented sampling and elicitation
     assert.match(JSON.stringify(sampling.messages), /queued prompt/);
     const receivers = store.listBySession(p.sessionId).filter((r) => r.kind === "receiver");
     assert.equal(receivers.length, 2, "both requests are receiver tasks while they wait");
-    assert.ok(receivers.every((r) => r.status === "input_required"));
+    assert.ok(receivers.every((r) => r.status === "working"), "receiver tasks start working (the spec's initial status)");
     const r1 = await call(meta, "respond_to_elicitation", { request_id: elicitation.requestId, action: "accept", content: { name: "Queued Ann" } });
     assert.notEqual(r1.isError, true, text(r1));
     const r2 = await call(meta, "respond_to_sampling", { request_id: sampling.requestId, text: "sampled via the queue" });

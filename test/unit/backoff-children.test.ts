@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { backoffDelay } from "../../src/upstream/backoff.js";
-import { ChildProcessLimiter, descendantsOf } from "../../src/upstream/children.js";
+import { ChildProcessLimiter, descendantsOf, processRef, reap } from "../../src/upstream/children.js";
 
 const policy = { initialDelayMs: 500, maxDelayMs: 30_000, jitter: 0.3 };
 
@@ -35,14 +35,31 @@ test("descendantsOf finds children and grandchildren of a process", async () => 
   try {
     await new Promise<void>((resolve) => parent.stdout.once("data", () => resolve()));
     const tree = descendantsOf(parent.pid!);
-    assert.equal(tree.length, 2, `child and grandchild: ${tree.join(",")}`);
+    assert.equal(tree.length, 2, `child and grandchild: ${tree.map((p) => p.pid).join(",")}`);
+    assert.ok(tree.every((p) => p.start.length > 0), "each with its start time");
   } finally {
-    for (const pid of [...descendantsOf(parent.pid!), parent.pid!]) {
+    for (const pid of [...descendantsOf(parent.pid!).map((p) => p.pid), parent.pid!]) {
       try {
         process.kill(pid, "SIGKILL");
       } catch {
         /* gone */
       }
     }
+  }
+});
+
+test("reap signals a process only while its pid still names the process that was seen (no reused pids)", async () => {
+  const sleeper = spawn(process.execPath, ["-e", "setInterval(() => {}, 1e6)"], { stdio: "ignore" });
+  const exited = new Promise<NodeJS.Signals | null>((resolve) => sleeper.once("exit", (_code, sig) => resolve(sig)));
+  try {
+    const seen = processRef(sleeper.pid!);
+    assert.ok(seen, "the sleeper is visible in /proc");
+    reap([{ pid: seen.pid, start: `${seen.start}0` }]);
+    await new Promise((r) => setTimeout(r, 200));
+    assert.ok(processRef(sleeper.pid!), "a different start time: not signalled");
+    reap([seen]);
+    assert.equal(await exited, "SIGTERM");
+  } finally {
+    sleeper.kill("SIGKILL");
   }
 });

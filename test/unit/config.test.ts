@@ -35,6 +35,8 @@ describe("parseConfig: defaults", () => {
       cleanupIntervalMs: 60_000,
       completedRetentionMs: 300_000,
       maxTasksPerSession: 100,
+      maxRetainedPerSession: 200,
+      maxRetainedResultBytes: 64 * 1024 * 1024,
       upstreamCancelTimeoutMs: 5_000,
     });
     assert.equal(g.pendingRequests.timeoutMs, 600_000);

@@ -15,11 +15,11 @@ function setup() {
 
 const elicit = { method: "elicitation/create", params: {} };
 
-test("a receiver task starts input_required, completes with its result, and is freed at its TTL", async () => {
+test("a receiver task starts working, completes with its result, and is freed at its TTL", async () => {
   const { clock, store, make } = setup();
   const tasks = make("s1", "up");
   const task = await tasks.createTask({ ttl: 5000 }, 1, elicit);
-  assert.equal(task.status, "input_required");
+  assert.equal(task.status, "working");
   assert.equal(task.ttl, 5000);
   await tasks.storeTaskResult(task.taskId, "completed", { action: "decline" });
   const done = await tasks.getTask(task.taskId);

@@ -39,7 +39,13 @@ export function honouredTool(tool: Tool): Tool {
 }
 
 export function nativeContext(h: HandlerContext): NativeTaskContext {
-  return { tasks: h.session.tasks, settings: h.gateway.settings, clock: h.gateway.clock, track: (work) => h.session.trackCleanup(work) };
+  return {
+    tasks: h.session.tasks,
+    settings: h.gateway.settings,
+    clock: h.gateway.clock,
+    track: (work) => h.session.trackCleanup(work),
+    progress: (progressToken, p) => h.session.bridge?.notify("", "notifications/progress", { ...p, progressToken }),
+  };
 }
 
 /**

@@ -50,7 +50,7 @@ export const getTaskResult = defineTool({
   },
   async run({ session, gateway }, { task_id, timeout_ms }, extra) {
     const current = session.tasks.get(task_id);
-    if (current.upstreamTaskId !== undefined && (current.status === "working" || current.status === "completed")) {
+    if (current.upstreamTaskId !== undefined && (current.status === "working" || current.resultUpstream === true)) {
       // An upstream task (created through the transparent face): its result is fetched from the upstream now.
       const ctx = { tasks: session.tasks, settings: gateway.settings, clock: gateway.clock };
       return getToolTaskResult(ctx, task_id, (server) => session.connection(server), extra.signal);

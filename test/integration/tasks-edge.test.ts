@@ -1,0 +1,109 @@
+/**
+ * Task behaviours found in review (regressions): an upstream task that fails
+ * returns the upstream's own result; task-related upstream notifications
+ * carry the gateway's id; an isError result is a failed task; progress keeps
+ * flowing under the client's token after CreateTaskResult; ended tasks live
+ * at least their TTL, and per-session retention is bounded; a connection
+ * closing under an emulated call never crashes the gateway.
+ */
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import path from "node:path";
+import { CreateTaskResultSchema, RELATED_TASK_META_KEY, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { call, connectClient, everythingStdio, FIXTURES, ROOT, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
+import { connectFace, getTask, pollTask, RecordingTaskStore, rpcError, startTask, taskResult, waitFor, withoutMeta, type Peer } from "../helpers/tasks.js";
+
+const taskServer = { command: process.execPath, args: ["--import", "tsx", path.join(FIXTURES, "task-server.ts")], cwd: ROOT };
+const gateways: TestGateway[] = [];
+const peers: Peer[] = [];
+after(async () => {
+  await Promise.allSettled(peers.map((p) => p.close()));
+  await Promise.allSettled(gateways.map((g) => g.close()));
+});
+
+async function gateway(raw: Parameters<typeof startGateway>[0], store = new RecordingTaskStore()): Promise<{ gw: TestGateway; store: RecordingTaskStore }> {
+  const gw = await startGateway(raw, { taskStore: store });
+  gateways.push(gw);
+  return { gw, store };
+}
+
+async function face(gw: TestGateway, server: string): Promise<Peer> {
+  const peer = await connectFace(gw.url.replace(/\/mcp$/, `/servers/${server}/mcp`));
+  peers.push(peer);
+  return peer;
+}
+
+test("an upstream task that fails: tasks/get says failed, tasks/result returns the upstream's own result under the gateway's id", async () => {
+  const { gw } = await gateway({ mcpServers: { tasks: taskServer } });
+  const peer = await face(gw, "tasks");
+  const task = await startTask(peer.client, "fail-task", { ms: 200 });
+  await pollTask(peer.client, task.taskId, (t) => t.status === "failed", "failed");
+  const result = await taskResult(peer.client, task.taskId);
+  assert.deepEqual(withoutMeta(result), { isError: true, content: [{ type: "text", text: "disk full (the upstream's own error)" }] });
+  assert.deepEqual(result._meta?.[RELATED_TASK_META_KEY], { taskId: task.taskId });
+});
+
+test("a task-related upstream notification names the gateway's task id, never the upstream's", async () => {
+  const { gw, store } = await gateway({ mcpServers: { tasks: taskServer } });
+  const peer = await face(gw, "tasks");
+  const task = await startTask(peer.client, "log-task", {});
+  await taskResult(peer.client, task.taskId);
+  const log = await waitFor(() => peer.received.find((m) => m.method === "notifications/message"), "the task's log message");
+  assert.deepEqual(log.params._meta[RELATED_TASK_META_KEY], { taskId: task.taskId });
+  for (const upstreamId of store.upstreamIds) {
+    assert.ok(!peer.received.some((m) => JSON.stringify(m).includes(upstreamId)), "the upstream task id reached the client");
+  }
+});
+
+test("gateway-owned tasks: an isError result is a failed task (result kept); progress goes on under the client's token", async () => {
+  const { gw } = await gateway({ mcpServers: { everything: everythingStdio() } });
+  const peer = await face(gw, "everything");
+  const bad = await startTask(peer.client, "get-sum", { a: "not a number" });
+  await pollTask(peer.client, bad.taskId, (t) => t.status === "failed", "failed");
+  const result = await taskResult(peer.client, bad.taskId);
+  assert.equal(result.isError, true, "tasks/result still returns the tool's result");
+
+  const created = await peer.client.request(
+    { method: "tools/call", params: { name: "trigger-long-running-operation", arguments: { duration: 1, steps: 4 }, _meta: { progressToken: "tok-7" } } },
+    CreateTaskResultSchema,
+    { task: { ttl: 60_000 }, timeout: 60_000 },
+  );
+  await taskResult(peer.client, created.task.taskId);
+  await waitFor(() => (progressFor(peer, "tok-7").length >= 4 ? true : undefined), "4 progress notifications under tok-7");
+});
+
+function progressFor(peer: Peer, token: string): Array<Record<string, unknown>> {
+  return peer.received.filter((m) => m.method === "notifications/progress" && m.params?.progressToken === token).map((m) => m.params);
+}
+
+test("an ended task lives at least its TTL; each session keeps a bounded number of ended tasks", async () => {
+  const { gw } = await gateway({ mcpServers: { everything: everythingStdio() }, gateway: { tasks: { completedRetentionMs: 200, maxRetainedPerSession: 2 } } });
+  const peer = await face(gw, "everything");
+  const ids: string[] = [];
+  for (const n of [1, 2, 3]) {
+    const t = await startTask(peer.client, "echo", { message: `m${n}` }, 60_000);
+    await taskResult(peer.client, t.taskId);
+    ids.push(t.taskId);
+  }
+  await new Promise((r) => setTimeout(r, 600)); // longer than completedRetentionMs, far shorter than the TTL
+  assert.equal((await getTask(peer.client, ids[2]!)).status, "completed", "kept until its TTL, not just the retention period");
+  assert.equal((await getTask(peer.client, ids[1]!)).status, "completed");
+  const evicted = await rpcError(getTask(peer.client, ids[0]!));
+  assert.match(evicted.message, /not found/i, "the oldest ended task went first (maxRetainedPerSession: 2)");
+});
+
+test("a server removed while an emulated task-only call polls it: the call fails cleanly, the gateway keeps serving", async () => {
+  const { gw } = await gateway({ mcpServers: { everything: everythingStdio() } });
+  const a = await connectClient(gw.url);
+  const b = await connectClient(gw.url);
+  await waitConnected(a, "everything");
+  const running = call(a, "execute_tool", { server: "everything", tool: "simulate-research-query", args: { topic: "x" }, timeout_ms: 60_000 });
+  await new Promise((r) => setTimeout(r, 300));
+  await call(b, "remove_server", { name: "everything" });
+  const failed = (await running) as CallToolResult;
+  assert.equal(failed.isError, true);
+  await new Promise((r) => setTimeout(r, 2500)); // past the keep-alive poll interval while the connection closes
+  const servers = await call(a, "list_servers");
+  assert.notEqual(servers.isError, true, "the gateway still answers");
+  await Promise.allSettled([a.close(), b.close()]);
+});
