@@ -19,6 +19,11 @@ export interface DownstreamBridge {
   serves(server: string): boolean;
   /** The aggregate face: its lists change when servers are added or removed. */
   readonly aggregate: boolean;
+  /**
+   * Whether the client is initialized, waiting up to `timeoutMs` (upstreams
+   * may ask before it is). Requests go to the client only once it is.
+   */
+  whenInitialized(signal: AbortSignal, timeoutMs: number): Promise<boolean>;
   elicit(server: string, params: ElicitRequest["params"], signal: AbortSignal): Promise<ElicitResult>;
   sample(server: string, params: CreateMessageRequest["params"], signal: AbortSignal): Promise<CreateMessageResult>;
   listRoots(signal: AbortSignal): Promise<ListRootsResult>;

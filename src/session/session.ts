@@ -37,6 +37,9 @@ export interface SessionDeps {
   random?: (() => number) | undefined;
 }
 
+/** How long a server→client request waits for a connecting client to send `initialized`. */
+const CLIENT_INITIALIZE_WAIT_MS = 10_000;
+
 export interface ConnectionView {
   status: ConnectionStatus | "not_connected";
   connectedAt?: number;
@@ -77,7 +80,10 @@ export class Session {
     this.buffers = new BufferManager(settings.buffers, this.events, clock);
     this.pending = new PendingRequests(settings.pendingRequests, this.events, clock, newId);
     this.tasks = new TaskManager(id, settings.tasks, deps.taskStore, this.events, clock, newId);
-    this.tasks.onStatusChange = (record) => this.bridge?.notify(record.server, "notifications/tasks/status", toMcpTask(record));
+    this.tasks.onStatusChange = (record) => {
+      this.bridge?.notify(record.server, "notifications/tasks/status", toMcpTask(record));
+      if (record.upstreamTaskId !== undefined) this.connections.get(record.server)?.releaseTaskProgress(record.upstreamTaskId);
+    };
     this.reconnections = new Reconnections({
       settings,
       clock,
@@ -221,6 +227,17 @@ export class Session {
     return this.bridge?.serves(server) ? this.bridge : undefined;
   }
 
+  /**
+   * The bridge for a server→client request: upstreams may ask before the
+   * client has sent `initialized`; wait a while for it, then use the pending
+   * queue (a client that never initializes must not hold upstream requests).
+   */
+  private async initializedBridgeFor(server: string, signal: AbortSignal): Promise<DownstreamBridge | undefined> {
+    const bridge = this.bridgeFor(server);
+    if (!bridge) return undefined;
+    return (await bridge.whenInitialized(signal, CLIENT_INITIALIZE_WAIT_MS)) ? bridge : undefined;
+  }
+
   /** A server was added or removed: the aggregate face's lists changed. */
   serverSetChanged(): void {
     if (!this.bridge?.aggregate) return;
@@ -238,21 +255,21 @@ export class Session {
    */
   private handlersFor(server: string): UpstreamHandlers {
     return {
-      onElicit: (upstreamParams, signal) => {
+      onElicit: async (upstreamParams, signal) => {
         const params = this.relate(server, upstreamParams);
         const mode = (params as { mode?: string }).mode ?? "form";
-        const bridge = this.bridgeFor(server);
+        const bridge = await this.initializedBridgeFor(server, signal);
         if (bridge && canElicit(bridge.clientCapabilities, mode)) return bridge.elicit(server, params, signal);
         return this.pending.add("elicitation", server, params, signal);
       },
-      onSample: (upstreamParams, signal) => {
+      onSample: async (upstreamParams, signal) => {
         const params = this.relate(server, upstreamParams);
-        const bridge = this.bridgeFor(server);
+        const bridge = await this.initializedBridgeFor(server, signal);
         if (bridge?.clientCapabilities.sampling) return bridge.sample(server, params, signal);
         return this.pending.add("sampling", server, params, signal);
       },
       onListRoots: async (signal) => {
-        const bridge = this.bridgeFor(server);
+        const bridge = await this.initializedBridgeFor(server, signal);
         if (bridge?.clientCapabilities.roots) return bridge.listRoots(signal);
         return { roots: [] };
       },

@@ -61,6 +61,8 @@ export async function startToolTask(ctx: NativeTaskContext, conn: UpstreamConnec
   const token = params._meta?.progressToken;
   let taskId: string | undefined;
   const onprogress: ProgressCallback = (p) => {
+    // Progress tokens are only valid while their operation runs: nothing is sent once the task has ended.
+    if (taskId !== undefined && !isWorking(ctx.tasks, taskId)) return;
     if (taskId !== undefined) ctx.tasks.setProgress(taskId, p);
     if (token !== undefined) ctx.progress?.(token, p);
   };
@@ -226,10 +228,21 @@ export async function runUpstreamTaskToEnd(
   o: { signal?: AbortSignal | undefined; timeoutMs: number; onprogress?: ProgressCallback | undefined },
 ): Promise<CallToolResult> {
   const ttlMs = Math.min(o.timeoutMs, ctx.settings.tasks.maxTtlMs);
-  const task = await conn.callToolAsTask(call, ttlMs, { signal: o.signal });
+  // One increasing step counter for the upstream's own progress and the keep-alives (the client's
+  // token never goes upstream: the call carries the gateway's).
+  let step = 0;
+  let running = true;
+  const report = o.onprogress;
+  const progress = (message: string | undefined) => {
+    if (running) report?.({ progress: ++step, ...(message ? { message } : {}) });
+  };
+  const task = await conn.callToolAsTask(call, ttlMs, {
+    signal: o.signal,
+    onprogress: (p) => progress(p.message ?? `${p.progress}${p.total !== undefined ? `/${p.total}` : ""}`),
+  });
   const onAbort = () => (ctx.track ?? noTrack)(cancelUpstream(ctx.settings, conn, task.taskId));
   o.signal?.addEventListener("abort", onAbort, { once: true });
-  const stopKeepAlive = o.onprogress ? keepAlive(ctx.clock, conn, task, o.onprogress) : () => undefined;
+  const stopKeepAlive = report ? keepAlive(ctx.clock, conn, task, (t) => progress(t.statusMessage ? `${t.status}: ${t.statusMessage}` : t.status)) : () => undefined;
   try {
     const result = await conn.getTaskResult(task.taskId, { signal: o.signal, timeoutMs: ttlMs });
     const { _meta, ...rest } = result;
@@ -237,15 +250,16 @@ export async function runUpstreamTaskToEnd(
     if (relatedTaskId(meta) !== undefined) delete meta["io.modelcontextprotocol/related-task"];
     return Object.keys(meta).length ? { ...rest, _meta: meta } : rest;
   } finally {
+    running = false;
     stopKeepAlive();
+    conn.releaseTaskProgress(task.taskId);
     o.signal?.removeEventListener("abort", onAbort);
   }
 }
 
-/** Polls the upstream task and reports each status as a progress step until stopped (a failed poll just waits for the next). */
-function keepAlive(clock: Clock, conn: UpstreamConnection, task: Task, onprogress: ProgressCallback): () => void {
+/** Polls the upstream task and reports each status until stopped (a failed poll just waits for the next). */
+function keepAlive(clock: Clock, conn: UpstreamConnection, task: Task, onstatus: (t: Task) => void): () => void {
   let stopped = false;
-  let step = 0;
   let timer: ReturnType<Clock["setTimeout"]> | undefined;
   const every = (ms: number | undefined) => Math.max(MIN_POLL_INTERVAL_MS, ms ?? DEFAULT_POLL_INTERVAL_MS);
   const next = (ms: number | undefined) => {
@@ -255,7 +269,7 @@ function keepAlive(clock: Clock, conn: UpstreamConnection, task: Task, onprogres
     conn.getTask(task.taskId).then(
       (t) => {
         if (stopped) return;
-        onprogress({ progress: ++step, message: t.statusMessage ? `${t.status}: ${t.statusMessage}` : t.status });
+        onstatus(t);
         if (t.status === "working" || t.status === "input_required") next(t.pollInterval ?? task.pollInterval);
       },
       () => next(task.pollInterval),
@@ -266,6 +280,14 @@ function keepAlive(clock: Clock, conn: UpstreamConnection, task: Task, onprogres
     stopped = true;
     clock.clearTimeout(timer);
   };
+}
+
+function isWorking(tasks: TaskManager, taskId: string): boolean {
+  try {
+    return tasks.get(taskId).status === "working";
+  } catch {
+    return false;
+  }
 }
 
 function noTrack(work: Promise<unknown>): void {

@@ -49,7 +49,11 @@ export class ReceiverTaskStore implements TaskStore {
 
   async createTask(params: CreateTaskOptions, _requestId: RequestId, request: Request): Promise<Task> {
     const max = this.o.maxLive ?? 100;
-    if (this.runtime.size >= max) {
+    const live = [...this.runtime.keys()].filter((id) => {
+      const r = this.o.store.get(id);
+      return r !== undefined && !isDone(r);
+    }).length;
+    if (live >= max) {
       throw new McpError(ErrorCode.InvalidRequest, `this client already holds ${max} tasks for '${this.o.server}'; wait for some to end`);
     }
     const now = this.o.clock.now();

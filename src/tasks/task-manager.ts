@@ -279,12 +279,16 @@ export class TaskManager {
     this.events.add(eventType, record.server, { taskId, toolName: record.toolName, ...eventData });
     for (const w of [...rt.waiters]) w({ ...updated });
     this.onStatusChange?.({ ...updated });
-    this.enforceRetentionBounds();
+    this.enforceRetentionBounds(taskId);
     return true;
   }
 
-  /** Deletes the oldest ended tasks while the session keeps too many, or too many result bytes. */
-  private enforceRetentionBounds(): void {
+  /**
+   * Deletes the oldest ended tasks while the session keeps too many, or too
+   * many result bytes. The task that just ended is never deleted for its
+   * own size: its client may be about to ask for the result.
+   */
+  private enforceRetentionBounds(justEnded: string): void {
     const maxCount = this.options.maxRetainedPerSession ?? 200;
     const maxBytes = this.options.maxRetainedResultBytes ?? 64 * 1024 * 1024;
     const ended = this.store
@@ -295,6 +299,7 @@ export class TaskManager {
     let count = ended.length;
     for (const r of ended) {
       if (count <= maxCount && bytes <= maxBytes) break;
+      if (r.taskId === justEnded) continue;
       this.forget(r.taskId);
       count--;
       bytes -= r.resultBytes ?? 0;

@@ -327,6 +327,16 @@ export class UpstreamConnection {
     })) as CallToolResult;
   }
 
+  /**
+   * Drops the SDK's progress handler for one of this upstream's tasks. The SDK
+   * keeps it for the task's life and, as the requesting side, only removes it
+   * when the connection closes; the gateway calls this when the task ends.
+   */
+  releaseTaskProgress(taskId: string): void {
+    const protocol = this.client as unknown as { _cleanupTaskProgressHandler?: (id: string) => void } | undefined;
+    protocol?._cleanupTaskProgressHandler?.(taskId);
+  }
+
   async cancelTask(taskId: string, timeoutMs: number): Promise<unknown> {
     return this.live().request({ method: "tasks/cancel", params: { taskId } }, CancelTaskResultSchema, { timeout: timeoutMs });
   }

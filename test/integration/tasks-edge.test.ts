@@ -107,3 +107,32 @@ test("a server removed while an emulated task-only call polls it: the call fails
   assert.notEqual(servers.isError, true, "the gateway still answers");
   await Promise.allSettled([a.close(), b.close()]);
 });
+
+test("progress of an upstream task reaches the client under its token while the task runs, and stops when it ends", async () => {
+  const { gw } = await gateway({ mcpServers: { tasks: taskServer } });
+  const peer = await face(gw, "tasks");
+  const created = await peer.client.request(
+    { method: "tools/call", params: { name: "progress-task", arguments: { ms: 3000 }, _meta: { progressToken: "tok-up" } } },
+    CreateTaskResultSchema,
+    { task: { ttl: 60_000 }, timeout: 60_000 },
+  );
+  await waitFor(() => (progressFor(peer, "tok-up").length >= 2 ? true : undefined), "progress while the task runs");
+  await peer.client.experimental.tasks.cancelTask(created.task.taskId);
+  await new Promise((r) => setTimeout(r, 100)); // what was already on the wire
+  const atCancel = progressFor(peer, "tok-up").length;
+  await new Promise((r) => setTimeout(r, 800)); // the upstream keeps sending (it ignores cancel)
+  assert.equal(progressFor(peer, "tok-up").length, atCancel, "no progress under a token whose task has ended");
+});
+
+test("receiver tasks count against the cap only while they wait", async () => {
+  const { gw } = await gateway({ mcpServers: { everything: everythingStdio() }, gateway: { tasks: { maxTasksPerSession: 2 } } });
+  const peer = await connectFace(gw.url.replace(/\/mcp$/, "/servers/everything/mcp"), {
+    capabilities: { elicitation: { form: {} } },
+    elicit: () => ({ action: "accept", content: { name: "Ann" } }),
+  });
+  peers.push(peer);
+  for (const n of [1, 2, 3]) {
+    const r = (await peer.client.callTool({ name: "trigger-elicitation-request-async", arguments: {} }, undefined, { timeout: 60_000 })) as CallToolResult;
+    assert.match(JSON.stringify(r.content), /COMPLETED/, `call ${n}: ${JSON.stringify(r.content).slice(0, 200)}`);
+  }
+});

@@ -41,7 +41,7 @@ export function createBridge(
   catalog: Catalog,
   inflight: InflightRequests,
   requestTimeoutMs: number,
-  /** Resolves once the client has sent `initialized`; nothing is sent to it before. */
+  /** Resolves once the client has sent `initialized`; nothing is sent to it before (see whenInitialized). */
   initialized: Promise<void> = Promise.resolve(),
 ): DownstreamBridge {
   let ready = false;
@@ -58,19 +58,6 @@ export function createBridge(
       /* not advertised on this face */
     }
   };
-  /** Waits for `initialized`, giving up when the upstream's request is cancelled meanwhile. */
-  const whenInitialized = (signal: AbortSignal): Promise<void> =>
-    ready
-      ? Promise.resolve()
-      : new Promise((resolve, reject) => {
-          const onAbort = () => reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason ?? "cancelled")));
-          if (signal.aborted) return onAbort();
-          signal.addEventListener("abort", onAbort, { once: true });
-          void initialized.then(() => {
-            signal.removeEventListener("abort", onAbort);
-            resolve();
-          });
-        });
   const related = (upstream: string) => {
     const id = inflight.latest(upstream);
     return id === undefined ? {} : { relatedRequestId: id };
@@ -79,22 +66,36 @@ export function createBridge(
     clientCapabilities,
     aggregate: catalog.target.kind === "all",
     serves: (upstream) => (catalog.target.kind === "all" ? catalog.servers().includes(upstream) : catalog.target.server === upstream),
+    whenInitialized: (signal, timeoutMs) => (ready ? Promise.resolve(true) : waitInitialized(initialized, signal, timeoutMs)),
     elicit: async (upstream, params, signal) => {
-      await whenInitialized(signal);
       return server.request({ method: "elicitation/create", params }, ElicitResultSchema, { signal, timeout: requestTimeoutMs, ...related(upstream) });
     },
     sample: async (upstream, params, signal) => {
-      await whenInitialized(signal);
       return server.request({ method: "sampling/createMessage", params }, CreateMessageResultSchema, { signal, timeout: requestTimeoutMs, ...related(upstream) });
     },
     listRoots: async (signal) => {
-      await whenInitialized(signal);
       return server.request({ method: "roots/list" }, ListRootsResultSchema, { signal });
     },
     notify(upstream, method, params) {
-      // Sent at once when the client is initialized (keeps arrival order), else as soon as it is.
+      // Nothing goes to a client before it is initialized (the session's buffers still have it).
       if (ready) send(upstream, method, params);
-      else void initialized.then(() => send(upstream, method, params));
     },
   };
+}
+
+/** true once `initialized` resolves, false after `timeoutMs`; rejects if `signal` aborts first. */
+function waitInitialized(initialized: Promise<void>, signal: AbortSignal, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const done = (fn: () => void) => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      fn();
+    };
+    const onAbort = () => done(() => reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason ?? "cancelled"))));
+    const timer = setTimeout(() => done(() => resolve(false)), timeoutMs);
+    timer.unref();
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    void initialized.then(() => done(() => resolve(true)));
+  });
 }
