@@ -77,12 +77,16 @@ export class McpEndpoint {
       // A request id reused while the first request with it is still running would hijack the
       // first one's response stream in the SDK transport (which then never answers it): refuse it.
       const ids = requestIds(parsed);
-      const busy = ids.find((id) => binding.inflight.has(id));
+      const busy = ids.find((id, i) => binding.inflight.has(id) || ids.indexOf(id) !== i);
       if (busy !== undefined) {
         return sendJsonRpcError(res, 409, -32600, `Invalid Request: request id ${busy} is still in use by a request of this session that has not been answered; use a new id`);
       }
       for (const id of ids) binding.inflight.add(id);
-      res.once("close", () => ids.forEach((id) => binding.inflight.delete(id)));
+      // An id is free again once its response is sent (see the send wrapper below), or when the
+      // HTTP layer refused the request outright; a dropped stream does not stop the request.
+      res.once("close", () => {
+        if (res.statusCode >= 400) ids.forEach((id) => binding.inflight.delete(id));
+      });
       await binding.transport.handleRequest(req, res, parsed);
       return;
     }
@@ -127,14 +131,20 @@ export class McpEndpoint {
       return sendJsonRpcError(res, 502, -32000, describeError(err));
     }
     const transportId = owner ? session.id : randomUUID();
+    const inflight = new Set<string>();
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => transportId,
       maxRequestBodySize: this.gateway.settings.http.maxBodyBytes,
       eventStore: new BoundedEventStore(this.gateway.settings.http.replayMaxEvents, this.gateway.settings.http.replayMaxBytes),
       onsessioninitialized: (id) => {
-        this.bindings.set(id, { transport, server, session, owner, inflight: new Set() });
+        this.bindings.set(id, { transport, server, session, owner, inflight });
       },
     });
+    const send = transport.send.bind(transport);
+    transport.send = (message, options) => {
+      if (("result" in message || "error" in message) && "id" in message) inflight.delete(JSON.stringify(message.id));
+      return send(message, options);
+    };
     transport.onclose = () => {
       const binding = this.bindings.get(transportId);
       if (!binding) return;
