@@ -9,7 +9,7 @@
  *   `forbidden`, or no tasks capability). The gateway starts the call at once
  *   in the background and keeps its result for tasks/result.
  * - upstream task: the upstream tool is `optional`/`required`. The gateway
- *   creates the upstream task (TTL = min(requested, gateway max)), keeps only
+ *   creates the upstream task (TTL = min(requested, gateway max, the upstream's own)), keeps only
  *   its id, and polls lazily: tasks/get asks the upstream only when the client
  *   asks; tasks/result is never fetched ahead of the client. Cancel, expiry and
  *   session close cancel the upstream task (best effort, bounded).
@@ -17,6 +17,7 @@
 import {
   ErrorCode,
   McpError,
+  RELATED_TASK_META_KEY,
   type CallToolRequest,
   type CallToolResult,
   type ProgressToken,
@@ -28,7 +29,7 @@ import type { Clock } from "../clock.js";
 import { errorMessage } from "../errors.js";
 import type { ProxyTaskRecord, RpcErrorRecord } from "../store/task-store.js";
 import type { UpstreamConnection } from "../upstream/connection.js";
-import { DEFAULT_POLL_INTERVAL_MS, relatedTaskId, toMcpTask, withRelatedTask } from "./mcp-task.js";
+import { DEFAULT_POLL_INTERVAL_MS, toMcpTask, withRelatedTask } from "./mcp-task.js";
 import type { TaskManager } from "./task-manager.js";
 
 /** Floor on how often the gateway polls an upstream task (an upstream may suggest 0). */
@@ -216,9 +217,9 @@ export function cancelToolTask(ctx: NativeTaskContext, taskId: string): Task {
 
 /**
  * Emulation (seed 004): runs a tool the upstream only runs as a task as one
- * blocking call. While the upstream task runs, its status is reported through
- * `onStatus` (progress keep-alives) by polling tasks/get at the upstream's
- * poll interval; queued elicitations arrive through tasks/result and go to
+ * blocking call. While the upstream task runs, its own progress and its
+ * status (polled with tasks/get at the upstream's poll interval) become
+ * progress keep-alives for the client; queued elicitations arrive through tasks/result and go to
  * the client like any other. The client's cancel cancels the upstream task.
  */
 export async function runUpstreamTaskToEnd(
@@ -245,9 +246,9 @@ export async function runUpstreamTaskToEnd(
   const stopKeepAlive = report ? keepAlive(ctx.clock, conn, task, (t) => progress(t.statusMessage ? `${t.status}: ${t.statusMessage}` : t.status)) : () => undefined;
   try {
     const result = await conn.getTaskResult(task.taskId, { signal: o.signal, timeoutMs: ttlMs });
+    // The client made a plain call: the upstream's task stays out of its result.
     const { _meta, ...rest } = result;
-    const meta = { ..._meta };
-    if (relatedTaskId(meta) !== undefined) delete meta["io.modelcontextprotocol/related-task"];
+    const { [RELATED_TASK_META_KEY]: _task, ...meta } = _meta ?? {};
     return Object.keys(meta).length ? { ...rest, _meta: meta } : rest;
   } finally {
     running = false;
