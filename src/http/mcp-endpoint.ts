@@ -67,13 +67,8 @@ export class McpEndpoint {
       }
       binding.session.touch();
       if (req.method !== "POST") return binding.transport.handleRequest(req, res);
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(await readBody(req, this.gateway.settings.http.maxBodyBytes));
-      } catch (err) {
-        if (err instanceof BodyTooLargeError) return sendJsonRpcError(res, 413, -32600, err.message);
-        return sendJsonRpcError(res, 400, -32700, `Parse error: ${errorMessage(err)}`);
-      }
+      const parsed = await this.readJson(req, res);
+      if (parsed === NO_BODY) return;
       // A request id reused while the first request with it is still running would hijack the
       // first one's response stream in the SDK transport (which then never answers it): refuse it.
       const ids = requestIds(parsed);
@@ -93,13 +88,8 @@ export class McpEndpoint {
     if (req.method !== "POST") {
       return sendJsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required (start a session with an initialize POST)");
     }
-    let body: unknown;
-    try {
-      body = JSON.parse(await readBody(req, this.gateway.settings.http.maxBodyBytes));
-    } catch (err) {
-      if (err instanceof BodyTooLargeError) return sendJsonRpcError(res, 413, -32600, err.message);
-      return sendJsonRpcError(res, 400, -32700, `Parse error: ${errorMessage(err)}`);
-    }
+    const body = await this.readJson(req, res);
+    if (body === NO_BODY) return;
     if (!isInitializeRequest(body)) {
       return sendJsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required; the first request of a session must be a single initialize request");
     }
@@ -169,12 +159,25 @@ export class McpEndpoint {
     }
   }
 
+  /** The POST body as JSON, or NO_BODY after answering 413 / a parse error. */
+  private async readJson(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
+    try {
+      return JSON.parse(await readBody(req, this.gateway.settings.http.maxBodyBytes));
+    } catch (err) {
+      if (err instanceof BodyTooLargeError) sendJsonRpcError(res, 413, -32600, err.message);
+      else sendJsonRpcError(res, 400, -32700, `Parse error: ${errorMessage(err)}`);
+      return NO_BODY;
+    }
+  }
+
   async close(): Promise<void> {
     const all = [...this.bindings.values()];
     this.bindings.clear();
     await Promise.allSettled(all.map((b) => b.server.close()));
   }
 }
+
+const NO_BODY = Symbol("no body");
 
 /** The ids (as JSON, so 1 and "1" differ) of the requests in a POST body — one message or a batch. */
 function requestIds(body: unknown): string[] {
