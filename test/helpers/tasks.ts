@@ -6,33 +6,22 @@
  * server-everything for side-by-side comparison.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import {
   CallToolResultSchema,
-  CreateMessageRequestSchema,
   CreateTaskResultSchema,
-  ElicitRequestSchema,
   McpError,
   type CallToolResult,
-  type ClientCapabilities,
-  type CreateMessageRequest,
-  type CreateMessageResult,
-  type ElicitRequest,
-  type ElicitResult,
-  type JSONRPCMessage,
   type Task,
 } from "@modelcontextprotocol/sdk/types.js";
 import { MemoryTaskRecordStore, type ProxyTaskRecord } from "../../src/store/task-store.js";
 import type { Session } from "../../src/session/session.js";
-import { everythingStdio, type TestGateway } from "./gateway.js";
+import type { TestGateway } from "./gateway.js";
+import { connectDirect as connectTransparentDirect, connectFace as connectTransparentFace, type Peer, type PeerOptions } from "./transparent.js";
 
 /** Generous per-request timeout: the research tool takes ~4 s, receiver tasks poll every second. */
 export const LONG = { timeout: 60_000 };
 
-/** A JSON-RPC message as received, loosely typed for assertions. */
-export type WireMessage = Record<string, any>;
+export type { Peer, PeerOptions, WireMessage } from "./transparent.js";
 
 /** The in-memory task store, remembering every gateway task id and every upstream task id it was given. */
 export class RecordingTaskStore extends MemoryTaskRecordStore {
@@ -46,92 +35,17 @@ export class RecordingTaskStore extends MemoryTaskRecordStore {
   }
 }
 
-export interface PeerOptions {
-  name?: string;
-  capabilities?: ClientCapabilities;
-  elicit?: (params: ElicitRequest["params"]) => ElicitResult | Promise<ElicitResult>;
-  sample?: (params: CreateMessageRequest["params"]) => CreateMessageResult | Promise<CreateMessageResult>;
-}
-
-/** An SDK client plus every message its server sent it, in wire order. */
-export class Peer {
-  readonly received: WireMessage[] = [];
-  readonly elicitations: Array<ElicitRequest["params"]> = [];
-  readonly samplings: Array<CreateMessageRequest["params"]> = [];
-
-  constructor(
-    readonly client: Client,
-    readonly transport: Transport,
-  ) {}
-
-  get sessionId(): string {
-    const id = this.transport.sessionId;
-    if (id === undefined) throw new Error("this peer has no session id");
-    return id;
-  }
-
-  /** Params of every notification `method` received so far. */
-  notifications(method: string): WireMessage[] {
-    return this.received.filter((m) => m.method === method && m.id === undefined).map((m) => (m.params ?? {}) as WireMessage);
-  }
-
-  /** Every `taskId` value anywhere in what the server sent (results, notifications, requests' related-task _meta). */
-  taskIdsSeen(): string[] {
-    const ids: string[] = [];
-    const walk = (v: unknown): void => {
-      if (Array.isArray(v)) return v.forEach(walk);
-      if (!v || typeof v !== "object") return;
-      for (const [k, inner] of Object.entries(v)) {
-        if (k === "taskId" && typeof inner === "string") ids.push(inner);
-        else walk(inner);
-      }
-    };
-    walk(this.received);
-    return ids;
-  }
-
-  async close(): Promise<void> {
-    if (this.transport instanceof StreamableHTTPClientTransport) await this.transport.terminateSession().catch(() => undefined);
-    await this.client.close().catch(() => undefined);
-  }
-}
-
-async function connectPeer(transport: Transport, options: PeerOptions): Promise<Peer> {
-  const capabilities = options.capabilities ?? {};
-  const client = new Client({ name: options.name ?? "tasks-test", version: "1.0.0" }, { capabilities });
-  const peer = new Peer(client, transport);
-  if (capabilities.elicitation) {
-    client.setRequestHandler(ElicitRequestSchema, (req) => {
-      peer.elicitations.push(req.params);
-      return options.elicit?.(req.params) ?? { action: "decline" };
-    });
-  }
-  if (capabilities.sampling) {
-    client.setRequestHandler(CreateMessageRequestSchema, (req) => {
-      peer.samplings.push(req.params);
-      if (!options.sample) throw new Error("this test client does not sample");
-      return options.sample(req.params);
-    });
-  }
-  // Protocol.connect() calls a transport's existing onmessage before its own dispatch.
-  transport.onmessage = (message: JSONRPCMessage) => void peer.received.push(message as WireMessage);
-  try {
-    await client.connect(transport);
-  } catch (err) {
-    await client.close().catch(() => undefined);
-    throw err;
-  }
-  return peer;
-}
-
-/** A peer on a gateway endpoint over Streamable HTTP. */
+/**
+ * The recording peer of the transparent-face tests, declaring no client
+ * capabilities unless asked (the task tests opt in per case).
+ */
 export function connectFace(url: string, options: PeerOptions = {}): Promise<Peer> {
-  return connectPeer(new StreamableHTTPClientTransport(new URL(url)), options);
+  return connectTransparentFace(url, { name: "tasks-test", capabilities: {}, ...options });
 }
 
 /** A peer connected straight to a fresh server-everything over stdio. */
 export function connectDirect(options: PeerOptions = {}): Promise<Peer> {
-  return connectPeer(new StdioClientTransport({ ...everythingStdio(), stderr: "ignore" }), { name: "direct", ...options });
+  return connectTransparentDirect({ capabilities: {}, ...options });
 }
 
 /** The gateway session behind a peer (white-box). */

@@ -43,9 +43,9 @@ export interface PeerOptions {
   name?: string;
   capabilities?: ClientCapabilities;
   /** Answers elicitation/create (only registered when the capabilities include elicitation). */
-  elicit?: (params: ElicitRequest["params"]) => ElicitResult;
+  elicit?: (params: ElicitRequest["params"]) => ElicitResult | Promise<ElicitResult>;
   /** Answers sampling/createMessage (only registered when the capabilities include sampling). */
-  sample?: (params: CreateMessageRequest["params"]) => CreateMessageResult;
+  sample?: (params: CreateMessageRequest["params"]) => CreateMessageResult | Promise<CreateMessageResult>;
   /** Answers roots/list (only registered when the capabilities include roots). */
   roots?: () => Root[];
   /** Options for the Streamable HTTP transport (custom fetch, reconnection). */
@@ -65,8 +65,25 @@ export class Peer {
     readonly transport: Transport,
   ) {}
 
-  get sessionId(): string | undefined {
-    return this.transport.sessionId;
+  get sessionId(): string {
+    const id = this.transport.sessionId;
+    if (id === undefined) throw new Error("this peer has no session id");
+    return id;
+  }
+
+  /** Every `taskId` value anywhere in what the server sent (results, notifications, requests' related-task _meta). */
+  taskIdsSeen(): string[] {
+    const ids: string[] = [];
+    const walk = (v: unknown): void => {
+      if (Array.isArray(v)) return v.forEach(walk);
+      if (!v || typeof v !== "object") return;
+      for (const [k, inner] of Object.entries(v)) {
+        if (k === "taskId" && typeof inner === "string") ids.push(inner);
+        else walk(inner);
+      }
+    };
+    walk(this.received);
+    return ids;
   }
 
   record(message: JSONRPCMessage): void {
@@ -194,7 +211,7 @@ export function connectDirect(options: PeerOptions = {}): Promise<Peer> {
  * comparable. White-box: the SDK Client keeps them in a private field.
  */
 export async function gatewayUpstreamCapabilities(gw: TestGateway, peer: Peer, server: string): Promise<ClientCapabilities> {
-  const session = peer.sessionId === undefined ? undefined : gw.gateway.context.sessions.get(peer.sessionId);
+  const session = gw.gateway.context.sessions.get(peer.sessionId);
   if (!session) throw new Error(`the gateway has no session ${peer.sessionId}`);
   const upstream = (await session.connection(server)).sdk as unknown as { _capabilities?: ClientCapabilities };
   if (!upstream._capabilities) throw new Error("cannot read the capabilities of the gateway's upstream client");

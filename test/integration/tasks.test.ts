@@ -18,7 +18,7 @@ import { ErrorCode, RELATED_TASK_META_KEY, type CallToolResult, type Task } from
 import { block, call, connectClient, drainEvents, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 import {
   LONG,
-  Peer,
+  type Peer,
   RecordingTaskStore,
   connectDirect,
   connectFace,
