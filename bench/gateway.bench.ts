@@ -143,7 +143,8 @@ function firstText(result: CallToolResult): string {
 async function waitConnected(client: Client, timeoutMs = 120_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   for (;;) {
-    const servers = jsonBlocks(await metaCall(client, "list_servers")).find((b) => "servers" in b)?.servers as Array<{ name: string; status: string }> | undefined;
+    const servers = jsonBlocks(await metaCall(client, "list_servers")).find((b) => "servers" in b)?.servers as
+      Array<{ name: string; status: string }> | undefined;
     if (servers?.find((s) => s.name === "everything")?.status === "connected") return;
     if (Date.now() > end) throw new Error("everything did not connect");
     await new Promise((r) => setTimeout(r, 50));
@@ -357,7 +358,8 @@ async function tasksPhase(): Promise<void> {
     const lastBytes = lastReplyBytes;
     // Drain the task_created events so the event buffer holds what it would in steady state.
     await metaCall(conn.client, "list_servers");
-    const working = (jsonBlocks(await metaCall(conn.client, "list_tasks", { status: "working" })).find((b) => "tasks" in b)?.tasks as unknown[] | undefined)?.length ?? 0;
+    const working =
+      (jsonBlocks(await metaCall(conn.client, "list_tasks", { status: "working" })).find((b) => "tasks" in b)?.tasks as unknown[] | undefined)?.length ?? 0;
     if (working < opts.tasks) throw new Error(`only ${working} of ${opts.tasks} tasks are working`);
     const loaded = await gateway.settledRss(1000);
     // The session's SSE replay buffer (src/http/event-store.ts) keeps its last 1,000 messages, here the promotion
@@ -390,7 +392,8 @@ async function wakePhase(client: Client): Promise<void> {
     for (let attempt = 0; attempt < 20; attempt++) {
       const woke = await metaCall(client, "await_activity", { timeout_ms: 10_000 });
       const received = Date.now();
-      const activity = jsonBlocks(woke)[0] as { events?: Array<{ events: Array<{ type: string; created_at: string; data: { taskId?: string } }> }> } | undefined;
+      const activity = jsonBlocks(woke)[0] as
+        { events?: Array<{ events: Array<{ type: string; created_at: string; data: { taskId?: string } }> }> } | undefined;
       const event = activity?.events?.flatMap((g) => g.events).find((e) => e.type === "task_completed" && e.data.taskId === taskId);
       if (event) {
         results.wake.push(received - Date.parse(event.created_at));
@@ -414,7 +417,8 @@ function report(): string {
     const r = results.throughput[mode];
     return (r[key] * 1000) / r.calls;
   };
-  const cell = (mode: Mode, value: number, reference: number | undefined, digits = 2) => (mode === "direct" ? fmt(value, digits) : `${fmt(value, digits)}${ratio(value, reference)}`);
+  const cell = (mode: Mode, value: number, reference: number | undefined, digits = 2) =>
+    mode === "direct" ? fmt(value, digits) : `${fmt(value, digits)}${ratio(value, reference)}`;
   const row = (metric: string, value: (mode: Mode) => number, digits = 2, directCounterpart = true) => [
     metric,
     ...MODES.map((m) => (m === "direct" && !directCounterpart ? "—" : cell(m, value(m), directCounterpart ? value("direct") : undefined, digits))),
@@ -452,7 +456,11 @@ function report(): string {
       `${kb((t.loaded - t.baseline) / t.count)}`,
       `${mb(t.loaded)}: the ${t.count} promotion replies totalled ${mb(t.replyBytes)} (the last one ${kb(t.lastReplyBytes)}; each lists at most the 20 newest working tasks), and the session's replay buffer keeps the last 1,000 of them (bounded in bytes too)`,
     ]);
-    memRows.push(["promotion rate (`execute_tool` with `timeout_ms: 0`, 16 concurrent callers)", `${fmt((t.count * 1000) / t.issueMs, 0)} tasks/s`, `${t.count} tasks in ${fmt(t.issueMs / 1000, 1)} s`]);
+    memRows.push([
+      "promotion rate (`execute_tool` with `timeout_ms: 0`, 16 concurrent callers)",
+      `${fmt((t.count * 1000) / t.issueMs, 0)} tasks/s`,
+      `${t.count} tasks in ${fmt(t.issueMs / 1000, 1)} s`,
+    ]);
   }
   if (results.wake.length) {
     memRows.push([
@@ -466,7 +474,9 @@ function report(): string {
   const machine = [
     `- machine: ${cpus.length} CPUs (\`nproc\`: ${os.availableParallelism?.() ?? cpus.length}), ${cpus[0]?.model ?? "unknown CPU"}, ${mb(os.totalmem())} RAM, ${os.type()} ${os.release()}`,
     `- node ${process.version}; run ${new Date().toISOString()}; total time ${fmt((performance.now() - started) / 1000, 0)} s`,
-    `- options: ${Object.entries(opts).map(([k, v]) => `${k}=${v}`).join(", ")}`,
+    `- options: ${Object.entries(opts)
+      .map(([k, v]) => `${k}=${String(v)}`)
+      .join(", ")}`,
   ].join("\n");
   return [
     "## Direct vs. through emceepee (server-everything `echo`)",

@@ -88,13 +88,14 @@ export async function startGatewayProcess(config: unknown, label: string): Promi
       return rssBytes(pid);
     },
     cpuMs: () => cpuMs(pid),
-    upstreamPids: () => childPids(pid).filter((p) => {
-      try {
-        return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes("server-everything");
-      } catch {
-        return false;
-      }
-    }),
+    upstreamPids: () =>
+      childPids(pid).filter((p) => {
+        try {
+          return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes("server-everything");
+        } catch {
+          return false;
+        }
+      }),
     stop() {
       stopped ??= (async () => {
         const spawned = childPids(pid);

@@ -15,12 +15,17 @@ function port(value: string): number {
   return n;
 }
 
-const logLevel = new Option("--log-level <level>", "log level for the JSON logs on stderr").choices(["trace", "debug", "info", "warn", "error", "fatal", "silent"]);
+const logLevel = new Option("--log-level <level>", "log level for the JSON logs on stderr").choices([
+  "trace",
+  "debug",
+  "info",
+  "warn",
+  "error",
+  "fatal",
+  "silent",
+]);
 
-const program = new Command()
-  .name("emceepee")
-  .description("A task-aware MCP gateway between MCP clients and any number of MCP servers.")
-  .showHelpAfterError();
+const program = new Command().name("emceepee").description("A task-aware MCP gateway between MCP clients and any number of MCP servers.").showHelpAfterError();
 
 program
   .command("serve")
@@ -47,12 +52,16 @@ program
   .command("stdio")
   .description("serve the gateway over stdin/stdout, for clients that launch MCP servers as processes")
   .option("-c, --config <file>", "mcpServers JSON config file (default: the embedded demo with server-everything)")
-  .option("--face <face>", "what the client sees: meta (management tools), all (every upstream, prefixed) or server:<name> (one upstream as is)", stdioFace, { kind: "meta" } as StdioFace)
+  .option("--face <face>", "what the client sees: meta (management tools), all (every upstream, prefixed) or server:<name> (one upstream as is)", stdioFace, {
+    kind: "meta",
+  } as StdioFace)
   .addOption(logLevel)
   .action(async (opts: { config?: string; face: StdioFace; logLevel?: string }) => {
     const config = await loadConfig({ file: opts.config, overrides: { logLevel: opts.logLevel ?? "warn" } });
     if (opts.face.kind === "server" && !(opts.face.server in config.mcpServers)) {
-      throw new InvalidArgumentError(`--face server:${opts.face.server}: no such server in the config (have: ${Object.keys(config.mcpServers).join(", ") || "none"})`);
+      throw new InvalidArgumentError(
+        `--face server:${opts.face.server}: no such server in the config (have: ${Object.keys(config.mcpServers).join(", ") || "none"})`,
+      );
     }
     const gateway = createGateway(config, { logger: createLogger(config.gateway.logLevel) });
     handleSignals(gateway);

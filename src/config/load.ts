@@ -5,7 +5,7 @@
  */
 import { readFile } from "node:fs/promises";
 import path from "node:path";
-import { z } from "zod";
+import type { z } from "zod";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { configFileSchema, type GatewayConfig } from "./schema.js";
 import { demoConfig } from "./demo.js";
@@ -53,7 +53,7 @@ export function parseConfig(raw: unknown, origin = "config"): GatewayConfig {
   if (!parsed.success) {
     throw new GatewayError(ErrorCodes.CONFIG_INVALID, `invalid ${origin}:\n${formatZodError(parsed.error)}`);
   }
-  return Object.freeze(parsed.data) as GatewayConfig;
+  return Object.freeze(parsed.data);
 }
 
 /** One line per problem, each naming the key path, e.g. `gateway.tasks.maxTtlMs: ...`. */
@@ -86,9 +86,7 @@ function interpolateEnv(value: unknown, env: NodeJS.ProcessEnv, where: string): 
   }
   if (Array.isArray(value)) return value.map((v, i) => interpolateEnv(v, env, `${where}[${i}]`));
   if (value && typeof value === "object") {
-    return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [k, interpolateEnv(v, env, where ? `${where}.${k}` : k)]),
-    );
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolateEnv(v, env, where ? `${where}.${k}` : k)]));
   }
   return value;
 }

@@ -10,10 +10,7 @@ export const SERVER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
 export const serverNameSchema = z
   .string()
-  .regex(
-    SERVER_NAME_PATTERN,
-    "server names are 1-64 characters of letters, digits, '_', '-', '.', starting with a letter or digit",
-  );
+  .regex(SERVER_NAME_PATTERN, "server names are 1-64 characters of letters, digits, '_', '-', '.', starting with a letter or digit");
 
 const stringRecord = z.record(z.string(), z.string());
 
@@ -68,7 +65,11 @@ export const gatewaySettingsSchema = z.strictObject({
       /** execute_tool waits this long before promoting the call to a task. */
       defaultTimeoutMs: positiveMs.default(120_000),
       /** Largest upstream tool `arguments` object accepted, as JSON bytes (stdio has no body limit). */
-      maxArgumentsBytes: z.number().int().positive().default(1024 * 1024),
+      maxArgumentsBytes: z
+        .number()
+        .int()
+        .positive()
+        .default(1024 * 1024),
     })
     .prefault({}),
   tasks: z
@@ -80,7 +81,11 @@ export const gatewaySettingsSchema = z.strictObject({
       maxTasksPerSession: z.number().int().positive().default(100),
       /** Ended tasks kept per session (the oldest are deleted first beyond either bound). */
       maxRetainedPerSession: z.number().int().positive().default(200),
-      maxRetainedResultBytes: z.number().int().positive().default(64 * 1024 * 1024),
+      maxRetainedResultBytes: z
+        .number()
+        .int()
+        .positive()
+        .default(64 * 1024 * 1024),
       /** Cancelling an upstream task (on cancel, expiry, shutdown) is best effort within this bound. */
       upstreamCancelTimeoutMs: positiveMs.default(5_000),
     })
@@ -145,10 +150,18 @@ export const gatewaySettingsSchema = z.strictObject({
     .prefault({}),
   http: z
     .strictObject({
-      maxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024),
+      maxBodyBytes: z
+        .number()
+        .int()
+        .positive()
+        .default(4 * 1024 * 1024),
       /** Per session: SSE messages kept for Last-Event-ID replay (oldest dropped beyond either bound). */
       replayMaxEvents: z.number().int().positive().default(1000),
-      replayMaxBytes: z.number().int().positive().default(8 * 1024 * 1024),
+      replayMaxBytes: z
+        .number()
+        .int()
+        .positive()
+        .default(8 * 1024 * 1024),
     })
     .prefault({}),
 });

@@ -17,9 +17,7 @@ export function forwardProgress(extra: RequestHandlerExtra<ServerRequest, Server
   let chain: Promise<void> = Promise.resolve();
   return {
     onprogress: (p) => {
-      chain = chain
-        .then(() => extra.sendNotification({ method: "notifications/progress", params: { ...p, progressToken: token } }))
-        .catch(() => undefined);
+      chain = chain.then(() => extra.sendNotification({ method: "notifications/progress", params: { ...p, progressToken: token } })).catch(() => undefined);
     },
     flush: () => chain,
   };

@@ -26,7 +26,11 @@ export function checkRequest(req: IncomingMessage, o: GuardOptions): GuardFailur
     return { status: 403, message: `Origin '${origin}' is not allowed; add it to gateway.allowedOrigins to accept it` };
   }
   if (o.token !== undefined && !tokenMatches(req.headers.authorization, o.token)) {
-    return { status: 401, message: "missing or wrong bearer token (send Authorization: Bearer <token>)", headers: { "WWW-Authenticate": 'Bearer realm="emceepee"' } };
+    return {
+      status: 401,
+      message: "missing or wrong bearer token (send Authorization: Bearer <token>)",
+      headers: { "WWW-Authenticate": 'Bearer realm="emceepee"' },
+    };
   }
   return undefined;
 }

@@ -1,13 +1,7 @@
 /** Small helpers for HTTP-level JSON-RPC error replies. */
 import type { ServerResponse } from "node:http";
 
-export function sendJsonRpcError(
-  res: ServerResponse,
-  status: number,
-  code: number,
-  message: string,
-  headers: Record<string, string> = {},
-): void {
+export function sendJsonRpcError(res: ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}): void {
   if (res.headersSent) {
     res.end();
     return;

@@ -63,7 +63,12 @@ export class McpEndpoint {
     if (sessionId !== undefined) {
       const binding = this.bindings.get(sessionId);
       if (!binding) {
-        return sendJsonRpcError(res, 404, -32001, `Session not found: '${sessionId}' does not exist here or has expired; send initialize without Mcp-Session-Id to start a new session`);
+        return sendJsonRpcError(
+          res,
+          404,
+          -32001,
+          `Session not found: '${sessionId}' does not exist here or has expired; send initialize without Mcp-Session-Id to start a new session`,
+        );
       }
       binding.session.touch();
       if (req.method !== "POST") return binding.transport.handleRequest(req, res);
@@ -74,7 +79,12 @@ export class McpEndpoint {
       const ids = requestIds(parsed);
       const busy = ids.find((id, i) => binding.inflight.has(id) || ids.indexOf(id) !== i);
       if (busy !== undefined) {
-        return sendJsonRpcError(res, 409, -32600, `Invalid Request: request id ${busy} is still in use by a request of this session that has not been answered; use a new id`);
+        return sendJsonRpcError(
+          res,
+          409,
+          -32600,
+          `Invalid Request: request id ${busy} is still in use by a request of this session that has not been answered; use a new id`,
+        );
       }
       for (const id of ids) binding.inflight.add(id);
       // An id is free again once its response is sent (see the send wrapper below), or when the
@@ -91,7 +101,12 @@ export class McpEndpoint {
     const body = await this.readJson(req, res);
     if (body === NO_BODY) return;
     if (!isInitializeRequest(body)) {
-      return sendJsonRpcError(res, 400, -32000, "Bad Request: Mcp-Session-Id header is required; the first request of a session must be a single initialize request");
+      return sendJsonRpcError(
+        res,
+        400,
+        -32000,
+        "Bad Request: Mcp-Session-Id header is required; the first request of a session must be a single initialize request",
+      );
     }
     // Without an id the initialize is a notification: it gets no answer, so no session id either.
     const id = (body as { id?: unknown }).id;
@@ -182,7 +197,8 @@ const NO_BODY = Symbol("no body");
 /** The ids (as JSON, so 1 and "1" differ) of the requests in a POST body — one message or a batch. */
 function requestIds(body: unknown): string[] {
   const messages = Array.isArray(body) ? body : [body];
-  return messages.flatMap((m) =>
-    m && typeof m === "object" && "method" in m && "id" in m && (typeof m.id === "string" || typeof m.id === "number") ? [JSON.stringify(m.id)] : [],
-  );
+  return messages.flatMap((m: unknown) => {
+    if (!m || typeof m !== "object" || !("method" in m) || !("id" in m)) return [];
+    return typeof m.id === "string" || typeof m.id === "number" ? [JSON.stringify(m.id)] : [];
+  });
 }

@@ -56,18 +56,10 @@ export class PendingRequests {
    * with the client's answer, or rejects on expiry / server loss / close.
    * `signal` is the upstream's cancellation of its own request.
    */
-  add<K extends PendingKind>(
-    kind: K,
-    server: string,
-    params: PendingKinds[K]["params"],
-    signal?: AbortSignal,
-  ): Promise<PendingKinds[K]["result"]> {
+  add<K extends PendingKind>(kind: K, server: string, params: PendingKinds[K]["params"], signal?: AbortSignal): Promise<PendingKinds[K]["result"]> {
     if (this.entries.size >= this.options.maxPerSession) {
       return Promise.reject(
-        new GatewayError(
-          ErrorCodes.LIMIT_REACHED,
-          `too many pending client requests in this session (max ${this.options.maxPerSession}); answer some first`,
-        ),
+        new GatewayError(ErrorCodes.LIMIT_REACHED, `too many pending client requests in this session (max ${this.options.maxPerSession}); answer some first`),
       );
     }
     if (signal?.aborted) return Promise.reject(new Error("cancelled by the upstream"));
@@ -77,8 +69,7 @@ export class PendingRequests {
       const timeoutMs = this.options.timeoutMs;
       // Deferred: when the connection drops, the SDK aborts handlers just before
       // reporting the close, and a server-gone request must read as rejected.
-      const onAbort = () =>
-        queueMicrotask(() => this.settle(requestId, `${kind}_expired`, { reason: "cancelled by the upstream" }, new Error("cancelled")));
+      const onAbort = () => queueMicrotask(() => this.settle(requestId, `${kind}_expired`, { reason: "cancelled by the upstream" }, new Error("cancelled")));
       const entry: Entry<K> = {
         requestId,
         kind,
@@ -100,9 +91,9 @@ export class PendingRequests {
         ),
         detach: () => signal?.removeEventListener("abort", onAbort),
       };
-      this.entries.set(requestId, entry as unknown as Entry<PendingKind>);
+      this.entries.set(requestId, entry);
       signal?.addEventListener("abort", onAbort, { once: true });
-      this.events.add(`${kind}_request`, server, { requestId, params: params as Record<string, unknown> });
+      this.events.add(`${kind}_request`, server, { requestId, params: params });
     });
   }
 

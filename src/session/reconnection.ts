@@ -93,10 +93,13 @@ export class Reconnections {
       return; // The next use of the server tries again.
     }
     state.attempt++;
-    state.timer = host.clock.setTimeout(() => {
-      delete state.timer;
-      host.connect(server).catch(() => this.schedule(server, state));
-    }, backoffDelay(policy, state.attempt, host.random));
+    state.timer = host.clock.setTimeout(
+      () => {
+        delete state.timer;
+        host.connect(server).catch(() => this.schedule(server, state));
+      },
+      backoffDelay(policy, state.attempt, host.random),
+    );
   }
 
   /**

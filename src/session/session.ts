@@ -283,7 +283,7 @@ export class Session {
       onLog: (upstreamParams) => {
         const params = this.relate(server, upstreamParams);
         this.buffers.addLog(server, params.level, params.data, params.logger);
-        this.bridgeFor(server)?.notify(server, "notifications/message", params as Record<string, unknown>);
+        this.bridgeFor(server)?.notify(server, "notifications/message", params);
       },
       onStderr: (line) => this.buffers.addLog(server, "info", line, "stderr"),
       onDisconnect: (reason) => this.onUpstreamDisconnect(server, reason),

@@ -46,6 +46,8 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
   const abort = new AbortController();
   const onDownstreamAbort = () => abort.abort("cancelled by the client");
   o.signal?.addEventListener("abort", onDownstreamAbort, { once: true });
+  // Set once the call is promoted; onprogress reads it from then on.
+  // eslint-disable-next-line prefer-const
   let taskId: string | undefined;
   const callOptions = {
     signal: abort.signal,

@@ -78,16 +78,20 @@ export async function startToolTask(ctx: NativeTaskContext, conn: UpstreamConnec
   }
 }
 
-function startGatewayTask(ctx: NativeTaskContext, conn: UpstreamConnection, call: ToolCallParams, ttlMs: number, onprogress: ProgressCallback): ProxyTaskRecord {
+function startGatewayTask(
+  ctx: NativeTaskContext,
+  conn: UpstreamConnection,
+  call: ToolCallParams,
+  ttlMs: number,
+  onprogress: ProgressCallback,
+): ProxyTaskRecord {
   const sdk = conn.sdk; // throws now, before a record exists, if the connection just dropped
   const abort = new AbortController();
   const record = ctx.tasks.create({ server: conn.name, toolName: call.name, toolArgs: call.arguments ?? {}, ttlMs, abort });
-  sdk
-    .callTool(call, undefined, { signal: abort.signal, timeout: ttlMs, resetTimeoutOnProgress: true, onprogress })
-    .then(
-      (result) => ctx.tasks.complete(record.taskId, result as CallToolResult),
-      (err) => ctx.tasks.fail(record.taskId, `upstream '${conn.name}': ${errorMessage(err)}`, rpcErrorOf(err)),
-    );
+  sdk.callTool(call, undefined, { signal: abort.signal, timeout: ttlMs, resetTimeoutOnProgress: true, onprogress }).then(
+    (result) => ctx.tasks.complete(record.taskId, result as CallToolResult),
+    (err) => ctx.tasks.fail(record.taskId, `upstream '${conn.name}': ${errorMessage(err)}`, rpcErrorOf(err)),
+  );
   return record;
 }
 
@@ -131,7 +135,12 @@ function cancelUpstream(settings: GatewaySettings, conn: UpstreamConnection, ups
  * tasks/get. Upstream tasks still running are asked about now (and only now);
  * a terminal upstream status ends the gateway task, without fetching the result.
  */
-export async function getToolTask(ctx: NativeTaskContext, taskId: string, connect: (server: string) => Promise<UpstreamConnection>, signal?: AbortSignal): Promise<Task> {
+export async function getToolTask(
+  ctx: NativeTaskContext,
+  taskId: string,
+  connect: (server: string) => Promise<UpstreamConnection>,
+  signal?: AbortSignal,
+): Promise<Task> {
   const record = lookup(ctx, taskId);
   if (record.upstreamTaskId === undefined || record.status !== "working") return toMcpTask(record);
   const conn = await connect(record.server);
@@ -243,7 +252,9 @@ export async function runUpstreamTaskToEnd(
   });
   const onAbort = () => (ctx.track ?? noTrack)(cancelUpstream(ctx.settings, conn, task.taskId));
   o.signal?.addEventListener("abort", onAbort, { once: true });
-  const stopKeepAlive = report ? keepAlive(ctx.clock, conn, task, (t) => progress(t.statusMessage ? `${t.status}: ${t.statusMessage}` : t.status)) : () => undefined;
+  const stopKeepAlive = report
+    ? keepAlive(ctx.clock, conn, task, (t) => progress(t.statusMessage ? `${t.status}: ${t.statusMessage}` : t.status))
+    : () => undefined;
   try {
     const result = await conn.getTaskResult(task.taskId, { signal: o.signal, timeoutMs: ttlMs });
     // The client made a plain call: the upstream's task stays out of its result.

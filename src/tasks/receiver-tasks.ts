@@ -91,12 +91,12 @@ export class ReceiverTaskStore implements TaskStore {
     const record = this.require(taskId);
     if (isDone(record)) throw new McpError(ErrorCode.InvalidParams, `task ${taskId} already ended (${record.status})`);
     const { statusMessage: _waiting, ...rest } = record;
-    this.o.store.put({ ...rest, status, result: result as Record<string, unknown>, lastUpdatedAt: this.o.clock.now() });
+    this.o.store.put({ ...rest, status, result: result, lastUpdatedAt: this.o.clock.now() });
   }
 
   async getTaskResult(taskId: string): Promise<Result> {
     const record = this.require(taskId);
-    if (record.result) return record.result as Result;
+    if (record.result) return record.result;
     throw new McpError(ErrorCode.InternalError, `task ${taskId} ${record.status}: ${record.statusMessage ?? "it has no result"}`);
   }
 

@@ -9,13 +9,7 @@
 import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { EventSystem } from "../session/event-system.js";
-import {
-  TERMINAL_STATUSES,
-  type ProxyTaskRecord,
-  type ProxyTaskStatus,
-  type RpcErrorRecord,
-  type TaskRecordStore,
-} from "../store/task-store.js";
+import { TERMINAL_STATUSES, type ProxyTaskRecord, type ProxyTaskStatus, type RpcErrorRecord, type TaskRecordStore } from "../store/task-store.js";
 
 export interface TaskManagerOptions {
   /** @default 300000 */
@@ -130,12 +124,14 @@ export class TaskManager {
   }
 
   list(filter: { server?: string | undefined; status?: ProxyTaskStatus | undefined; includeCompleted?: boolean | undefined } = {}): ProxyTaskRecord[] {
-    return this.store.listBySession(this.sessionId).filter(
-      (r) =>
-        isToolTask(r) &&
-        (filter.server === undefined || r.server === filter.server) &&
-        (filter.status !== undefined ? r.status === filter.status : filter.includeCompleted || r.status === "working"),
-    );
+    return this.store
+      .listBySession(this.sessionId)
+      .filter(
+        (r) =>
+          isToolTask(r) &&
+          (filter.server === undefined || r.server === filter.server) &&
+          (filter.status !== undefined ? r.status === filter.status : filter.includeCompleted || r.status === "working"),
+      );
   }
 
   /** The gateway task mapped onto an upstream task of `server`. */

@@ -136,12 +136,14 @@ export class UpstreamConnection {
     if (this.options.roots) client.setRequestHandler(ListRootsRequestSchema, (_req, extra) => handlers.onListRoots(extra.signal));
     client.setRequestHandler(ElicitRequestSchema, (req, extra) => {
       const { task, ...params } = req.params;
-      if (task && receiver && extra.taskStore) return this.startReceiverTask(receiver, extra.taskStore, task.ttl, (signal) => handlers.onElicit(params, signal));
+      if (task && receiver && extra.taskStore)
+        return this.startReceiverTask(receiver, extra.taskStore, task.ttl, (signal) => handlers.onElicit(params, signal));
       return handlers.onElicit(req.params, extra.signal);
     });
     client.setRequestHandler(CreateMessageRequestSchema, (req, extra) => {
       const { task, ...params } = req.params;
-      if (task && receiver && extra.taskStore) return this.startReceiverTask(receiver, extra.taskStore, task.ttl, (signal) => handlers.onSample(params, signal));
+      if (task && receiver && extra.taskStore)
+        return this.startReceiverTask(receiver, extra.taskStore, task.ttl, (signal) => handlers.onSample(params, signal));
       return handlers.onSample(req.params, extra.signal);
     });
     client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
@@ -149,7 +151,7 @@ export class UpstreamConnection {
     });
     client.fallbackNotificationHandler = async (n) => {
       if (n.method === "notifications/tools/list_changed") this.toolsCache = undefined;
-      handlers.onNotification(n.method, n.params as Record<string, unknown> | undefined);
+      handlers.onNotification(n.method, n.params);
     };
     if (isStdioConfig(config) && this.options.children) {
       try {
@@ -321,10 +323,10 @@ export class UpstreamConnection {
 
   /** Blocks until the upstream task ends; queued elicitations/sampling arrive meanwhile. */
   async getTaskResult(taskId: string, opts: { signal?: AbortSignal | undefined; timeoutMs: number }): Promise<CallToolResult> {
-    return (await this.live().request({ method: "tasks/result", params: { taskId } }, CallToolResultSchema, {
+    return this.live().request({ method: "tasks/result", params: { taskId } }, CallToolResultSchema, {
       timeout: opts.timeoutMs,
       ...(opts.signal ? { signal: opts.signal } : {}),
-    })) as CallToolResult;
+    });
   }
 
   /**
@@ -349,7 +351,9 @@ export class UpstreamConnection {
     return this.digest(
       "tools",
       await this.paginate((cursor) =>
-        this.live().listTools(cursor ? { cursor } : undefined, this.requestOptions).then((r) => ({ items: r.tools, next: r.nextCursor })),
+        this.live()
+          .listTools(cursor ? { cursor } : undefined, this.requestOptions)
+          .then((r) => ({ items: r.tools, next: r.nextCursor })),
       ),
     );
   }
@@ -371,7 +375,9 @@ export class UpstreamConnection {
     return this.digest(
       "resources",
       await this.paginate((cursor) =>
-        this.live().listResources(cursor ? { cursor } : undefined, this.requestOptions).then((r) => ({ items: r.resources, next: r.nextCursor })),
+        this.live()
+          .listResources(cursor ? { cursor } : undefined, this.requestOptions)
+          .then((r) => ({ items: r.resources, next: r.nextCursor })),
       ),
     );
   }
@@ -390,7 +396,9 @@ export class UpstreamConnection {
     return this.digest(
       "prompts",
       await this.paginate((cursor) =>
-        this.live().listPrompts(cursor ? { cursor } : undefined, this.requestOptions).then((r) => ({ items: r.prompts, next: r.nextCursor })),
+        this.live()
+          .listPrompts(cursor ? { cursor } : undefined, this.requestOptions)
+          .then((r) => ({ items: r.prompts, next: r.nextCursor })),
       ),
     );
   }

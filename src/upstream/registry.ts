@@ -19,11 +19,9 @@ export class ServerRegistry {
 
   add(entry: RegisteredServer): void {
     if (this.servers.has(entry.name)) {
-      throw new GatewayError(
-        ErrorCodes.SERVER_EXISTS,
-        `a server named '${entry.name}' already exists; remove_server it first or pick another name`,
-        { server: entry.name },
-      );
+      throw new GatewayError(ErrorCodes.SERVER_EXISTS, `a server named '${entry.name}' already exists; remove_server it first or pick another name`, {
+        server: entry.name,
+      });
     }
     this.servers.set(entry.name, entry);
   }

@@ -129,14 +129,16 @@ export function allText(result: CallToolResult): string {
 /** The first JSON object of the result's own content that has `key`. */
 export function field<T>(result: CallToolResult, key: string): T | undefined {
   for (const b of blocks({ ...result, content: payload(result) })) {
-    if (b && typeof b === "object" && key in (b as object)) return (b as Record<string, T>)[key];
+    if (b && typeof b === "object" && key in b) return (b as Record<string, T>)[key];
   }
   return undefined;
 }
 
 /** The envelope's events_since_last_response ([] when the block is absent). */
 export function envelopeEvents(result: CallToolResult): WireEvent[] {
-  const found = blocks(result).filter((b): b is { events_since_last_response: WireEvent[] } => !!b && typeof b === "object" && "events_since_last_response" in b);
+  const found = blocks(result).filter(
+    (b): b is { events_since_last_response: WireEvent[] } => !!b && typeof b === "object" && "events_since_last_response" in b,
+  );
   assert.ok(found.length <= 1, "more than one events_since_last_response block");
   return found[0]?.events_since_last_response ?? [];
 }
@@ -220,7 +222,10 @@ export async function awaitUntil(
   const triggers: Trigger[] = [];
   while (!done(ledger, triggers)) {
     const left = end - Date.now();
-    assert.ok(left > 0, `condition not met within ${deadlineMs}ms; triggers so far: ${JSON.stringify(triggers)}; events: ${JSON.stringify(ledger.all.map((e) => `${e.server}:${e.type}`))}`);
+    assert.ok(
+      left > 0,
+      `condition not met within ${deadlineMs}ms; triggers so far: ${JSON.stringify(triggers)}; events: ${JSON.stringify(ledger.all.map((e) => `${e.server}:${e.type}`))}`,
+    );
     const a = await ledger.await(client, Math.min(left, 10_000));
     triggers.push(...a.triggers);
   }
@@ -266,7 +271,10 @@ export async function promote(
   return { taskId: task.task_id, result, task, pendingOnServer };
 }
 
-export async function getTask(client: Client, taskId: string): Promise<{ task: TaskView; pending_elicitations_for_server: PendingClientAction["elicitations"] }> {
+export async function getTask(
+  client: Client,
+  taskId: string,
+): Promise<{ task: TaskView; pending_elicitations_for_server: PendingClientAction["elicitations"] }> {
   const r = await call(client, "get_task", { task_id: taskId });
   assert.notEqual(r.isError, true, `get_task failed: ${allText(r)}`);
   const task = field<TaskView>(r, "task");
@@ -295,7 +303,10 @@ export async function eventually<T>(what: string, check: () => Promise<T | undef
 }
 
 /** The pending elicitations of a session, from get_elicitations. */
-export async function elicitations(client: Client, server?: string): Promise<Array<Record<string, unknown> & { requestId: string; server: string; mode: string }>> {
+export async function elicitations(
+  client: Client,
+  server?: string,
+): Promise<Array<Record<string, unknown> & { requestId: string; server: string; mode: string }>> {
   const r = await call(client, "get_elicitations", server ? { server } : {});
   assert.notEqual(r.isError, true, allText(r));
   const list = field<Array<Record<string, unknown> & { requestId: string; server: string; mode: string }>>(r, "elicitations");

@@ -156,10 +156,7 @@ export interface RawResponse {
 }
 
 /** One HTTP request with full control over headers (including Host). */
-export function rawRequest(
-  url: string,
-  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
-): Promise<RawResponse> {
+export function rawRequest(url: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<RawResponse> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
     const req = http.request(

@@ -30,7 +30,10 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-export async function startGateway(raw: { mcpServers?: Record<string, unknown>; gateway?: Record<string, unknown> } = {}, deps: GatewayDeps = {}): Promise<TestGateway> {
+export async function startGateway(
+  raw: { mcpServers?: Record<string, unknown>; gateway?: Record<string, unknown> } = {},
+  deps: GatewayDeps = {},
+): Promise<TestGateway> {
   const config = parseConfig({
     mcpServers: raw.mcpServers ?? { everything: everythingStdio() },
     gateway: { port: 0, logLevel: "silent", ...(raw.gateway ?? {}) },
@@ -70,7 +73,7 @@ export function blocks(result: CallToolResult): unknown[] {
 /** The first JSON object block that has `key`. */
 export function block<T = any>(result: CallToolResult, key: string): T | undefined {
   for (const b of blocks(result)) {
-    if (b && typeof b === "object" && key in (b as object)) return (b as Record<string, T>)[key];
+    if (b && typeof b === "object" && key in b) return (b as Record<string, T>)[key];
   }
   return undefined;
 }

@@ -5,14 +5,8 @@
  * over the tasks/* requests, and a client connected straight to
  * server-everything for side-by-side comparison.
  */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import {
-  CallToolResultSchema,
-  CreateTaskResultSchema,
-  McpError,
-  type CallToolResult,
-  type Task,
-} from "@modelcontextprotocol/sdk/types.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { CallToolResultSchema, CreateTaskResultSchema, McpError, type CallToolResult, type Task } from "@modelcontextprotocol/sdk/types.js";
 import { MemoryTaskRecordStore, type ProxyTaskRecord } from "../../src/store/task-store.js";
 import type { Session } from "../../src/session/session.js";
 import type { TestGateway } from "./gateway.js";
@@ -74,7 +68,7 @@ export function getTask(client: Client, taskId: string): Promise<Task> {
 }
 
 export async function taskResult(client: Client, taskId: string): Promise<CallToolResult> {
-  return (await client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema, LONG)) as CallToolResult;
+  return client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema, LONG);
 }
 
 /** Polls tasks/get until `done` holds; returns every status seen (the last one satisfies `done`). */
@@ -137,7 +131,7 @@ export function withoutMeta(result: CallToolResult): Omit<CallToolResult, "_meta
 export async function streamedResult(client: Client, name: string, args: Record<string, unknown>): Promise<CallToolResult> {
   const stream = client.experimental.tasks.callToolStream({ name, arguments: args }, CallToolResultSchema, { task: { ttl: 60_000 }, ...LONG });
   for await (const message of stream) {
-    if (message.type === "result") return message.result as CallToolResult;
+    if (message.type === "result") return message.result;
     if (message.type === "error") throw message.error;
   }
   throw new Error(`callToolStream(${name}) ended without a result`);

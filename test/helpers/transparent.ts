@@ -87,7 +87,7 @@ export class Peer {
   }
 
   record(message: JSONRPCMessage): void {
-    this.received.push(message as WireMessage);
+    this.received.push(message);
     this.wake();
   }
 

@@ -132,7 +132,7 @@ describe("config and flag validation", () => {
 
   // Regression: the --port parser used Number(value), and Number("") is 0, so an empty
   // value (e.g. `--port "$PORT"` with PORT unset) silently listened on a random port.
-  test('an empty --port value is rejected, not taken as 0', SLOW, async () => {
+  test("an empty --port value is rejected, not taken as 0", SLOW, async () => {
     const run = await runCli(ROOT, ["serve", "--config", await tempConfig("empty.json", { mcpServers: {} }), "--port", "", "--log-level", "silent"], {
       stopWhenStdout: /listening on/,
     });

@@ -160,7 +160,7 @@ function jsonRpcProblem(m: unknown): string | undefined {
 function short(v: unknown, n = 160): string {
   let s: string;
   try {
-    s = typeof v === "string" ? v : JSON.stringify(v) ?? String(v);
+    s = typeof v === "string" ? v : (JSON.stringify(v) ?? String(v));
   } catch {
     s = String(v);
   }
@@ -206,7 +206,12 @@ function judge(c: FuzzCase, r: Reply): string[] {
       for (const id of [c.id, ...(c.moreIds ?? [])]) {
         const reply = responses.find((m) => m.id === id);
         if (!reply) {
-          problems.push(`no response for id ${short(id, 40)} (got ids ${short(responses.map((m) => m.id), 80)})`);
+          problems.push(
+            `no response for id ${short(id, 40)} (got ids ${short(
+              responses.map((m) => m.id),
+              80,
+            )})`,
+          );
           continue;
         }
         if (c.expect === "rpc-error" && !("error" in reply)) problems.push(`expected a JSON-RPC error, got ${short(reply)}`);
@@ -238,24 +243,42 @@ const POLLUTERS: readonly string[] = [
 
 function hostileValue(rng: Rng): unknown {
   switch (rng.int(0, 17)) {
-    case 0: return 1e308;
-    case 1: return -1e308;
-    case 2: return Number.MAX_SAFE_INTEGER + 2;
-    case 3: return 5e-324;
-    case 4: return -0;
-    case 5: return null;
-    case 6: return rng.pick([true, false]);
-    case 7: return [];
-    case 8: return {};
-    case 9: return raw(rng.pick(POLLUTERS));
-    case 10: return "x".repeat(rng.int(10_000, 200_000));
-    case 11: return "\u0000\ud800\udfff\u202e<script>";
-    case 12: return rng.pick(["__proto__", "constructor", "toString", "hasOwnProperty", "valueOf", "prototype"]);
-    case 13: return rng.pick(["../../../../etc/passwd", "${HOME}", "%s%n%x", "' OR 1=1 --", "file:///etc/shadow"]);
-    case 14: return nest(rng.int(100, 2000), rng.pick(["[", "{"]));
-    case 15: return [1, "two", { three: [3] }, null];
-    case 16: return rng.int(-2_147_483_648, 2_147_483_647);
-    default: return rng.word(rng.int(0, 12));
+    case 0:
+      return 1e308;
+    case 1:
+      return -1e308;
+    case 2:
+      return Number.MAX_SAFE_INTEGER + 2;
+    case 3:
+      return 5e-324;
+    case 4:
+      return -0;
+    case 5:
+      return null;
+    case 6:
+      return rng.pick([true, false]);
+    case 7:
+      return [];
+    case 8:
+      return {};
+    case 9:
+      return raw(rng.pick(POLLUTERS));
+    case 10:
+      return "x".repeat(rng.int(10_000, 200_000));
+    case 11:
+      return "\u0000\ud800\udfff\u202e<script>";
+    case 12:
+      return rng.pick(["__proto__", "constructor", "toString", "hasOwnProperty", "valueOf", "prototype"]);
+    case 13:
+      return rng.pick(["../../../../etc/passwd", "${HOME}", "%s%n%x", "' OR 1=1 --", "file:///etc/shadow"]);
+    case 14:
+      return nest(rng.int(100, 2000), rng.pick(["[", "{"]));
+    case 15:
+      return [1, "two", { three: [3] }, null];
+    case 16:
+      return rng.int(-2_147_483_648, 2_147_483_647);
+    default:
+      return rng.word(rng.int(0, 12));
   }
 }
 
@@ -265,7 +288,30 @@ function nest(depth: number, kind: "[" | "{"): unknown {
 }
 
 /** Meta-tool fields and values that are certainly wrong for them (so no call blocks or changes shared state). */
-const FIELDS = ["server", "tool", "args", "timeout_ms", "task_ttl_ms", "name", "command", "env", "cwd", "url", "headers", "transport", "uri", "arguments", "request_id", "action", "content", "text", "error", "task_id", "status", "include_completed"];
+const FIELDS = [
+  "server",
+  "tool",
+  "args",
+  "timeout_ms",
+  "task_ttl_ms",
+  "name",
+  "command",
+  "env",
+  "cwd",
+  "url",
+  "headers",
+  "transport",
+  "uri",
+  "arguments",
+  "request_id",
+  "action",
+  "content",
+  "text",
+  "error",
+  "task_id",
+  "status",
+  "include_completed",
+];
 
 function hostileToolArgs(rng: Rng, tool: string): { args: unknown; mustFail: boolean } {
   const roll = rng.int(0, 9);
@@ -276,7 +322,19 @@ function hostileToolArgs(rng: Rng, tool: string): { args: unknown; mustFail: boo
   // A strict schema refuses unknown keys: one that no tool has guarantees an error for tools that could otherwise block or act.
   // (`__proto__` does not: the SDK's request schema already drops it from `arguments`, so it never reaches the tool.)
   const withProto = rng.next() < 0.3 ? (raw(`{"__proto__":${JSON.stringify(hostileValue(rng))}}`) as Rec) : {};
-  if (["await_activity", "get_task_result", "remove_server", "add_server", "execute_tool", "cancel_task", "respond_to_elicitation", "respond_to_sampling"].includes(tool) || rng.next() < 0.5) {
+  if (
+    [
+      "await_activity",
+      "get_task_result",
+      "remove_server",
+      "add_server",
+      "execute_tool",
+      "cancel_task",
+      "respond_to_elicitation",
+      "respond_to_sampling",
+    ].includes(tool) ||
+    rng.next() < 0.5
+  ) {
     args[rng.pick(["constructor", "zz_unknown", "prototype", "hasOwnProperty"])] = hostileValue(rng);
     return { args: { ...withProto, ...args }, mustFail: true };
   }
@@ -287,7 +345,7 @@ type Gen = (rng: Rng) => FuzzCase;
 
 const GENERATORS: Record<string, Gen> = {
   badIdType(rng) {
-    const id = rng.pick(['{}', "[]", "true", "false", "null", '{"a":1}', "[1,2]", "1.5", "1e308", "-1e308", "1e309", "-1e400", '"a"', "9007199254740993"]);
+    const id = rng.pick(["{}", "[]", "true", "false", "null", '{"a":1}', "[1,2]", "1.5", "1e308", "-1e308", "1e309", "-1e400", '"a"', "9007199254740993"]);
     const body = `{"jsonrpc":"2.0","id":${id},"method":"${rng.pick(["ping", "tools/list", "tools/call"])}"}`;
     // "a" is a fine id; the rest are not integers/strings. The SDK may read an invalid id as a notification (202).
     return id === '"a"' ? { label: `id ${id}`, body: body.replace('"a"', `"a${nextId()}"`), expect: "any" } : { label: `id ${id}`, body, expect: "rejected" };
@@ -392,12 +450,18 @@ const GENERATORS: Record<string, Gen> = {
     const id = nextId();
     switch (rng.int(0, 3)) {
       case 0: // inside the method name: still JSON after U+FFFD replacement, an unknown method
-        return { label: "invalid UTF-8 in method", body: Buffer.concat([Buffer.from(`{"jsonrpc":"2.0","id":${id},"method":"ping`), bad, Buffer.from('"}')]), expect: "any" };
+        return {
+          label: "invalid UTF-8 in method",
+          body: Buffer.concat([Buffer.from(`{"jsonrpc":"2.0","id":${id},"method":"ping`), bad, Buffer.from('"}')]),
+          expect: "any",
+        };
       case 1: // inside a tool argument
         return {
           label: "invalid UTF-8 in tool args",
           body: Buffer.concat([
-            Buffer.from(`{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"execute_tool","arguments":{"server":"everything","tool":"echo","args":{"message":"`),
+            Buffer.from(
+              `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"execute_tool","arguments":{"server":"everything","tool":"echo","args":{"message":"`,
+            ),
             bad,
             Buffer.from('"}}}}'),
           ]),
@@ -405,7 +469,11 @@ const GENERATORS: Record<string, Gen> = {
           id,
         };
       case 2: // in structural position
-        return { label: "invalid UTF-8 between tokens", body: Buffer.concat([Buffer.from(`{"jsonrpc":"2.0",`), bad, Buffer.from(`"id":${id},"method":"ping"}`)]), expect: "malformed" };
+        return {
+          label: "invalid UTF-8 between tokens",
+          body: Buffer.concat([Buffer.from(`{"jsonrpc":"2.0",`), bad, Buffer.from(`"id":${id},"method":"ping"}`)]),
+          expect: "malformed",
+        };
       default: // pure noise
         return { label: "random bytes", body: Buffer.concat([Buffer.from([0xff]), rng.bytes(rng.int(1, 4096))]), expect: "malformed" };
     }
@@ -419,7 +487,11 @@ const GENERATORS: Record<string, Gen> = {
       case 1:
         return { label: `${depth} nested objects as the body`, body: '{"a":'.repeat(depth) + "1" + "}".repeat(depth), expect: "malformed" };
       case 2:
-        return { label: `${depth} nested arrays in ping params`, body: `{"jsonrpc":"2.0","id":${id},"method":"ping","params":{"deep":${"[".repeat(depth)}${"]".repeat(depth)}}}`, expect: "any" };
+        return {
+          label: `${depth} nested arrays in ping params`,
+          body: `{"jsonrpc":"2.0","id":${id},"method":"ping","params":{"deep":${"[".repeat(depth)}${"]".repeat(depth)}}}`,
+          expect: "any",
+        };
       default:
         return {
           label: `${depth} nested arrays in execute_tool args`,
@@ -452,19 +524,48 @@ const GENERATORS: Record<string, Gen> = {
     const b = nextId();
     switch (rng.int(0, 6)) {
       case 0:
-        return { label: "batch of two pings", body: `[${rpc({ id: a, method: "ping" })},${rpc({ id: b, method: "ping" })}]`, expect: "request", id: a, moreIds: [b] };
+        return {
+          label: "batch of two pings",
+          body: `[${rpc({ id: a, method: "ping" })},${rpc({ id: b, method: "ping" })}]`,
+          expect: "request",
+          id: a,
+          moreIds: [b],
+        };
       case 1:
-        return { label: "batch: request + notification", body: `[${rpc({ id: a, method: "tools/list" })},${rpc({ method: "notifications/whatever" })}]`, expect: "request", id: a };
+        return {
+          label: "batch: request + notification",
+          body: `[${rpc({ id: a, method: "tools/list" })},${rpc({ method: "notifications/whatever" })}]`,
+          expect: "request",
+          id: a,
+        };
       case 2:
-        return { label: "batch: request + garbage", body: `[${rpc({ id: a, method: "ping" })},${rng.pick(["1", '"x"', "null", "[]", "{}"])}]`, expect: "malformed" };
+        return {
+          label: "batch: request + garbage",
+          body: `[${rpc({ id: a, method: "ping" })},${rng.pick(["1", '"x"', "null", "[]", "{}"])}]`,
+          expect: "malformed",
+        };
       case 3: {
         const ids = Array.from({ length: 100 }, () => nextId());
-        return { label: "batch of 100 mixed requests", body: `[${ids.map((id, i) => rpc({ id, method: i % 3 ? "ping" : "no/such" })).join(",")}]`, expect: "request", id: ids[0]!, moreIds: ids.slice(1) };
+        return {
+          label: "batch of 100 mixed requests",
+          body: `[${ids.map((id, i) => rpc({ id, method: i % 3 ? "ping" : "no/such" })).join(",")}]`,
+          expect: "request",
+          id: ids[0]!,
+          moreIds: ids.slice(1),
+        };
       }
       case 4:
-        return { label: "batch of 101 (over the SDK limit)", body: `[${Array.from({ length: 101 }, () => rpc({ id: nextId(), method: "ping" })).join(",")}]`, expect: "malformed" };
+        return {
+          label: "batch of 101 (over the SDK limit)",
+          body: `[${Array.from({ length: 101 }, () => rpc({ id: nextId(), method: "ping" })).join(",")}]`,
+          expect: "malformed",
+        };
       case 5:
-        return { label: "batch: notifications and stray responses only", body: `[${rpc({ method: "notifications/x" })},${rpc({ id: a, result: {} })}]`, expect: "notification" };
+        return {
+          label: "batch: notifications and stray responses only",
+          body: `[${rpc({ method: "notifications/x" })},${rpc({ id: a, result: {} })}]`,
+          expect: "notification",
+        };
       default:
         return {
           label: "batch: initialize inside a batch",
@@ -474,7 +575,17 @@ const GENERATORS: Record<string, Gen> = {
     }
   },
   wrongContentType(rng) {
-    const ct = rng.pick(["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonp", "application/json-patch+json", "text/json", "application", "*/*", ""]);
+    const ct = rng.pick([
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x",
+      "application/jsonp",
+      "application/json-patch+json",
+      "text/json",
+      "application",
+      "*/*",
+      "",
+    ]);
     return { label: `content-type ${JSON.stringify(ct)}`, body: rpc({ id: nextId(), method: "ping" }), expect: "malformed", headers: { "Content-Type": ct } };
   },
   missingContentType() {
@@ -494,20 +605,37 @@ const GENERATORS: Record<string, Gen> = {
     const size = rng.pick([512 * 1024, 1024 * 1024, 3 * 1024 * 1024]); // echo may refuse the larger ones (a gateway argument-size limit): still a valid reply
     if (rng.next() < 0.5) {
       const message = rng.word(16).repeat(size / 16);
-      return { label: `echo of ${size} chars`, body: rpc({ id, method: "tools/call", params: { name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message } } } }), expect: "request", id };
+      return {
+        label: `echo of ${size} chars`,
+        body: rpc({ id, method: "tools/call", params: { name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message } } } }),
+        expect: "request",
+        id,
+      };
     }
-    return { label: `unknown method with ${size} chars of params`, body: rpc({ id, method: "no/such", params: { blob: "b".repeat(size) } }), expect: "rpc-error", id };
+    return {
+      label: `unknown method with ${size} chars of params`,
+      body: rpc({ id, method: "no/such", params: { blob: "b".repeat(size) } }),
+      expect: "rpc-error",
+      id,
+    };
   },
   overLimit(rng) {
     const extra = rng.int(1, 1024);
-    const body = rpc({ id: nextId(), method: "ping", params: { pad: "" } }).replace('"pad":""', `"pad":"${"p".repeat(MAX_BODY)}"`).slice(0, MAX_BODY + extra);
+    const body = rpc({ id: nextId(), method: "ping", params: { pad: "" } })
+      .replace('"pad":""', `"pad":"${"p".repeat(MAX_BODY)}"`)
+      .slice(0, MAX_BODY + extra);
     return { label: `body of ${body.length} bytes (over the ${MAX_BODY} limit)`, body, expect: "malformed" };
   },
   hostileToolCall(rng) {
     const id = nextId();
     const tool = rng.pick(META_TOOLS.map((t) => t.name));
     const { args, mustFail } = hostileToolArgs(rng, tool);
-    return { label: `tools/call ${tool} ${short(args, 80)}`, body: rpc({ id, method: "tools/call", params: { name: tool, arguments: args } }), expect: mustFail ? "tool-error" : "request", id };
+    return {
+      label: `tools/call ${tool} ${short(args, 80)}`,
+      body: rpc({ id, method: "tools/call", params: { name: tool, arguments: args } }),
+      expect: mustFail ? "tool-error" : "request",
+      id,
+    };
   },
   hostileUpstreamArgs(rng) {
     // Valid meta-tool arguments carrying hostile upstream arguments: passed on as is.
@@ -517,7 +645,11 @@ const GENERATORS: Record<string, Gen> = {
     const timeout = rng.pick([undefined, 0, 1, 10_000]);
     return {
       label: `execute_tool ${tool} ${short(args, 60)}`,
-      body: rpc({ id, method: "tools/call", params: { name: "execute_tool", arguments: { server: "everything", tool, args, ...(timeout === undefined ? {} : { timeout_ms: timeout }) } } }),
+      body: rpc({
+        id,
+        method: "tools/call",
+        params: { name: "execute_tool", arguments: { server: "everything", tool, args, ...(timeout === undefined ? {} : { timeout_ms: timeout }) } },
+      }),
       expect: "request",
       id,
     };
@@ -535,17 +667,31 @@ const GENERATORS: Record<string, Gen> = {
       "initialize",
       rng.word(8),
     ]);
-    const params = rng.pick<unknown>([undefined, {}, { requestId: hostileValue(rng), reason: hostileValue(rng) }, { progressToken: hostileValue(rng), progress: 1e308 }, raw(rng.pick(POLLUTERS))]);
+    const params = rng.pick<unknown>([
+      undefined,
+      {},
+      { requestId: hostileValue(rng), reason: hostileValue(rng) },
+      { progressToken: hostileValue(rng), progress: 1e308 },
+      raw(rng.pick(POLLUTERS)),
+    ]);
     return { label: `notification ${method}`, body: rpc(params === undefined ? { method } : { method, params }), expect: "notification" };
   },
   strayResponse(rng) {
     const id = rng.pick<string | number>([nextId(), "never-sent", 0, -1, Number.MAX_SAFE_INTEGER]);
-    const body = rng.next() < 0.5 ? rpc({ id, result: { hostile: hostileValue(rng) } }) : rpc({ id, error: { code: rng.int(-40000, 40000), message: "client says no", data: hostileValue(rng) } });
+    const body =
+      rng.next() < 0.5
+        ? rpc({ id, result: { hostile: hostileValue(rng) } })
+        : rpc({ id, error: { code: rng.int(-40000, 40000), message: "client says no", data: hostileValue(rng) } });
     return { label: `stray response id ${short(id, 20)}`, body, expect: "notification" };
   },
   badProtocolHeader(rng) {
     const v = rng.pick(["1999-01-01", "garbage", "2025-06-18, 2025-03-26", "9".repeat(2000), "latest", "2025-13-45"]);
-    return { label: `mcp-protocol-version ${short(v, 20)}`, body: rpc({ id: nextId(), method: "ping" }), expect: "malformed", headers: { "mcp-protocol-version": v } };
+    return {
+      label: `mcp-protocol-version ${short(v, 20)}`,
+      body: rpc({ id: nextId(), method: "ping" }),
+      expect: "malformed",
+      headers: { "mcp-protocol-version": v },
+    };
   },
   badSessionHeader(rng) {
     const v = rng.pick(["nope", "00000000-0000-0000-0000-000000000000", "x".repeat(8000), "__proto__", "constructor", "../../mcp", " "]);
@@ -730,11 +876,19 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
     const init = await send(base, { label: "init", body: initializeBody("init"), expect: "request" }, noSessionHeaders());
     assert.equal(init.status, 200, init.body.toString());
     sessionId = String(init.headers["mcp-session-id"]);
-    const initialized = await send(base, { label: "initialized", body: rpc({ method: "notifications/initialized" }), expect: "notification" }, sessionHeaders());
+    const initialized = await send(
+      base,
+      { label: "initialized", body: rpc({ method: "notifications/initialized" }), expect: "notification" },
+      sessionHeaders(),
+    );
     assert.equal(initialized.status, 202);
     // Wait until the raw session's own upstream is connected as well, so its spawn is in the baseline.
     const connected = async (): Promise<boolean> => {
-      const r = await send(base, { label: "list_servers", body: rpc({ id: "ls", method: "tools/call", params: { name: "list_servers", arguments: {} } }), expect: "request", id: "ls" }, sessionHeaders());
+      const r = await send(
+        base,
+        { label: "list_servers", body: rpc({ id: "ls", method: "tools/call", params: { name: "list_servers", arguments: {} } }), expect: "request", id: "ls" },
+        sessionHeaders(),
+      );
       return /\\"status\\":\\"connected\\"/.test(r.body.toString());
     };
     for (let i = 0; !(await connected()); i++) {
@@ -772,19 +926,42 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
     const rng = prng(SEED + 2);
     const cases: FuzzCase[] = [];
     for (const tool of META_TOOLS) {
-      const values: unknown[] = [1e308, -1e308, Number.MAX_SAFE_INTEGER + 2, -0, 5e-324, null, true, [], "", "x".repeat(100_000), raw(POLLUTERS[0]!), raw(POLLUTERS[1]!)];
+      const values: unknown[] = [
+        1e308,
+        -1e308,
+        Number.MAX_SAFE_INTEGER + 2,
+        -0,
+        5e-324,
+        null,
+        true,
+        [],
+        "",
+        "x".repeat(100_000),
+        raw(POLLUTERS[0]!),
+        raw(POLLUTERS[1]!),
+      ];
       for (const field of Object.keys(tool.input)) {
         for (const value of values) {
           // `field: value` plus an unknown key: always refused, whatever value does (nothing may block or act).
           const args = raw(`{"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}},${JSON.stringify(field)}:${JSON.stringify(value)}}`);
           const id = nextId();
-          cases.push({ label: `${tool.name}.${field} = ${short(value, 30)} + __proto__/constructor`, body: rpc({ id, method: "tools/call", params: { name: tool.name, arguments: args } }), expect: "tool-error", id });
+          cases.push({
+            label: `${tool.name}.${field} = ${short(value, 30)} + __proto__/constructor`,
+            body: rpc({ id, method: "tools/call", params: { name: tool.name, arguments: args } }),
+            expect: "tool-error",
+            id,
+          });
         }
       }
       for (let i = 0; i < 4; i++) {
         const { args } = hostileToolArgs(rng, tool.name);
         const id = nextId();
-        cases.push({ label: `${tool.name} ${short(args, 60)}`, body: rpc({ id, method: "tools/call", params: { name: tool.name, arguments: args } }), expect: "any", id });
+        cases.push({
+          label: `${tool.name} ${short(args, 60)}`,
+          body: rpc({ id, method: "tools/call", params: { name: tool.name, arguments: args } }),
+          expect: "any",
+          id,
+        });
       }
     }
     // Enormous numbers that pass a field's type check, on tools that answer at once.
@@ -833,9 +1010,21 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
     const refused: FuzzCase[] = [
       { label: "initialize as text/plain", body: initializeBody(1), expect: "malformed", headers: { "Content-Type": "text/plain" } },
       { label: "initialize without text/event-stream in Accept", body: initializeBody(2), expect: "malformed", headers: { Accept: "application/json" } },
-      { label: "initialize with protocolVersion 7", body: rpc({ id: 3, method: "initialize", params: { protocolVersion: 7, capabilities: {}, clientInfo: { name: "x", version: "1" } } }), expect: "malformed" },
-      { label: "initialize without clientInfo", body: rpc({ id: 4, method: "initialize", params: { protocolVersion: PROTOCOL, capabilities: {} } }), expect: "malformed" },
-      { label: "initialize with capabilities as string", body: rpc({ id: 5, method: "initialize", params: { protocolVersion: PROTOCOL, capabilities: "all", clientInfo: { name: "x", version: "1" } } }), expect: "malformed" },
+      {
+        label: "initialize with protocolVersion 7",
+        body: rpc({ id: 3, method: "initialize", params: { protocolVersion: 7, capabilities: {}, clientInfo: { name: "x", version: "1" } } }),
+        expect: "malformed",
+      },
+      {
+        label: "initialize without clientInfo",
+        body: rpc({ id: 4, method: "initialize", params: { protocolVersion: PROTOCOL, capabilities: {} } }),
+        expect: "malformed",
+      },
+      {
+        label: "initialize with capabilities as string",
+        body: rpc({ id: 5, method: "initialize", params: { protocolVersion: PROTOCOL, capabilities: "all", clientInfo: { name: "x", version: "1" } } }),
+        expect: "malformed",
+      },
       { label: "attach to an unknown session", path: "/mcp?session=__proto__", body: initializeBody(6), expect: "malformed" },
       { label: "attach to a session with a huge id", path: `/mcp?session=${"s".repeat(4000)}`, body: initializeBody(7), expect: "malformed" },
       { label: "initialize on /servers/__proto__/mcp", path: "/servers/__proto__/mcp", body: initializeBody(8), expect: "malformed" },
@@ -845,9 +1034,36 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
     await eventually(() => gw.gateway.context.sessions.size === before, "refused initializes to leave no session");
 
     const accepted: FuzzCase[] = [
-      { label: "1 MB client name", body: rpc({ id: "big", method: "initialize", params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: "n".repeat(1_000_000), version: "1" } } }), expect: "request", id: "big" },
-      { label: "__proto__ in capabilities", body: rpc({ id: "proto", method: "initialize", params: { protocolVersion: PROTOCOL, capabilities: raw('{"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}},"elicitation":{}}'), clientInfo: { name: "x", version: "1" } } }), expect: "request", id: "proto" },
-      { label: "unknown future protocolVersion", body: rpc({ id: "future", method: "initialize", params: { protocolVersion: "2999-01-01", capabilities: {}, clientInfo: { name: "x", version: "1" } } }), expect: "request", id: "future" },
+      {
+        label: "1 MB client name",
+        body: rpc({
+          id: "big",
+          method: "initialize",
+          params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: "n".repeat(1_000_000), version: "1" } },
+        }),
+        expect: "request",
+        id: "big",
+      },
+      {
+        label: "__proto__ in capabilities",
+        body: rpc({
+          id: "proto",
+          method: "initialize",
+          params: {
+            protocolVersion: PROTOCOL,
+            capabilities: raw('{"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}},"elicitation":{}}'),
+            clientInfo: { name: "x", version: "1" },
+          },
+        }),
+        expect: "request",
+        id: "proto",
+      },
+      {
+        label: "unknown future protocolVersion",
+        body: rpc({ id: "future", method: "initialize", params: { protocolVersion: "2999-01-01", capabilities: {}, clientInfo: { name: "x", version: "1" } } }),
+        expect: "request",
+        id: "future",
+      },
     ];
     for (const c of accepted) {
       const r = await send(base, c, noSessionHeaders());
@@ -869,7 +1085,11 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
     },
     async () => {
       const known = new Set(gw.gateway.context.sessions.list().map((s) => s.id));
-      const c: FuzzCase = { label: "initialize as notification", body: rpc({ method: "initialize", params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: "x", version: "1" } } }), expect: "malformed" };
+      const c: FuzzCase = {
+        label: "initialize as notification",
+        body: rpc({ method: "initialize", params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: "x", version: "1" } } }),
+        expect: "malformed",
+      };
       try {
         const r = await send(base, c, noSessionHeaders());
         sent++;
@@ -894,7 +1114,12 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
       const headers = { ...noSessionHeaders(), "mcp-session-id": id, "mcp-protocol-version": PROTOCOL };
       try {
         const message = "m".repeat(900_000); // a reply of ~0.9 MB (arguments stay under any 1 MB argument limit)
-        const call = (n: number): FuzzCase => ({ label: `echo ${n}`, body: rpc({ id: n, method: "tools/call", params: { name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message } } } }), expect: "request", id: n });
+        const call = (n: number): FuzzCase => ({
+          label: `echo ${n}`,
+          body: rpc({ id: n, method: "tools/call", params: { name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message } } } }),
+          expect: "request",
+          id: n,
+        });
         await send(base, call(0), headers); // upstream connected, buffers warm
         gc();
         const before = process.memoryUsage().heapUsed;
@@ -919,7 +1144,12 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
       ...SLOW,
     },
     async () => {
-      const slow: FuzzCase = { label: "await_activity id dup", body: rpc({ id: "dup", method: "tools/call", params: { name: "await_activity", arguments: { timeout_ms: 1_000 } } }), expect: "request", id: "dup" };
+      const slow: FuzzCase = {
+        label: "await_activity id dup",
+        body: rpc({ id: "dup", method: "tools/call", params: { name: "await_activity", arguments: { timeout_ms: 1_000 } } }),
+        expect: "request",
+        id: "dup",
+      };
       const fast: FuzzCase = { label: "ping id dup", body: rpc({ id: "dup", method: "ping" }), expect: "malformed" };
       const first = send(base, slow, sessionHeaders(), 6_000).then(
         (r) => judge(slow, r),
@@ -941,7 +1171,20 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
     assert.equal(gw.gateway.context.sessions.size, baselineSessions, "sessions leaked");
     await eventually(() => childPids().length <= baselineChildren, `child processes to return to ${baselineChildren} (now ${childPids().length})`);
     // The raw session still works after everything it was sent.
-    const echo = await send(base, { label: "echo", body: rpc({ id: "final", method: "tools/call", params: { name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message: "still here" } } } }), expect: "request", id: "final" }, sessionHeaders());
+    const echo = await send(
+      base,
+      {
+        label: "echo",
+        body: rpc({
+          id: "final",
+          method: "tools/call",
+          params: { name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message: "still here" } } },
+        }),
+        expect: "request",
+        id: "final",
+      },
+      sessionHeaders(),
+    );
     assert.match(echo.body.toString(), /Echo: still here/);
     const mb = (n: number): string => (n / 1048576).toFixed(1);
     const withSession = await settledRss();
@@ -955,8 +1198,15 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
     const heapGrowth = process.memoryUsage().heapUsed - baselineHeap;
     const mu = process.memoryUsage();
     t.diagnostic(`heapUsed ${mb(mu.heapUsed)} MB (baseline ${mb(baselineHeap)} MB), heapTotal ${mb(mu.heapTotal)} MB, external ${mb(mu.external)} MB`);
-    t.diagnostic(`HTTP statuses: ${[...statuses].sort(([a], [b]) => a - b).map(([k, v]) => `${k}×${v}`).join(", ")}`);
-    t.diagnostic(`${sent} messages; test-process RSS (in-process gateway): baseline ${mb(baselineRss)} MB, with the fuzz session still open ${mb(withSession)} MB, after ending it ${mb(rss)} MB (${growth >= 0 ? "+" : ""}${mb(growth)} MB)`);
+    t.diagnostic(
+      `HTTP statuses: ${[...statuses]
+        .sort(([a], [b]) => a - b)
+        .map(([k, v]) => `${k}×${v}`)
+        .join(", ")}`,
+    );
+    t.diagnostic(
+      `${sent} messages; test-process RSS (in-process gateway): baseline ${mb(baselineRss)} MB, with the fuzz session still open ${mb(withSession)} MB, after ending it ${mb(rss)} MB (${growth >= 0 ? "+" : ""}${mb(growth)} MB)`,
+    );
     assert.ok(heapGrowth < 16 * 1048576, `the JS heap kept ${mb(heapGrowth)} MB more than at the start (a leak)`);
     assert.ok(growth < 100 * 1048576, `RSS grew by ${mb(growth)} MB`);
   });
@@ -976,13 +1226,17 @@ describe("fuzz: malformed percent-encoding in the request path (gateway in a chi
       try {
         const origin = new URL(cli.url).origin;
         for (const p of ["/servers/%E0%A4%A/mcp", "/servers/%/mcp", "/servers/%ZZ/mcp", "/servers/%C0%80/mcp"]) {
-          const r = await send(origin, { label: p, path: p, body: initializeBody(1), expect: "malformed" }, { "Content-Type": "application/json", Accept: "application/json, text/event-stream" }).catch(
-            (err: unknown) => new Error(String(err)),
-          );
+          const r = await send(
+            origin,
+            { label: p, path: p, body: initializeBody(1), expect: "malformed" },
+            { "Content-Type": "application/json", Accept: "application/json, text/event-stream" },
+          ).catch((err: unknown) => new Error(String(err)));
           if (r instanceof Error) {
             await new Promise((resolve) => setTimeout(resolve, 200));
             const exited = cli.child.exitCode !== null || cli.child.signalCode !== null || !processAlive(cli.child.pid!);
-            assert.fail(`${p}: no reply (${String(r)}); gateway process ${exited ? `exited (code ${cli.child.exitCode})` : "still running"}\n${cli.stderr().slice(0, 800)}`);
+            assert.fail(
+              `${p}: no reply (${String(r)}); gateway process ${exited ? `exited (code ${cli.child.exitCode})` : "still running"}\n${cli.stderr().slice(0, 800)}`,
+            );
           }
           assert.deepEqual(judge({ label: p, expect: "malformed" }, r), [], p);
         }

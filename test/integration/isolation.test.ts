@@ -39,7 +39,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { monotonicFactory, ulid } from "ulid";
 import { call, connectClient, startGateway, type TestGateway } from "../helpers/gateway.js";
@@ -244,53 +244,57 @@ describe("meta face: B cannot read, answer or cancel A's tasks and pending reque
     B = via(b, ledB);
   });
 
-  test("A's tasks: B's get_task / get_task_result / cancel_task answer as for an id that never existed; list_tasks omits them; A's task runs on", LIMIT, async () => {
-    const done = await promote(a, "slow", "slow", { ms: 50 }, 0, {}, ledA);
-    await eventually("A's short task to end", async () => ((await taskStatus(A, done.taskId)) === "completed" ? true : undefined));
-    const running = await promote(a, "slow", "slow", { ms: 3_000 }, 0, {}, ledA);
-    const aIds = [done.taskId, running.taskId];
+  test(
+    "A's tasks: B's get_task / get_task_result / cancel_task answer as for an id that never existed; list_tasks omits them; A's task runs on",
+    LIMIT,
+    async () => {
+      const done = await promote(a, "slow", "slow", { ms: 50 }, 0, {}, ledA);
+      await eventually("A's short task to end", async () => ((await taskStatus(A, done.taskId)) === "completed" ? true : undefined));
+      const running = await promote(a, "slow", "slow", { ms: 3_000 }, 0, {}, ledA);
+      const aIds = [done.taskId, running.taskId];
 
-    for (const { tool, args, code } of idTakingCalls("").slice(0, 3)) {
-      // What B gets for an id that never existed anywhere...
-      const never = ulid();
-      const baseline = masked(metaError(await B(tool, { ...args, task_id: never }), code, `${tool}(never)`), never);
-      // ...is exactly what B gets for A's ids (completed and working): nothing tells B they exist.
-      for (const id of aIds) {
-        const r = await B(tool, { ...args, task_id: id });
-        assert.equal(masked(metaError(r, code, `${tool}(A's ${id})`), id), baseline, `${tool} answers A's id differently from an unknown one`);
-        assert.equal(pendingAction(r), undefined, "B has nothing pending");
+      for (const { tool, args, code } of idTakingCalls("").slice(0, 3)) {
+        // What B gets for an id that never existed anywhere...
+        const never = ulid();
+        const baseline = masked(metaError(await B(tool, { ...args, task_id: never }), code, `${tool}(never)`), never);
+        // ...is exactly what B gets for A's ids (completed and working): nothing tells B they exist.
+        for (const id of aIds) {
+          const r = await B(tool, { ...args, task_id: id });
+          assert.equal(masked(metaError(r, code, `${tool}(A's ${id})`), id), baseline, `${tool} answers A's id differently from an unknown one`);
+          assert.equal(pendingAction(r), undefined, "B has nothing pending");
+        }
       }
-    }
-    // get_task_result without timeout_ms (it would wait for the whole TTL of a task of B's) fails at once too.
-    metaError(await B("get_task_result", { task_id: running.taskId }), "EMCP_UNKNOWN_TASK", "get_task_result without timeout");
+      // get_task_result without timeout_ms (it would wait for the whole TTL of a task of B's) fails at once too.
+      metaError(await B("get_task_result", { task_id: running.taskId }), "EMCP_UNKNOWN_TASK", "get_task_result without timeout");
 
-    assert.deepEqual(await listTaskIds(B, { include_completed: true }), [], "B's list_tasks (include_completed)");
-    assert.deepEqual(await listTaskIds(B, { status: "working" }), []);
-    assert.deepEqual(await listTaskIds(B, { status: "completed" }), []);
-    assert.deepEqual(await listTaskIds(B, { server: "slow", include_completed: true }), []);
-    const servers = field<Array<{ name: string; working_tasks: number }>>(await B("list_servers"), "servers") ?? [];
-    assert.deepEqual(
-      servers.map((s) => [s.name, s.working_tasks]),
-      [
-        ["everything", 0],
-        ["slow", 0],
-      ],
-      "B's list_servers counts no working task",
-    );
-    const activity = await ledB.await(b, 0);
-    assert.deepEqual(activity.pending_server, [], "B's await_activity shows no working task");
+      assert.deepEqual(await listTaskIds(B, { include_completed: true }), [], "B's list_tasks (include_completed)");
+      assert.deepEqual(await listTaskIds(B, { status: "working" }), []);
+      assert.deepEqual(await listTaskIds(B, { status: "completed" }), []);
+      assert.deepEqual(await listTaskIds(B, { server: "slow", include_completed: true }), []);
+      const servers = field<Array<{ name: string; working_tasks: number }>>(await B("list_servers"), "servers") ?? [];
+      assert.deepEqual(
+        servers.map((s) => [s.name, s.working_tasks]),
+        [
+          ["everything", 0],
+          ["slow", 0],
+        ],
+        "B's list_servers counts no working task",
+      );
+      const activity = await ledB.await(b, 0);
+      assert.deepEqual(activity.pending_server, [], "B's await_activity shows no working task");
 
-    // A's task was not touched: A still sees it (working, or completed if it already ran its 3 s) and gets its real result.
-    const status = await taskStatus(A, running.taskId);
-    assert.ok(status === "working" || status === "completed", `A's task is ${status} after B's attempts`);
-    assert.deepEqual((await listTaskIds(A, { include_completed: true })).sort(), [...aIds].sort());
-    const result = await A("get_task_result", { task_id: running.taskId, timeout_ms: 30_000 });
-    assert.notEqual(result.isError, true, allText(result));
-    assert.equal(payloadText(result), "slept 3000ms");
-    assert.ok(!ledA.has((e) => e.type === "task_cancelled"), "no task of A was cancelled");
+      // A's task was not touched: A still sees it (working, or completed if it already ran its 3 s) and gets its real result.
+      const status = await taskStatus(A, running.taskId);
+      assert.ok(status === "working" || status === "completed", `A's task is ${status} after B's attempts`);
+      assert.deepEqual((await listTaskIds(A, { include_completed: true })).sort(), [...aIds].sort());
+      const result = await A("get_task_result", { task_id: running.taskId, timeout_ms: 30_000 });
+      assert.notEqual(result.isError, true, allText(result));
+      assert.equal(payloadText(result), "slept 3000ms");
+      assert.ok(!ledA.has((e) => e.type === "task_cancelled"), "no task of A was cancelled");
 
-    assertNoneOf(ledB.all, aIds, "B's events");
-  });
+      assertNoneOf(ledB.all, aIds, "B's events");
+    },
+  );
 
   test("A's pending elicitation and sampling request: B cannot list or answer them; A answers and its calls complete", LIMIT, async () => {
     const el = await promote(a, "everything", "trigger-elicitation-request", {}, 0, {}, ledA);
@@ -382,7 +386,8 @@ describe("meta face: B cannot read, answer or cancel A's tasks and pending reque
     assert.notEqual(gz.isError, true, allText(gz));
     const short = await promote(a, "slow", "slow", { ms: 10 }, 0, {}, ledA);
     assert.equal(payloadText(await A("get_task_result", { task_id: short.taskId, timeout_ms: 30_000 })), "slept 10ms");
-    const simulated = (l: { logger?: string; data: unknown }) => l.logger !== "stderr" && typeof l.data === "string" && /level message|level-message/.test(l.data);
+    const simulated = (l: { logger?: string; data: unknown }) =>
+      l.logger !== "stderr" && typeof l.data === "string" && /level message|level-message/.test(l.data);
     assert.notEqual((await A("execute_tool", { server: "everything", tool: "toggle-simulated-logging", args: {} })).isError, true);
     let aNotifications: Array<{ method: string }> = [];
     try {
@@ -398,7 +403,10 @@ describe("meta face: B cannot read, answer or cancel A's tasks and pending reque
       await A("execute_tool", { server: "everything", tool: "toggle-simulated-logging", args: {} });
     }
     assert.ok(aNotifications.length > 0);
-    assert.ok(ledA.has((e) => e.type === "task_completed" && e.data.taskId === short.taskId), "A saw its own task events");
+    assert.ok(
+      ledA.has((e) => e.type === "task_completed" && e.data.taskId === short.taskId),
+      "A saw its own task events",
+    );
 
     // Every event of A has been added (A has read it); none of them woke B.
     assert.equal(settled, false, "B's await_activity was woken by A's activity");
@@ -434,65 +442,72 @@ describe("meta face: B cannot read, answer or cancel A's tasks and pending reque
 });
 
 describe("native tasks on the transparent faces: B on any face cannot get, fetch, cancel or list A's tasks", () => {
-  test("A's tasks (gateway-owned and upstream) from /servers/everything/mcp and /all/mcp are unknown to B on /servers, /all and the meta face", LIMIT, async () => {
-    const [pa, paAll, pb, pbAll, bMeta] = await Promise.all([
-      face("/servers/everything/mcp"),
-      face("/all/mcp"),
-      face("/servers/everything/mcp"),
-      face("/all/mcp"),
-      pool.open(),
-    ]);
-    const echo = await startTask(pa.client, "echo", { message: "A only" });
-    const research = await startTask(pa.client, RESEARCH, { topic: "isolation" });
-    const viaAll = await startTask(paAll.client, "everything__echo", { message: "A only, via /all" });
-    await pollTask(pa.client, echo.taskId, (t) => t.status === "completed", "completed");
-    await pollTask(paAll.client, viaAll.taskId, (t) => t.status === "completed", "completed");
-    const aIds = [echo.taskId, research.taskId, viaAll.taskId];
+  test(
+    "A's tasks (gateway-owned and upstream) from /servers/everything/mcp and /all/mcp are unknown to B on /servers, /all and the meta face",
+    LIMIT,
+    async () => {
+      const [pa, paAll, pb, pbAll, bMeta] = await Promise.all([
+        face("/servers/everything/mcp"),
+        face("/all/mcp"),
+        face("/servers/everything/mcp"),
+        face("/all/mcp"),
+        pool.open(),
+      ]);
+      const echo = await startTask(pa.client, "echo", { message: "A only" });
+      const research = await startTask(pa.client, RESEARCH, { topic: "isolation" });
+      const viaAll = await startTask(paAll.client, "everything__echo", { message: "A only, via /all" });
+      await pollTask(pa.client, echo.taskId, (t) => t.status === "completed", "completed");
+      await pollTask(paAll.client, viaAll.taskId, (t) => t.status === "completed", "completed");
+      const aIds = [echo.taskId, research.taskId, viaAll.taskId];
 
-    for (const [name, peer] of [
-      ["B on /servers/everything/mcp", pb],
-      ["B on /all/mcp", pbAll],
-    ] as const) {
-      const never = ulid();
-      const baseline = {
-        get: masked(await notFound(getTask(peer.client, never), `${name} tasks/get (never)`), never),
-        result: masked(await notFound(taskResult(peer.client, never), `${name} tasks/result (never)`), never),
-        cancel: masked(await notFound(peer.client.experimental.tasks.cancelTask(never, LONG), `${name} tasks/cancel (never)`), never),
-      };
-      for (const id of aIds) {
-        assert.equal(masked(await notFound(getTask(peer.client, id), `${name} tasks/get`), id), baseline.get);
-        assert.equal(masked(await notFound(taskResult(peer.client, id), `${name} tasks/result`), id), baseline.result);
-        assert.equal(masked(await notFound(peer.client.experimental.tasks.cancelTask(id, LONG), `${name} tasks/cancel`), id), baseline.cancel);
+      for (const [name, peer] of [
+        ["B on /servers/everything/mcp", pb],
+        ["B on /all/mcp", pbAll],
+      ] as const) {
+        const never = ulid();
+        const baseline = {
+          get: masked(await notFound(getTask(peer.client, never), `${name} tasks/get (never)`), never),
+          result: masked(await notFound(taskResult(peer.client, never), `${name} tasks/result (never)`), never),
+          cancel: masked(await notFound(peer.client.experimental.tasks.cancelTask(never, LONG), `${name} tasks/cancel (never)`), never),
+        };
+        for (const id of aIds) {
+          assert.equal(masked(await notFound(getTask(peer.client, id), `${name} tasks/get`), id), baseline.get);
+          assert.equal(masked(await notFound(taskResult(peer.client, id), `${name} tasks/result`), id), baseline.result);
+          assert.equal(masked(await notFound(peer.client.experimental.tasks.cancelTask(id, LONG), `${name} tasks/cancel`), id), baseline.cancel);
+        }
+        assert.deepEqual((await peer.client.experimental.tasks.listTasks(undefined, LONG)).tasks, [], `${name}: tasks/list`);
+        // Apart from B's own not-found replies (which echo the id B sent), nothing B received names A's tasks:
+        // no result, no notifications/tasks/status, no related-task _meta.
+        assertNoneOf(
+          peer.received.filter((m) => m.error === undefined),
+          aIds,
+          `what ${name} received`,
+        );
       }
-      assert.deepEqual((await peer.client.experimental.tasks.listTasks(undefined, LONG)).tasks, [], `${name}: tasks/list`);
-      // Apart from B's own not-found replies (which echo the id B sent), nothing B received names A's tasks:
-      // no result, no notifications/tasks/status, no related-task _meta.
-      assertNoneOf(
-        peer.received.filter((m) => m.error === undefined),
-        aIds,
-        `what ${name} received`,
+
+      // The meta face of another session (and its envelope) knows nothing of them either.
+      for (const id of aIds) {
+        for (const { tool, args, code } of idTakingCalls(id).slice(0, 3)) metaError(await call(bMeta, tool, args), code, `meta ${tool}`);
+      }
+      assert.deepEqual(await listTaskIds(via(bMeta), { include_completed: true }), []);
+
+      // A's tasks are intact, on each face of A.
+      assert.equal(text(await taskResult(pa.client, echo.taskId)), "Echo: A only");
+      assert.equal(text(await taskResult(paAll.client, viaAll.taskId)), "Echo: A only, via /all");
+      const report = await taskResult(pa.client, research.taskId);
+      assert.notEqual(report.isError, true, text(report));
+      assert.match(text(report), /isolation/);
+      assert.deepEqual(
+        (await pa.client.experimental.tasks.listTasks(undefined, LONG)).tasks.map((t) => t.taskId).sort(),
+        [echo.taskId, research.taskId].sort(),
       );
-    }
-
-    // The meta face of another session (and its envelope) knows nothing of them either.
-    for (const id of aIds) {
-      for (const { tool, args, code } of idTakingCalls(id).slice(0, 3)) metaError(await call(bMeta, tool, args), code, `meta ${tool}`);
-    }
-    assert.deepEqual(await listTaskIds(via(bMeta), { include_completed: true }), []);
-
-    // A's tasks are intact, on each face of A.
-    assert.equal(text(await taskResult(pa.client, echo.taskId)), "Echo: A only");
-    assert.equal(text(await taskResult(paAll.client, viaAll.taskId)), "Echo: A only, via /all");
-    const report = await taskResult(pa.client, research.taskId);
-    assert.notEqual(report.isError, true, text(report));
-    assert.match(text(report), /isolation/);
-    assert.deepEqual((await pa.client.experimental.tasks.listTasks(undefined, LONG)).tasks.map((t) => t.taskId).sort(), [echo.taskId, research.taskId].sort());
-    // Each of A's sessions sees only its own tasks too.
-    assert.deepEqual(
-      (await paAll.client.experimental.tasks.listTasks(undefined, LONG)).tasks.map((t) => t.taskId),
-      [viaAll.taskId],
-    );
-  });
+      // Each of A's sessions sees only its own tasks too.
+      assert.deepEqual(
+        (await paAll.client.experimental.tasks.listTasks(undefined, LONG)).tasks.map((t) => t.taskId),
+        [viaAll.taskId],
+      );
+    },
+  );
 });
 
 describe("id guessing: neighbouring, mutated and hostile ids get clean not-found errors", () => {
@@ -685,7 +700,8 @@ describe("attach (POST /mcp?session=<id>) and the session id as the credential",
     // A session never learns another session's id: nothing B receives carries A's ids.
     const b = await pool.open();
     const bSaw: unknown[] = [];
-    for (const tool of ["list_servers", "list_tasks", "get_elicitations", "get_sampling_requests", "get_notifications", "get_logs"]) bSaw.push(await call(b, tool));
+    for (const tool of ["list_servers", "list_tasks", "get_elicitations", "get_sampling_requests", "get_notifications", "get_logs"])
+      bSaw.push(await call(b, tool));
     bSaw.push(await awaitActivity(b, 0));
     const health = await fetch(`${base}/healthz`);
     bSaw.push(await health.json());
@@ -715,11 +731,26 @@ describe("attach (POST /mcp?session=<id>) and the session id as the credential",
         const attempts: Array<[string, Promise<RawResponse>]> = [
           ["initialize /mcp", rawRequest(`${tbase}/mcp`, { headers: { ...MCP_POST_HEADERS, ...headers }, body: initializeBody() })],
           ["initialize /all/mcp", rawRequest(`${tbase}/all/mcp`, { headers: { ...MCP_POST_HEADERS, ...headers }, body: initializeBody() })],
-          ["initialize /servers/everything/mcp", rawRequest(`${tbase}/servers/everything/mcp`, { headers: { ...MCP_POST_HEADERS, ...headers }, body: initializeBody() })],
-          ["attach /mcp?session=<live id>", rawRequest(`${tbase}/mcp?session=${encodeURIComponent(sessionId)}`, { headers: { ...MCP_POST_HEADERS, ...headers }, body: initializeBody() })],
+          [
+            "initialize /servers/everything/mcp",
+            rawRequest(`${tbase}/servers/everything/mcp`, { headers: { ...MCP_POST_HEADERS, ...headers }, body: initializeBody() }),
+          ],
+          [
+            "attach /mcp?session=<live id>",
+            rawRequest(`${tbase}/mcp?session=${encodeURIComponent(sessionId)}`, { headers: { ...MCP_POST_HEADERS, ...headers }, body: initializeBody() }),
+          ],
           ["request in the live session", rawRpc(`${tbase}/servers/everything/mcp`, sessionId, { id: 9, method: "tasks/list" }, headers)],
-          ["GET stream of the live session", rawRequest(`${tbase}/servers/everything/mcp`, { method: "GET", headers: { accept: "text/event-stream", "mcp-session-id": sessionId, ...headers } })],
-          ["DELETE of the live session", rawRequest(`${tbase}/servers/everything/mcp`, { method: "DELETE", headers: { "mcp-session-id": sessionId, "mcp-protocol-version": PROTOCOL, ...headers } })],
+          [
+            "GET stream of the live session",
+            rawRequest(`${tbase}/servers/everything/mcp`, { method: "GET", headers: { accept: "text/event-stream", "mcp-session-id": sessionId, ...headers } }),
+          ],
+          [
+            "DELETE of the live session",
+            rawRequest(`${tbase}/servers/everything/mcp`, {
+              method: "DELETE",
+              headers: { "mcp-session-id": sessionId, "mcp-protocol-version": PROTOCOL, ...headers },
+            }),
+          ],
         ];
         for (const [what, attempt] of attempts) {
           const res = await attempt;
@@ -735,9 +766,15 @@ describe("attach (POST /mcp?session=<id>) and the session id as the credential",
       const ok = await rawRpc(`${tbase}/servers/everything/mcp`, sessionId, { id: 10, method: "tasks/list" }, auth);
       assert.equal(ok.status, 200, ok.body);
       assert.deepEqual(jsonRpcMessages(ok)[0]?.result, { tasks: [] });
-      const attached = await rawRequest(`${tbase}/mcp?session=${encodeURIComponent(sessionId)}`, { headers: { ...MCP_POST_HEADERS, ...auth }, body: initializeBody() });
+      const attached = await rawRequest(`${tbase}/mcp?session=${encodeURIComponent(sessionId)}`, {
+        headers: { ...MCP_POST_HEADERS, ...auth },
+        body: initializeBody(),
+      });
       assert.equal(attached.status, 200, attached.body);
-      const del = await rawRequest(`${tbase}/servers/everything/mcp`, { method: "DELETE", headers: { "mcp-session-id": sessionId, "mcp-protocol-version": PROTOCOL, ...auth } });
+      const del = await rawRequest(`${tbase}/servers/everything/mcp`, {
+        method: "DELETE",
+        headers: { "mcp-session-id": sessionId, "mcp-protocol-version": PROTOCOL, ...auth },
+      });
       assert.equal(del.status, 200, del.body);
     } finally {
       await tgw.close();

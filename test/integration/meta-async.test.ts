@@ -289,7 +289,10 @@ describe("sampling through tasks (server-everything trigger-sampling-request)", 
     assert.equal(messages.length, 1);
     assert.equal(messages[0]!.role, "user");
     assert.ok(messages[0]!.content.text.includes(prompt), "the request's message carries the prompt");
-    assert.ok(ledger.has((e) => e.type === "sampling_request" && e.data.requestId === req.requestId), "a sampling_request event was delivered");
+    assert.ok(
+      ledger.has((e) => e.type === "sampling_request" && e.data.requestId === req.requestId),
+      "a sampling_request event was delivered",
+    );
 
     const listedBefore = await call(c, "list_servers");
     assert.deepEqual(
@@ -354,14 +357,20 @@ describe("session envelope and await_activity", () => {
     const c = await pool.open(t);
     // timeout_ms 0 promotes at once; the upstream answers ~200ms later while no call is in flight.
     const q = await promote(c, "slow", "slow", { ms: 200 }, 0);
-    assert.ok(envelopeEvents(q.result).some((e) => e.type === "task_created"), "task_created delivered with the promotion");
+    assert.ok(
+      envelopeEvents(q.result).some((e) => e.type === "task_created"),
+      "task_created delivered with the promotion",
+    );
     const session = sessionOf(gw, c);
     await eventually("the task to end while no call is in flight", () => (session.tasks.get(q.taskId).status === "completed" ? true : undefined));
     assert.equal(session.events.hasNew(), true, "its task_completed event is undelivered");
     const a = await awaitActivity(c, 20_000);
     assert.deepEqual(a.triggers, [{ type: "immediate" }]);
     const events = activityEvents(a);
-    assert.ok(events.some((e) => e.type === "task_completed" && e.data.taskId === q.taskId), JSON.stringify(events));
+    assert.ok(
+      events.some((e) => e.type === "task_completed" && e.data.taskId === q.taskId),
+      JSON.stringify(events),
+    );
     assert.equal(a.lastEventId, events.at(-1)!.id);
   });
 
@@ -370,7 +379,11 @@ describe("session envelope and await_activity", () => {
     const ledger = new EventLedger();
     const p = await promote(c, "everything", "trigger-elicitation-request", {}, 1_000, {}, ledger);
     const requestId = (await onlyElicitation(c, "everything")).requestId;
-    assert.deepEqual(pendingAction(p.result)?.elicitations.map((e) => e.requestId), [requestId], "in the promotion response");
+    assert.deepEqual(
+      pendingAction(p.result)?.elicitations.map((e) => e.requestId),
+      [requestId],
+      "in the promotion response",
+    );
 
     const calls: Array<[string, Record<string, unknown>]> = [
       ["list_servers", {}],
@@ -397,7 +410,11 @@ describe("session envelope and await_activity", () => {
       assert.deepEqual(pending.sampling_requests, []);
     }
     const a = await ledger.await(c, 50);
-    assert.deepEqual(a.pending_client.elicitations.map((e) => e.requestId), [requestId], "await_activity shows it in pending_client");
+    assert.deepEqual(
+      a.pending_client.elicitations.map((e) => e.requestId),
+      [requestId],
+      "await_activity shows it in pending_client",
+    );
 
     const answer = await ledger.call(c, "respond_to_elicitation", { request_id: requestId, action: "accept", content: { name: "Alan" } });
     assert.notEqual(answer.isError, true, allText(answer));
@@ -481,7 +498,10 @@ describe("task failure, cancellation and expiry (slow-server fixture)", () => {
       const { task } = await getTask(c, id);
       assert.equal(task.status, "failed", `task ${id} failed`);
       assert.match(task.error ?? "", /disconnect/i, `the error says why: ${task.error}`);
-      assert.ok(ledger.has((e) => e.type === "task_failed" && e.data.taskId === id), "task_failed event delivered");
+      assert.ok(
+        ledger.has((e) => e.type === "task_failed" && e.data.taskId === id),
+        "task_failed event delivered",
+      );
       const r = await call(c, "get_task_result", { task_id: id });
       assert.equal(r.isError, true);
       assert.equal(errorCodeOf(r), "EMCP_TASK_NOT_COMPLETED");
@@ -563,7 +583,10 @@ describe("task failure, cancellation and expiry (slow-server fixture)", () => {
     assert.equal(p.task.ttl_ms, 300);
 
     const triggers = await awaitUntil(c, ledger, (l) => l.has((e) => e.type === "task_expired" && e.data.taskId === p.taskId), 20_000);
-    assert.ok(triggers.some((t) => t.type === "event" && t.eventType === "task_expired" && t.server === "slow"), JSON.stringify(triggers));
+    assert.ok(
+      triggers.some((t) => t.type === "event" && t.eventType === "task_expired" && t.server === "slow"),
+      JSON.stringify(triggers),
+    );
     const { task } = await getTask(c, p.taskId);
     assert.equal(task.status, "expired");
     assert.match(task.error ?? "", /TTL/);
@@ -625,7 +648,10 @@ describe("emceepee://diagrams resource", () => {
 
     const listed = await call(c, "list_resources", { server: "emceepee" });
     const servers = field<Array<{ server: string; resources: Array<{ uri: string }> }>>(listed, "servers");
-    assert.ok(servers?.[0]?.resources.some((r) => r.uri === "emceepee://diagrams"), allText(listed));
+    assert.ok(
+      servers?.[0]?.resources.some((r) => r.uri === "emceepee://diagrams"),
+      allText(listed),
+    );
   });
 });
 

@@ -9,17 +9,7 @@ import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import {
-  FIXTURES,
-  block,
-  call,
-  connectClient,
-  drainEvents,
-  everythingStdio,
-  startGateway,
-  waitConnected,
-  type TestGateway,
-} from "../helpers/gateway.js";
+import { FIXTURES, block, call, connectClient, drainEvents, everythingStdio, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 import {
   MCP_POST_HEADERS,
   assertSameAsDirect,

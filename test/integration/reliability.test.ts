@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { everythingServerEntry } from "../../src/config/demo.js";
 import { call, connectClient, everythingStdio, FIXTURES, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 import { allText, awaitUntil, errorCodeOf, EventLedger, promote, sessionOf, waitTerminal } from "../helpers/async-extra.js";
@@ -45,7 +45,10 @@ async function client(gw: TestGateway): Promise<Client> {
 
 describe("reconnection after an upstream crash", () => {
   test("a killed upstream fails its working task as 'state unknown', is reconnected in the background and reported as server_reconnected", async () => {
-    const gw = await gatewayWith({ mcpServers: { everything: everythingStdio() }, gateway: { upstream: { reconnect: { initialDelayMs: 100, maxDelayMs: 400 } } } });
+    const gw = await gatewayWith({
+      mcpServers: { everything: everythingStdio() },
+      gateway: { upstream: { reconnect: { initialDelayMs: 100, maxDelayMs: 400 } } },
+    });
     const c = await client(gw);
     await waitConnected(c, "everything");
     const ledger = new EventLedger();

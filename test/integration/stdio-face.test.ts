@@ -19,7 +19,12 @@ after(async () => {
 async function spawnClient(args: string[]): Promise<Client> {
   const client = new Client({ name: "stdio-test", version: "1.0.0" }, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
   await client.connect(
-    new StdioClientTransport({ command: process.execPath, args: ["--import", "tsx", path.join(ROOT, "src/cli/main.ts"), ...args], cwd: ROOT, stderr: "ignore" }),
+    new StdioClientTransport({
+      command: process.execPath,
+      args: ["--import", "tsx", path.join(ROOT, "src/cli/main.ts"), ...args],
+      cwd: ROOT,
+      stderr: "ignore",
+    }),
   );
   clients.push(client);
   return client;
@@ -50,10 +55,16 @@ test("transparent face over stdio (--face server:everything): same tools and res
   const face = await spawnClient(["stdio", "--face", "server:everything"]);
   assert.deepEqual(face.getServerVersion(), direct.getServerVersion());
   const [got, expected] = await Promise.all([face.listTools(), direct.listTools()]);
-  assert.deepEqual(got.tools.map((t) => t.name), expected.tools.map((t) => t.name));
+  assert.deepEqual(
+    got.tools.map((t) => t.name),
+    expected.tools.map((t) => t.name),
+  );
   // Every tool can run as a task through the gateway, so it shows taskSupport "optional" (docs/adr/0002).
   const directSum = expected.tools.find((t) => t.name === "get-sum")!;
-  assert.deepEqual(got.tools.find((t) => t.name === "get-sum"), { ...directSum, execution: { ...directSum.execution, taskSupport: "optional" } });
+  assert.deepEqual(
+    got.tools.find((t) => t.name === "get-sum"),
+    { ...directSum, execution: { ...directSum.execution, taskSupport: "optional" } },
+  );
   for (const c of CALLS) assert.deepEqual(await face.callTool(c), await direct.callTool(c), c.name);
 });
 

@@ -255,11 +255,7 @@ describe("transparent face: gateway-owned tasks", () => {
     const running = await startTask(a.client, RESEARCH, { topic: "mine" });
     await pollTask(a.client, done.taskId, isTerminalTask, "terminal");
     for (const { taskId } of [done, running]) {
-      for (const attempt of [
-        getTask(b.client, taskId),
-        taskResult(b.client, taskId),
-        b.client.experimental.tasks.cancelTask(taskId, LONG),
-      ]) {
+      for (const attempt of [getTask(b.client, taskId), taskResult(b.client, taskId), b.client.experimental.tasks.cancelTask(taskId, LONG)]) {
         const err = await rpcError(attempt);
         assert.equal(err.code, ErrorCode.InvalidParams);
         assert.match(err.message, /not found/i);
@@ -311,7 +307,10 @@ describe("receiver tasks: the upstream's task-augmented sampling and elicitation
     const meta = await attachMeta(p);
     const elicitCall = p.client.callTool({ name: "trigger-elicitation-request-async", arguments: {} }, undefined, LONG);
     const sampleCall = p.client.callTool({ name: "trigger-sampling-request-async", arguments: { prompt: "queued prompt" } }, undefined, LONG);
-    const elicitation = await waitFor(async () => block<Array<{ requestId: string }>>(await call(meta, "get_elicitations"), "elicitations")?.[0], "a queued elicitation");
+    const elicitation = await waitFor(
+      async () => block<Array<{ requestId: string }>>(await call(meta, "get_elicitations"), "elicitations")?.[0],
+      "a queued elicitation",
+    );
     const sampling = await waitFor(
       async () => block<Array<{ requestId: string; messages: unknown }>>(await call(meta, "get_sampling_requests"), "sampling_requests")?.[0],
       "a queued sampling request",
@@ -319,7 +318,10 @@ describe("receiver tasks: the upstream's task-augmented sampling and elicitation
     assert.match(JSON.stringify(sampling.messages), /queued prompt/);
     const receivers = store.listBySession(p.sessionId).filter((r) => r.kind === "receiver");
     assert.equal(receivers.length, 2, "both requests are receiver tasks while they wait");
-    assert.ok(receivers.every((r) => r.status === "working"), "receiver tasks start working (the spec's initial status)");
+    assert.ok(
+      receivers.every((r) => r.status === "working"),
+      "receiver tasks start working (the spec's initial status)",
+    );
     const r1 = await call(meta, "respond_to_elicitation", { request_id: elicitation.requestId, action: "accept", content: { name: "Queued Ann" } });
     assert.notEqual(r1.isError, true, text(r1));
     const r2 = await call(meta, "respond_to_sampling", { request_id: sampling.requestId, text: "sampled via the queue" });
@@ -338,7 +340,10 @@ describe("receiver tasks: the upstream's task-augmented sampling and elicitation
     const meta = await attachMeta(queued);
     const nativeCall = native.client.callTool({ name: "trigger-elicitation-request-async", arguments: {} }, undefined, LONG);
     const queuedCall = queued.client.callTool({ name: "trigger-elicitation-request-async", arguments: {} }, undefined, LONG);
-    const pending = await waitFor(async () => block<Array<{ requestId: string }>>(await call(meta, "get_elicitations"), "elicitations")?.[0], "a queued elicitation");
+    const pending = await waitFor(
+      async () => block<Array<{ requestId: string }>>(await call(meta, "get_elicitations"), "elicitations")?.[0],
+      "a queued elicitation",
+    );
     const r = await call(meta, "respond_to_elicitation", { request_id: pending.requestId, action: "decline" });
     assert.notEqual(r.isError, true, text(r));
     for (const result of [await nativeCall, await queuedCall]) {
@@ -367,7 +372,11 @@ describe("emulation: a plain tools/call of a task-only tool", () => {
       capabilities: ELICIT_AND_SAMPLE,
       elicit: () => ({ action: "accept", content: { interpretation: "snake" } }),
     });
-    const result = (await p.client.callTool({ name: `everything__${RESEARCH}`, arguments: { topic: "python", ambiguous: true } }, undefined, LONG)) as CallToolResult;
+    const result = (await p.client.callTool(
+      { name: `everything__${RESEARCH}`, arguments: { topic: "python", ambiguous: true } },
+      undefined,
+      LONG,
+    )) as CallToolResult;
     assert.match(text(result), /^# Research Report: python \(snake\)/);
     assert.equal(p.elicitations.length, 1);
     assert.equal(p.elicitations[0]?._meta?.[RELATED_TASK_META_KEY], undefined);
@@ -384,7 +393,10 @@ describe("meta face: execute_tool on a task-only tool", () => {
     const expected = await directReport("python");
     const waited = await call(meta, "execute_tool", { server: "everything", tool: RESEARCH, args: { topic: "python" }, timeout_ms: 60_000 });
     assert.notEqual(waited.isError, true, text(waited));
-    assert.ok(waited.content.some((c) => c.type === "text" && c.text === expected), text(waited));
+    assert.ok(
+      waited.content.some((c) => c.type === "text" && c.text === expected),
+      text(waited),
+    );
 
     const promoted = await call(meta, "execute_tool", { server: "everything", tool: RESEARCH, args: { topic: "python" }, timeout_ms: 0 });
     assert.notEqual(promoted.isError, true, text(promoted));
@@ -393,7 +405,10 @@ describe("meta face: execute_tool on a task-only tool", () => {
     assert.equal(proxy.status, "working");
     const final = await call(meta, "get_task_result", { task_id: proxy.task_id, timeout_ms: 60_000 });
     assert.notEqual(final.isError, true, text(final));
-    assert.ok(final.content.some((c) => c.type === "text" && c.text === expected), text(final));
+    assert.ok(
+      final.content.some((c) => c.type === "text" && c.text === expected),
+      text(final),
+    );
   });
 });
 
@@ -420,18 +435,15 @@ describe("errors", () => {
     assert.deepEqual((await p.client.experimental.tasks.listTasks(undefined, LONG)).tasks, []);
   });
 
-  test(
-    "a task-augmented call of an unknown tool is an error, not a task (regression)",
-    async () => {
-      for (const [path, name] of [
-        ["/servers/everything/mcp", "no-such-tool"],
-        ["/all/mcp", "everything__no-such-tool"],
-      ] as const) {
-        const p = await peer(path);
-        const err = await rpcError(startTask(p.client, name, {}));
-        assert.equal(err.code, ErrorCode.InvalidParams, `${path}: ${err.message}`);
-        assert.deepEqual((await p.client.experimental.tasks.listTasks(undefined, LONG)).tasks, [], `${path}: no task was created`);
-      }
-    },
-  );
+  test("a task-augmented call of an unknown tool is an error, not a task (regression)", async () => {
+    for (const [path, name] of [
+      ["/servers/everything/mcp", "no-such-tool"],
+      ["/all/mcp", "everything__no-such-tool"],
+    ] as const) {
+      const p = await peer(path);
+      const err = await rpcError(startTask(p.client, name, {}));
+      assert.equal(err.code, ErrorCode.InvalidParams, `${path}: ${err.message}`);
+      assert.deepEqual((await p.client.experimental.tasks.listTasks(undefined, LONG)).tasks, [], `${path}: no task was created`);
+    }
+  });
 });

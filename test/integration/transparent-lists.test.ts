@@ -40,7 +40,10 @@ test("/all/mcp: adding and removing a server sends tools/list_changed, and the l
   const added = await call(admin, "add_server", { name: "slow", ...slowServerStdio() });
   assert.notEqual(added.isError, true, JSON.stringify(added.content));
   await pollFor(async () => (changes >= 1 ? true : undefined), "tools/list_changed after add_server");
-  assert.ok((await all.listTools()).tools.some((t) => t.name === "slow__slow"), "the new server's tools are listed");
+  assert.ok(
+    (await all.listTools()).tools.some((t) => t.name === "slow__slow"),
+    "the new server's tools are listed",
+  );
 
   const before = changes;
   await call(admin, "remove_server", { name: "slow" });
@@ -92,33 +95,42 @@ test("the server-everything tools not exercised elsewhere (env, resource links a
   assert.deepEqual(strip((await client.listTools()).tools), strip((await direct.listTools()).tools));
 });
 
-test("a client that never sends initialized does not hold an upstream's elicitation: after a bounded wait it is queued and can be answered", { timeout: 60_000 }, async () => {
-  const gw = await startGateway({ mcpServers: { everything: everythingStdio() } });
-  gateways.push(gw);
-  const url = gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
-  const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
-  const init = await fetch(url, {
-    method: "POST",
-    headers,
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: { elicitation: { form: {} } }, clientInfo: { name: "never-initialized", version: "1" } } }),
-  });
-  const sessionId = init.headers.get("mcp-session-id")!;
-  await init.text();
-  const pendingCall = fetch(url, {
-    method: "POST",
-    headers: { ...headers, "mcp-session-id": sessionId, "mcp-protocol-version": "2025-11-25" },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "trigger-elicitation-request", arguments: {} } }),
-  }).then((r) => r.text());
-  const meta = new Client({ name: "attached", version: "1.0.0" });
-  await meta.connect(new StreamableHTTPClientTransport(new URL(`${gw.url}?session=${sessionId}`)));
-  clients.push(meta);
-  const queued = await pollFor(
-    async () => block<Array<{ requestId: string }>>(await call(meta, "get_elicitations"), "elicitations")?.[0],
-    "the elicitation in the pending queue",
-    30_000,
-    250,
-  );
-  const answered = await call(meta, "respond_to_elicitation", { request_id: queued.requestId, action: "accept", content: { name: "Queued" } });
-  assert.notEqual(answered.isError, true, JSON.stringify(answered.content));
-  assert.match(await pendingCall, /Queued/, "the upstream call completed with the queued answer");
-});
+test(
+  "a client that never sends initialized does not hold an upstream's elicitation: after a bounded wait it is queued and can be answered",
+  { timeout: 60_000 },
+  async () => {
+    const gw = await startGateway({ mcpServers: { everything: everythingStdio() } });
+    gateways.push(gw);
+    const url = gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
+    const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+    const init = await fetch(url, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: "2025-11-25", capabilities: { elicitation: { form: {} } }, clientInfo: { name: "never-initialized", version: "1" } },
+      }),
+    });
+    const sessionId = init.headers.get("mcp-session-id")!;
+    await init.text();
+    const pendingCall = fetch(url, {
+      method: "POST",
+      headers: { ...headers, "mcp-session-id": sessionId, "mcp-protocol-version": "2025-11-25" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "trigger-elicitation-request", arguments: {} } }),
+    }).then((r) => r.text());
+    const meta = new Client({ name: "attached", version: "1.0.0" });
+    await meta.connect(new StreamableHTTPClientTransport(new URL(`${gw.url}?session=${sessionId}`)));
+    clients.push(meta);
+    const queued = await pollFor(
+      async () => block<Array<{ requestId: string }>>(await call(meta, "get_elicitations"), "elicitations")?.[0],
+      "the elicitation in the pending queue",
+      30_000,
+      250,
+    );
+    const answered = await call(meta, "respond_to_elicitation", { request_id: queued.requestId, action: "accept", content: { name: "Queued" } });
+    assert.notEqual(answered.isError, true, JSON.stringify(answered.content));
+    assert.match(await pendingCall, /Queued/, "the upstream call completed with the queued answer");
+  },
+);

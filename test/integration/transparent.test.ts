@@ -155,7 +155,10 @@ describe("MCP Inspector CLI (a real client) through the transparent face", () =>
       expected,
     );
     assert.ok(names.includes(`slow${SEP}slow`), `the slow server's tools are listed too: ${names.join(", ")}`);
-    assert.ok(names.every((n) => n.startsWith(`everything${SEP}`) || n.startsWith(`slow${SEP}`)), "every name is prefixed");
+    assert.ok(
+      names.every((n) => n.startsWith(`everything${SEP}`) || n.startsWith(`slow${SEP}`)),
+      "every name is prefixed",
+    );
     const result = await inspector(allUrl(), ["--method", "tools/call", "--tool-name", `everything${SEP}echo`, "--tool-arg", "message=hi"]);
     assert.deepEqual(result, await direct.callTool("echo", { message: "hi" }));
   });
@@ -183,9 +186,18 @@ describe("/servers/everything/mcp: an SDK client gets what a direct client gets"
       assert.deepEqual(got, expected, `${tool} ${JSON.stringify(args)}`);
       results.push(got);
     }
-    assert.ok(results.some((r) => r.structuredContent), "a structuredContent result was compared");
-    assert.ok(results.some((r) => r.content.some((c) => c.type === "image")), "an image result was compared");
-    assert.ok(results.some((r) => r.isError === true), "an isError result was compared");
+    assert.ok(
+      results.some((r) => r.structuredContent),
+      "a structuredContent result was compared",
+    );
+    assert.ok(
+      results.some((r) => r.content.some((c) => c.type === "image")),
+      "an image result was compared",
+    );
+    assert.ok(
+      results.some((r) => r.isError === true),
+      "an isError result was compared",
+    );
   });
 
   /** Requests server-everything fails with a JSON-RPC error. */
@@ -206,13 +218,9 @@ describe("/servers/everything/mcp: an SDK client gets what a direct client gets"
     }
   });
 
-  test(
-    "JSON-RPC errors reach the client verbatim (message not re-prefixed) (regression)",
-    SLOW,
-    async () => {
-      for (const [what, request] of FAILING) assert.deepEqual(await face.errorOf(request), await direct.errorOf(request), what);
-    },
-  );
+  test("JSON-RPC errors reach the client verbatim (message not re-prefixed) (regression)", SLOW, async () => {
+    for (const [what, request] of FAILING) assert.deepEqual(await face.errorOf(request), await direct.errorOf(request), what);
+  });
 
   test("form elicitation goes to the client; its answer reaches the upstream", SLOW, async () => {
     const [expected, got] = await bothCall(face, "trigger-elicitation-request", {});
@@ -258,7 +266,10 @@ describe("/servers/everything/mcp: an SDK client gets what a direct client gets"
     };
     const expected = await run(direct);
     const got = await run(face);
-    assert.ok(!got.some((t) => t.includes(`Received Subscribe Resource request for URI: ${OTHER_DOC_URI}`)), "the info message logged at level warning was filtered");
+    assert.ok(
+      !got.some((t) => t.includes(`Received Subscribe Resource request for URI: ${OTHER_DOC_URI}`)),
+      "the info message logged at level warning was filtered",
+    );
     assert.deepEqual(got, expected);
     const levels = face
       .notifications("notifications/message")
@@ -272,7 +283,14 @@ describe("/servers/everything/mcp: an SDK client gets what a direct client gets"
     const seen = face.notifications("notifications/message").length;
     await face.callTool("toggle-simulated-logging");
     try {
-      const message = await face.waitFor(() => face.notifications("notifications/message").slice(seen).find((p) => /-level message/.test(String(p.data))), "a simulated log message");
+      const message = await face.waitFor(
+        () =>
+          face
+            .notifications("notifications/message")
+            .slice(seen)
+            .find((p) => /-level message/.test(String(p.data))),
+        "a simulated log message",
+      );
       assert.ok(["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"].includes(message.level));
     } finally {
       await face.callTool("toggle-simulated-logging"); // off again
@@ -317,26 +335,25 @@ describe("/servers/everything/mcp: an SDK client gets what a direct client gets"
     roots = [{ uri: "file:///work/project-b", name: "Project B" }];
     const [asked, updates] = [withRoots.rootsRequests, rootsUpdates(withRoots)];
     await withRoots.client.sendRootsListChanged();
-    await withRoots.waitFor(() => (withRoots.rootsRequests > asked && rootsUpdates(withRoots) > updates ? true : undefined), "the upstream asking for the roots again");
+    await withRoots.waitFor(
+      () => (withRoots.rootsRequests > asked && rootsUpdates(withRoots) > updates ? true : undefined),
+      "the upstream asking for the roots again",
+    );
     assert.match(JSON.stringify((await withRoots.callTool("get-roots-list")).content), /Project B[^"]*URI: file:\/\/\/work\/project-b/);
   });
 
-  test(
-    "roots: a client whose initialized notification is slow still gets asked for its roots (regression)",
-    SLOW,
-    async () => {
-      // server-everything asks ~350 ms after *its* initialization, i.e. the gateway's, before this client's.
-      const late = await open(serverUrl(), {
-        ...ANSWERING,
-        capabilities: { ...FULL_CAPABILITIES, roots: {} },
-        roots: () => [{ uri: "file:///work/late", name: "Late" }],
-        http: { fetch: slowInitializedFetch(1_000) },
-      });
-      const listed = await late.callTool("get-roots-list");
-      assert.match(JSON.stringify(listed.content), /URI: file:\/\/\/work\/late/);
-      assert.equal(late.rootsRequests, 1);
-    },
-  );
+  test("roots: a client whose initialized notification is slow still gets asked for its roots (regression)", SLOW, async () => {
+    // server-everything asks ~350 ms after *its* initialization, i.e. the gateway's, before this client's.
+    const late = await open(serverUrl(), {
+      ...ANSWERING,
+      capabilities: { ...FULL_CAPABILITIES, roots: {} },
+      roots: () => [{ uri: "file:///work/late", name: "Late" }],
+      http: { fetch: slowInitializedFetch(1_000) },
+    });
+    const listed = await late.callTool("get-roots-list");
+    assert.match(JSON.stringify(listed.content), /URI: file:\/\/\/work\/late/);
+    assert.equal(late.rootsRequests, 1);
+  });
 
   test("prompts list/get and completions equal direct", SLOW, async () => {
     assert.deepEqual(await face.client.listPrompts(), await direct.client.listPrompts());
@@ -348,7 +365,11 @@ describe("/servers/everything/mcp: an SDK client gets what a direct client gets"
     for (const params of gets) assert.deepEqual(await face.client.getPrompt(params), await direct.client.getPrompt(params), params.name);
     const completions = [
       { ref: { type: "ref/prompt" as const, name: "completable-prompt" }, argument: { name: "department", value: "S" } },
-      { ref: { type: "ref/prompt" as const, name: "completable-prompt" }, argument: { name: "name", value: "" }, context: { arguments: { department: "Sales" } } },
+      {
+        ref: { type: "ref/prompt" as const, name: "completable-prompt" },
+        argument: { name: "name", value: "" },
+        context: { arguments: { department: "Sales" } },
+      },
       { ref: { type: "ref/resource" as const, uri: "demo://resource/dynamic/text/{resourceId}" }, argument: { name: "resourceId", value: "42" } },
     ];
     for (const params of completions) {
@@ -423,7 +444,10 @@ describe("/all/mcp: every upstream, prefixed", () => {
       (await direct.client.listPrompts()).prompts.map((p) => prefixed(p.name)),
     );
     const args = { city: "Porto" };
-    assert.deepEqual(await all.client.getPrompt({ name: prefixed("args-prompt"), arguments: args }), await direct.client.getPrompt({ name: "args-prompt", arguments: args }));
+    assert.deepEqual(
+      await all.client.getPrompt({ name: prefixed("args-prompt"), arguments: args }),
+      await direct.client.getPrompt({ name: "args-prompt", arguments: args }),
+    );
   });
 });
 
@@ -456,7 +480,10 @@ describe("a client without the capability: requests wait in the session's queue,
     await call(meta, "respond_to_sampling", { request_id: request.requestId, text, model: answer.model, stop_reason: answer.stopReason });
     assert.deepEqual(await pendingSample, expectedSample);
 
-    assert.ok(!face.received.some((m) => m.method === "elicitation/create" || m.method === "sampling/createMessage"), "nothing was sent to the incapable client");
+    assert.ok(
+      !face.received.some((m) => m.method === "elicitation/create" || m.method === "sampling/createMessage"),
+      "nothing was sent to the incapable client",
+    );
   });
 
   test("the attached meta face only detaches: the transparent session outlives it; unknown sessions cannot be attached", SLOW, async () => {
@@ -500,7 +527,10 @@ describe("two sessions on the same upstream", () => {
     // Both use the same token: each must still get exactly its own notifications.
     const token = "same-token-in-both-sessions";
     const steps = 8;
-    const [pa, pb] = await Promise.all([progressOf(a, "trigger-long-running-operation", token, steps), progressOf(b, "trigger-long-running-operation", token, steps)]);
+    const [pa, pb] = await Promise.all([
+      progressOf(a, "trigger-long-running-operation", token, steps),
+      progressOf(b, "trigger-long-running-operation", token, steps),
+    ]);
     assert.deepEqual(
       pa.map((p) => p.progress),
       [1, 2, 3, 4, 5, 6, 7, 8],
@@ -546,12 +576,18 @@ describe("Last-Event-ID: a dropped SSE stream resumes without losing messages", 
     const resumed = net.streamOf(isProgress(4));
     assert.equal(resumed?.kind, "resume", "later notifications came on the resumed stream");
     assert.equal(resumed?.lastEventId, dropped?.events.at(-1)?.id, "resumed from the last event the client saw");
-    assert.ok(resumed?.events.some((e) => e.message.result !== undefined), "the result came on the resumed stream");
+    assert.ok(
+      resumed?.events.some((e) => e.message.result !== undefined),
+      "the result came on the resumed stream",
+    );
   });
 
   test("the standalone GET stream drops: a log message sent meanwhile is replayed on reconnect", SLOW, async () => {
     const net = new DroppingFetch();
-    const face = await open(serverUrl(), { ...ANSWERING, http: { fetch: net.fetch, reconnectionOptions: { ...reconnectionOptions, initialReconnectionDelay: 50 } } });
+    const face = await open(serverUrl(), {
+      ...ANSWERING,
+      http: { fetch: net.fetch, reconnectionOptions: { ...reconnectionOptions, initialReconnectionDelay: 50 } },
+    });
     await pollFor(async () => net.streams.find((s) => s.kind === "get"), "the client's standalone GET stream");
     await face.client.setLoggingLevel("info");
     net.holdResumes();

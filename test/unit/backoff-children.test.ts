@@ -8,10 +8,25 @@ const policy = { initialDelayMs: 500, maxDelayMs: 30_000, jitter: 0.3 };
 
 test("backoffDelay doubles per attempt, is capped, and spreads ±jitter", () => {
   const mid = () => 0.5;
-  assert.deepEqual([1, 2, 3, 4, 5, 6, 7, 8, 9].map((n) => backoffDelay(policy, n, mid)), [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]);
-  assert.equal(backoffDelay(policy, 1, () => 0), 350, "lowest draw: 30% below");
-  assert.equal(backoffDelay(policy, 1, () => 0.999999), 650, "highest draw: 30% above");
-  assert.equal(backoffDelay(policy, 100, () => 0.999999), 39_000, "the cap applies before jitter");
+  assert.deepEqual(
+    [1, 2, 3, 4, 5, 6, 7, 8, 9].map((n) => backoffDelay(policy, n, mid)),
+    [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000],
+  );
+  assert.equal(
+    backoffDelay(policy, 1, () => 0),
+    350,
+    "lowest draw: 30% below",
+  );
+  assert.equal(
+    backoffDelay(policy, 1, () => 0.999999),
+    650,
+    "highest draw: 30% above",
+  );
+  assert.equal(
+    backoffDelay(policy, 100, () => 0.999999),
+    39_000,
+    "the cap applies before jitter",
+  );
   assert.equal(backoffDelay({ ...policy, jitter: 0 }, 3, Math.random), 2000, "no jitter: exact");
 });
 
@@ -19,7 +34,10 @@ test("ChildProcessLimiter refuses past its cap with LIMIT_REACHED and releases e
   const limiter = new ChildProcessLimiter(2);
   const a = limiter.acquire("a");
   limiter.acquire("b");
-  assert.throws(() => limiter.acquire("c"), (err: Error & { code?: string }) => err.code === "EMCP_LIMIT_REACHED" && /'c'.*maxChildProcesses = 2/.test(err.message));
+  assert.throws(
+    () => limiter.acquire("c"),
+    (err: Error & { code?: string }) => err.code === "EMCP_LIMIT_REACHED" && /'c'.*maxChildProcesses = 2/.test(err.message),
+  );
   a();
   a();
   assert.equal(limiter.count, 1, "a second release of the same slot is a no-op");
@@ -28,15 +46,26 @@ test("ChildProcessLimiter refuses past its cap with LIMIT_REACHED and releases e
 });
 
 test("descendantsOf finds children and grandchildren of a process", async () => {
-  const script = "const {spawn}=require('child_process'); spawn(process.execPath,['-e','setInterval(()=>{},1e6)'],{stdio:'ignore'}); setInterval(()=>{},1e6); console.log('ready')";
-  const parent = spawn(process.execPath, ["-e", `const {spawn}=require('child_process'); spawn(process.execPath,['-e',${JSON.stringify(script)}],{stdio:['ignore','inherit','ignore']}); setInterval(()=>{},1e6)`], {
-    stdio: ["ignore", "pipe", "ignore"],
-  });
+  const script =
+    "const {spawn}=require('child_process'); spawn(process.execPath,['-e','setInterval(()=>{},1e6)'],{stdio:'ignore'}); setInterval(()=>{},1e6); console.log('ready')";
+  const parent = spawn(
+    process.execPath,
+    [
+      "-e",
+      `const {spawn}=require('child_process'); spawn(process.execPath,['-e',${JSON.stringify(script)}],{stdio:['ignore','inherit','ignore']}); setInterval(()=>{},1e6)`,
+    ],
+    {
+      stdio: ["ignore", "pipe", "ignore"],
+    },
+  );
   try {
     await new Promise<void>((resolve) => parent.stdout.once("data", () => resolve()));
     const tree = descendantsOf(parent.pid!);
     assert.equal(tree.length, 2, `child and grandchild: ${tree.map((p) => p.pid).join(",")}`);
-    assert.ok(tree.every((p) => p.start.length > 0), "each with its start time");
+    assert.ok(
+      tree.every((p) => p.start.length > 0),
+      "each with its start time",
+    );
   } finally {
     for (const pid of [...descendantsOf(parent.pid!).map((p) => p.pid), parent.pid!]) {
       try {

@@ -4,7 +4,7 @@ import type { IdGenerator } from "../../src/clock.js";
 import { BufferManager } from "../../src/session/buffers.js";
 import { EventSystem } from "../../src/session/event-system.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
-import { flush, settle } from "../helpers/promises.js";
+import { settle } from "../helpers/promises.js";
 
 function counterIds(prefix: string): IdGenerator {
   let n = 0;
@@ -17,8 +17,6 @@ function setup(maxNotificationsPerServer = 3, maxLogsPerServer = 4) {
   const buffers = new BufferManager({ maxNotificationsPerServer, maxLogsPerServer }, events, clock);
   return { clock, events, buffers };
 }
-
-
 
 describe("BufferManager: notifications", () => {
   test("stores notifications with timestamp, method and params", () => {
@@ -114,7 +112,7 @@ describe("BufferManager: logs", () => {
     );
     assert.equal(a[0]?.timestamp, clock.now());
     assert.equal(a[0]?.level, "info");
-    assert.equal("logger" in a[0]!, false);
+    assert.equal("logger" in a[0], false);
     assert.deepEqual(buffers.takeLogs("b"), [{ server: "b", timestamp: clock.now(), level: "error", data: "bad", logger: "db" }]);
   });
 

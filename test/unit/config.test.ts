@@ -73,27 +73,18 @@ describe("parseConfig: defaults", () => {
 
 describe("parseConfig: rejections", () => {
   test("an unknown key is rejected with its path", () => {
-    assert.throws(
-      () => parseConfig({ gateway: { tasks: { maxTTL: 5 } } }, "test.json"),
-      configError(/gateway\.tasks.*'maxTTL'|gateway\.tasks\.maxTTL/),
-    );
+    assert.throws(() => parseConfig({ gateway: { tasks: { maxTTL: 5 } } }, "test.json"), configError(/gateway\.tasks.*'maxTTL'|gateway\.tasks\.maxTTL/));
     assert.throws(() => parseConfig({ gateway: { tasks: { maxTTL: 5 } } }, "test.json"), configError(/invalid test\.json/));
   });
 
   test("unknown top-level and gateway keys are rejected and named", () => {
     assert.throws(() => parseConfig({ servers: {} }), configError(/'servers'/));
     assert.throws(() => parseConfig({ gateway: { prot: 1 } }), configError(/gateway.*'prot'/));
-    assert.throws(
-      () => parseConfig({ mcpServers: { fs: { command: "x", argz: [] } } }),
-      configError(/mcpServers\.fs/),
-    );
+    assert.throws(() => parseConfig({ mcpServers: { fs: { command: "x", argz: [] } } }), configError(/mcpServers\.fs/));
   });
 
   test("a server with neither command nor url is rejected with a hint", () => {
-    assert.throws(
-      () => parseConfig({ mcpServers: { broken: { args: ["x"] } } }),
-      configError(/mcpServers\.broken.*either `command` \(stdio\) or `url`/),
-    );
+    assert.throws(() => parseConfig({ mcpServers: { broken: { args: ["x"] } } }), configError(/mcpServers\.broken.*either `command` \(stdio\) or `url`/));
   });
 
   test("an empty command is rejected", () => {
@@ -144,7 +135,7 @@ describe("parseConfig: remote servers", () => {
     const remote = (name: string) => {
       const s = c.mcpServers[name];
       assert.ok(s && !isStdioConfig(s), `${name} must be remote`);
-      return s as RemoteServerConfig;
+      return s;
     };
     assert.equal(remoteTransportOf(remote("a")), "streamable-http");
     assert.equal(remoteTransportOf(remote("b")), "sse");

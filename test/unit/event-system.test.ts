@@ -18,9 +18,6 @@ function setup(maxEvents = 1000, warningThreshold = 0.8) {
   return { clock, events };
 }
 
-
-
-
 describe("EventSystem: delivery", () => {
   test("add stores an event with id, type, server, createdAt and data", () => {
     const { clock, events } = setup();

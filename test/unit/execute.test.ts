@@ -30,7 +30,7 @@ class FakeConnection {
     return new Promise<CallToolResult>((resolve, reject) => {
       this.calls.push({ tool, args, opts, resolve, reject });
       // Like the SDK: an aborted request rejects with the signal's reason.
-      opts.signal?.addEventListener("abort", () => reject(opts.signal?.reason), { once: true });
+      opts.signal?.addEventListener("abort", () => reject(opts.signal?.reason as Error), { once: true });
     });
   }
   get last(): FakeCall {
@@ -88,9 +88,6 @@ function setup(taskOptions: Partial<TaskManagerOptions> = {}) {
   };
   return { clock, events, store, tasks, fake, run, assertSlotFree, assertSlotTaken };
 }
-
-
-
 
 function asTask(outcome: ExecuteOutcome | undefined) {
   assert.ok(outcome, "execute did not settle");

@@ -88,14 +88,7 @@ describe("checkRequest: bearer token", () => {
   });
 
   test("a wrong token or scheme is rejected", () => {
-    for (const authorization of [
-      "Bearer wrong",
-      `Bearer ${TOKEN}x`,
-      `Bearer ${TOKEN.slice(0, -1)}`,
-      `Basic ${TOKEN}`,
-      TOKEN,
-      "Bearer ",
-    ]) {
+    for (const authorization of ["Bearer wrong", `Bearer ${TOKEN}x`, `Bearer ${TOKEN.slice(0, -1)}`, `Basic ${TOKEN}`, TOKEN, "Bearer "]) {
       assert.equal(checkRequest(req({ host: "localhost", authorization }), WITH_TOKEN)?.status, 401, authorization);
     }
   });

@@ -34,9 +34,6 @@ const samplingParams: CreateMessageRequest["params"] = {
 const elicitAnswer: ElicitResult = { action: "accept", content: { name: "Ada" } };
 const samplingAnswer: CreateMessageResult = { role: "assistant", content: { type: "text", text: "hello" }, model: "m" };
 
-
-
-
 function isGatewayError(code: string) {
   return (err: unknown) => {
     assert.ok(err instanceof GatewayError, `expected GatewayError, got ${String(err)}`);
@@ -92,11 +89,7 @@ describe("PendingRequests", () => {
 
   test("list filters by kind and server", () => {
     const { pending } = setup();
-    const ps = [
-      pending.add("elicitation", "a", elicitParams),
-      pending.add("elicitation", "b", elicitParams),
-      pending.add("sampling", "a", samplingParams),
-    ];
+    const ps = [pending.add("elicitation", "a", elicitParams), pending.add("elicitation", "b", elicitParams), pending.add("sampling", "a", samplingParams)];
     for (const p of ps) p.catch(() => undefined);
     assert.equal(pending.list("elicitation").length, 2);
     assert.deepEqual(
@@ -226,19 +219,25 @@ describe("PendingRequests", () => {
     const p = pending.add("elicitation", "srv", elicitParams);
     const id = String(events.takeNew()[0]?.data["requestId"]);
 
-    assert.throws(() => pending.respond("elicitation", "no-such-id", elicitAnswer), (err: unknown) => {
-      assert.ok(err instanceof GatewayError);
-      assert.equal(err.code, ErrorCodes.UNKNOWN_REQUEST);
-      assert.match(err.message, /no-such-id/);
-      assert.match(err.message, /get_elicitations/);
-      return true;
-    });
-    assert.throws(() => pending.respond("sampling", id, samplingAnswer), (err: unknown) => {
-      assert.ok(err instanceof GatewayError);
-      assert.equal(err.code, ErrorCodes.UNKNOWN_REQUEST);
-      assert.match(err.message, /get_sampling_requests/);
-      return true;
-    });
+    assert.throws(
+      () => pending.respond("elicitation", "no-such-id", elicitAnswer),
+      (err: unknown) => {
+        assert.ok(err instanceof GatewayError);
+        assert.equal(err.code, ErrorCodes.UNKNOWN_REQUEST);
+        assert.match(err.message, /no-such-id/);
+        assert.match(err.message, /get_elicitations/);
+        return true;
+      },
+    );
+    assert.throws(
+      () => pending.respond("sampling", id, samplingAnswer),
+      (err: unknown) => {
+        assert.ok(err instanceof GatewayError);
+        assert.equal(err.code, ErrorCodes.UNKNOWN_REQUEST);
+        assert.match(err.message, /get_sampling_requests/);
+        return true;
+      },
+    );
     assert.throws(() => pending.get("sampling", id), isGatewayError(ErrorCodes.UNKNOWN_REQUEST));
     assert.throws(() => pending.reject("sampling", id, "no"), isGatewayError(ErrorCodes.UNKNOWN_REQUEST));
 

@@ -61,7 +61,10 @@ test("tasks are scoped to one session and upstream; close() frees every record a
   assert.equal(await otherServer.getTask(t.taskId), null);
   await assert.rejects(otherSession.getTaskResult(t.taskId), /Task not found/);
   assert.deepEqual((await otherSession.listTasks()).tasks, []);
-  assert.deepEqual((await mine.listTasks()).tasks.map((x) => x.taskId), [t.taskId]);
+  assert.deepEqual(
+    (await mine.listTasks()).tasks.map((x) => x.taskId),
+    [t.taskId],
+  );
   await otherServer.createTask({}, 2, elicit);
   mine.close();
   assert.equal(await mine.getTask(t.taskId), null);

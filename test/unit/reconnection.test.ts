@@ -57,7 +57,10 @@ test("backs off 100, 200, 400 ms between attempts, then gives up until the next 
     clock.advance(step);
     await flush();
   }
-  assert.deepEqual(attempts.map((t) => t - start), [100, 300, 700]);
+  assert.deepEqual(
+    attempts.map((t) => t - start),
+    [100, 300, 700],
+  );
   assert.equal(clock.pendingTimers, 0, "no timer after giving up");
   assert.deepEqual(reports, []);
 });

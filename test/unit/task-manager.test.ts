@@ -52,8 +52,6 @@ function unknownTask(err: unknown): boolean {
   return true;
 }
 
-
-
 describe("TaskManager: lifecycle", () => {
   test("create: a working record with its TTL timer and a task_created event", () => {
     const { clock, events, tm, store } = setup();
@@ -195,12 +193,15 @@ describe("TaskManager: lifecycle", () => {
     assert.equal(tm.complete("nope", RESULT), false);
     assert.equal(tm.fail("nope", "x"), false);
     assert.throws(() => tm.cancel("nope"), unknownTask);
-    assert.throws(() => tm.get("nope"), (err: unknown) => {
-      unknownTask(err);
-      assert.match((err as Error).message, /nope/);
-      assert.match((err as Error).message, /list_tasks/);
-      return true;
-    });
+    assert.throws(
+      () => tm.get("nope"),
+      (err: unknown) => {
+        unknownTask(err);
+        assert.match((err as Error).message, /nope/);
+        assert.match((err as Error).message, /list_tasks/);
+        return true;
+      },
+    );
   });
 
   test("TTL expiry: expired status, upstream call aborted, task_expired event", () => {
@@ -319,12 +320,15 @@ describe("TaskManager: reserveCall", () => {
     const { tm } = setup({ maxTasksPerSession: 2 });
     const r1 = tm.reserveCall();
     tm.reserveCall();
-    assert.throws(() => tm.reserveCall(), (err: unknown) => {
-      assert.ok(err instanceof GatewayError);
-      assert.equal(err.code, ErrorCodes.LIMIT_REACHED);
-      assert.match(err.message, /max 2/);
-      return true;
-    });
+    assert.throws(
+      () => tm.reserveCall(),
+      (err: unknown) => {
+        assert.ok(err instanceof GatewayError);
+        assert.equal(err.code, ErrorCodes.LIMIT_REACHED);
+        assert.match(err.message, /max 2/);
+        return true;
+      },
+    );
     r1();
     const r3 = tm.reserveCall();
     assert.equal(typeof r3, "function");

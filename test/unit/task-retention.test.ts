@@ -48,5 +48,8 @@ test("one result larger than maxRetainedResultBytes evicts older tasks but never
   const small = [run("a"), run("b")];
   const big = run("x".repeat(1_200));
   assert.ok(exists(big), "its client may be about to ask for the result");
-  assert.ok(small.every((id) => !exists(id)), "older results made room");
+  assert.ok(
+    small.every((id) => !exists(id)),
+    "older results made room",
+  );
 });

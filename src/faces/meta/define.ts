@@ -29,7 +29,7 @@ export interface MetaTool<S extends z.ZodRawShape = z.ZodRawShape> {
 }
 
 export function defineTool<S extends z.ZodRawShape>(tool: MetaTool<S>): MetaTool {
-  return tool as unknown as MetaTool;
+  return tool;
 }
 
 /** A gateway-made result: one JSON text block (compact, as in seed 000). */

@@ -49,11 +49,14 @@ export function createBridge(
   const send = (upstream: string, method: string, params: Record<string, unknown> | undefined) => {
     let forwarded = params;
     if (method === "notifications/message" && catalog.target.kind === "all" && params) {
-      forwarded = { ...params, logger: params.logger ? `${upstream}/${String(params.logger)}` : upstream };
+      forwarded = {
+        ...params,
+        logger: params.logger ? `${upstream}/${typeof params.logger === "string" ? params.logger : JSON.stringify(params.logger)}` : upstream,
+      };
     }
     // Capabilities the client was not offered make the SDK throw: such notifications are not for it.
     try {
-      void server.notification({ method, ...(forwarded ? { params: forwarded } : {}) } as never).catch(() => undefined);
+      void server.notification({ method, ...(forwarded ? { params: forwarded } : {}) }).catch(() => undefined);
     } catch {
       /* not advertised on this face */
     }
@@ -71,7 +74,11 @@ export function createBridge(
       return server.request({ method: "elicitation/create", params }, ElicitResultSchema, { signal, timeout: requestTimeoutMs, ...related(upstream) });
     },
     sample: async (upstream, params, signal) => {
-      return server.request({ method: "sampling/createMessage", params }, CreateMessageResultSchema, { signal, timeout: requestTimeoutMs, ...related(upstream) });
+      return server.request({ method: "sampling/createMessage", params }, CreateMessageResultSchema, {
+        signal,
+        timeout: requestTimeoutMs,
+        ...related(upstream),
+      });
     },
     listRoots: async (signal) => {
       return server.request({ method: "roots/list" }, ListRootsResultSchema, { signal });

@@ -75,7 +75,10 @@ export function registerHandlers(h: HandlerContext): void {
       }
       const rows = await each((c) => (c.capabilities?.tools ? c.cachedTools() : Promise.resolve([])));
       const tools = rows.map(({ server: s, item }) => honouredTool({ ...item, name: catalog.expose(s, item.name) }));
-      catalog.assertUnique(tools.map((t, i) => ({ exposed: t.name, server: rows[i]!.server })), "tool");
+      catalog.assertUnique(
+        tools.map((t, i) => ({ exposed: t.name, server: rows[i]!.server })),
+        "tool",
+      );
       const { page, nextCursor } = paginate(tools, req.params?.cursor);
       return { tools: page, ...(nextCursor ? { nextCursor } : {}) };
     });
@@ -96,14 +99,20 @@ export function registerHandlers(h: HandlerContext): void {
       if (single) return (await conn(catalog.servers()[0]!)).sdk.listResources(req.params);
       const rows = await each((c) => c.listResources());
       router.learnResources(rows.map((r) => ({ server: r.server, uri: r.item.uri })));
-      const { page, nextCursor } = paginate(rows.map((r) => r.item), req.params?.cursor);
+      const { page, nextCursor } = paginate(
+        rows.map((r) => r.item),
+        req.params?.cursor,
+      );
       return { resources: page, ...(nextCursor ? { nextCursor } : {}) };
     });
     server.setRequestHandler(ListResourceTemplatesRequestSchema, async (req) => {
       if (single) return (await conn(catalog.servers()[0]!)).sdk.listResourceTemplates(req.params);
       const rows = await each((c) => c.listResourceTemplates());
       router.learnTemplates(rows.map((r) => ({ server: r.server, template: r.item.uriTemplate })));
-      const { page, nextCursor } = paginate(rows.map((r) => r.item), req.params?.cursor);
+      const { page, nextCursor } = paginate(
+        rows.map((r) => r.item),
+        req.params?.cursor,
+      );
       return { resourceTemplates: page, ...(nextCursor ? { nextCursor } : {}) };
     });
     const owner = async (uri: string): Promise<UpstreamConnection> => {
@@ -130,7 +139,10 @@ export function registerHandlers(h: HandlerContext): void {
       if (single) return (await conn(catalog.servers()[0]!)).sdk.listPrompts(req.params);
       const rows = await each((c) => c.listPrompts());
       const prompts = rows.map(({ server: s, item }) => ({ ...item, name: catalog.expose(s, item.name) }));
-      catalog.assertUnique(prompts.map((p, i) => ({ exposed: p.name, server: rows[i]!.server })), "prompt");
+      catalog.assertUnique(
+        prompts.map((p, i) => ({ exposed: p.name, server: rows[i]!.server })),
+        "prompt",
+      );
       const { page, nextCursor } = paginate(prompts, req.params?.cursor);
       return { prompts: page, ...(nextCursor ? { nextCursor } : {}) };
     });
@@ -148,7 +160,8 @@ export function registerHandlers(h: HandlerContext): void {
         return (await conn(upstream)).sdk.complete({ ...req.params, ref: { ...ref, name } });
       }
       const target = single ? catalog.servers()[0]! : router.routeTemplate(ref.uri);
-      if (target === undefined) throw new McpError(ErrorCode.InvalidParams, `no upstream has the resource template '${ref.uri}'; list resource templates first`);
+      if (target === undefined)
+        throw new McpError(ErrorCode.InvalidParams, `no upstream has the resource template '${ref.uri}'; list resource templates first`);
       return (await conn(target)).sdk.complete(req.params);
     });
   }

@@ -91,7 +91,7 @@ function deriveCapabilities(connections: UpstreamConnection[], target: FaceTarge
   if (target.kind === "server") {
     // Keep the upstream's own flags verbatim where they exist.
     const up = connections[0]?.capabilities ?? {};
-    for (const key of ["tools", "resources", "prompts"] as const) if (up[key]) caps[key] = { ...up[key] } as never;
+    for (const key of ["tools", "resources", "prompts"] as const) if (up[key]) caps[key] = { ...up[key] };
   }
   // Every tool can run as a task here, whatever the upstream supports (see tasks.ts).
   if (caps.tools) caps.tasks = TASKS_CAPABILITY;

@@ -10,10 +10,7 @@ import { defineTool, json } from "../define.js";
 import { formatEvent } from "../envelope.js";
 
 type Trigger =
-  | { type: "timeout" }
-  | { type: "immediate" }
-  | { type: "event"; server: string; eventType: string }
-  | { type: "server_disconnected"; server: string };
+  { type: "timeout" } | { type: "immediate" } | { type: "event"; server: string; eventType: string } | { type: "server_disconnected"; server: string };
 
 export const awaitActivity = defineTool({
   name: "await_activity",

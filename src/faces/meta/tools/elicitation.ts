@@ -52,12 +52,18 @@ export const respondToElicitation = defineTool({
     let result: ElicitResult = { action };
     if (action === "accept" && mode === "form") {
       if (!content) {
-        throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, "action 'accept' on a form elicitation needs `content` matching its requestedSchema (see get_elicitations); the elicitation is still pending");
+        throw new GatewayError(
+          ErrorCodes.BAD_ARGUMENTS,
+          "action 'accept' on a form elicitation needs `content` matching its requestedSchema (see get_elicitations); the elicitation is still pending",
+        );
       }
       if (params.requestedSchema) {
         const check = validator.getValidator(params.requestedSchema)(content);
         if (!check.valid) {
-          throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `content does not match the requested schema: ${check.errorMessage}. The elicitation is still pending; fix the content and answer again.`);
+          throw new GatewayError(
+            ErrorCodes.BAD_ARGUMENTS,
+            `content does not match the requested schema: ${check.errorMessage}. The elicitation is still pending; fix the content and answer again.`,
+          );
         }
       }
       result = { action, content };

@@ -7,7 +7,13 @@ import { fanout, named } from "./fanout.js";
 
 const GATEWAY = "emceepee";
 const gatewayResources = [
-  { uri: DIAGRAMS_URI, name: "diagrams", title: "Gateway state diagrams", mimeType: "application/json", description: "Mermaid diagrams of emceepee's task, elicitation and sampling state machines" },
+  {
+    uri: DIAGRAMS_URI,
+    name: "diagrams",
+    title: "Gateway state diagrams",
+    mimeType: "application/json",
+    description: "Mermaid diagrams of emceepee's task, elicitation and sampling state machines",
+  },
 ];
 
 export const listResources = defineTool({

@@ -33,7 +33,12 @@ export const executeTool = defineTool({
     tool: z.string().describe("Tool name, as in list_tools"),
     args: z.record(z.string(), z.unknown()).optional().describe("Tool arguments (an object matching the tool's input schema)"),
     timeout_ms: z.number().int().min(0).max(3_600_000).optional().describe("How long to wait before promoting the call to a task (default 120000)"),
-    task_ttl_ms: z.number().int().positive().optional().describe("How long a promoted task may run before it expires (default 300000, capped by the gateway's maxTtlMs)"),
+    task_ttl_ms: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe("How long a promoted task may run before it expires (default 300000, capped by the gateway's maxTtlMs)"),
   },
   async run(ctx, { server, tool, args, timeout_ms, task_ttl_ms }, extra) {
     const { session, gateway } = ctx;
@@ -45,9 +50,7 @@ export const executeTool = defineTool({
     // Tools the upstream only runs as tasks: the gateway drives the upstream task (seed 004 emulation).
     const required = (await conn.taskSupport(tool)) === "required";
     const outcome = await executeWithPromotion({
-      ...(required
-        ? { run: (o) => runUpstreamTaskToEnd(gateway, conn, { name: tool, ...(args ? { arguments: args } : {}) }, o) }
-        : {}),
+      ...(required ? { run: (o) => runUpstreamTaskToEnd(gateway, conn, { name: tool, ...(args ? { arguments: args } : {}) }, o) } : {}),
       tasks: session.tasks,
       connection: conn,
       clock: gateway.clock,
@@ -69,7 +72,9 @@ export const executeTool = defineTool({
         proxy_task: taskView(task),
         pending_on_server: {
           tasks: working.slice(-PENDING_TASKS_SHOWN).map(taskView),
-          ...(working.length > PENDING_TASKS_SHOWN ? { tasks_total: working.length, tasks_note: `newest ${PENDING_TASKS_SHOWN} shown; list_tasks lists all` } : {}),
+          ...(working.length > PENDING_TASKS_SHOWN
+            ? { tasks_total: working.length, tasks_note: `newest ${PENDING_TASKS_SHOWN} shown; list_tasks lists all` }
+            : {}),
           elicitations_for_server: session.pending.list("elicitation", server).map(elicitationSummary),
         },
       },
