@@ -101,6 +101,8 @@ export const gatewaySettingsSchema = z.strictObject({
     .strictObject({
       maxEvents: z.number().int().min(10).default(1000),
       warningThreshold: z.number().gt(0).lte(1).default(0.8),
+      /** Gateway-wide cap on stored events across all sessions (seed 003): beyond it the oldest 10% gateway-wide are evicted. */
+      maxTotal: z.number().int().min(10).default(10_000),
     })
     .prefault({}),
   buffers: z
