@@ -1,13 +1,20 @@
 /**
  * SessionManager (seed 003 §7.3): creates and destroys sessions, expires idle
- * ones, and applies server add/remove to every session. The server registry is
- * shared; connections, events and tasks are per session.
+ * ones, and applies server add/update/remove to every session. The server
+ * registry and the gateway-wide event ledger (events.maxTotal) are shared;
+ * connections, events and tasks are per session. Changes to one server name
+ * run one at a time.
  */
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { ServerConfig } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { TimerHandle } from "../clock.js";
+import { describeTarget, sameServerConfig, type RegisteredServer } from "../upstream/registry.js";
+import { EventLedger } from "./event-system.js";
 import { Session, type SessionDeps } from "./session.js";
+
+/** What add_server did: a new name, a new config for a runtime-added name, or nothing (same config). */
+export type AddServerOutcome = "added" | "updated" | "unchanged";
 
 export interface SessionManagerOptions {
   /** Connect new sessions to every configured server at once (seed 003) or on first use. */
@@ -18,13 +25,20 @@ export class SessionManager {
   private readonly sessions = new Map<string, Session>();
   private sweepTimer: TimerHandle | undefined;
   private closed = false;
+  /** The tail of the add/update/remove operations queued per server name. */
+  private readonly serverChanges = new Map<string, Promise<unknown>>();
+  /** Gateway-wide bound on stored events, shared by every session (seed 003: 10,000 across sessions). */
+  readonly eventLedger: EventLedger;
   /** Called after a session is destroyed (the HTTP layer closes its transport). */
   onDestroyed: ((sessionId: string) => void) | undefined;
 
   constructor(
     private readonly deps: SessionDeps,
     private readonly options: SessionManagerOptions = { connectEagerly: true },
-  ) {}
+  ) {
+    const { maxTotal, warningThreshold } = deps.settings.events;
+    this.eventLedger = deps.eventLedger ?? new EventLedger({ maxTotal, warningThreshold }, deps.logger);
+  }
 
   start(): void {
     this.scheduleSweep();
@@ -37,7 +51,7 @@ export class SessionManager {
     if (this.sessions.size >= maxSessions) {
       throw new GatewayError(ErrorCodes.LIMIT_REACHED, `the gateway already has ${maxSessions} sessions (gateway.sessions.maxSessions)`);
     }
-    const session = new Session(id, this.deps, options.downstreamCapabilities);
+    const session = new Session(id, { ...this.deps, eventLedger: this.eventLedger }, options.downstreamCapabilities);
     this.sessions.set(id, session);
     this.deps.logger.info({ session: id }, "session_created");
     if (options.connect ?? this.options.connectEagerly) session.connectAllInBackground();
@@ -66,38 +80,104 @@ export class SessionManager {
   }
 
   /**
-   * Registers a server and connects the calling session to it. If that
-   * connection fails the server is not kept (nothing half-added). Other
-   * sessions learn about it through a `server_added` event.
+   * add_server. A new name is registered and the calling session connected; if
+   * that connection fails nothing is kept (nothing half-added) and other
+   * sessions learn about a kept server through `server_added`. The same name
+   * with the same config is idempotent (the caller is connected). A different
+   * config replaces a runtime-added server (see updateServer); a server from
+   * the config file is never replaced at runtime (docs/adr/0004).
    */
-  async addServer(caller: Session, name: string, config: ServerConfig): Promise<void> {
+  addServer(caller: Session, name: string, config: ServerConfig): Promise<AddServerOutcome> {
+    return this.oneAtATime(name, async () => {
+      const { registry, clock } = this.deps;
+      const existing = registry.get(name);
+      if (existing && sameServerConfig(existing.config, config)) {
+        await caller.connection(name);
+        return "unchanged";
+      }
+      if (existing?.addedBy === "config") {
+        throw new GatewayError(
+          ErrorCodes.SERVER_EXISTS,
+          `server '${name}' comes from the gateway's config file and cannot be replaced at runtime; add_server it under another name, or change the config file and restart the gateway`,
+          { details: { server: name } },
+        );
+      }
+      if (existing) return this.updateServer(caller, existing, config);
+      registry.add({ name, config, addedAt: clock.now(), addedBy: caller.id });
+      try {
+        await caller.connection(name);
+      } catch (err) {
+        registry.remove(name);
+        await caller.disconnect(name, "add_server failed");
+        throw err;
+      }
+      for (const s of this.sessions.values()) {
+        if (s !== caller) s.events.add("server_added", name, { name, addedBy: "another session" });
+        s.serverSetChanged();
+      }
+      return "added";
+    });
+  }
+
+  /**
+   * Seed 003's registry update: the new config replaces the old one for every
+   * session. The caller reconnects with it first; if that fails the previous
+   * config is put back and the error returned (the caller's old connection is
+   * gone either way, and reconnects on next use). Then every other session
+   * drops its connection (working tasks of that server fail, its pending
+   * requests are rejected) and reconnects lazily, on next use, with the new
+   * config; every session gets a `server_updated` event.
+   */
+  private async updateServer(caller: Session, previous: RegisteredServer, config: ServerConfig): Promise<AddServerOutcome> {
     const { registry, clock } = this.deps;
-    registry.add({ name, config, addedAt: clock.now(), addedBy: caller.id });
+    const { name } = previous;
+    const reason = `server '${name}' was updated by add_server (new config)`;
+    // Sessions not connected now could connect to the new config while the caller tries it; a rollback must undo that.
+    const connectedBefore = new Set(this.list().filter((s) => s.view(name).status === "connected"));
+    registry.replace({ name, config, addedAt: clock.now(), addedBy: caller.id });
+    await caller.disconnect(name, reason);
     try {
       await caller.connection(name);
     } catch (err) {
-      registry.remove(name);
-      await caller.disconnect(name, "add_server failed");
+      registry.replace(previous);
+      const touched = this.list().filter((s) => s === caller || !connectedBefore.has(s));
+      await Promise.allSettled(touched.map((s) => s.disconnect(name, "add_server could not connect with the new config")));
       throw err;
     }
+    await Promise.allSettled(this.list().map((s) => (s === caller ? undefined : s.disconnect(name, reason))));
     for (const s of this.sessions.values()) {
-      if (s !== caller) s.events.add("server_added", name, { name, addedBy: "another session" });
+      s.events.add("server_updated", name, { name, updatedBy: s === caller ? "this session" : "another session", ...describeTarget(config) });
       s.serverSetChanged();
     }
+    this.deps.logger.info({ server: name, by: caller.id, ...describeTarget(config) }, "server_config_updated");
+    return "updated";
   }
 
   /** Unregisters a server and disconnects every session from it. */
-  async removeServer(caller: Session | undefined, name: string): Promise<number> {
-    this.deps.registry.remove(name);
-    const sessions = [...this.sessions.values()];
-    await Promise.allSettled(
-      sessions.map(async (s) => {
-        await s.disconnect(name, `server '${name}' was removed`);
-        s.events.add("server_removed", name, { name, removedBy: s === caller ? "this session" : "another session" });
-        s.serverSetChanged();
-      }),
-    );
-    return sessions.length;
+  removeServer(caller: Session | undefined, name: string): Promise<number> {
+    return this.oneAtATime(name, async () => {
+      this.deps.registry.remove(name);
+      const sessions = [...this.sessions.values()];
+      await Promise.allSettled(
+        sessions.map(async (s) => {
+          await s.disconnect(name, `server '${name}' was removed`);
+          s.events.add("server_removed", name, { name, removedBy: s === caller ? "this session" : "another session" });
+          s.serverSetChanged();
+        }),
+      );
+      return sessions.length;
+    });
+  }
+
+  /** Runs add/update/remove operations on one server name one after another. */
+  private oneAtATime<T>(name: string, work: () => Promise<T>): Promise<T> {
+    const run = (this.serverChanges.get(name) ?? Promise.resolve()).then(work, work);
+    const tail = run.catch(() => undefined);
+    this.serverChanges.set(name, tail);
+    void tail.then(() => {
+      if (this.serverChanges.get(name) === tail) this.serverChanges.delete(name);
+    });
+    return run;
   }
 
   /** Destroys sessions idle longer than sessions.idleTimeoutMs. */

@@ -18,7 +18,7 @@ import type { ChildProcessLimiter } from "../upstream/children.js";
 import type { TransportFactory } from "../upstream/transports.js";
 import { canElicit, type DownstreamBridge } from "./bridge.js";
 import { BufferManager } from "./buffers.js";
-import { EventSystem } from "./event-system.js";
+import { EventSystem, type EventLedger } from "./event-system.js";
 import { PendingRequests } from "./pending-requests.js";
 import { Reconnections } from "./reconnection.js";
 
@@ -35,6 +35,8 @@ export interface SessionDeps {
   children?: ChildProcessLimiter | undefined;
   /** Jitter source for reconnect backoff (tests inject a fixed one). */
   random?: (() => number) | undefined;
+  /** Gateway-wide bound on stored events (the SessionManager shares one between its sessions). */
+  eventLedger?: EventLedger | undefined;
 }
 
 /** How long a server→client request waits for a connecting client to send `initialized`. */
@@ -76,7 +78,7 @@ export class Session {
     this.logger = deps.logger.child({ session: id });
     this.createdAt = clock.now();
     this.lastActivityAt = this.createdAt;
-    this.events = new EventSystem(settings.events, clock, newId, this.logger);
+    this.events = new EventSystem(settings.events, clock, newId, this.logger, deps.eventLedger);
     this.buffers = new BufferManager(settings.buffers, this.events, clock);
     this.pending = new PendingRequests(settings.pendingRequests, this.events, clock, newId);
     this.tasks = new TaskManager(id, settings.tasks, deps.taskStore, this.events, clock, newId);

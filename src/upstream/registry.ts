@@ -1,6 +1,9 @@
 /**
  * ServerRegistry: the server configurations shared by all sessions
  * (name → config). Sessions own their connections; this owns only configs.
+ * A name is added once; replace() swaps its config (add_server's update,
+ * seed 003's ServerConfigRegistry.addConfig), and sameServerConfig() says
+ * whether two configs mean the same server (add_server is then idempotent).
  */
 import { ErrorCodes, GatewayError } from "../errors.js";
 import { isStdioConfig, remoteTransportOf, type ServerConfig } from "../config/schema.js";
@@ -20,10 +23,17 @@ export class ServerRegistry {
   add(entry: RegisteredServer): void {
     if (this.servers.has(entry.name)) {
       throw new GatewayError(ErrorCodes.SERVER_EXISTS, `a server named '${entry.name}' already exists; remove_server it first or pick another name`, {
-        server: entry.name,
+        details: { server: entry.name },
       });
     }
     this.servers.set(entry.name, entry);
+  }
+
+  /** Sets the entry of an existing name (an update, or putting the previous entry back). */
+  replace(entry: RegisteredServer): RegisteredServer {
+    const previous = this.require(entry.name);
+    this.servers.set(entry.name, entry);
+    return previous;
   }
 
   remove(name: string): RegisteredServer {
@@ -43,7 +53,7 @@ export class ServerRegistry {
       throw new GatewayError(
         ErrorCodes.UNKNOWN_SERVER,
         `no server named '${name}'. Known servers: ${known.length ? known.join(", ") : "(none)"}. Call list_servers, or add_server to add one.`,
-        { server: name },
+        { details: { server: name } },
       );
     }
     return entry;
@@ -66,4 +76,22 @@ export function describeTarget(config: ServerConfig): { transport: string; targe
   url.password = "";
   url.search = "";
   return { transport: remoteTransportOf(config), target: url.toString() };
+}
+
+/**
+ * Whether two configs describe the same server: equal after normalising what
+ * the schema lets one spell two ways (`type` vs `transport`, absent vs empty
+ * `args`/`env`/`headers`) and ignoring key order.
+ */
+export function sameServerConfig(a: ServerConfig, b: ServerConfig): boolean {
+  return canonicalConfig(a) === canonicalConfig(b);
+}
+
+function canonicalConfig(c: ServerConfig): string {
+  if (isStdioConfig(c)) return JSON.stringify(["stdio", c.command, c.args, sortedEntries(c.env), c.cwd ?? null]);
+  return JSON.stringify([remoteTransportOf(c), c.url, sortedEntries(c.headers)]);
+}
+
+function sortedEntries(record: Record<string, string> | undefined): [string, string][] {
+  return Object.entries(record ?? {}).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
 }
