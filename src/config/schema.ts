@@ -5,48 +5,22 @@
  * an optional `gateway` section.
  */
 import { z } from "zod";
+import { mcpServersSchema, type ServerConfig } from "./server-entry.js";
 
-export const SERVER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
-
-export const serverNameSchema = z
-  .string()
-  .regex(SERVER_NAME_PATTERN, "server names are 1-64 characters of letters, digits, '_', '-', '.', starting with a letter or digit");
-
-const stringRecord = z.record(z.string(), z.string());
-
-export const stdioServerSchema = z.strictObject({
-  type: z.literal("stdio").optional(),
-  transport: z.literal("stdio").optional(),
-  command: z.string().min(1, "command must not be empty"),
-  args: z.array(z.string()).default([]),
-  env: stringRecord.optional(),
-  cwd: z.string().optional(),
-});
-
-export const remoteServerSchema = z.strictObject({
-  /** Claude Code / Cursor spell the transport `type`; emceepee also accepts `transport`. */
-  type: z.enum(["http", "streamable-http", "sse"]).optional(),
-  transport: z.enum(["streamable-http", "sse"]).optional(),
-  url: z.url({ protocol: /^https?$/, error: "url must be an http(s) URL" }),
-  headers: stringRecord.optional(),
-});
-
-export const serverConfigSchema = z.union([stdioServerSchema, remoteServerSchema], {
-  error: "a server needs either `command` (stdio) or `url` (streamable-http / sse)",
-});
-
-export type StdioServerConfig = z.infer<typeof stdioServerSchema>;
-export type RemoteServerConfig = z.infer<typeof remoteServerSchema>;
-export type ServerConfig = StdioServerConfig | RemoteServerConfig;
-
-export function isStdioConfig(c: ServerConfig): c is StdioServerConfig {
-  return "command" in c;
-}
-
-export function remoteTransportOf(c: RemoteServerConfig): "streamable-http" | "sse" {
-  if (c.transport) return c.transport;
-  return c.type === "sse" ? "sse" : "streamable-http";
-}
+// The `mcpServers` entries (names, stdio/remote, keys from other clients) live in server-entry.ts.
+export {
+  SERVER_NAME_PATTERN,
+  serverNameSchema,
+  serverConfigSchema,
+  serverEntrySchema,
+  mcpServersSchema,
+  isStdioConfig,
+  remoteTransportOf,
+  type StdioServerConfig,
+  type RemoteServerConfig,
+  type ServerConfig,
+  type ParsedServerEntry,
+} from "./server-entry.js";
 
 const positiveMs = z.number().int().positive();
 
@@ -76,7 +50,6 @@ export const gatewaySettingsSchema = z.strictObject({
     .strictObject({
       defaultTtlMs: positiveMs.default(300_000),
       maxTtlMs: positiveMs.default(1_800_000),
-      cleanupIntervalMs: positiveMs.default(60_000),
       completedRetentionMs: positiveMs.default(300_000),
       maxTasksPerSession: z.number().int().positive().default(100),
       /** Ended tasks kept per session (the oldest are deleted first beyond either bound). */
@@ -132,6 +105,11 @@ export const gatewaySettingsSchema = z.strictObject({
       requestTimeoutMs: positiveMs.default(60_000),
       /** Gateway-wide cap on running stdio upstream processes. */
       maxChildProcesses: z.number().int().positive().default(256),
+      /**
+       * Ending a stdio upstream: after its stdin closes it has this long to exit;
+       * then its whole process group gets SIGTERM, and SIGKILL this long later.
+       */
+      killGraceMs: positiveMs.default(2_000),
       /** After an upstream drops, the session reconnects in the background with capped exponential backoff. */
       reconnect: z
         .strictObject({
@@ -168,10 +146,29 @@ export const gatewaySettingsSchema = z.strictObject({
     .prefault({}),
 });
 
+/** The file as written; parseConfig() turns its entries into a GatewayConfig (disabled servers dropped). */
 export const configFileSchema = z.strictObject({
-  mcpServers: z.record(serverNameSchema, serverConfigSchema).default({}),
+  mcpServers: mcpServersSchema.default({}),
   gateway: gatewaySettingsSchema.prefault({}),
 });
 
 export type GatewaySettings = z.infer<typeof gatewaySettingsSchema>;
-export type GatewayConfig = z.infer<typeof configFileSchema>;
+
+/**
+ * Every gateway default, read from the schema above (the one place they are
+ * written). Code that needs a default without a config in hand (optional
+ * options, tool descriptions) reads it here instead of repeating the number.
+ */
+export const DEFAULT_SETTINGS: DeepReadonly<GatewaySettings> = deepFreeze(gatewaySettingsSchema.parse({}));
+
+type DeepReadonly<T> = T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> } : T;
+
+function deepFreeze<T>(value: T): DeepReadonly<T> {
+  if (value && typeof value === "object") for (const v of Object.values(value)) deepFreeze(v);
+  return Object.freeze(value) as DeepReadonly<T>;
+}
+export interface GatewayConfig {
+  /** The servers to run: entries with `disabled: true` are not here. */
+  mcpServers: Record<string, ServerConfig>;
+  gateway: GatewaySettings;
+}

@@ -1,10 +1,25 @@
 /**
  * Child processes of stdio upstreams: a gateway-wide cap on how many run at
- * once, and reaping of a child's whole process tree. The SDK's stdio
- * transport ends only its direct child; a server started through a wrapper
- * (`npx`, `sh -c`, `uv run`) leaves grandchildren behind, so the tree is read
- * from /proc before the child is closed and whatever survives is killed
- * (Linux; elsewhere only the direct child is ended).
+ * once, and ending each one's whole process group.
+ *
+ * Every stdio upstream is started as the leader of its own process group
+ * (stdio-transport.ts: `detached: true`, so pgid = its pid). Wrappers such as
+ * `npx`, `sh -c` or `uv run` put the real server and its helpers in that group,
+ * so signalling `-pgid` reaches all of them — also after the leader crashed or
+ * was SIGKILLed, when its children have been re-parented to init and no
+ * longer show up as anyone's descendants: the group id stays valid while any
+ * member lives (Linux never hands out a pid that is still in use as a pgid).
+ *
+ * Ending a group is awaited, never left to a timer: reapGroup() resolves only
+ * when the group is gone, or once SIGKILL was sent and the leader reaped. Its
+ * timers are ref'd and bounded on purpose — an unref'd SIGKILL timer is what
+ * let `process.exit` (and an empty event loop) skip the kill before.
+ *
+ * No /proc descendant walk any more (it was the only mechanism before): a
+ * process that leaves the group with setsid() has detached itself on purpose,
+ * as daemons leave a terminal's session, and the walk could not see a crashed
+ * leader's orphans anyway. ProcessGroups lets the gateway end every group it
+ * started: gracefully on close, synchronously with SIGKILL on destroy/exit.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { ErrorCodes, GatewayError } from "../errors.js";
@@ -20,7 +35,7 @@ export class ChildProcessLimiter {
       throw new GatewayError(
         ErrorCodes.LIMIT_REACHED,
         `cannot start upstream '${server}': the gateway already runs ${this.live} stdio child processes (gateway.upstream.maxChildProcesses = ${this.max}); close idle sessions or raise the limit`,
-        { server },
+        { details: { server } },
       );
     }
     this.live++;
@@ -37,70 +52,137 @@ export class ChildProcessLimiter {
   }
 }
 
-/** A process as seen once: its pid and start time (so a reused pid is never signalled). */
-export interface ProcessRef {
-  pid: number;
-  start: string;
+/** The leader of a process group we started (pgid = its pid), as its ChildProcess reports it. */
+export interface GroupLeader {
+  readonly pgid: number;
+  /** True once Node has reaped the leader ('exit' was emitted): from then on only members hold the pgid. */
+  hasExited(): boolean;
 }
 
-/** Fields of /proc/<pid>/stat after the command name (which may hold spaces). */
-function statFields(pid: number): string[] | undefined {
+/** How often reapGroup looks whether the group is gone while it waits (no event exists for that). */
+const POLL_MS = 25;
+
+const isWindows = process.platform === "win32";
+
+/**
+ * Whether any live member of the group is left. While the leader is not yet
+ * reaped it holds the pgid itself; after that, members are read from /proc
+ * (field pgrp of /proc/<pid>/stat; zombies do not count: nothing can end them
+ * and an init that does not reap must not stall us), or, without /proc,
+ * `kill(-pgid, 0)` answers.
+ */
+export function groupAlive(leader: GroupLeader): boolean {
+  if (!leader.hasExited()) return true;
+  if (isWindows) return false;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  } catch {
-    return undefined;
+    process.kill(-leader.pgid, 0);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
   }
+  const members = groupMembers(leader.pgid);
+  return members === undefined || members.length > 0;
 }
 
-/** The process `pid` as it is now, if it exists ([1] is the parent pid, [19] the start time). */
-export function processRef(pid: number): ProcessRef | undefined {
-  const f = statFields(pid);
-  return f?.[19] === undefined ? undefined : { pid, start: f[19] };
-}
-
-/** Every descendant of `pid` (children first), read from /proc; [] where /proc is absent. */
-export function descendantsOf(pid: number): ProcessRef[] {
-  const children = new Map<number, ProcessRef[]>();
+/** Live (non-zombie) pids whose process group is `pgid`; undefined where /proc cannot be read. */
+export function groupMembers(pgid: number): number[] | undefined {
   let entries: string[];
   try {
     entries = readdirSync("/proc");
   } catch {
-    return [];
+    return undefined;
   }
+  const found: number[] = [];
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
-    const f = statFields(Number(entry));
-    if (!f || f[1] === undefined || f[19] === undefined) continue; // ended while we looked
-    const ppid = Number(f[1]);
-    const list = children.get(ppid) ?? [];
-    list.push({ pid: Number(entry), start: f[19] });
-    children.set(ppid, list);
-  }
-  const out: ProcessRef[] = [];
-  const walk = (p: number) => {
-    for (const child of children.get(p) ?? []) {
-      out.push(child);
-      walk(child.pid);
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+    } catch {
+      continue; // ended while we looked
     }
-  };
-  walk(pid);
-  return out;
+    // After the command name (which may hold spaces): [0] state, [1] ppid, [2] pgrp.
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (f[0] !== "Z" && Number(f[2]) === pgid) found.push(Number(entry));
+  }
+  return found;
 }
 
-/** SIGTERM to each process still alive (same pid and start time), SIGKILL after `graceMs` to any that ignored it. */
-export function reap(processes: ProcessRef[], graceMs = 2000): void {
-  const alive = processes.filter((p) => signal(p, "SIGTERM"));
-  if (!alive.length) return;
-  setTimeout(() => alive.forEach((p) => signal(p, "SIGKILL")), graceMs).unref();
-}
-
-function signal(p: ProcessRef, sig: NodeJS.Signals): boolean {
-  if (processRef(p.pid)?.start !== p.start) return false; // gone, or the pid now belongs to another process
+/**
+ * Sends `signal` to every member of the group, if it still exists. Safe
+ * against pid reuse: the pgid cannot name another group while the unreaped
+ * leader or any member holds it, and that is checked first.
+ */
+export function signalGroup(leader: GroupLeader, signal: NodeJS.Signals): boolean {
+  if (!groupAlive(leader)) return false;
   try {
-    process.kill(p.pid, sig);
+    // Windows has no process groups: only the leader can be signalled.
+    process.kill(isWindows ? leader.pgid : -leader.pgid, signal);
     return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * Ends a process group: SIGTERM to every member, up to `graceMs` for all of
+ * them to go, then SIGKILL to the group and up to `graceMs` more for it to be
+ * gone (SIGKILL cannot be ignored; the bound only covers a process stuck in
+ * the kernel). Every timer it starts has fired or been cleared when it resolves.
+ */
+export async function reapGroup(leader: GroupLeader, graceMs: number): Promise<void> {
+  const gone = () => !groupAlive(leader);
+  if (!signalGroup(leader, "SIGTERM")) return;
+  if (await waitUntil(gone, graceMs)) return;
+  signalGroup(leader, "SIGKILL");
+  await waitUntil(gone, graceMs);
+}
+
+/** Polls until `done()` (true) or until `ms` passed (false). */
+export async function waitUntil(done: () => boolean, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (done()) return true;
+    const left = deadline - Date.now();
+    if (left <= 0) return false;
+    // A ref'd timer on purpose: an awaited grace must keep the process alive until it ends.
+    await new Promise((resolve) => setTimeout(resolve, Math.min(POLL_MS, left)));
+  }
+}
+
+/** A running process group as ProcessGroups sees it. */
+export interface ProcessGroupOwner {
+  /** Ends the group gracefully; idempotent, resolves when it is gone. */
+  terminate(): Promise<void>;
+  /** SIGKILL to the whole group, now (synchronous). */
+  kill(): void;
+}
+
+/**
+ * The process groups one gateway started and that may still have members:
+ * close() ends them all gracefully (including those whose leader crashed and
+ * that are being reaped in the background); killAll() is the synchronous
+ * "destroy" path for a forced exit and `process.on('exit')`.
+ */
+export class ProcessGroups {
+  private readonly live = new Set<ProcessGroupOwner>();
+
+  /** Registers a group; call the returned function once the group is gone. */
+  track(owner: ProcessGroupOwner): () => void {
+    this.live.add(owner);
+    return () => this.live.delete(owner);
+  }
+
+  get size(): number {
+    return this.live.size;
+  }
+
+  /** Ends every tracked group (awaited; each bounded by its grace). */
+  async terminateAll(): Promise<void> {
+    await Promise.allSettled([...this.live].map((owner) => owner.terminate()));
+  }
+
+  /** SIGKILL to every tracked group, synchronously. */
+  killAll(): void {
+    for (const owner of this.live) owner.kill();
   }
 }

@@ -1,12 +1,16 @@
 /**
  * Transport factory: turns one server config into an SDK client transport.
  * Injectable (GatewayDeps.transportFactory) so tests can link in-memory peers.
+ * stdio upstreams get our own GroupStdioClientTransport (each in its own
+ * process group, ended as a whole: children.ts), not the SDK's.
  */
-import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { isStdioConfig, remoteTransportOf, type ServerConfig } from "../config/schema.js";
+import { gatewaySettingsSchema, isStdioConfig, remoteTransportOf, type RemoteServerConfig, type ServerConfig } from "../config/schema.js";
+import type { ProcessGroups } from "./children.js";
+import { GroupStdioClientTransport } from "./stdio-transport.js";
 
 export interface CreatedTransport {
   transport: Transport;
@@ -16,21 +20,47 @@ export interface CreatedTransport {
   sessionId?: () => string | undefined;
   /** The child's pid (stdio). */
   pid?: () => number | null;
+  /**
+   * Ends the child's whole process group (stdio): resolves when it is gone.
+   * Idempotent; the transport's close() does the same. `graceMs` defaults to
+   * the factory's killGraceMs.
+   */
+  terminate?(graceMs?: number): Promise<void>;
 }
 
 export type TransportFactory = (name: string, config: ServerConfig) => CreatedTransport;
 
-export const defaultTransportFactory: TransportFactory = (_name, config) => {
-  if (isStdioConfig(config)) {
-    const transport = new StdioClientTransport({
-      command: config.command,
-      args: config.args,
-      env: { ...getDefaultEnvironment(), ...(config.env ?? {}) },
-      stderr: "pipe",
-      ...(config.cwd !== undefined ? { cwd: config.cwd } : {}),
-    });
-    return { transport, stderr: transport.stderr as NodeJS.ReadableStream | null, pid: () => transport.pid };
-  }
+export interface TransportFactoryOptions {
+  /** gateway.upstream.killGraceMs */
+  killGraceMs: number;
+  /** Registers every stdio process group (the gateway's close() and destroy() end them all). */
+  groups?: ProcessGroups | undefined;
+}
+
+/** The transports the gateway uses for real upstreams. */
+export function createTransportFactory(options: TransportFactoryOptions): TransportFactory {
+  return (_name, config) => {
+    if (isStdioConfig(config)) {
+      const transport = new GroupStdioClientTransport({
+        command: config.command,
+        args: config.args,
+        env: { ...getDefaultEnvironment(), ...(config.env ?? {}) },
+        cwd: config.cwd,
+        killGraceMs: options.killGraceMs,
+        groups: options.groups,
+      });
+      return { transport, stderr: transport.stderr, pid: () => transport.pid, terminate: (graceMs) => transport.terminate(graceMs) };
+    }
+    return remoteTransport(config);
+  };
+}
+
+/** With the configured defaults and no group registry (tests wrap it to record what was created). */
+export const defaultTransportFactory: TransportFactory = createTransportFactory({
+  killGraceMs: gatewaySettingsSchema.parse({}).upstream.killGraceMs,
+});
+
+function remoteTransport(config: RemoteServerConfig): CreatedTransport {
   const url = new URL(config.url);
   const requestInit: RequestInit = config.headers ? { headers: config.headers } : {};
   if (remoteTransportOf(config) === "sse") {
@@ -39,7 +69,7 @@ export const defaultTransportFactory: TransportFactory = (_name, config) => {
   }
   const transport = new StreamableHTTPClientTransport(url, { requestInit });
   return { transport, sessionId: () => transport.sessionId };
-};
+}
 
 /** EventSource does not take headers directly; pass them through its fetch. */
 function sseInit(headers: Record<string, string> | undefined) {

@@ -1,0 +1,190 @@
+/**
+ * GroupStdioClientTransport: the client side of an MCP stdio connection, with
+ * the upstream started as the leader of its own process group so that the
+ * gateway can end everything it spawned (children.ts explains the design).
+ *
+ * Replaces the SDK's StdioClientTransport, which spawns through cross-spawn
+ * without `detached`, ends only its direct child and leaves its SIGKILL to an
+ * unref'd timer. Framing is the SDK's own (ReadBuffer / serializeMessage).
+ *
+ * Lifecycle: start() spawns; close() (= terminate()) is idempotent and
+ * resolves only when the whole group is gone: stdin is closed first and the
+ * server has `killGraceMs` to exit by itself (the MCP stdio shutdown order),
+ * then the group gets SIGTERM and, `killGraceMs` later, SIGKILL. When the
+ * leader exits without being asked (crash, SIGKILL, exit), the rest of its
+ * group is reaped the same way at once. onclose fires once, after the child's
+ * stdio has closed (so no output is lost) or when close() returns.
+ *
+ * POSIX only for groups: on Windows only the direct child is signalled, and
+ * `.cmd` shims (npx.cmd) are not resolved as cross-spawn did.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { PassThrough } from "node:stream";
+import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { errorMessage } from "../errors.js";
+import { reapGroup, signalGroup, waitUntil, type GroupLeader, type ProcessGroupOwner, type ProcessGroups } from "./children.js";
+
+export interface StdioProcessOptions {
+  command: string;
+  args: readonly string[];
+  /** The child's whole environment (nothing else is inherited). */
+  env: Record<string, string>;
+  cwd?: string | undefined;
+  /** How long the server gets to exit after stdin closes, and the group after SIGTERM (gateway.upstream.killGraceMs). */
+  killGraceMs: number;
+  /** Where the running group is registered, for the gateway's close() and destroy(). */
+  groups?: ProcessGroups | undefined;
+}
+
+export class GroupStdioClientTransport implements Transport, ProcessGroupOwner {
+  onclose?: Transport["onclose"];
+  onerror?: Transport["onerror"];
+  onmessage?: Transport["onmessage"];
+  /** The child's stderr; available before start() so no early line is lost. */
+  readonly stderr = new PassThrough();
+  private child: ChildProcess | undefined;
+  private readonly readBuffer = new ReadBuffer();
+  private ending: Promise<void> | undefined;
+  private untrack: (() => void) | undefined;
+  private closeReported = false;
+
+  constructor(private readonly options: StdioProcessOptions) {}
+
+  /** The child's pid (= its process group id) once spawned. */
+  get pid(): number | null {
+    return this.child?.pid ?? null;
+  }
+
+  start(): Promise<void> {
+    if (this.child || this.ending) return Promise.reject(new Error("GroupStdioClientTransport.start() was already called"));
+    const { command, args, env, cwd } = this.options;
+    return new Promise((resolve, reject) => {
+      const child = spawn(command, args, {
+        detached: true, // its own process group: pgid = pid
+        stdio: ["pipe", "pipe", "pipe"],
+        env,
+        ...(cwd !== undefined ? { cwd } : {}),
+        windowsHide: true,
+      });
+      this.child = child;
+      if (child.pid !== undefined) this.untrack = this.options.groups?.track(this);
+      child.on("error", (err: NodeJS.ErrnoException) => {
+        const error = child.pid === undefined ? spawnError(err, command, cwd) : err;
+        reject(error);
+        this.onerror?.(error);
+      });
+      child.once("spawn", () => resolve());
+      // Not asked to end: the leader crashed or was killed; what it left in its group goes too.
+      child.once("exit", () => void this.terminate());
+      child.once("close", () => this.reportClose());
+      child.stdin?.on("error", (err) =>
+        this.onerror?.(new Error(`upstream '${command}' (pid ${child.pid}) stdin: ${err.message}; the process exited or closed its input`, { cause: err })),
+      );
+      child.stdout?.on("data", (chunk: Buffer) => this.receive(chunk));
+      child.stdout?.on("error", (err) => this.onerror?.(err));
+      child.stderr?.pipe(this.stderr);
+    });
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    const stdin = this.child?.stdin;
+    if (!stdin || this.ending || !stdin.writable) {
+      return Promise.reject(new Error(`not connected: the upstream process '${this.options.command}' is not running`));
+    }
+    return new Promise((resolve, reject) => {
+      stdin.write(serializeMessage(message), (err) =>
+        err ? reject(new Error(`cannot write to upstream '${this.options.command}': ${errorMessage(err)}`, { cause: err })) : resolve(),
+      );
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.terminate();
+    this.readBuffer.clear();
+    this.reportClose();
+  }
+
+  /**
+   * Ends the whole process group (awaited; idempotent: later calls share the
+   * first one's work). `graceMs` defaults to the configured killGraceMs.
+   */
+  terminate(graceMs = this.options.killGraceMs): Promise<void> {
+    this.ending ??= this.end(graceMs).finally(() => this.untrack?.());
+    return this.ending;
+  }
+
+  /** SIGKILL to the whole group, now (the gateway's destroy path). */
+  kill(): void {
+    const leader = this.leader();
+    if (leader) signalGroup(leader, "SIGKILL");
+  }
+
+  private async end(graceMs: number): Promise<void> {
+    const leader = this.leader();
+    if (!leader) return;
+    if (!leader.hasExited()) {
+      try {
+        this.child?.stdin?.end();
+      } catch {
+        /* already broken: the signals below still apply */
+      }
+      await waitUntil(() => leader.hasExited(), graceMs);
+    }
+    await reapGroup(leader, graceMs);
+  }
+
+  private leader(): GroupLeader | undefined {
+    const child = this.child;
+    if (child?.pid === undefined) return undefined;
+    return { pgid: child.pid, hasExited: () => child.exitCode !== null || child.signalCode !== null };
+  }
+
+  private receive(chunk: Buffer): void {
+    try {
+      this.readBuffer.append(chunk);
+    } catch (err) {
+      // Over the buffer limit: the stream cannot be resynchronised.
+      this.onerror?.(err as Error);
+      void this.close();
+      return;
+    }
+    for (;;) {
+      let message: JSONRPCMessage | null;
+      try {
+        message = this.readBuffer.readMessage();
+      } catch (err) {
+        this.onerror?.(err as Error); // one bad line; the buffer is already past it
+        continue;
+      }
+      if (message === null) break;
+      this.onmessage?.(message);
+    }
+  }
+
+  private reportClose(): void {
+    if (this.closeReported) return;
+    this.closeReported = true;
+    this.onclose?.();
+  }
+}
+
+/** A spawn failure that names the command and says what to fix. */
+function spawnError(err: NodeJS.ErrnoException, command: string, cwd: string | undefined): Error {
+  const start = `cannot start upstream command '${command}'`;
+  if (err.code === "ENOENT" && cwd !== undefined && !existsSync(cwd)) {
+    return new Error(`${start}: its cwd '${cwd}' does not exist; fix the server's cwd`, { cause: err });
+  }
+  if (err.code === "ENOENT") {
+    return new Error(
+      `${start}: not found (ENOENT); give an absolute path, or put it on the PATH the child gets (the gateway's PATH unless the server's env sets one)`,
+      {
+        cause: err,
+      },
+    );
+  }
+  if (err.code === "EACCES") return new Error(`${start}: permission denied (EACCES); is it executable?`, { cause: err });
+  return new Error(`${start}: ${err.message}`, { cause: err });
+}
