@@ -2,7 +2,7 @@ import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
 import type { IdGenerator } from "../../src/clock.js";
-import { EventSystem, type StoredEvent } from "../../src/session/event-system.js";
+import { EventLedger, EventSystem, type StoredEvent } from "../../src/session/event-system.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { flush, settle, track } from "../helpers/promises.js";
 
@@ -320,5 +320,201 @@ describe("EventSystem: eviction", () => {
     const e = events.add("task_completed", "s");
     assert.equal(await settle(p), e);
     assert.equal(clock.pendingTimers, 0);
+  });
+});
+
+describe("EventSystem: cursor reads (await_activity sinceEventId)", () => {
+  test("takeAfter returns the events after the cursor, delivered or not, and then counts everything as delivered", () => {
+    const { events } = setup();
+    const a = events.add("notification", "s", { i: 0 });
+    const b = events.add("notification", "s", { i: 1 });
+    assert.deepEqual(
+      events.takeNew().map((e) => e.id),
+      [a.id, b.id],
+    );
+    const c = events.add("notification", "s", { i: 2 });
+    assert.equal(events.hasAfter(a.id), true);
+    const read = events.takeAfter(a.id);
+    assert.equal(read.found, true);
+    assert.deepEqual(
+      read.events.map((e) => e.id),
+      [b.id, c.id],
+      "b is re-delivered because the client asked from a",
+    );
+    assert.equal(events.hasNew(), false, "c was delivered by the cursor read");
+    assert.deepEqual(events.takeNew(), []);
+    assert.equal(events.hasAfter(c.id), false, "nothing after the newest event");
+    assert.deepEqual(events.takeAfter(c.id), { events: [], found: true });
+  });
+
+  test("a cursor not in the store (evicted, or another session's) reads everything stored, found: false", () => {
+    const { events } = setup();
+    const a = events.add("notification", "s");
+    const b = events.add("notification", "s");
+    assert.equal(events.hasAfter("ev-999999"), true);
+    const read = events.takeAfter("not-an-id-of-this-session");
+    assert.equal(read.found, false);
+    assert.deepEqual(
+      read.events.map((e) => e.id),
+      [a.id, b.id],
+    );
+    assert.equal(events.hasNew(), false);
+  });
+
+  test("an empty store has nothing after any cursor", () => {
+    const { events } = setup();
+    assert.equal(events.hasAfter("x"), false);
+    assert.deepEqual(events.takeAfter("x"), { events: [], found: false });
+  });
+
+  test("undelivered events up to the cursor count as delivered (the client says it has them)", () => {
+    const { events } = setup();
+    events.add("notification", "s", { i: 0 });
+    const b = events.add("notification", "s", { i: 1 });
+    const c = events.add("notification", "s", { i: 2 });
+    assert.deepEqual(
+      events.takeAfter(b.id).events.map((e) => e.id),
+      [c.id],
+    );
+    assert.deepEqual(events.takeNew(), [], "event 0 is not delivered later");
+  });
+
+  test("a cursor read carries a pending events_evicted notice first, once", () => {
+    const { events } = setup(10);
+    const first = events.add("notification", "s", { i: 0 });
+    for (let i = 1; i <= 10; i++) events.add("notification", "s", { i });
+    const read = events.takeAfter(first.id);
+    assert.equal(read.found, false, "the cursor itself was evicted");
+    assert.equal(read.events[0]!.type, "events_evicted");
+    assert.equal(read.events[0]!.data["count"], 1);
+    assert.equal(read.events.length, 1 + 10);
+    assert.equal(events.hasNew(), false);
+  });
+});
+
+describe("EventLedger: the gateway-wide bound (events.maxTotal)", () => {
+  /** Sessions sharing one ledger and one id sequence, as the SessionManager wires them. */
+  function shared(maxTotal: number, n: number, maxEvents = 1000) {
+    const clock = new ManualClock();
+    const ledger = new EventLedger({ maxTotal, warningThreshold: 0.8 });
+    const ids = counterIds();
+    const sessions = Array.from({ length: n }, () => new EventSystem({ maxEvents, warningThreshold: 0.8 }, clock, ids, undefined, ledger));
+    return { clock, ledger, sessions };
+  }
+
+  test("counts events across sessions; beyond maxTotal the oldest 10% gateway-wide go, whichever sessions hold them", () => {
+    const { clock, ledger, sessions } = shared(20, 2);
+    const [a, b] = sessions as [EventSystem, EventSystem];
+    const added: StoredEvent[] = [];
+    for (let i = 0; i < 10; i++) added.push(a.add("notification", "s", { i }), b.add("notification", "s", { i }));
+    assert.equal(ledger.total, 20);
+    const next = a.add("notification", "s", { i: 10 });
+    assert.equal(ledger.total, 19, "20 - ceil(20 * 10%) + 1");
+    assert.equal(a.size, 10);
+    assert.equal(b.size, 9);
+    assert.ok(!a.after(undefined).some((e) => e.id === added[0]!.id), "A's oldest went");
+    assert.ok(!b.after(undefined).some((e) => e.id === added[1]!.id), "B's oldest went");
+    // Each session is told once, about its own loss, naming the gateway-wide limit.
+    for (const s of [a, b]) {
+      const taken = s.takeNew();
+      assert.equal(taken[0]!.type, "events_evicted");
+      assert.equal(taken[0]!.data["count"], 1);
+      assert.equal(taken[0]!.data["byGatewayLimit"], 1);
+      assert.equal(taken[0]!.data["bySessionLimit"], 0);
+      assert.match(String(taken[0]!.data["message"]), /gateway\.events\.maxTotal 20 across all sessions/);
+      assert.doesNotMatch(String(taken[0]!.data["message"]), /maxEvents/);
+      assert.equal(s.hasNew(), false);
+    }
+    assert.equal(a.lastEventId, next.id);
+    assert.equal(clock.pendingTimers, 0, "the ledger keeps no timers");
+  });
+
+  test("evicts only the oldest: a session whose events are all newer keeps them and gets no notice", () => {
+    const { ledger, sessions } = shared(20, 2);
+    const [a, b] = sessions as [EventSystem, EventSystem];
+    for (let i = 0; i < 15; i++) a.add("notification", "s", { i });
+    for (let i = 0; i < 5; i++) b.add("notification", "s", { i });
+    b.add("notification", "s", { i: 5 });
+    assert.equal(ledger.total, 19);
+    assert.equal(a.size, 13, "A lost its 2 oldest");
+    assert.equal(b.size, 6, "B lost nothing");
+    assert.deepEqual(
+      a.takeNew().map((e) => e.data["count"] ?? e.data["i"]),
+      [2, ...Array.from({ length: 13 }, (_, k) => k + 2)],
+    );
+    assert.ok(
+      b.takeNew().every((e) => e.type === "notification"),
+      "no events_evicted for B",
+    );
+  });
+
+  test("evicting delivered events gateway-wide reports nothing", () => {
+    const { sessions } = shared(10, 2);
+    const [a, b] = sessions as [EventSystem, EventSystem];
+    for (let i = 0; i < 5; i++) a.add("notification", "s", { i });
+    a.takeNew();
+    for (let i = 0; i < 5; i++) b.add("notification", "s", { i });
+    b.add("notification", "s", { i: 5 }); // evicts A's (delivered) oldest
+    assert.equal(a.size, 4);
+    assert.equal(a.hasNew(), false, "A had read everything: nothing to report");
+    assert.equal(b.takeNew().length, 6);
+  });
+
+  test("a session's own eviction and its close give their events back to the total", () => {
+    const { ledger, sessions } = shared(100, 2, 10);
+    const [a, b] = sessions as [EventSystem, EventSystem];
+    for (let i = 0; i < 11; i++) a.add("notification", "s", { i }); // A's own bound evicts 1
+    assert.equal(a.size, 10);
+    assert.equal(ledger.total, 10);
+    for (let i = 0; i < 3; i++) b.add("notification", "s", { i });
+    assert.equal(ledger.total, 13);
+    a.close();
+    assert.equal(ledger.total, 3);
+    const late = a.add("notification", "s", { late: true });
+    assert.equal(late.type, "notification");
+    assert.equal(a.size, 0, "a closed session stores nothing");
+    assert.equal(ledger.total, 3);
+  });
+
+  test("events a session already dropped are skipped: gateway eviction takes the oldest events still stored", () => {
+    const { ledger, sessions } = shared(10, 3);
+    const [a, b, c] = sessions as [EventSystem, EventSystem, EventSystem];
+    for (let i = 0; i < 4; i++) a.add("notification", "s", { i });
+    for (let i = 0; i < 3; i++) b.add("notification", "s", { i });
+    a.close(); // A's 4 entries are stale now
+    for (let i = 0; i < 7; i++) c.add("notification", "s", { i });
+    assert.equal(ledger.total, 10);
+    c.add("notification", "s", { i: 7 }); // evicts 1: B's oldest, not a stale entry of A
+    assert.equal(b.size, 2);
+    assert.equal(c.size, 8);
+    assert.equal(ledger.total, 10);
+    assert.equal(b.takeNew()[0]!.type, "events_evicted");
+  });
+
+  test("both bounds in one notice", () => {
+    const { sessions } = shared(20, 3, 10);
+    const [a, b, c] = sessions as [EventSystem, EventSystem, EventSystem];
+    for (let i = 0; i < 11; i++) a.add("notification", "s", { i }); // A's own bound: 1 undelivered gone
+    for (let i = 0; i < 9; i++) b.add("notification", "s", { i });
+    c.add("notification", "s", { i: 0 }); // total 20
+    c.add("notification", "s", { i: 1 }); // gateway bound: A's 2 oldest gone
+    const notice = a.takeNew()[0]!;
+    assert.equal(notice.type, "events_evicted");
+    assert.equal(notice.data["count"], 3);
+    assert.equal(notice.data["bySessionLimit"], 1);
+    assert.equal(notice.data["byGatewayLimit"], 2);
+    assert.match(String(notice.data["message"]), /maxEvents 10\) and the gateway's event store is full \(gateway\.events\.maxTotal 20/);
+  });
+
+  test("the ledger's queue stays bounded while sessions churn through their own bounds and close", () => {
+    const { ledger, sessions } = shared(10_000, 4, 10);
+    for (let round = 0; round < 50; round++) {
+      for (const s of sessions) for (let i = 0; i < 100; i++) s.add("notification", "s", { i });
+    }
+    assert.equal(ledger.total, 40, "each session holds its own 10");
+    assert.ok(ledger.queueLength <= 2 * ledger.total + 64 + 100, `queue holds ${ledger.queueLength} entries for ${ledger.total} events`);
+    for (const s of sessions) s.close();
+    assert.equal(ledger.total, 0);
+    assert.ok(ledger.queueLength <= 64, `queue holds ${ledger.queueLength} entries for no events`);
   });
 });
