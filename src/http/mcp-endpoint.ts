@@ -16,6 +16,7 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isInitializeRequest, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { describeError, errorMessage } from "../errors.js";
+import { onResponseSent } from "../mcp/response-sent.js";
 import type { GatewayContext } from "../server/context.js";
 import type { Session } from "../session/session.js";
 import { BoundedEventStore } from "./event-store.js";
@@ -87,7 +88,7 @@ export class McpEndpoint {
         );
       }
       for (const id of ids) binding.inflight.add(id);
-      // An id is free again once its response is sent (see the send wrapper below), or when the
+      // An id is free again once its response is sent (onResponseSent below), or when the
       // HTTP layer refused the request outright; a dropped stream does not stop the request.
       res.once("close", () => {
         if (res.statusCode >= 400) ids.forEach((id) => binding.inflight.delete(id));
@@ -145,11 +146,7 @@ export class McpEndpoint {
         this.bindings.set(id, { transport, server, session, owner, inflight });
       },
     });
-    const send = transport.send.bind(transport);
-    transport.send = (message, options) => {
-      if (("result" in message || "error" in message) && "id" in message) inflight.delete(JSON.stringify(message.id));
-      return send(message, options);
-    };
+    onResponseSent(transport, (id) => inflight.delete(JSON.stringify(id)));
     transport.onclose = () => {
       const binding = this.bindings.get(transportId);
       if (!binding) return;

@@ -85,11 +85,11 @@ function startGatewayTask(
   ttlMs: number,
   onprogress: ProgressCallback,
 ): ProxyTaskRecord {
-  const sdk = conn.sdk; // throws now, before a record exists, if the connection just dropped
+  conn.assertConnected(); // throws now, before a record exists, if the connection just dropped
   const abort = new AbortController();
   const record = ctx.tasks.create({ server: conn.name, toolName: call.name, toolArgs: call.arguments ?? {}, ttlMs, abort });
-  sdk.callTool(call, undefined, { signal: abort.signal, timeout: ttlMs, resetTimeoutOnProgress: true, onprogress }).then(
-    (result) => ctx.tasks.complete(record.taskId, result as CallToolResult),
+  conn.callTool(call.name, call.arguments, { signal: abort.signal, timeoutMs: ttlMs, onprogress, _meta: call._meta }).then(
+    (result) => ctx.tasks.complete(record.taskId, result),
     (err) => ctx.tasks.fail(record.taskId, `upstream '${conn.name}': ${errorMessage(err)}`, rpcErrorOf(err)),
   );
   return record;

@@ -1,21 +1,19 @@
 /**
  * UpstreamConnection: one MCP client connection from one downstream session to
- * one upstream server. It owns the SDK Client and its transport, answers the
- * upstream's server→client requests through the injected handlers, and reports
- * an unexpected close exactly once. Lifecycle: connect() → (use) → close().
+ * one upstream server — its lifecycle. It owns the SDK Client and its
+ * transport (and a stdio child's slot and stderr tail), answers the
+ * upstream's server→client requests through the injected handlers, and
+ * reports an unexpected close exactly once. Lifecycle: connect() → (use) →
+ * close(). What is sent to the upstream is the request surface it extends
+ * (requests.ts); the SDK Client never leaves these two files.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import {
-  CallToolResultSchema,
-  CancelTaskResultSchema,
   CreateMessageRequestSchema,
-  CreateTaskResultSchema,
-  GetTaskResultSchema,
   ElicitRequestSchema,
   ListRootsRequestSchema,
   LoggingMessageNotificationSchema,
   type ClientCapabilities,
-  type CallToolResult,
   type ClientNotification,
   type ClientRequest,
   type Result,
@@ -26,25 +24,20 @@ import {
   type Implementation,
   type ListRootsResult,
   type LoggingMessageNotification,
-  type Prompt,
-  type Resource,
-  type ResourceTemplate,
   type ServerCapabilities,
   type Task,
-  type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
-import type { ProgressCallback, RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import { createHash } from "node:crypto";
+import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { Logger } from "../logging.js";
 import { isStdioConfig, type ServerConfig } from "../config/schema.js";
 import type { ChildProcessLimiter } from "./children.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
-import { dispatchProgressInOrder } from "./ordered-progress.js";
+import { installOrderedProgress } from "../mcp/ordered-progress.js";
+import { UpstreamRequests } from "./requests.js";
 import type { CreatedTransport, TransportFactory } from "./transports.js";
 import type { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
 
-/** How an upstream runs a tool: as given by its `execution.taskSupport` and its `tasks` capability. */
-export type TaskSupport = "forbidden" | "optional" | "required";
+export type { CallToolOptions, ListKind, TaskSupport } from "./requests.js";
 
 export type ConnectionStatus = "idle" | "connecting" | "connected" | "disconnected" | "error" | "closed";
 
@@ -80,11 +73,9 @@ export interface UpstreamConnectionOptions {
   children?: ChildProcessLimiter | undefined;
 }
 
-export type ListKind = "tools" | "resources" | "prompts";
-
 const STDERR_TAIL_LINES = 20;
 
-export class UpstreamConnection {
+export class UpstreamConnection extends UpstreamRequests {
   readonly name: string;
   status: ConnectionStatus = "idle";
   lastError: string | undefined;
@@ -93,12 +84,11 @@ export class UpstreamConnection {
   private created: CreatedTransport | undefined;
   private readonly stderrTail: string[] = [];
   private closing = false;
-  private toolsCache: Promise<Tool[]> | undefined;
   private releaseChild: (() => void) | undefined;
-  /** A digest of each list as last fetched (for reconciliation after a reconnect). */
-  readonly listDigests: Partial<Record<ListKind, string>> = {};
+  private declared: ClientCapabilities | undefined;
 
   constructor(private readonly options: UpstreamConnectionOptions) {
+    super(options.requestTimeoutMs);
     this.name = options.name;
   }
 
@@ -106,12 +96,17 @@ export class UpstreamConnection {
     return this.client?.getServerVersion();
   }
 
-  get capabilities(): ServerCapabilities | undefined {
+  override get capabilities(): ServerCapabilities | undefined {
     return this.client?.getServerCapabilities();
   }
 
   get instructions(): string | undefined {
     return this.client?.getInstructions();
+  }
+
+  /** The capabilities the gateway declared to this upstream (set by connect()). */
+  get declaredCapabilities(): ClientCapabilities | undefined {
+    return this.declared;
   }
 
   /** The upstream's own MCP session id (streamable HTTP only). */
@@ -132,6 +127,7 @@ export class UpstreamConnection {
     if (receiver) {
       capabilities.tasks = { list: {}, cancel: {}, requests: { elicitation: { create: {} }, sampling: { createMessage: {} } } };
     }
+    this.declared = capabilities;
     const client = new Client(this.options.clientInfo, { capabilities, ...(receiver ? { taskStore: receiver } : {}) });
     if (this.options.roots) client.setRequestHandler(ListRootsRequestSchema, (_req, extra) => handlers.onListRoots(extra.signal));
     client.setRequestHandler(ElicitRequestSchema, (req, extra) => {
@@ -150,7 +146,7 @@ export class UpstreamConnection {
       handlers.onLog(n.params);
     });
     client.fallbackNotificationHandler = async (n) => {
-      if (n.method === "notifications/tools/list_changed") this.toolsCache = undefined;
+      if (n.method === "notifications/tools/list_changed") this.toolsChanged();
       handlers.onNotification(n.method, n.params);
     };
     if (isStdioConfig(config) && this.options.children) {
@@ -182,7 +178,7 @@ export class UpstreamConnection {
       await this.closeClient(client);
       throw this.unavailable();
     }
-    dispatchProgressInOrder(client, created.transport);
+    if (!installOrderedProgress(client, created.transport)) logger.warn({ server: name }, "sdk_ordered_progress_unavailable");
     this.status = "connected";
     this.connectedAt = Date.now();
     this.lastError = undefined;
@@ -251,7 +247,7 @@ export class UpstreamConnection {
     return tail ? `${base} (stderr: ${tail})` : base;
   }
 
-  private unavailable(): GatewayError {
+  protected override unavailable(): GatewayError {
     return new GatewayError(
       ErrorCodes.UPSTREAM_UNAVAILABLE,
       `upstream '${this.name}' is unavailable: ${this.lastError ?? "not connected"}. Check its config with list_servers; it is retried on next use.`,
@@ -268,164 +264,7 @@ export class UpstreamConnection {
     }
   }
 
-  /** The SDK client, for faces that forward requests verbatim. */
-  get sdk(): Client {
-    return this.live();
-  }
-
-  private live(): Client {
-    if (this.status !== "connected" || !this.client) throw this.unavailable();
-    return this.client;
-  }
-
-  async callTool(
-    name: string,
-    args: Record<string, unknown> | undefined,
-    opts: { signal?: AbortSignal; timeoutMs: number; onprogress?: ProgressCallback },
-  ): Promise<CallToolResult> {
-    const result = await this.live().callTool({ name, ...(args ? { arguments: args } : {}) }, undefined, {
-      timeout: opts.timeoutMs,
-      resetTimeoutOnProgress: true,
-      ...(opts.signal ? { signal: opts.signal } : {}),
-      ...(opts.onprogress ? { onprogress: opts.onprogress } : {}),
-    });
-    return result as CallToolResult;
-  }
-
-  /** How this upstream runs `tool`, from its tool list and its `tasks` capability. */
-  async taskSupport(tool: string): Promise<TaskSupport> {
-    if (!this.capabilities?.tasks?.requests?.tools?.call) return "forbidden";
-    const found = (await this.cachedTools()).find((t) => t.name === tool);
-    return found?.execution?.taskSupport ?? "forbidden";
-  }
-
-  /** A task-augmented tools/call: the upstream answers with its own task at once. */
-  async callToolAsTask(
-    params: { name: string; arguments?: Record<string, unknown> | undefined; _meta?: Record<string, unknown> | undefined },
-    ttlMs: number,
-    opts: { signal?: AbortSignal | undefined; onprogress?: ProgressCallback | undefined } = {},
-  ): Promise<Task> {
-    const result = await this.live().request({ method: "tools/call", params }, CreateTaskResultSchema, {
-      task: { ttl: ttlMs },
-      ...this.requestOptions,
-      ...(opts.signal ? { signal: opts.signal } : {}),
-      ...(opts.onprogress ? { onprogress: opts.onprogress } : {}),
-    });
-    return result.task;
-  }
-
-  async getTask(taskId: string, signal?: AbortSignal): Promise<Task> {
-    return this.live().request({ method: "tasks/get", params: { taskId } }, GetTaskResultSchema, {
-      ...this.requestOptions,
-      ...(signal ? { signal } : {}),
-    });
-  }
-
-  /** Blocks until the upstream task ends; queued elicitations/sampling arrive meanwhile. */
-  async getTaskResult(taskId: string, opts: { signal?: AbortSignal | undefined; timeoutMs: number }): Promise<CallToolResult> {
-    return this.live().request({ method: "tasks/result", params: { taskId } }, CallToolResultSchema, {
-      timeout: opts.timeoutMs,
-      ...(opts.signal ? { signal: opts.signal } : {}),
-    });
-  }
-
-  /**
-   * Drops the SDK's progress handler for one of this upstream's tasks. The SDK
-   * keeps it for the task's life and, as the requesting side, only removes it
-   * when the connection closes; the gateway calls this when the task ends.
-   */
-  releaseTaskProgress(taskId: string): void {
-    const protocol = this.client as unknown as { _cleanupTaskProgressHandler?: (id: string) => void } | undefined;
-    protocol?._cleanupTaskProgressHandler?.(taskId);
-  }
-
-  async cancelTask(taskId: string, timeoutMs: number): Promise<unknown> {
-    return this.live().request({ method: "tasks/cancel", params: { taskId } }, CancelTaskResultSchema, { timeout: timeoutMs });
-  }
-
-  private get requestOptions() {
-    return { timeout: this.options.requestTimeoutMs };
-  }
-
-  async listTools(): Promise<Tool[]> {
-    return this.digest(
-      "tools",
-      await this.paginate((cursor) =>
-        this.live()
-          .listTools(cursor ? { cursor } : undefined, this.requestOptions)
-          .then((r) => ({ items: r.tools, next: r.nextCursor })),
-      ),
-    );
-  }
-
-  /** The tool list, cached until the upstream says it changed. */
-  cachedTools(): Promise<Tool[]> {
-    if (!this.toolsCache) {
-      const p = this.listTools();
-      this.toolsCache = p;
-      p.catch(() => {
-        if (this.toolsCache === p) this.toolsCache = undefined;
-      });
-    }
-    return this.toolsCache;
-  }
-
-  async listResources(): Promise<Resource[]> {
-    if (!this.capabilities?.resources) return this.digest("resources", []);
-    return this.digest(
-      "resources",
-      await this.paginate((cursor) =>
-        this.live()
-          .listResources(cursor ? { cursor } : undefined, this.requestOptions)
-          .then((r) => ({ items: r.resources, next: r.nextCursor })),
-      ),
-    );
-  }
-
-  async listResourceTemplates(): Promise<ResourceTemplate[]> {
-    if (!this.capabilities?.resources) return [];
-    return this.paginate((cursor) =>
-      this.live()
-        .listResourceTemplates(cursor ? { cursor } : undefined, this.requestOptions)
-        .then((r) => ({ items: r.resourceTemplates, next: r.nextCursor })),
-    );
-  }
-
-  async listPrompts(): Promise<Prompt[]> {
-    if (!this.capabilities?.prompts) return this.digest("prompts", []);
-    return this.digest(
-      "prompts",
-      await this.paginate((cursor) =>
-        this.live()
-          .listPrompts(cursor ? { cursor } : undefined, this.requestOptions)
-          .then((r) => ({ items: r.prompts, next: r.nextCursor })),
-      ),
-    );
-  }
-
-  private digest<T>(kind: ListKind, items: T[]): T[] {
-    this.listDigests[kind] = createHash("sha256").update(JSON.stringify(items)).digest("base64url");
-    return items;
-  }
-
-  async readResource(uri: string) {
-    return this.live().readResource({ uri }, this.requestOptions);
-  }
-
-  async getPrompt(name: string, args: Record<string, string> | undefined) {
-    return this.live().getPrompt({ name, ...(args ? { arguments: args } : {}) }, this.requestOptions);
-  }
-
-  /** Follows nextCursor to the end (bounded, so a looping cursor cannot wedge us). */
-  private async paginate<T>(page: (cursor: string | undefined) => Promise<{ items: T[]; next?: string | undefined }>): Promise<T[]> {
-    const all: T[] = [];
-    let cursor: string | undefined;
-    for (let i = 0; i < 1000; i++) {
-      const { items, next } = await page(cursor);
-      all.push(...items);
-      if (!next || next === cursor) break;
-      cursor = next;
-    }
-    return all;
+  protected override connectedClient(): Client | undefined {
+    return this.status === "connected" ? this.client : undefined;
   }
 }

@@ -208,14 +208,14 @@ export function connectDirect(options: PeerOptions = {}): Promise<Peer> {
  * The capabilities the gateway's own client declared to `server` in the
  * peer's session. server-everything registers some tools only for clients
  * with certain capabilities, so a direct client must declare the same to be
- * comparable. White-box: the SDK Client keeps them in a private field.
+ * comparable.
  */
 export async function gatewayUpstreamCapabilities(gw: TestGateway, peer: Peer, server: string): Promise<ClientCapabilities> {
   const session = gw.gateway.context.sessions.get(peer.sessionId);
   if (!session) throw new Error(`the gateway has no session ${peer.sessionId}`);
-  const upstream = (await session.connection(server)).sdk as unknown as { _capabilities?: ClientCapabilities };
-  if (!upstream._capabilities) throw new Error("cannot read the capabilities of the gateway's upstream client");
-  return upstream._capabilities;
+  const declared = (await session.connection(server)).declaredCapabilities;
+  if (!declared) throw new Error(`the gateway's connection to '${server}' declared no capabilities (not connected?)`);
+  return declared;
 }
 
 /** A tool definition without `execution` (the gateway will rewrite execution.taskSupport). */

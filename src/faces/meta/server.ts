@@ -7,6 +7,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { describeError } from "../../errors.js";
+import { wrapToolErrors } from "../../mcp/tool-errors.js";
 import type { MetaContext, MetaTool } from "./define.js";
 import { DIAGRAMS_URI, diagramsContents } from "./diagrams.js";
 import { withEnvelope } from "./envelope.js";
@@ -79,9 +80,7 @@ export function createMetaServer(ctx: MetaContext): McpServer {
   }
   // Input-validation failures are answered by the SDK before a handler runs;
   // they are tool responses too, so they carry the session envelope as well.
-  const sdkServer = server as unknown as { createToolError(message: string): CallToolResult };
-  const createToolError = sdkServer.createToolError.bind(server);
-  sdkServer.createToolError = (message) => withEnvelope(ctx.session, createToolError(message));
+  wrapToolErrors(server, (result) => withEnvelope(ctx.session, result));
   server.registerResource(
     "diagrams",
     DIAGRAMS_URI,

@@ -4,7 +4,6 @@
  * prefixes names, routes resource URIs back to their owner and paginates.
  * Upstream JSON-RPC errors reach the client unchanged.
  */
-import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
   CallToolRequestSchema,
   CompleteRequestSchema,
@@ -19,25 +18,13 @@ import {
   SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
-  type ServerCapabilities,
 } from "@modelcontextprotocol/sdk/types.js";
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
 import { assertArgumentsSize, describeError, GatewayError, toMcpError } from "../../errors.js";
-import type { GatewayContext } from "../../server/context.js";
-import type { Session } from "../../session/session.js";
 import type { UpstreamConnection } from "../../upstream/connection.js";
-import type { InflightRequests } from "./bridge.js";
-import { paginate, type Catalog } from "./catalog.js";
+import { paginate } from "./catalog.js";
+import { verbatimErrors, type HandlerContext } from "./context.js";
 import { callTool, honouredTool, registerTaskHandlers } from "./tasks.js";
-
-export interface HandlerContext {
-  server: Server;
-  session: Session;
-  catalog: Catalog;
-  capabilities: ServerCapabilities;
-  inflight: InflightRequests;
-  gateway: GatewayContext;
-}
 
 export function registerHandlers(h: HandlerContext): void {
   const { session, catalog, capabilities } = h;
@@ -70,7 +57,7 @@ export function registerHandlers(h: HandlerContext): void {
   if (capabilities.tools) {
     server.setRequestHandler(ListToolsRequestSchema, async (req) => {
       if (single) {
-        const listed = await (await conn(catalog.servers()[0]!)).sdk.listTools(req.params);
+        const listed = await (await conn(catalog.servers()[0]!)).listToolsPage(req.params);
         return { ...listed, tools: listed.tools.map(honouredTool) };
       }
       const rows = await each((c) => (c.capabilities?.tools ? c.cachedTools() : Promise.resolve([])));
@@ -96,7 +83,7 @@ export function registerHandlers(h: HandlerContext): void {
 
   if (capabilities.resources) {
     server.setRequestHandler(ListResourcesRequestSchema, async (req) => {
-      if (single) return (await conn(catalog.servers()[0]!)).sdk.listResources(req.params);
+      if (single) return (await conn(catalog.servers()[0]!)).listResourcesPage(req.params);
       const rows = await each((c) => c.listResources());
       router.learnResources(rows.map((r) => ({ server: r.server, uri: r.item.uri })));
       const { page, nextCursor } = paginate(
@@ -106,7 +93,7 @@ export function registerHandlers(h: HandlerContext): void {
       return { resources: page, ...(nextCursor ? { nextCursor } : {}) };
     });
     server.setRequestHandler(ListResourceTemplatesRequestSchema, async (req) => {
-      if (single) return (await conn(catalog.servers()[0]!)).sdk.listResourceTemplates(req.params);
+      if (single) return (await conn(catalog.servers()[0]!)).listResourceTemplatesPage(req.params);
       const rows = await each((c) => c.listResourceTemplates());
       router.learnTemplates(rows.map((r) => ({ server: r.server, template: r.item.uriTemplate })));
       const { page, nextCursor } = paginate(
@@ -127,16 +114,16 @@ export function registerHandlers(h: HandlerContext): void {
       if (found === undefined) throw new McpError(ErrorCode.InvalidParams, `no upstream lists a resource or template matching '${uri}'`);
       return conn(found);
     };
-    server.setRequestHandler(ReadResourceRequestSchema, async (req) => (await owner(req.params.uri)).sdk.readResource(req.params));
+    server.setRequestHandler(ReadResourceRequestSchema, async (req) => (await owner(req.params.uri)).readResource(req.params.uri, req.params._meta));
     if (capabilities.resources.subscribe) {
-      server.setRequestHandler(SubscribeRequestSchema, async (req) => (await owner(req.params.uri)).sdk.subscribeResource(req.params));
-      server.setRequestHandler(UnsubscribeRequestSchema, async (req) => (await owner(req.params.uri)).sdk.unsubscribeResource(req.params));
+      server.setRequestHandler(SubscribeRequestSchema, async (req) => (await owner(req.params.uri)).subscribeResource(req.params.uri, req.params._meta));
+      server.setRequestHandler(UnsubscribeRequestSchema, async (req) => (await owner(req.params.uri)).unsubscribeResource(req.params.uri, req.params._meta));
     }
   }
 
   if (capabilities.prompts) {
     server.setRequestHandler(ListPromptsRequestSchema, async (req) => {
-      if (single) return (await conn(catalog.servers()[0]!)).sdk.listPrompts(req.params);
+      if (single) return (await conn(catalog.servers()[0]!)).listPromptsPage(req.params);
       const rows = await each((c) => c.listPrompts());
       const prompts = rows.map(({ server: s, item }) => ({ ...item, name: catalog.expose(s, item.name) }));
       catalog.assertUnique(
@@ -148,7 +135,7 @@ export function registerHandlers(h: HandlerContext): void {
     });
     server.setRequestHandler(GetPromptRequestSchema, async (req) => {
       const { server: upstream, name } = catalog.resolve(req.params.name, "prompt");
-      return (await conn(upstream)).sdk.getPrompt({ ...req.params, name });
+      return (await conn(upstream)).getPrompt(name, req.params.arguments, req.params._meta);
     });
   }
 
@@ -157,12 +144,12 @@ export function registerHandlers(h: HandlerContext): void {
       const ref = req.params.ref;
       if (ref.type === "ref/prompt") {
         const { server: upstream, name } = catalog.resolve(ref.name, "prompt");
-        return (await conn(upstream)).sdk.complete({ ...req.params, ref: { ...ref, name } });
+        return (await conn(upstream)).complete({ ...req.params, ref: { ...ref, name } });
       }
       const target = single ? catalog.servers()[0]! : router.routeTemplate(ref.uri);
       if (target === undefined)
         throw new McpError(ErrorCode.InvalidParams, `no upstream has the resource template '${ref.uri}'; list resource templates first`);
-      return (await conn(target)).sdk.complete(req.params);
+      return (await conn(target)).complete(req.params);
     });
   }
 
@@ -172,32 +159,11 @@ export function registerHandlers(h: HandlerContext): void {
         session
           .liveConnections()
           .filter((c) => catalog.servers().includes(c.name) && c.capabilities?.logging)
-          .map((c) => c.sdk.setLoggingLevel(req.params.level)),
+          .map((c) => c.setLoggingLevel(req.params.level)),
       );
       return {};
     });
   }
-}
-
-/**
- * Registers handlers whose upstream JSON-RPC errors reach the client as the
- * upstream sent them. The SDK's client prefixes "MCP error <code>: " to an
- * error's message and its server sends the message as is, so without this
- * every gateway hop would add one more prefix.
- */
-export function verbatimErrors(server: Server): Pick<Server, "setRequestHandler"> {
-  const setRequestHandler: Server["setRequestHandler"] = (schema, handler) =>
-    server.setRequestHandler(schema, async (request, extra) => {
-      try {
-        return await handler(request, extra);
-      } catch (err) {
-        if (!(err instanceof McpError)) throw err;
-        const error = new McpError(err.code, "", err.data);
-        error.message = err.message.replace(/^MCP error -?\d+: /, "");
-        throw error;
-      }
-    });
-  return { setRequestHandler };
 }
 
 /** Remembers which upstream owns which resource URI / template (aggregate face). */

@@ -42,7 +42,7 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   const inflight = new InflightRequests();
   registerHandlers({ server, session, catalog, capabilities, inflight, gateway });
   server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
-    for (const c of session.liveConnections()) await c.sdk.sendRootsListChanged().catch(() => undefined);
+    for (const c of session.liveConnections()) await c.sendRootsListChanged().catch(() => undefined);
   });
   // Upstreams may ask for roots/elicitation before this client has sent `initialized` (they initialized
   // with the gateway earlier). When the client's capabilities are known up front (HTTP), the bridge is

@@ -22,7 +22,7 @@ import { toMcpTask } from "../../tasks/mcp-task.js";
 import type { UpstreamConnection } from "../../upstream/connection.js";
 import { forwardProgress } from "../progress.js";
 import { paginate } from "./catalog.js";
-import { verbatimErrors, type HandlerContext } from "./handlers.js";
+import { verbatimErrors, type HandlerContext } from "./context.js";
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
@@ -72,12 +72,12 @@ export async function callTool(
             timeoutMs: h.gateway.settings.tasks.maxTtlMs,
             onprogress: progress.onprogress,
           })
-        : ((await conn.sdk.callTool(call, undefined, {
+        : await conn.callTool(upstreamName, params.arguments, {
             signal: extra.signal,
-            timeout: h.gateway.settings.tasks.maxTtlMs,
-            resetTimeoutOnProgress: true,
-            ...(progress.onprogress ? { onprogress: progress.onprogress } : {}),
-          })) as CallToolResult);
+            timeoutMs: h.gateway.settings.tasks.maxTtlMs,
+            onprogress: progress.onprogress,
+            _meta: params._meta,
+          });
     await progress.flush();
     return result;
   } finally {

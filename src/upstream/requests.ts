@@ -1,0 +1,309 @@
+/**
+ * The request surface of one upstream connection. Every request the gateway
+ * sends an upstream — tool calls (plain and task-augmented), tasks/*, lists,
+ * reads, subscriptions, prompts, completions, logging level — is a typed
+ * method here, and every method sends through the one request() below: the
+ * single place where timeouts apply (and where metrics, tracing and sharing
+ * will hook in). Faces and tasks never see the SDK Client.
+ *
+ * Also owns what is derived from responses: the tool-list cache (dropped on
+ * tools/list_changed), a digest per list (for reconciliation after a
+ * reconnect) and how the upstream runs each tool (taskSupport).
+ *
+ * UpstreamConnection (connection.ts) extends this class with the lifecycle —
+ * connect/close, transport, child process, server→client handlers — and
+ * supplies the live SDK client.
+ */
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { ProgressCallback, RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { AnySchema, SchemaOutput } from "@modelcontextprotocol/sdk/server/zod-compat.js";
+import {
+  CallToolResultSchema,
+  CancelTaskResultSchema,
+  CompleteResultSchema,
+  CreateTaskResultSchema,
+  EmptyResultSchema,
+  GetPromptResultSchema,
+  GetTaskResultSchema,
+  ListPromptsResultSchema,
+  ListResourceTemplatesResultSchema,
+  ListResourcesResultSchema,
+  ListToolsResultSchema,
+  ReadResourceResultSchema,
+  type CallToolRequest,
+  type CallToolResult,
+  type CancelTaskResult,
+  type ClientRequest,
+  type CompleteRequest,
+  type CompleteResult,
+  type EmptyResult,
+  type GetPromptResult,
+  type ListPromptsRequest,
+  type ListPromptsResult,
+  type ListResourceTemplatesRequest,
+  type ListResourceTemplatesResult,
+  type ListResourcesRequest,
+  type ListResourcesResult,
+  type ListToolsRequest,
+  type ListToolsResult,
+  type LoggingLevel,
+  type Prompt,
+  type ReadResourceResult,
+  type RequestMeta,
+  type Resource,
+  type ResourceTemplate,
+  type ServerCapabilities,
+  type Task,
+  type Tool,
+} from "@modelcontextprotocol/sdk/types.js";
+import { createHash } from "node:crypto";
+import { releaseTaskProgressHandler } from "../mcp/task-progress.js";
+
+/** How an upstream runs a tool: as given by its `execution.taskSupport` and its `tasks` capability. */
+export type TaskSupport = "forbidden" | "optional" | "required";
+
+export type ListKind = "tools" | "resources" | "prompts";
+
+/** Options of one upstream request (see request()). */
+export interface SendOptions {
+  /** @default the connection's requestTimeoutMs (gateway.upstream.requestTimeoutMs) */
+  timeoutMs?: number | undefined;
+  signal?: AbortSignal | undefined;
+  /** Asks the upstream for progress (the request carries a progress token of the gateway's own). */
+  onprogress?: ProgressCallback | undefined;
+  /** Each progress notification restarts the timeout. @default false */
+  resetTimeoutOnProgress?: boolean | undefined;
+  /** Task-augments the request (the upstream answers with CreateTaskResult). */
+  task?: { ttl: number } | undefined;
+}
+
+/** A plain (not task-augmented) tools/call. */
+export interface CallToolOptions {
+  /** Bounds the call; between progress notifications when resetTimeoutOnProgress. */
+  timeoutMs: number;
+  signal?: AbortSignal | undefined;
+  onprogress?: ProgressCallback | undefined;
+  /** @default true */
+  resetTimeoutOnProgress?: boolean | undefined;
+  /** The request's `_meta`, forwarded as given (with onprogress, its progress token becomes the gateway's own). */
+  _meta?: RequestMeta | undefined;
+}
+
+type ToolCallParams = Pick<CallToolRequest["params"], "name" | "arguments" | "_meta">;
+type ParamsOf<M extends ClientRequest["method"]> = Extract<ClientRequest, { method: M }>["params"];
+
+/** Bound on the pages followed for one full list, so a looping cursor cannot wedge us. */
+const MAX_PAGES = 1000;
+
+export abstract class UpstreamRequests {
+  /** A digest of each list as last fetched in full (for reconciliation after a reconnect). */
+  readonly listDigests: Partial<Record<ListKind, string>> = {};
+  private toolsCache: Promise<Tool[]> | undefined;
+
+  protected constructor(private readonly defaultTimeoutMs: number) {}
+
+  /** What the upstream declared at initialize (undefined until connected). */
+  abstract get capabilities(): ServerCapabilities | undefined;
+
+  /** The SDK client while the connection is up, else undefined. */
+  protected abstract connectedClient(): Client | undefined;
+
+  /** The error every request fails with while the connection is not up. */
+  protected abstract unavailable(): Error;
+
+  /** Throws EMCP_UPSTREAM_UNAVAILABLE unless connected (to refuse work before anything is recorded for it). */
+  assertConnected(): void {
+    this.live();
+  }
+
+  /**
+   * The one way a request reaches the upstream. tools/list and plain
+   * tools/call go through the SDK's own listTools/callTool, so the SDK keeps
+   * validating structured tool output against the listed outputSchema (MCP:
+   * clients SHOULD validate it); everything else is a plain Client.request.
+   */
+  protected async request<M extends ClientRequest["method"], S extends AnySchema>(
+    method: M,
+    params: ParamsOf<M>,
+    resultSchema: S,
+    o: SendOptions = {},
+  ): Promise<SchemaOutput<S>> {
+    const client = this.live();
+    const options: RequestOptions = {
+      timeout: o.timeoutMs ?? this.defaultTimeoutMs,
+      ...(o.signal ? { signal: o.signal } : {}),
+      ...(o.onprogress ? { onprogress: o.onprogress } : {}),
+      ...(o.resetTimeoutOnProgress ? { resetTimeoutOnProgress: true } : {}),
+      ...(o.task ? { task: o.task } : {}),
+    };
+    // The SDK methods return exactly what resultSchema parses (the callers pass the matching schema).
+    if (method === "tools/list") return (await client.listTools(params as ParamsOf<"tools/list">, options)) as SchemaOutput<S>;
+    if (method === "tools/call" && !o.task) {
+      return (await client.callTool(params as ParamsOf<"tools/call">, CallToolResultSchema, options)) as SchemaOutput<S>;
+    }
+    return client.request({ method, params } as ClientRequest, resultSchema, options);
+  }
+
+  private live(): Client {
+    const client = this.connectedClient();
+    if (!client) throw this.unavailable();
+    return client;
+  }
+
+  // --- tools and tasks ---
+
+  /** A plain tools/call: the meta face's execute_tool, the transparent face's tools/call and gateway-owned tasks all use it. */
+  async callTool(name: string, args: Record<string, unknown> | undefined, opts: CallToolOptions): Promise<CallToolResult> {
+    const params = { name, ...(args ? { arguments: args } : {}), ...(opts._meta ? { _meta: opts._meta } : {}) };
+    return this.request("tools/call", params, CallToolResultSchema, {
+      timeoutMs: opts.timeoutMs,
+      signal: opts.signal,
+      onprogress: opts.onprogress,
+      resetTimeoutOnProgress: opts.resetTimeoutOnProgress ?? true,
+    }) as Promise<CallToolResult>;
+  }
+
+  /** A task-augmented tools/call: the upstream answers with its own task at once. */
+  async callToolAsTask(
+    params: ToolCallParams,
+    ttlMs: number,
+    opts: { signal?: AbortSignal | undefined; onprogress?: ProgressCallback | undefined } = {},
+  ): Promise<Task> {
+    const result = await this.request("tools/call", params, CreateTaskResultSchema, { task: { ttl: ttlMs }, ...opts });
+    return result.task;
+  }
+
+  async getTask(taskId: string, signal?: AbortSignal): Promise<Task> {
+    return this.request("tasks/get", { taskId }, GetTaskResultSchema, { signal });
+  }
+
+  /** Blocks until the upstream task ends; queued elicitations/sampling arrive meanwhile. */
+  async getTaskResult(taskId: string, opts: { signal?: AbortSignal | undefined; timeoutMs: number }): Promise<CallToolResult> {
+    return this.request("tasks/result", { taskId }, CallToolResultSchema, opts) as Promise<CallToolResult>;
+  }
+
+  async cancelTask(taskId: string, timeoutMs: number): Promise<CancelTaskResult> {
+    return this.request("tasks/cancel", { taskId }, CancelTaskResultSchema, { timeoutMs });
+  }
+
+  /**
+   * Stops progress for one of this upstream's tasks (the gateway calls it
+   * when the task ends; see src/mcp/task-progress.ts). A closed connection
+   * has dropped its handlers already.
+   */
+  releaseTaskProgress(taskId: string): void {
+    const client = this.connectedClient();
+    if (client) releaseTaskProgressHandler(client, taskId);
+  }
+
+  /** How this upstream runs `tool`, from its tool list and its `tasks` capability. */
+  async taskSupport(tool: string): Promise<TaskSupport> {
+    if (!this.capabilities?.tasks?.requests?.tools?.call) return "forbidden";
+    const found = (await this.cachedTools()).find((t) => t.name === tool);
+    return found?.execution?.taskSupport ?? "forbidden";
+  }
+
+  // --- lists: one page verbatim (single-server face), or every page ---
+
+  async listToolsPage(params?: ListToolsRequest["params"]): Promise<ListToolsResult> {
+    return this.request("tools/list", params, ListToolsResultSchema);
+  }
+
+  async listResourcesPage(params?: ListResourcesRequest["params"]): Promise<ListResourcesResult> {
+    return this.request("resources/list", params, ListResourcesResultSchema);
+  }
+
+  async listResourceTemplatesPage(params?: ListResourceTemplatesRequest["params"]): Promise<ListResourceTemplatesResult> {
+    return this.request("resources/templates/list", params, ListResourceTemplatesResultSchema);
+  }
+
+  async listPromptsPage(params?: ListPromptsRequest["params"]): Promise<ListPromptsResult> {
+    return this.request("prompts/list", params, ListPromptsResultSchema);
+  }
+
+  async listTools(): Promise<Tool[]> {
+    return this.digest("tools", await this.paginate((cursor) => this.listToolsPage(cursor).then((r) => ({ items: r.tools, next: r.nextCursor }))));
+  }
+
+  /** The tool list, cached until the upstream says it changed. */
+  cachedTools(): Promise<Tool[]> {
+    if (!this.toolsCache) {
+      const p = this.listTools();
+      this.toolsCache = p;
+      p.catch(() => {
+        if (this.toolsCache === p) this.toolsCache = undefined;
+      });
+    }
+    return this.toolsCache;
+  }
+
+  /** The upstream sent notifications/tools/list_changed. */
+  protected toolsChanged(): void {
+    this.toolsCache = undefined;
+  }
+
+  async listResources(): Promise<Resource[]> {
+    if (!this.capabilities?.resources) return this.digest("resources", []);
+    const all = await this.paginate((cursor) => this.listResourcesPage(cursor).then((r) => ({ items: r.resources, next: r.nextCursor })));
+    return this.digest("resources", all);
+  }
+
+  async listResourceTemplates(): Promise<ResourceTemplate[]> {
+    if (!this.capabilities?.resources) return [];
+    return this.paginate((cursor) => this.listResourceTemplatesPage(cursor).then((r) => ({ items: r.resourceTemplates, next: r.nextCursor })));
+  }
+
+  async listPrompts(): Promise<Prompt[]> {
+    if (!this.capabilities?.prompts) return this.digest("prompts", []);
+    return this.digest("prompts", await this.paginate((cursor) => this.listPromptsPage(cursor).then((r) => ({ items: r.prompts, next: r.nextCursor }))));
+  }
+
+  // --- resources, prompts, completions, logging ---
+
+  async readResource(uri: string, _meta?: RequestMeta): Promise<ReadResourceResult> {
+    return this.request("resources/read", { uri, ...(_meta ? { _meta } : {}) }, ReadResourceResultSchema);
+  }
+
+  async subscribeResource(uri: string, _meta?: RequestMeta): Promise<EmptyResult> {
+    return this.request("resources/subscribe", { uri, ...(_meta ? { _meta } : {}) }, EmptyResultSchema);
+  }
+
+  async unsubscribeResource(uri: string, _meta?: RequestMeta): Promise<EmptyResult> {
+    return this.request("resources/unsubscribe", { uri, ...(_meta ? { _meta } : {}) }, EmptyResultSchema);
+  }
+
+  async getPrompt(name: string, args: Record<string, string> | undefined, _meta?: RequestMeta): Promise<GetPromptResult> {
+    return this.request("prompts/get", { name, ...(args ? { arguments: args } : {}), ...(_meta ? { _meta } : {}) }, GetPromptResultSchema);
+  }
+
+  async complete(params: CompleteRequest["params"]): Promise<CompleteResult> {
+    return this.request("completion/complete", params, CompleteResultSchema);
+  }
+
+  async setLoggingLevel(level: LoggingLevel): Promise<EmptyResult> {
+    return this.request("logging/setLevel", { level }, EmptyResultSchema);
+  }
+
+  /** A notification, not a request: nothing to time out or answer. */
+  async sendRootsListChanged(): Promise<void> {
+    await this.live().sendRootsListChanged();
+  }
+
+  private digest<T>(kind: ListKind, items: T[]): T[] {
+    this.listDigests[kind] = createHash("sha256").update(JSON.stringify(items)).digest("base64url");
+    return items;
+  }
+
+  /** Follows nextCursor to the end (bounded by MAX_PAGES). */
+  private async paginate<T>(page: (params: { cursor: string } | undefined) => Promise<{ items: T[]; next?: string | undefined }>): Promise<T[]> {
+    const all: T[] = [];
+    let cursor: string | undefined;
+    for (let i = 0; i < MAX_PAGES; i++) {
+      const { items, next } = await page(cursor === undefined ? undefined : { cursor });
+      all.push(...items);
+      if (!next || next === cursor) break;
+      cursor = next;
+    }
+    return all;
+  }
+}
