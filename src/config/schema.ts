@@ -110,11 +110,6 @@ export const gatewaySettingsSchema = z.strictObject({
        * then its whole process group gets SIGTERM, and SIGKILL this long later.
        */
       killGraceMs: positiveMs.default(2_000),
-      /**
-       * Ending a stdio upstream: after its stdin closes it has this long to exit;
-       * then its whole process group gets SIGTERM, and SIGKILL this long later.
-       */
-      killGraceMs: positiveMs.default(2_000),
       /** After an upstream drops, the session reconnects in the background with capped exponential backoff. */
       reconnect: z
         .strictObject({

@@ -32,7 +32,6 @@ describe("parseConfig: defaults", () => {
     assert.deepEqual(g.tasks, {
       defaultTtlMs: 300_000,
       maxTtlMs: 1_800_000,
-      cleanupIntervalMs: 60_000,
       completedRetentionMs: 300_000,
       maxTasksPerSession: 100,
       maxRetainedPerSession: 200,
@@ -274,8 +273,8 @@ describe("loadConfig", () => {
     assert.equal(c.gateway.token, undefined);
   });
 
-  test("invalid overrides are rejected like file values", async () => {
-    await assert.rejects(loadConfig({ env: {}, overrides: { port: -5 } }), configError(/gateway\.port/));
+  test("invalid overrides are rejected, named as the flag", async () => {
+    await assert.rejects(loadConfig({ env: {}, overrides: { port: -5 } }), configError(/--port: .*got the number -5/));
   });
 
   test("without a file: the embedded demo config (server-everything over stdio)", async () => {
