@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * The `emceepee` CLI: argv → config → createGateway(). The only place that
- * prints to the terminal or exits the process.
+ * prints to the terminal or exits the process, and so the one that makes sure
+ * no upstream process outlives it (see the exit paths below).
  */
 import { Command, InvalidArgumentError, Option } from "commander";
 import { loadConfig } from "../config/load.js";
@@ -76,21 +77,35 @@ function stdioFace(value: string): StdioFace {
   throw new InvalidArgumentError("must be meta, all or server:<name>");
 }
 
+/*
+ * Exit paths. The first SIGINT/SIGTERM (or, for `stdio`, the end of stdin)
+ * closes the gateway, which resolves only once every upstream process group
+ * is gone, then exits 0. A second signal forces: SIGKILL to every upstream
+ * group, synchronously, then exit 1. Any other exit (an uncaught error, a
+ * process.exit elsewhere) still SIGKILLs what is left, from the 'exit' event.
+ */
 let shuttingDown = false;
 async function shutdown(gateway: Gateway, code: number): Promise<void> {
   if (shuttingDown) return;
   shuttingDown = true;
-  await gateway.close().catch(() => undefined);
+  await gateway.close().catch((err: unknown) => gateway.context.logger.error({ err: errorMessage(err) }, "shutdown_failed"));
   process.exit(code);
 }
 
 function handleSignals(gateway: Gateway): void {
+  const { logger } = gateway.context;
   for (const signal of ["SIGINT", "SIGTERM"] as const) {
     process.on(signal, () => {
-      if (shuttingDown) process.exit(1); // a second signal forces exit
+      if (shuttingDown) {
+        logger.warn({ signal }, "shutdown_forced");
+        gateway.destroy();
+        process.exit(1);
+      }
+      logger.info({ signal }, "shutdown_started");
       void shutdown(gateway, 0);
     });
   }
+  process.on("exit", () => gateway.destroy());
 }
 
 program.parseAsync().catch((err: unknown) => {

@@ -2,7 +2,8 @@
  * createGateway(config, deps): the composition root. Wires the registry,
  * session manager and faces, and serves them over HTTP (listen) or stdio
  * (serveStdio). close() drains everything: sessions, upstream connections,
- * child processes and timers.
+ * child processes (each stdio upstream's whole process group) and timers;
+ * destroy() SIGKILLs those groups at once, for a forced exit.
  */
 import type http from "node:http";
 import { createRequire } from "node:module";
@@ -17,9 +18,9 @@ import { silentLogger, type Logger } from "../logging.js";
 import { SessionManager } from "../session/session-manager.js";
 import type { Session } from "../session/session.js";
 import { MemoryTaskRecordStore, type TaskRecordStore } from "../store/task-store.js";
-import { ChildProcessLimiter } from "../upstream/children.js";
+import { ChildProcessLimiter, ProcessGroups } from "../upstream/children.js";
 import { ServerRegistry } from "../upstream/registry.js";
-import { defaultTransportFactory, type TransportFactory } from "../upstream/transports.js";
+import { createTransportFactory, type TransportFactory } from "../upstream/transports.js";
 import type { GatewayContext } from "./context.js";
 
 /** A path segment's text, or "" for malformed percent-encoding (no server has that name: 404). */
@@ -50,6 +51,12 @@ export interface Gateway {
   /** Serves one session over stdin/stdout with the chosen face. */
   serveStdio(options?: { face?: StdioFace; stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream }): Promise<Session>;
   close(): Promise<void>;
+  /**
+   * Kills now, synchronously: SIGKILL to every stdio upstream's process group
+   * this gateway started (its transports; an injected transportFactory is on
+   * its own). Nothing is drained; for a forced exit and `process.on('exit')`.
+   */
+  destroy(): void;
 }
 
 export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Gateway {
@@ -61,13 +68,14 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   for (const [name, serverConfig] of Object.entries(config.mcpServers)) {
     registry.add({ name, config: serverConfig, addedAt: clock.now(), addedBy: "config" });
   }
+  const groups = new ProcessGroups();
   const sessions = new SessionManager({
     registry,
     settings,
     clock,
     newId,
     logger,
-    transportFactory: deps.transportFactory ?? defaultTransportFactory,
+    transportFactory: deps.transportFactory ?? createTransportFactory({ killGraceMs: settings.upstream.killGraceMs, groups }),
     taskStore: deps.taskStore ?? new MemoryTaskRecordStore(),
     clientInfo: { name: "emceepee", version: pkg.version },
     children: new ChildProcessLimiter(settings.upstream.maxChildProcesses),
@@ -143,9 +151,14 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         await Promise.allSettled(endpoints().map((e) => e.close()));
         await stdioClose?.().catch(() => undefined);
         await sessions.close();
+        // Groups whose leader crashed are still being reaped in the background: wait for them too.
+        await groups.terminateAll();
         logger.info("gateway_closed");
       })();
       return closing;
+    },
+    destroy() {
+      groups.killAll();
     },
   };
 }
