@@ -137,11 +137,11 @@ export abstract class UpstreamRequests {
       ...(o.task ? { task: o.task } : {}),
     };
     // The SDK methods return exactly what resultSchema parses (the callers pass the matching schema).
-    if (method === "tools/list") return (await client.listTools(params as ParamsOf<"tools/list">, options)) as SchemaOutput<S>;
+    if (method === "tools/list") return (await client.listTools(params, options)) as SchemaOutput<S>;
     if (method === "tools/call" && !o.task) {
       return (await client.callTool(params as ParamsOf<"tools/call">, CallToolResultSchema, options)) as SchemaOutput<S>;
     }
-    return client.request({ method, params } as ClientRequest, resultSchema, options);
+    return client.request({ method, params }, resultSchema, options);
   }
 
   private live(): Client {
@@ -160,7 +160,7 @@ export abstract class UpstreamRequests {
       signal: opts.signal,
       onprogress: opts.onprogress,
       resetTimeoutOnProgress: opts.resetTimeoutOnProgress ?? true,
-    }) as Promise<CallToolResult>;
+    });
   }
 
   /** A task-augmented tools/call: the upstream answers with its own task at once. */
@@ -179,7 +179,7 @@ export abstract class UpstreamRequests {
 
   /** Blocks until the upstream task ends; queued elicitations/sampling arrive meanwhile. */
   async getTaskResult(taskId: string, opts: { signal?: AbortSignal | undefined; timeoutMs: number }): Promise<CallToolResult> {
-    return this.request("tasks/result", { taskId }, CallToolResultSchema, opts) as Promise<CallToolResult>;
+    return this.request("tasks/result", { taskId }, CallToolResultSchema, opts);
   }
 
   async cancelTask(taskId: string, timeoutMs: number): Promise<CancelTaskResult> {

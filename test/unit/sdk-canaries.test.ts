@@ -1,0 +1,209 @@
+/**
+ * Canaries for the SDK workarounds in src/mcp/: each checks that the SDK
+ * still has the (mostly private) member a workaround touches, and, with the
+ * SDK's own InMemoryTransport and real Client/Server classes, that the
+ * workaround still does its job. When one fails after an SDK upgrade, the
+ * message names the member and the file to revisit.
+ */
+import { test, describe } from "node:test";
+import assert from "node:assert/strict";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolResultSchema,
+  CreateTaskResultSchema,
+  EmptyResultSchema,
+  LATEST_PROTOCOL_VERSION,
+  ListToolsResultSchema,
+  type CallToolResult,
+} from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { installOrderedProgress } from "../../src/mcp/ordered-progress.js";
+import { onResponseSent } from "../../src/mcp/response-sent.js";
+import { releaseTaskProgressHandler } from "../../src/mcp/task-progress.js";
+import { wrapToolErrors } from "../../src/mcp/tool-errors.js";
+
+function hasMethod(proto: object, member: string): boolean {
+  return typeof (proto as Record<string, unknown>)[member] === "function";
+}
+
+/** Lets queued microtasks and one macrotask run (the SDK dispatches notifications in microtasks). */
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+type Send = (message: JSONRPCMessage) => void;
+
+/**
+ * A hand-written MCP server on the far end of an InMemoryTransport, so a test
+ * controls exactly which messages arrive and in which tick. It answers
+ * initialize itself; other requests go to `onRequest`.
+ */
+async function rawPeer(
+  onRequest: (req: { id: RequestId; method: string; params?: any }, send: Send) => void,
+): Promise<{ client: Client; transport: InMemoryTransport; send: Send }> {
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  const send: Send = (message) => void serverSide.send(message);
+  serverSide.onmessage = (message: any) => {
+    if (message.id === undefined || message.method === undefined) return; // notifications, responses
+    if (message.method === "initialize") {
+      send({
+        jsonrpc: "2.0",
+        id: message.id,
+        result: {
+          protocolVersion: LATEST_PROTOCOL_VERSION,
+          capabilities: { tools: {}, tasks: { requests: { tools: { call: {} } } } },
+          serverInfo: { name: "raw-peer", version: "1.0.0" },
+        },
+      });
+      return;
+    }
+    onRequest(message, send);
+  };
+  await serverSide.start();
+  const client = new Client({ name: "canary", version: "1.0.0" });
+  await client.connect(clientSide);
+  return { client, transport: clientSide, send };
+}
+
+const progress = (token: unknown, n: number): JSONRPCMessage => ({
+  jsonrpc: "2.0",
+  method: "notifications/progress",
+  params: { progressToken: token as string, progress: n, total: 2 },
+});
+
+/** A peer whose tools/call sends two progress notifications and its response in the same tick. */
+function progressThenResult(): Parameters<typeof rawPeer>[0] {
+  return (req, send) => {
+    const token = req.params?._meta?.progressToken;
+    send(progress(token, 1));
+    send(progress(token, 2));
+    send({ jsonrpc: "2.0", id: req.id, result: { content: [{ type: "text", text: "done" }] } });
+  };
+}
+
+describe("SDK members the workarounds in src/mcp/ touch", () => {
+  test("Protocol._onprogress (src/mcp/ordered-progress.ts, typescript-sdk#2580)", () => {
+    assert.ok(
+      hasMethod(Client.prototype, "_onprogress"),
+      "@modelcontextprotocol/sdk: Protocol._onprogress is gone; src/mcp/ordered-progress.ts cannot dispatch progress in order — check whether typescript-sdk#2580 is fixed and remove or adapt the workaround",
+    );
+  });
+
+  test("Protocol._cleanupTaskProgressHandler (src/mcp/task-progress.ts)", () => {
+    assert.ok(
+      hasMethod(Client.prototype, "_cleanupTaskProgressHandler"),
+      "@modelcontextprotocol/sdk: Protocol._cleanupTaskProgressHandler is gone; src/mcp/task-progress.ts can no longer stop progress of ended upstream tasks",
+    );
+  });
+
+  test("McpServer.createToolError (src/mcp/tool-errors.ts)", () => {
+    assert.ok(
+      hasMethod(McpServer.prototype, "createToolError"),
+      "@modelcontextprotocol/sdk: McpServer.createToolError is gone; src/mcp/tool-errors.ts cannot add the session envelope to tool errors the SDK answers itself",
+    );
+  });
+
+  test("StreamableHTTPServerTransport.send (src/mcp/response-sent.ts)", () => {
+    assert.ok(
+      hasMethod(StreamableHTTPServerTransport.prototype, "send"),
+      "@modelcontextprotocol/sdk: StreamableHTTPServerTransport.send is gone; src/mcp/response-sent.ts cannot see responses leave (request ids would stay in flight)",
+    );
+  });
+});
+
+describe("the workarounds still work against the real SDK (InMemoryTransport)", () => {
+  test("ordered progress: a last progress notification sent in the same tick as the response arrives", async () => {
+    const { client, transport } = await rawPeer(progressThenResult());
+    assert.equal(
+      installOrderedProgress(client, transport),
+      true,
+      "installOrderedProgress found nothing to hook (Protocol._onprogress or transport.onmessage missing)",
+    );
+    const seen: number[] = [];
+    const result = await client.callTool({ name: "slow" }, CallToolResultSchema, { onprogress: (p) => seen.push(p.progress) });
+    assert.deepEqual((result as CallToolResult).content, [{ type: "text", text: "done" }]);
+    assert.deepEqual(seen, [1, 2], "progress notifications were dropped or reordered despite src/mcp/ordered-progress.ts");
+    await client.close();
+  });
+
+  test("typescript-sdk#2580 is still open: without the workaround those notifications are lost", async () => {
+    const { client } = await rawPeer(progressThenResult());
+    const errors: string[] = [];
+    client.onerror = (err) => errors.push(err.message);
+    const seen: number[] = [];
+    await client.callTool({ name: "slow" }, CallToolResultSchema, { onprogress: (p) => seen.push(p.progress) });
+    await turn();
+    assert.ok(
+      seen.length < 2,
+      "the SDK now delivers progress sent in the same tick as the response by itself (typescript-sdk#2580 fixed?): src/mcp/ordered-progress.ts can go",
+    );
+    assert.ok(errors.some((m) => m.includes("unknown token")));
+    await client.close();
+  });
+
+  test("task progress release: progress for an ended task no longer reaches the request's callback", async () => {
+    let token: unknown;
+    const { client, send } = await rawPeer((req, reply) => {
+      token = req.params?._meta?.progressToken;
+      const now = new Date().toISOString();
+      reply({ jsonrpc: "2.0", id: req.id, result: { task: { taskId: "t1", status: "working", ttl: 60_000, createdAt: now, lastUpdatedAt: now } } });
+    });
+    const errors: string[] = [];
+    client.onerror = (err) => errors.push(err.message);
+    const seen: number[] = [];
+    const created = await client.request({ method: "tools/call", params: { name: "long" } }, CreateTaskResultSchema, {
+      task: { ttl: 60_000 },
+      onprogress: (p) => seen.push(p.progress),
+    });
+    assert.equal(created.task.taskId, "t1");
+    send(progress(token, 1));
+    await turn();
+    assert.deepEqual(seen, [1], "the SDK no longer keeps a task-augmented request's progress handler after CreateTaskResult");
+    releaseTaskProgressHandler(client, "t1");
+    send(progress(token, 2));
+    await turn();
+    assert.deepEqual(seen, [1], "progress still arrives after releaseTaskProgressHandler (src/mcp/task-progress.ts no longer works)");
+    assert.ok(errors.some((m) => m.includes("unknown token")));
+    await client.close();
+  });
+
+  test("wrapToolErrors: a tool error the SDK answers itself (bad arguments) passes through the decorator", async () => {
+    const server = new McpServer({ name: "canary", version: "1.0.0" });
+    server.registerTool("echo", { inputSchema: { text: z.string() } }, ({ text }) => ({ content: [{ type: "text", text }] }));
+    wrapToolErrors(server, (result) => ({ ...result, content: [...result.content, { type: "text", text: "decorated" }] }));
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const client = new Client({ name: "canary", version: "1.0.0" });
+    await client.connect(clientSide);
+    const bad = (await client.callTool({ name: "echo", arguments: { text: 42 } })) as CallToolResult;
+    assert.equal(bad.isError, true);
+    assert.deepEqual(
+      bad.content.at(-1),
+      { type: "text", text: "decorated" },
+      "McpServer answered a bad call without createToolError: src/mcp/tool-errors.ts missed it",
+    );
+    const good = (await client.callTool({ name: "echo", arguments: { text: "hi" } })) as CallToolResult;
+    assert.deepEqual(good.content, [{ type: "text", text: "hi" }], "a successful call must not be decorated");
+    await client.close();
+    await server.close();
+  });
+
+  test("onResponseSent: every response a Server sends (results and errors) is seen, with its id", async () => {
+    const server = new Server({ name: "canary", version: "1.0.0" }, { capabilities: {} });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    const ids: RequestId[] = [];
+    onResponseSent(serverSide, (id) => ids.push(id));
+    await server.connect(serverSide);
+    const client = new Client({ name: "canary", version: "1.0.0" });
+    await client.connect(clientSide);
+    await client.request({ method: "ping" }, EmptyResultSchema);
+    await assert.rejects(client.request({ method: "tools/list" }, ListToolsResultSchema), /Method not found/);
+    assert.equal(ids.length, 3, `expected the initialize, ping and tools/list responses, saw ids ${JSON.stringify(ids)}`);
+    assert.equal(new Set(ids).size, 3);
+    await client.close();
+    await server.close();
+  });
+});
