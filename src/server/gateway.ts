@@ -141,6 +141,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     },
     close() {
       closing ??= (async () => {
+        // Seed 003 "Log Events": registry_shutdown_start / registry_shutdown_complete.
+        logger.info({ serverCount: registry.names().length, sessionCount: sessions.size }, "registry_shutdown_start");
         if (httpServer) {
           const server = httpServer;
           await new Promise<void>((resolve) => {
@@ -153,6 +155,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         await sessions.close();
         // Groups whose leader crashed are still being reaped in the background: wait for them too.
         await groups.terminateAll();
+        logger.info({}, "registry_shutdown_complete");
         logger.info("gateway_closed");
       })();
       return closing;

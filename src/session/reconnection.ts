@@ -9,6 +9,7 @@
 import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, TimerHandle } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
+import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import { backoffDelay } from "../upstream/backoff.js";
 import type { ListKind, UpstreamConnection } from "../upstream/connection.js";
@@ -93,13 +94,17 @@ export class Reconnections {
       return; // The next use of the server tries again.
     }
     state.attempt++;
-    state.timer = host.clock.setTimeout(
-      () => {
-        delete state.timer;
-        host.connect(server).catch(() => this.schedule(server, state));
-      },
-      backoffDelay(policy, state.attempt, host.random),
-    );
+    const attempt = state.attempt;
+    const delayMs = backoffDelay(policy, attempt, host.random);
+    // Seed 003 "Log Events": server_reconnecting / server_reconnect_failed.
+    host.logger.info({ server, attempt, delayMs }, "server_reconnecting");
+    state.timer = host.clock.setTimeout(() => {
+      delete state.timer;
+      host.connect(server).catch((err: unknown) => {
+        host.logger.warn({ server, attempt, error: errorMessage(err) }, "server_reconnect_failed");
+        this.schedule(server, state);
+      });
+    }, delayMs);
   }
 
   /**
