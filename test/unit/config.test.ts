@@ -1,11 +1,11 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { ErrorCodes, GatewayError } from "../../src/errors.js";
-import { loadConfig, parseConfig } from "../../src/config/load.js";
-import { isStdioConfig, remoteTransportOf, type RemoteServerConfig } from "../../src/config/schema.js";
+import { formatZodError, loadConfig, parseConfig, parseConfigDetailed } from "../../src/config/load.js";
+import { isStdioConfig, remoteTransportOf, serverConfigSchema, type RemoteServerConfig, type ServerConfig } from "../../src/config/schema.js";
 import { describeTarget } from "../../src/upstream/registry.js";
 
 function configError(pattern?: RegExp) {
@@ -15,6 +15,31 @@ function configError(pattern?: RegExp) {
     if (pattern) assert.match(err.message, pattern);
     return true;
   };
+}
+
+/** The error's message, asserting it is EMCP_CONFIG_INVALID. */
+function configErrorOf(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    configError()(err);
+    return (err as GatewayError).message;
+  }
+  assert.fail("expected an EMCP_CONFIG_INVALID error");
+}
+
+/** The problem lines (`  - ...`) of a config error. */
+function problems(message: string): string[] {
+  return message
+    .split("\n")
+    .filter((l) => l.startsWith("  - "))
+    .map((l) => l.slice(4));
+}
+
+function remote(c: { mcpServers: Record<string, ServerConfig> }, name: string): RemoteServerConfig {
+  const s = c.mcpServers[name];
+  assert.ok(s && !isStdioConfig(s), `${name} must be a remote server`);
+  return s;
 }
 
 describe("parseConfig: defaults", () => {
@@ -159,6 +184,259 @@ describe("parseConfig: remote servers", () => {
   });
 });
 
+describe("parseConfig: a bad server entry is reported by server, key, problem and fix", () => {
+  const cases: { what: string; servers: Record<string, unknown>; says: string }[] = [
+    {
+      what: "args given as one string",
+      servers: { fs: { command: "npx", args: "a b" } },
+      says: 'mcpServers.fs.args: must be an array of strings (got the string "a b"); write ["a", "b"]',
+    },
+    {
+      what: "an unsupported transport",
+      servers: { x: { url: "https://example.com/mcp", transport: "websocket" } },
+      says: 'mcpServers.x.transport: "websocket" is not supported; use "streamable-http"',
+    },
+    {
+      what: "an unsupported type",
+      servers: { x: { url: "https://example.com/mcp", type: "ws" } },
+      says: 'mcpServers.x.type: "ws" is not supported; use "streamable-http"',
+    },
+    {
+      what: "both command and url",
+      servers: { x: { command: "npx", url: "https://example.com/mcp" } },
+      says: 'mcpServers.x: has both "command" and "url"; a server is either stdio (command) or remote (url); remove one of them',
+    },
+    {
+      what: "a server name with a space",
+      servers: { "my server": { command: "npx" } },
+      says: 'mcpServers["my server"]: server names may only contain letters, digits, "_", "-", "."',
+    },
+    {
+      what: "a server name starting with a dash",
+      servers: { "-dash": { command: "npx" } },
+      says: 'mcpServers["-dash"]: server names may only contain letters, digits, "_", "-", "." (1-64 characters, starting with a letter or digit); this one starts with "-"; rename it, e.g. "dash"',
+    },
+    {
+      what: "a misspelt key",
+      servers: { fs: { command: "npx", argz: ["-y"] } },
+      says: "mcpServers.fs: unknown key 'argz' (did you mean 'args'?); a stdio server accepts command, args, env, cwd, type, transport, disabled, timeout,",
+    },
+    {
+      what: "a remote key on a stdio server",
+      servers: { fs: { command: "npx", headers: { A: "b" } } },
+      says: "mcpServers.fs: 'headers' is for remote (url) servers, and this one is stdio (it has \"command\"); remove 'headers'",
+    },
+    {
+      what: "a stdio key on a remote server",
+      servers: { r: { url: "https://example.com/mcp", args: ["x"] } },
+      says: "mcpServers.r: 'args' is for stdio (command) servers, and this one is remote (it has a url); remove 'args'",
+    },
+    {
+      what: "a remote type on a stdio server",
+      servers: { a: { type: "http", command: "x" } },
+      says: 'mcpServers.a.type: "http" is a remote transport, but this server has "command" (stdio); write "stdio" or remove "type"',
+    },
+    {
+      what: "type stdio on a remote server",
+      servers: { a: { type: "stdio", url: "https://example.com/mcp" } },
+      says: 'mcpServers.a.type: "stdio" needs "command", but this server has a url (remote)',
+    },
+    {
+      what: "type and transport that disagree",
+      servers: { a: { url: "https://example.com/mcp", type: "sse", transport: "streamable-http" } },
+      says: 'mcpServers.a: "transport" says "streamable-http" but "type" says "sse"; keep one of them',
+    },
+    {
+      what: "a number among the args",
+      servers: { a: { command: "x", args: ["--port", 8080] } },
+      says: 'mcpServers.a.args[1]: must be a string (got the number 8080); write "8080"',
+    },
+    {
+      what: "a number in env",
+      servers: { a: { command: "x", env: { PORT: 8080 } } },
+      says: 'mcpServers.a.env.PORT: must be a string (got the number 8080); write "8080"',
+    },
+    {
+      what: "command and args in one array",
+      servers: { a: { command: ["npx", "-y"] } },
+      says: 'mcpServers.a.command: must be a string (got an array); put the program in "command" and its arguments in "args"',
+    },
+    {
+      what: "an empty command",
+      servers: { a: { command: "" } },
+      says: 'mcpServers.a.command: must not be empty; write the program to run, e.g. "npx"',
+    },
+    {
+      what: "disabled as a string",
+      servers: { a: { command: "x", disabled: "yes" } },
+      says: 'mcpServers.a.disabled: must be true or false (got the string "yes"); write true to skip this server',
+    },
+    {
+      what: "an entry that is a string",
+      servers: { a: "npx server" },
+      says: 'mcpServers.a: must be an object: {"command": "...", "args": [...]} for a stdio server or {"url": "https://..."} for a remote one (got the string "npx server")',
+    },
+    {
+      what: "neither command nor url",
+      servers: { a: { type: "http", headers: {} } },
+      says: "mcpServers.a: a server needs either `command` (stdio) or `url` (streamable-http / sse), and this one has neither (its keys: type, headers); add one of them",
+    },
+  ];
+  for (const c of cases) {
+    test(c.what, () => {
+      const message = configErrorOf(() => parseConfig({ mcpServers: c.servers }, "test.json"));
+      assert.ok(message.includes(c.says), `expected ${JSON.stringify(c.says)} in:\n${message}`);
+      assert.equal(problems(message).length, 1, `one problem, one line:\n${message}`);
+      assert.doesNotMatch(message, /Invalid key in record|Invalid input/);
+    });
+  }
+
+  test("only the server with neither key gets the generic either-command-or-url message", () => {
+    for (const c of cases.filter((c) => !c.what.startsWith("neither"))) {
+      assert.doesNotMatch(
+        configErrorOf(() => parseConfig({ mcpServers: c.servers })),
+        /needs either/,
+        c.what,
+      );
+    }
+  });
+
+  test("every problem line ends in what to do", () => {
+    for (const c of cases) {
+      for (const line of problems(configErrorOf(() => parseConfig({ mcpServers: c.servers })))) {
+        assert.match(line, /; (write|use|remove|rename|put|add|keep|fix|change|see)\b[^;]*$/, line);
+      }
+    }
+  });
+
+  test("problems in several servers are all reported, one line each", () => {
+    const message = configErrorOf(() => parseConfig({ mcpServers: { a: { command: "x", args: "y" }, b: { url: "nope" }, ok: { command: "node" } } }));
+    const lines = problems(message);
+    assert.equal(lines.length, 2, message);
+    assert.match(lines[0]!, /^mcpServers\.a\.args: /);
+    assert.match(lines[1]!, /^mcpServers\.b\.url: url must be an http\(s\) URL \(got the string "nope"\)/);
+  });
+
+  test("add_server's schema gives the same messages", () => {
+    const parsed = serverConfigSchema.safeParse({ command: "npx", args: "-y server" });
+    assert.ok(!parsed.success);
+    assert.match(formatZodError(parsed.error), /args: must be an array of strings \(got the string "-y server"\); write \["-y", "server"\]/);
+    const ok = serverConfigSchema.safeParse({ url: "https://example.com/sse", transport: "sse" });
+    assert.deepEqual(ok.data, { url: "https://example.com/sse", transport: "sse" });
+  });
+
+  test("gateway values name the key, the value given and where to look", () => {
+    const message = configErrorOf(() => parseConfig({ gateway: { port: "eighty", prot: 1 } }));
+    assert.match(message, /gateway\.port: .*\(got the string "eighty"\); see docs\/config\.md/);
+    assert.match(message, /gateway: unknown key 'prot' \(did you mean 'port'\?\); accepted keys: host, port, /);
+    assert.match(
+      configErrorOf(() => parseConfig({ mcpServer: {} })),
+      /unknown key 'mcpServer' \(did you mean 'mcpServers'\?\); accepted keys: mcpServers, gateway/,
+    );
+  });
+
+  test("a gateway token is never echoed in a message", () => {
+    const message = configErrorOf(() => parseConfig({ gateway: { token: "sekrit" } }));
+    assert.match(message, /gateway\.token: token must be at least 16 characters/);
+    assert.doesNotMatch(message, /sekrit/);
+  });
+});
+
+describe("parseConfig: configs copied from other MCP clients", () => {
+  test("Cline (cline_mcp_settings.json): disabled, autoApprove, timeout, type, transportType", () => {
+    const { config, warnings, disabledServers } = parseConfigDetailed({
+      mcpServers: {
+        github: {
+          command: "npx",
+          args: ["-y", "@modelcontextprotocol/server-github"],
+          env: { GITHUB_PERSONAL_ACCESS_TOKEN: "x" },
+          disabled: false,
+          autoApprove: [],
+          timeout: 60,
+          type: "stdio",
+        },
+        docs: { type: "streamableHttp", url: "https://example.com/mcp", disabled: false, autoApprove: ["search"] },
+        legacy: { transportType: "sse", url: "https://example.com/sse" },
+        off: { command: "node", args: ["server.js"], disabled: true, autoApprove: ["x"], timeout: 30 },
+      },
+    });
+    assert.deepEqual(Object.keys(config.mcpServers), ["github", "docs", "legacy"]);
+    assert.deepEqual(disabledServers, ["off"]);
+    assert.deepEqual(config.mcpServers["github"], {
+      command: "npx",
+      args: ["-y", "@modelcontextprotocol/server-github"],
+      env: { GITHUB_PERSONAL_ACCESS_TOKEN: "x" },
+    });
+    assert.equal(remoteTransportOf(remote(config, "docs")), "streamable-http");
+    assert.equal(remoteTransportOf(remote(config, "legacy")), "sse");
+    assert.equal(warnings.length, 2, warnings.join("\n"));
+    assert.match(warnings[0]!, /^mcpServers\.github\.timeout: ignored: .*gateway\.upstream\.requestTimeoutMs/);
+    assert.match(warnings[1]!, /^mcpServers\.docs\.autoApprove: ignored: emceepee asks for no approvals/);
+  });
+
+  test("Claude Code (.mcp.json): type stdio / http / sse", () => {
+    const { config, warnings } = parseConfigDetailed({
+      mcpServers: {
+        local: { type: "stdio", command: "npx", args: ["-y", "server"], env: {} },
+        api: { type: "http", url: "https://api.example.com/mcp", headers: { Authorization: "Bearer t" } },
+        events: { type: "sse", url: "https://api.example.com/sse" },
+      },
+    });
+    assert.deepEqual(config.mcpServers["local"], { command: "npx", args: ["-y", "server"], env: {} });
+    assert.deepEqual(remote(config, "api"), { url: "https://api.example.com/mcp", transport: "streamable-http", headers: { Authorization: "Bearer t" } });
+    assert.equal(remoteTransportOf(remote(config, "events")), "sse");
+    assert.deepEqual(warnings, []);
+  });
+
+  test("Windsurf (mcp_config.json): serverUrl, disabled, disabledTools", () => {
+    const { config, warnings, disabledServers } = parseConfigDetailed({
+      mcpServers: {
+        search: { serverUrl: "https://search.example.com/mcp", headers: { "X-Key": "k" } },
+        git: { command: "uvx", args: ["mcp-server-git"], disabled: false, disabledTools: ["git_reset"], env: {} },
+        ollama: { command: "py", args: ["-m", "mcp_ollama"], disabled: true, env: {} },
+      },
+    });
+    assert.deepEqual(remote(config, "search"), { url: "https://search.example.com/mcp", headers: { "X-Key": "k" } });
+    assert.equal(remoteTransportOf(remote(config, "search")), "streamable-http");
+    assert.deepEqual(disabledServers, ["ollama"]);
+    assert.deepEqual(Object.keys(config.mcpServers), ["search", "git"]);
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0]!, /^mcpServers\.git\.disabledTools: not applied: the tools listed \(git_reset\) stay visible/);
+  });
+
+  test("Roo Code / Kilo Code: alwaysAllow, watchPaths, type streamable-http", () => {
+    const { config, warnings } = parseConfigDetailed({
+      mcpServers: {
+        fs: { command: "node", args: ["fs.js"], alwaysAllow: ["read_file"], watchPaths: ["fs.js"], timeout: 120 },
+        api: { type: "streamable-http", url: "https://example.com/mcp", alwaysAllow: [] },
+      },
+    });
+    assert.equal(remoteTransportOf(remote(config, "api")), "streamable-http");
+    assert.deepEqual(
+      warnings.map((w) => w.split(":")[0]),
+      ["mcpServers.fs.timeout", "mcpServers.fs.alwaysAllow", "mcpServers.fs.watchPaths"],
+    );
+  });
+
+  test("Windsurf's url and serverUrl together are one too many", () => {
+    const message = configErrorOf(() => parseConfig({ mcpServers: { s: { url: "https://a/mcp", serverUrl: "https://b/mcp" } } }));
+    assert.match(message, /mcpServers\.s: has both "url" and "serverUrl" \(Windsurf's name for url\); keep one of them/);
+  });
+
+  test("a disabled server is still checked, so a typo does not hide until it is switched on", () => {
+    const message = configErrorOf(() => parseConfig({ mcpServers: { off: { command: "x", disabled: true, evn: {} } } }));
+    assert.match(message, /mcpServers\.off: unknown key 'evn' \(did you mean 'env'\?\)/);
+  });
+
+  test("a key no known client writes is still an error that lists the accepted keys", () => {
+    const message = configErrorOf(() => parseConfig({ mcpServers: { r: { url: "https://example.com/mcp", retries: 3 } } }));
+    assert.match(
+      message,
+      /mcpServers\.r: unknown key 'retries'; a remote server accepts url, headers, type, transport, disabled, timeout, autoApprove, alwaysAllow, disabledTools, watchPaths, transportType, serverUrl; fix or remove 'retries'/,
+    );
+  });
+});
+
 describe("loadConfig", () => {
   let dir = "";
   before(async () => {
@@ -275,6 +553,104 @@ describe("loadConfig", () => {
 
   test("invalid overrides are rejected, named as the flag", async () => {
     await assert.rejects(loadConfig({ env: {}, overrides: { port: -5 } }), configError(/--port: .*got the number -5/));
+  });
+
+  test("the file is validated on its own: a bad gateway.port is an error even when --port overrides it", async () => {
+    const file = await write("bad-port-overridden.json", { gateway: { port: "eighty" } });
+    await assert.rejects(loadConfig({ file, env: {}, overrides: { port: 9000 } }), (err: unknown) => {
+      configError(/gateway\.port: .*\(got the string "eighty"\)/)(err);
+      assert.ok((err as Error).message.includes(`invalid config file ${path.resolve(file)}`));
+      assert.doesNotMatch((err as Error).message, /--port/);
+      return true;
+    });
+  });
+
+  test("a bad flag is reported as the flag's, never as the embedded demo config's, and the token is not echoed", async () => {
+    await assert.rejects(loadConfig({ env: {}, overrides: { token: "abc" } }), (err: unknown) => {
+      configError(
+        /^invalid command-line option:\n {2}- --token: token must be at least 16 characters \(got a 3-character string\); change the value of --token$/,
+      )(err);
+      assert.doesNotMatch((err as Error).message, /demo|abc/);
+      return true;
+    });
+    const file = await write("fine.json", { mcpServers: {} });
+    await assert.rejects(
+      loadConfig({ file, env: {}, overrides: { port: 70000, logLevel: "loud" } }),
+      configError(/--port: .*\(got the number 70000\); change the value of --port\n {2}- --log-level: .*\(got the string "loud"\)/),
+    );
+  });
+
+  test("a token from EMCEEPEE_TOKEN is reported as EMCEEPEE_TOKEN's", async () => {
+    await assert.rejects(
+      loadConfig({ env: { EMCEEPEE_TOKEN: "short" }, overrides: { token: "short" } }),
+      configError(/EMCEEPEE_TOKEN: token must be at least 16 characters \(got a 5-character string\); change the value of EMCEEPEE_TOKEN/),
+    );
+  });
+
+  test("returns warnings and disabled servers for the CLI to log, and leaves disabled servers out", async () => {
+    const file = await write("cline.json", {
+      mcpServers: {
+        on: { command: "node", args: ["a.js"], timeout: 60, autoApprove: [] },
+        off: { command: "node", args: ["b.js"], disabled: true },
+      },
+    });
+    const c = await loadConfig({ file, env: {} });
+    assert.deepEqual(Object.keys(c.mcpServers), ["on"]);
+    assert.deepEqual(c.disabledServers, ["off"]);
+    assert.equal(c.warnings.length, 1);
+    assert.match(c.warnings[0]!, /^mcpServers\.on\.timeout: ignored: /);
+    assert.equal(Object.isFrozen(c), true);
+    const demo = await loadConfig({ env: {} });
+    assert.deepEqual([demo.warnings, demo.disabledServers], [[], []]);
+  });
+
+  test("Cursor's ${env:NAME} and ${userHome} are interpolated; ${workspaceFolder} is named as unknowable", async () => {
+    const file = await write("cursor.json", {
+      mcpServers: {
+        api: { url: "https://example.com/mcp", headers: { Authorization: "Bearer ${env:API_TOKEN}" } },
+        fs: { command: "npx", args: ["server-fs", "${userHome}/projects"] },
+      },
+    });
+    const c = await loadConfig({ file, env: { API_TOKEN: "t0k3n", HOME: "/home/op" } });
+    assert.deepEqual(remote(c, "api").headers, { Authorization: "Bearer t0k3n" });
+    const fs = c.mcpServers["fs"];
+    assert.ok(fs && isStdioConfig(fs));
+    assert.deepEqual(fs.args, ["server-fs", "/home/op/projects"]);
+
+    await assert.rejects(loadConfig({ file, env: {} }), configError(/mcpServers\.api\.headers\.Authorization: environment variable API_TOKEN is not set/));
+    const ws = await write("cursor-ws.json", { mcpServers: { fs: { command: "npx", args: ["${workspaceFolder}"] } } });
+    await assert.rejects(
+      loadConfig({ file: ws, env: {} }),
+      configError(/mcpServers\.fs\.args\[0\]: \$\{workspaceFolder\} is Cursor's project folder.*; write the path instead/),
+    );
+  });
+
+  test("Cursor's envFile is read relative to the config file and merged under env (env wins)", async () => {
+    await mkdir(path.join(dir, "envs"), { recursive: true });
+    await writeFile(
+      path.join(dir, "envs", "server.env"),
+      ["# secrets", "export API_KEY=abc123", 'QUOTED="two\\nlines"', "SINGLE='$NOT_EXPANDED'", "PLAIN=value # comment", "SHARED=from-file", ""].join("\n"),
+    );
+    const file = await write("envfile.json", { mcpServers: { s: { command: "node", envFile: "envs/server.env", env: { SHARED: "from-env" } } } });
+    const c = await loadConfig({ file, env: {} });
+    const s = c.mcpServers["s"];
+    assert.ok(s && isStdioConfig(s));
+    assert.deepEqual(s.env, { API_KEY: "abc123", QUOTED: "two\nlines", SINGLE: "$NOT_EXPANDED", PLAIN: "value", SHARED: "from-env" });
+    assert.equal("envFile" in s, false);
+
+    const missing = await write("envfile-missing.json", { mcpServers: { s: { command: "node", envFile: "nope.env" } } });
+    await assert.rejects(
+      loadConfig({ file: missing, env: {} }),
+      configError(/mcpServers\.s\.envFile: cannot read .*nope\.env: .*; fix the path \(relative paths start at the config file's folder\) or remove envFile/),
+    );
+    await writeFile(path.join(dir, "bad.env"), "API_KEY abc\n");
+    const bad = await write("envfile-bad.json", { mcpServers: { s: { command: "node", envFile: "bad.env" } } });
+    await assert.rejects(loadConfig({ file: bad, env: {} }), configError(/mcpServers\.s\.envFile .*bad\.env\) line 1: expected KEY=VALUE/));
+  });
+
+  test("envFile on a remote server is an error, as Cursor reads it for stdio servers only", async () => {
+    const file = await write("envfile-remote.json", { mcpServers: { r: { url: "https://example.com/mcp", envFile: ".env" } } });
+    await assert.rejects(loadConfig({ file, env: {} }), configError(/mcpServers\.r: unknown key 'envFile'; a remote server accepts/));
   });
 
   test("without a file: the embedded demo config (server-everything over stdio)", async () => {
