@@ -6,6 +6,7 @@
  */
 import { Command, InvalidArgumentError, Option } from "commander";
 import { loadConfig } from "../config/load.js";
+import { DEFAULT_SETTINGS } from "../config/schema.js";
 import { GatewayError, errorMessage } from "../errors.js";
 import { createLogger } from "../logging.js";
 import { createGateway, type Gateway, type StdioFace } from "../server/gateway.js";
@@ -32,8 +33,8 @@ program
   .command("serve")
   .description("serve the gateway over Streamable HTTP (meta-tools face at /mcp)")
   .option("-c, --config <file>", "mcpServers JSON config file (default: the embedded demo with server-everything)")
-  .option("--host <host>", "interface to bind (default 127.0.0.1)")
-  .option("-p, --port <port>", "port to listen on (default 8808, 0 for any free port)", port)
+  .option("--host <host>", `interface to bind (default ${DEFAULT_SETTINGS.host})`)
+  .option("-p, --port <port>", `port to listen on (default ${DEFAULT_SETTINGS.port}, 0 for any free port)`, port)
   .option("--token <token>", "require Authorization: Bearer <token> on every request (or set EMCEEPEE_TOKEN)")
   .addOption(logLevel)
   .action(async (opts: { config?: string; host?: string; port?: number; token?: string; logLevel?: string }) => {

@@ -9,6 +9,7 @@
 import { randomBytes } from "node:crypto";
 import type { EventId, EventStore, StreamId } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { DEFAULT_SETTINGS } from "../config/schema.js";
 
 export class BoundedEventStore implements EventStore {
   private readonly events = new Map<EventId, { streamId: StreamId; message: JSONRPCMessage; bytes: number }>();
@@ -21,8 +22,10 @@ export class BoundedEventStore implements EventStore {
   private seq = 0;
 
   constructor(
-    private readonly maxEvents = 1000,
-    private readonly maxBytes = 8 * 1024 * 1024,
+    /** gateway.http.replayMaxEvents */
+    private readonly maxEvents: number = DEFAULT_SETTINGS.http.replayMaxEvents,
+    /** gateway.http.replayMaxBytes */
+    private readonly maxBytes: number = DEFAULT_SETTINGS.http.replayMaxBytes,
   ) {}
 
   async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {

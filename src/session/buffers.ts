@@ -22,10 +22,9 @@ export interface BufferedLog {
   data: unknown;
 }
 
+/** `gateway.buffers.*` (src/config/schema.ts has each default). */
 export interface BufferOptions {
-  /** @default 100 */
   maxNotificationsPerServer: number;
-  /** @default 500 */
   maxLogsPerServer: number;
 }
 

@@ -49,17 +49,17 @@ export interface StoredEvent {
   data: Record<string, unknown>;
 }
 
+/** `gateway.events.*` (src/config/schema.ts has each default). */
 export interface EventSystemOptions {
-  /** @default 1000 */
   maxEvents: number;
-  /** Warn once the store is this full (0..1]. @default 0.8 */
+  /** Warn once the store is this full (0..1]. */
   warningThreshold: number;
 }
 
 export interface EventLedgerOptions {
-  /** Events stored across all sessions. @default 10000 */
+  /** Events stored across all sessions (gateway.events.maxTotal). */
   maxTotal: number;
-  /** Warn once the total is this full (0..1]. @default 0.8 */
+  /** Warn once the total is this full (0..1]. */
   warningThreshold: number;
 }
 

@@ -34,10 +34,10 @@ interface Entry<K extends PendingKind> extends PendingInfo<K> {
   detach(): void;
 }
 
+/** `gateway.pendingRequests.*` (src/config/schema.ts has each default). */
 export interface PendingRequestsOptions {
-  /** @default 600000 (10 minutes: humans answer elicitations) */
+  /** Long by default: humans answer elicitations. */
   timeoutMs: number;
-  /** @default 100 */
   maxPerSession: number;
 }
 

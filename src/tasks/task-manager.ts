@@ -7,22 +7,21 @@
  * cancel, expiry and close (the SDK then sends notifications/cancelled).
  */
 import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
+import { DEFAULT_SETTINGS } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { EventSystem } from "../session/event-system.js";
 import { TERMINAL_STATUSES, type ProxyTaskRecord, type ProxyTaskStatus, type RpcErrorRecord, type TaskRecordStore } from "../store/task-store.js";
 
+/** `gateway.tasks.*` (src/config/schema.ts has each default). */
 export interface TaskManagerOptions {
-  /** @default 300000 */
   defaultTtlMs: number;
-  /** @default 1800000 */
   maxTtlMs: number;
-  /** @default 300000 */
   completedRetentionMs: number;
-  /** Working tasks plus not-yet-promoted calls. @default 100 */
+  /** Working tasks plus not-yet-promoted calls. */
   maxTasksPerSession: number;
-  /** Ended tasks kept per session; the oldest go first. @default 200 */
+  /** Ended tasks kept per session; the oldest go first. @default DEFAULT_SETTINGS.tasks.maxRetainedPerSession */
   maxRetainedPerSession?: number;
-  /** Bytes of results kept per session; the oldest ended tasks go first. @default 64 MiB */
+  /** Bytes of results kept per session; the oldest ended tasks go first. @default DEFAULT_SETTINGS.tasks.maxRetainedResultBytes */
   maxRetainedResultBytes?: number;
 }
 
@@ -285,8 +284,8 @@ export class TaskManager {
    * own size: its client may be about to ask for the result.
    */
   private enforceRetentionBounds(justEnded: string): void {
-    const maxCount = this.options.maxRetainedPerSession ?? 200;
-    const maxBytes = this.options.maxRetainedResultBytes ?? 64 * 1024 * 1024;
+    const maxCount = this.options.maxRetainedPerSession ?? DEFAULT_SETTINGS.tasks.maxRetainedPerSession;
+    const maxBytes = this.options.maxRetainedResultBytes ?? DEFAULT_SETTINGS.tasks.maxRetainedResultBytes;
     const ended = this.store
       .listBySession(this.sessionId)
       .filter((r) => isToolTask(r) && r.status !== "working")

@@ -4,10 +4,14 @@
  * events itself (exactly once), with the category-3 and category-4 snapshots.
  */
 import { z } from "zod";
+import { DEFAULT_SETTINGS } from "../../../config/schema.js";
 import type { StoredEvent } from "../../../session/event-system.js";
 import type { Session } from "../../../session/session.js";
 import { defineTool, json } from "../define.js";
 import { formatEvent } from "../envelope.js";
+
+/** The default the description quotes, from the config schema (a config may set another). */
+const DEFAULT_WAIT_MS = DEFAULT_SETTINGS.awaitActivity.defaultTimeoutMs;
 
 type Trigger =
   { type: "timeout" } | { type: "immediate" } | { type: "event"; server: string; eventType: string } | { type: "server_disconnected"; server: string };
@@ -15,10 +19,9 @@ type Trigger =
 export const awaitActivity = defineTool({
   name: "await_activity",
   title: "Wait for activity",
-  description:
-    "Wait up to `timeout_ms` (default 30000) for anything new: a notification, an elicitation or sampling request, a task ending, a server connecting or disconnecting. Returns at once if something is already new. Returns triggers, new events grouped by server, working tasks per server and what waits for your answer. Logs never wake it (use get_logs).",
+  description: `Wait up to \`timeout_ms\` (default ${DEFAULT_WAIT_MS}) for anything new: a notification, an elicitation or sampling request, a task ending, a server connecting or disconnecting. Returns at once if something is already new. Returns triggers, new events grouped by server, working tasks per server and what waits for your answer. Logs never wake it (use get_logs).`,
   input: {
-    timeout_ms: z.number().int().min(0).optional().describe("Longest wait in ms (default 30000, capped by the gateway's maxTimeoutMs)"),
+    timeout_ms: z.number().int().min(0).optional().describe(`Longest wait in ms (default ${DEFAULT_WAIT_MS}, capped by the gateway's maxTimeoutMs)`),
   },
   envelope: false,
   async run({ session, gateway }, { timeout_ms }, extra) {

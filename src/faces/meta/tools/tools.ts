@@ -1,5 +1,6 @@
 /** list_tools, execute_tool (with timeout promotion to a gateway-owned task). */
 import { z } from "zod";
+import { DEFAULT_SETTINGS } from "../../../config/schema.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError } from "../../../errors.js";
 import { executeWithPromotion } from "../../../tasks/execute.js";
 import { runUpstreamTaskToEnd } from "../../../tasks/native.js";
@@ -11,6 +12,10 @@ import { taskView } from "./task-view.js";
 
 /** How many of the server's working tasks a promotion reply lists. */
 const PENDING_TASKS_SHOWN = 20;
+
+/** The defaults the descriptions quote, from the config schema (a config may set others). */
+const { defaultTimeoutMs: DEFAULT_TIMEOUT_MS } = DEFAULT_SETTINGS.tools;
+const { defaultTtlMs: DEFAULT_TTL_MS } = DEFAULT_SETTINGS.tasks;
 
 export const listTools = defineTool({
   name: "list_tools",
@@ -26,19 +31,24 @@ export const listTools = defineTool({
 export const executeTool = defineTool({
   name: "execute_tool",
   title: "Call an upstream tool",
-  description:
-    "Call a tool on an upstream server. Waits up to `timeout_ms` (default 120000) for the result and returns it unchanged. If the tool takes longer, the call keeps running as a task: the response gives its task_id and any pending elicitations of that server; use await_activity, get_task or get_task_result, and respond_to_elicitation if the server asks for input.",
+  description: `Call a tool on an upstream server. Waits up to \`timeout_ms\` (default ${DEFAULT_TIMEOUT_MS}) for the result and returns it unchanged. If the tool takes longer, the call keeps running as a task: the response gives its task_id and any pending elicitations of that server; use await_activity, get_task or get_task_result, and respond_to_elicitation if the server asks for input.`,
   input: {
     server: z.string().describe("Server name, as in list_servers"),
     tool: z.string().describe("Tool name, as in list_tools"),
     args: z.record(z.string(), z.unknown()).optional().describe("Tool arguments (an object matching the tool's input schema)"),
-    timeout_ms: z.number().int().min(0).max(3_600_000).optional().describe("How long to wait before promoting the call to a task (default 120000)"),
+    timeout_ms: z
+      .number()
+      .int()
+      .min(0)
+      .max(3_600_000)
+      .optional()
+      .describe(`How long to wait before promoting the call to a task (default ${DEFAULT_TIMEOUT_MS})`),
     task_ttl_ms: z
       .number()
       .int()
       .positive()
       .optional()
-      .describe("How long a promoted task may run before it expires (default 300000, capped by the gateway's maxTtlMs)"),
+      .describe(`How long a promoted task may run before it expires (default ${DEFAULT_TTL_MS}, capped by the gateway's maxTtlMs)`),
   },
   async run(ctx, { server, tool, args, timeout_ms, task_ttl_ms }, extra) {
     const { session, gateway } = ctx;
