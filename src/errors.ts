@@ -1,10 +1,20 @@
 /**
- * GatewayError: every failure the gateway reports on purpose carries a stable
- * string code (documented in docs/errors.md) plus a message that says what was
- * wrong and how to fix it. Unknown failures become JSON-RPC -32603 / an
- * `isError` tool result at one boundary (`toToolError`).
+ * The gateway's one error domain and its one boundary.
+ *
+ * - `GatewayError` is the only error gateway code throws: a stable string code
+ *   (the catalogue below, documented in docs/errors.md and checked against it
+ *   by test/unit/errors-catalog.test.ts), a message that says what was wrong and
+ *   what to do, optional `details`, and the error it wraps as ES2022 `cause`.
+ * - `toJsonRpcError()` is the one mapping to JSON-RPC (transparent faces, the
+ *   receiver-task store the SDK answers upstreams from, HTTP error bodies);
+ *   `toToolErrorText()` is the text of the meta face's `isError` results, from
+ *   the same normalisation (`toGatewayError()`).
+ * - This is the one module that knows the SDK's error class: what an upstream
+ *   answered (`McpError` from the SDK client) is classified here.
  */
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+import type { Logger } from "./logging.js";
+import type { RpcErrorRecord } from "./store/task-store.js";
 
 export const ErrorCodes = {
   /** A value in the config file or CLI flags is invalid. */
@@ -13,40 +23,95 @@ export const ErrorCodes = {
   UNKNOWN_SERVER: "EMCP_UNKNOWN_SERVER",
   /** A server with that name already exists. */
   SERVER_EXISTS: "EMCP_SERVER_EXISTS",
-  /** The upstream has no tool/prompt/resource with that name. */
+  /** The upstream (or this face) has no tool with that name. */
   UNKNOWN_TOOL: "EMCP_UNKNOWN_TOOL",
+  /** The upstream (or this face) has no prompt with that name. */
+  UNKNOWN_PROMPT: "EMCP_UNKNOWN_PROMPT",
+  /** No upstream lists a resource or template matching that URI. */
+  UNKNOWN_RESOURCE: "EMCP_UNKNOWN_RESOURCE",
+  /** Two upstream items end up with the same name on the aggregated face. */
+  NAME_COLLISION: "EMCP_NAME_COLLISION",
   /** The upstream could not be reached or is not connected. */
   UPSTREAM_UNAVAILABLE: "EMCP_UPSTREAM_UNAVAILABLE",
-  /** The upstream answered a request with a JSON-RPC error. */
+  /** The upstream answered a request with a JSON-RPC error, or did not answer in time. */
   UPSTREAM_ERROR: "EMCP_UPSTREAM_ERROR",
-  /** Tool arguments (of a meta-tool or an upstream tool) are invalid. */
+  /** Tool arguments (of a meta-tool or an upstream tool), a cursor or another input is invalid. */
   BAD_ARGUMENTS: "EMCP_BAD_ARGUMENTS",
   /** No task with that id exists in this session. */
   UNKNOWN_TASK: "EMCP_UNKNOWN_TASK",
+  /** The task already ended: it cannot be cancelled or changed. */
+  TASK_ENDED: "EMCP_TASK_ENDED",
   /** The task ended without a result (failed, cancelled, expired). */
   TASK_NOT_COMPLETED: "EMCP_TASK_NOT_COMPLETED",
-  /** get_task_result waited timeout_ms and the task is still working. */
+  /** A wait for the task's result ended and the task is still working. */
   TASK_STILL_WORKING: "EMCP_TASK_STILL_WORKING",
   /** No pending elicitation / sampling request with that id in this session. */
   UNKNOWN_REQUEST: "EMCP_UNKNOWN_REQUEST",
-  /** A per-session limit (tasks, pending requests) was reached. */
+  /** A limit (tasks, pending requests, sessions, child processes) was reached. */
   LIMIT_REACHED: "EMCP_LIMIT_REACHED",
   /** The client cancelled the request. */
   CANCELLED: "EMCP_CANCELLED",
   /** The session or gateway is closing. */
   CLOSED: "EMCP_CLOSED",
+  /** An unexpected failure: a bug. */
+  INTERNAL: "EMCP_INTERNAL",
 } as const;
 
 export type ErrorCodeName = (typeof ErrorCodes)[keyof typeof ErrorCodes];
 
+/**
+ * The JSON-RPC code of each gateway error: InvalidParams for bad input and
+ * unknown names, ids and ended tasks (as the MCP spec has it for tasks/*),
+ * InternalError otherwise. A Record over every code, so a new code must choose.
+ */
+const RPC_CODES: Record<ErrorCodeName, number> = {
+  EMCP_CONFIG_INVALID: ErrorCode.InvalidParams,
+  EMCP_UNKNOWN_SERVER: ErrorCode.InvalidParams,
+  EMCP_SERVER_EXISTS: ErrorCode.InvalidParams,
+  EMCP_UNKNOWN_TOOL: ErrorCode.InvalidParams,
+  EMCP_UNKNOWN_PROMPT: ErrorCode.InvalidParams,
+  EMCP_UNKNOWN_RESOURCE: ErrorCode.InvalidParams,
+  EMCP_NAME_COLLISION: ErrorCode.InternalError,
+  EMCP_UPSTREAM_UNAVAILABLE: ErrorCode.InternalError,
+  EMCP_UPSTREAM_ERROR: ErrorCode.InternalError,
+  EMCP_BAD_ARGUMENTS: ErrorCode.InvalidParams,
+  EMCP_UNKNOWN_TASK: ErrorCode.InvalidParams,
+  EMCP_TASK_ENDED: ErrorCode.InvalidParams,
+  EMCP_TASK_NOT_COMPLETED: ErrorCode.InternalError,
+  EMCP_TASK_STILL_WORKING: ErrorCode.InternalError,
+  EMCP_UNKNOWN_REQUEST: ErrorCode.InvalidParams,
+  EMCP_LIMIT_REACHED: ErrorCode.InternalError,
+  EMCP_CANCELLED: ErrorCode.InternalError,
+  EMCP_CLOSED: ErrorCode.InternalError,
+  EMCP_INTERNAL: ErrorCode.InternalError,
+};
+
+export interface GatewayErrorOptions {
+  /** Structured facts for callers (ids, names, limits); sent as JSON-RPC `data` next to `code`. */
+  details?: Record<string, unknown> | undefined;
+  /** The error this one wraps (an upstream's McpError, an I/O error, ...). */
+  cause?: unknown;
+  /**
+   * Pins the JSON-RPC code where the spec fixes one (default: by `code`, see
+   * RPC_CODES). Setting it also means the gateway answers in its own words: an
+   * upstream error in `cause` is then not passed through verbatim.
+   */
+  rpcCode?: number | undefined;
+}
+
 export class GatewayError extends Error {
   override readonly name = "GatewayError";
+  readonly details: Record<string, unknown> | undefined;
+  readonly rpcCode: number | undefined;
+
   constructor(
     readonly code: ErrorCodeName,
     message: string,
-    readonly details?: Record<string, unknown>,
+    options: GatewayErrorOptions = {},
   ) {
-    super(message);
+    super(message, "cause" in options ? { cause: options.cause } : undefined);
+    this.details = options.details;
+    this.rpcCode = options.rpcCode;
   }
 }
 
@@ -55,20 +120,120 @@ export function errorMessage(err: unknown): string {
   return typeof err === "string" ? err : JSON.stringify(err);
 }
 
-/** Maps any thrown value to the JSON-RPC error a downstream client sees. */
-export function toMcpError(err: unknown): McpError {
-  if (err instanceof McpError) return err;
-  if (err instanceof GatewayError) {
-    const code =
-      err.code === ErrorCodes.BAD_ARGUMENTS ||
-      err.code === ErrorCodes.UNKNOWN_SERVER ||
-      err.code === ErrorCodes.UNKNOWN_TOOL ||
-      err.code === ErrorCodes.UNKNOWN_TASK
-        ? ErrorCode.InvalidParams
-        : ErrorCode.InternalError;
-    return new McpError(code, `${err.code}: ${err.message}`, { code: err.code, ...err.details });
+/**
+ * A JSON-RPC error as sent: `message` is the wire text exactly (McpError's
+ * constructor would prefix "MCP error <code>: "). Made only by toJsonRpcError,
+ * which returns it unchanged when it meets one again.
+ */
+class JsonRpcReply extends McpError {
+  constructor(
+    code: number,
+    message: string,
+    data: unknown,
+    /** The gateway error it came from (none for an upstream's own error). */
+    readonly source?: GatewayError,
+  ) {
+    super(code, message, data);
+    this.message = message;
   }
-  return new McpError(ErrorCode.InternalError, errorMessage(err));
+}
+
+/**
+ * The one mapping to JSON-RPC, for everything the gateway answers with a
+ * JSON-RPC error (the SDK's server handlers need an McpError thrown):
+ * - an upstream's own JSON-RPC error passes through verbatim (code, message,
+ *   data) as the SDK client saw it: a raw McpError, or a
+ *   GatewayError(UPSTREAM_ERROR) whose `cause` is one and that pins no `rpcCode`;
+ * - a GatewayError becomes `{ code: RPC_CODES[code] | rpcCode, message:
+ *   "EMCP_X: message", data: { ...details, code: "EMCP_X" } }`;
+ * - anything else is a bug: -32603 "EMCP_INTERNAL: ..." (logged when a logger is given).
+ */
+export function toJsonRpcError(err: unknown, logger?: Logger): McpError {
+  if (err instanceof JsonRpcReply) return err;
+  const upstream = upstreamAnswerOf(err);
+  if (upstream) return new JsonRpcReply(upstream.code, withoutSdkPrefix(upstream.message), upstream.data);
+  const g = toGatewayError(err, logger);
+  return new JsonRpcReply(g.rpcCode ?? RPC_CODES[g.code], `${g.code}: ${g.message}`, { ...g.details, code: g.code }, g);
+}
+
+/** The text a tool-only client reads in an `isError` result: `EMCP_X: message`. */
+export function toToolErrorText(err: unknown, logger?: Logger): string {
+  const g = toGatewayError(err, logger);
+  return `${g.code}: ${g.message}`;
+}
+
+/**
+ * Any thrown value as a GatewayError: itself; an McpError (the SDK client's
+ * view of an upstream) classified as UPSTREAM_*; anything else INTERNAL.
+ */
+export function toGatewayError(err: unknown, logger?: Logger): GatewayError {
+  if (err instanceof GatewayError) return err;
+  if (err instanceof JsonRpcReply && err.source) return err.source;
+  if (err instanceof McpError) return classifyUpstream(err, "the upstream");
+  logger?.error({ err }, "internal_error");
+  return new GatewayError(ErrorCodes.INTERNAL, `${errorMessage(err)} (an unexpected failure; please report it)`, { cause: err });
+}
+
+/** Maps a failed upstream call to a GatewayError with a stable code; the failure is its cause. */
+export function upstreamCallError(server: string, tool: string, err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  if (err instanceof McpError) return classifyUpstream(err, `upstream '${server}'`, tool, { server });
+  return new GatewayError(ErrorCodes.UPSTREAM_ERROR, `calling '${tool}' on '${server}' failed: ${errorMessage(err)}`, {
+    details: { server },
+    cause: err,
+  });
+}
+
+function classifyUpstream(err: McpError, who: string, what?: string, details: Record<string, unknown> = {}): GatewayError {
+  const during = what === undefined ? "" : ` during '${what}'`;
+  if (err.code === ErrorCode.ConnectionClosed) {
+    return new GatewayError(ErrorCodes.UPSTREAM_UNAVAILABLE, `${who} closed the connection${during}`, { details, cause: err });
+  }
+  if (err.code === ErrorCode.RequestTimeout) {
+    return new GatewayError(ErrorCodes.UPSTREAM_ERROR, `${who} did not answer${what === undefined ? "" : ` '${what}'`} in time: ${err.message}`, {
+      details,
+      cause: err,
+    });
+  }
+  const answered = what === undefined ? "answered" : `answered '${what}'`;
+  return new GatewayError(ErrorCodes.UPSTREAM_ERROR, `${who} ${answered} with error ${err.code}: ${err.message}`, {
+    details: { ...details, upstreamCode: err.code },
+    cause: err,
+  });
+}
+
+/** A JSON-RPC error the upstream itself answered (not a timeout or a dropped connection). */
+export function isUpstreamAnswer(err: unknown): err is McpError {
+  return err instanceof McpError && !(err instanceof JsonRpcReply) && err.code !== ErrorCode.ConnectionClosed && err.code !== ErrorCode.RequestTimeout;
+}
+
+/** The upstream's own error to pass through verbatim, if `err` is or wraps one. */
+function upstreamAnswerOf(err: unknown): McpError | undefined {
+  if (err instanceof McpError) return err;
+  const cause = err instanceof GatewayError && err.code === ErrorCodes.UPSTREAM_ERROR && err.rpcCode === undefined ? err.cause : undefined;
+  if (cause instanceof McpError && !(cause instanceof JsonRpcReply)) return cause;
+  return undefined;
+}
+
+/**
+ * Keeps the JSON-RPC error the SDK client saw (its text without the client's
+ * prefix) as plain JSON for a task record, so tasks/result can return it as a
+ * direct call would have; undefined for anything else. (An upstream may answer
+ * -32000 itself, so ConnectionClosed cannot be told apart here.)
+ */
+export function rpcErrorRecordOf(err: unknown): RpcErrorRecord | undefined {
+  if (!(err instanceof McpError) || err instanceof JsonRpcReply) return undefined;
+  return { code: err.code, message: withoutSdkPrefix(err.message), ...(err.data !== undefined ? { data: err.data } : {}) };
+}
+
+/** The upstream error a record kept, as the McpError the SDK client had made of it (a `cause` for GatewayError). */
+export function rpcErrorFromRecord(record: RpcErrorRecord): McpError {
+  return new McpError(record.code, record.message, record.data);
+}
+
+/** The SDK client prefixes "MCP error <code>: " to an upstream's message; the wire text is without it. */
+function withoutSdkPrefix(message: string): string {
+  return message.replace(/^MCP error -?\d+: /, "");
 }
 
 /** Refuses tool arguments larger than `maxBytes` (as JSON) with BAD_ARGUMENTS. */
@@ -79,14 +244,7 @@ export function assertArgumentsSize(args: Record<string, unknown> | undefined, m
     throw new GatewayError(
       ErrorCodes.BAD_ARGUMENTS,
       `the tool arguments are ${size} bytes of JSON, more than gateway.tools.maxArgumentsBytes (${maxBytes}); pass large data by reference (a resource URI or file path) instead`,
-      { size, maxBytes },
+      { details: { size, maxBytes } },
     );
   }
-}
-
-/** The text a tool-only client reads in an `isError` result. */
-export function describeError(err: unknown): string {
-  if (err instanceof GatewayError) return `${err.code}: ${err.message}`;
-  if (err instanceof McpError) return `${ErrorCodes.UPSTREAM_ERROR}: ${err.message}`;
-  return `EMCP_INTERNAL: ${errorMessage(err)}`;
 }

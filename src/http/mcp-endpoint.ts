@@ -15,12 +15,12 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isInitializeRequest, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
-import { describeError, errorMessage } from "../errors.js";
+import { errorMessage } from "../errors.js";
 import { onResponseSent } from "../mcp/response-sent.js";
 import type { GatewayContext } from "../server/context.js";
 import type { Session } from "../session/session.js";
 import { BoundedEventStore } from "./event-store.js";
-import { BodyTooLargeError, readBody, sendJsonRpcError } from "./json-rpc.js";
+import { BodyTooLargeError, readBody, sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
 
 export interface FaceServer {
   connect(transport: Transport): Promise<void>;
@@ -126,7 +126,7 @@ export class McpEndpoint {
       try {
         session = this.gateway.sessions.create({ id: randomUUID(), downstreamCapabilities: body.params.capabilities, connect: this.options.connectAll });
       } catch (err) {
-        return sendJsonRpcError(res, 503, -32000, describeError(err));
+        return sendErrorReply(res, 503, err, this.gateway.logger);
       }
     }
     let server: FaceServer;
@@ -134,7 +134,7 @@ export class McpEndpoint {
       server = await this.options.face(session, body.params);
     } catch (err) {
       if (owner) await this.gateway.sessions.destroy(session.id, "face could not start");
-      return sendJsonRpcError(res, 502, -32000, describeError(err));
+      return sendErrorReply(res, 502, err, this.gateway.logger);
     }
     const transportId = owner ? session.id : randomUUID();
     const inflight = new Set<string>();

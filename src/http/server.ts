@@ -8,7 +8,7 @@ import type { GatewaySettings } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import { checkRequest } from "./guards.js";
-import { sendJsonRpcError } from "./json-rpc.js";
+import { sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
 import type { McpEndpoint } from "./mcp-endpoint.js";
 
 export interface Routes {
@@ -28,7 +28,7 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
     } catch (err) {
       // Nothing a request does may take the process down.
       logger.error({ err: errorMessage(err) }, "http_handler_failed");
-      if (!res.headersSent) sendJsonRpcError(res, 500, -32603, `Internal error: ${errorMessage(err)}`);
+      if (!res.headersSent) sendErrorReply(res, 500, err);
       else res.destroy();
     }
   });
@@ -41,7 +41,7 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
     if (endpoint) {
       endpoint.handle(req, res).catch((err: unknown) => {
         logger.error({ err: errorMessage(err), path }, "http_handler_failed");
-        sendJsonRpcError(res, 500, -32603, `Internal error: ${errorMessage(err)}`);
+        sendErrorReply(res, 500, err);
       });
       return;
     }

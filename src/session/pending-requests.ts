@@ -183,6 +183,6 @@ function unknownRequest(kind: PendingKind, requestId: string): GatewayError {
   return new GatewayError(
     ErrorCodes.UNKNOWN_REQUEST,
     `no pending ${kind} request '${requestId}' in this session (it may have been answered, expired or withdrawn by its server); call ${tool} to see what is pending`,
-    { requestId },
+    { details: { requestId } },
   );
 }

@@ -7,9 +7,8 @@
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import { McpError, ErrorCode } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock } from "../clock.js";
-import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
+import { ErrorCodes, GatewayError, upstreamCallError } from "../errors.js";
 import type { ProxyTaskRecord } from "../store/task-store.js";
 import type { UpstreamConnection } from "../upstream/connection.js";
 import type { TaskManager } from "./task-manager.js";
@@ -89,22 +88,4 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     (err) => o.tasks.fail(task.taskId, upstreamCallError(o.connection.name, o.tool, err).message),
   );
   return { kind: "task", task };
-}
-
-/** Maps a failed upstream call to a GatewayError with a stable code. */
-export function upstreamCallError(server: string, tool: string, err: unknown): GatewayError {
-  if (err instanceof GatewayError) return err;
-  if (err instanceof McpError) {
-    if (err.code === ErrorCode.ConnectionClosed) {
-      return new GatewayError(ErrorCodes.UPSTREAM_UNAVAILABLE, `upstream '${server}' closed the connection during '${tool}'`, { server });
-    }
-    if (err.code === ErrorCode.RequestTimeout) {
-      return new GatewayError(ErrorCodes.UPSTREAM_ERROR, `upstream '${server}' did not answer '${tool}' in time: ${err.message}`, { server });
-    }
-    return new GatewayError(ErrorCodes.UPSTREAM_ERROR, `upstream '${server}' answered '${tool}' with error ${err.code}: ${err.message}`, {
-      server,
-      upstreamCode: err.code,
-    });
-  }
-  return new GatewayError(ErrorCodes.UPSTREAM_ERROR, `calling '${tool}' on '${server}' failed: ${errorMessage(err)}`, { server });
 }

@@ -14,20 +14,12 @@
  *   asks; tasks/result is never fetched ahead of the client. Cancel, expiry and
  *   session close cancel the upstream task (best effort, bounded).
  */
-import {
-  ErrorCode,
-  McpError,
-  RELATED_TASK_META_KEY,
-  type CallToolRequest,
-  type CallToolResult,
-  type ProgressToken,
-  type Task,
-} from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, RELATED_TASK_META_KEY, type CallToolRequest, type CallToolResult, type ProgressToken, type Task } from "@modelcontextprotocol/sdk/types.js";
 import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { GatewaySettings } from "../config/schema.js";
 import type { Clock } from "../clock.js";
-import { errorMessage } from "../errors.js";
-import type { ProxyTaskRecord, RpcErrorRecord } from "../store/task-store.js";
+import { ErrorCodes, GatewayError, errorMessage, isUpstreamAnswer, rpcErrorFromRecord, rpcErrorRecordOf } from "../errors.js";
+import type { ProxyTaskRecord } from "../store/task-store.js";
 import type { UpstreamConnection } from "../upstream/connection.js";
 import { DEFAULT_POLL_INTERVAL_MS, toMcpTask, withRelatedTask } from "./mcp-task.js";
 import type { TaskManager } from "./task-manager.js";
@@ -55,7 +47,9 @@ export async function startToolTask(ctx: NativeTaskContext, conn: UpstreamConnec
   const call = { ...plain, name: upstreamName };
   // A task for a tool that does not exist would only fail later: refuse it now, as the upstream would.
   if (!(await conn.cachedTools()).some((t) => t.name === upstreamName)) {
-    throw new McpError(ErrorCode.InvalidParams, `Tool ${params.name} not found; call tools/list to see the tools of this face`);
+    throw new GatewayError(ErrorCodes.UNKNOWN_TOOL, `Tool ${params.name} not found; call tools/list to see the tools of this face`, {
+      details: { tool: params.name },
+    });
   }
   // The client's progress token stays valid for the task's life: progress is re-sent under it (the
   // upstream call gets the gateway's own token, so ids of two connections never mix).
@@ -90,7 +84,7 @@ function startGatewayTask(
   const record = ctx.tasks.create({ server: conn.name, toolName: call.name, toolArgs: call.arguments ?? {}, ttlMs, abort });
   conn.callTool(call.name, call.arguments, { signal: abort.signal, timeoutMs: ttlMs, onprogress, _meta: call._meta }).then(
     (result) => ctx.tasks.complete(record.taskId, result),
-    (err) => ctx.tasks.fail(record.taskId, `upstream '${conn.name}': ${errorMessage(err)}`, rpcErrorOf(err)),
+    (err) => ctx.tasks.fail(record.taskId, `upstream '${conn.name}': ${errorMessage(err)}`, rpcErrorRecordOf(err)),
   );
   return record;
 }
@@ -148,11 +142,16 @@ export async function getToolTask(
   try {
     upstream = await conn.getTask(record.upstreamTaskId, signal);
   } catch (err) {
-    if (err instanceof McpError && err.code === ErrorCode.InvalidParams) {
+    if (isUpstreamAnswer(err) && err.code === ErrorCode.InvalidParams) {
       ctx.tasks.fail(taskId, `the upstream no longer knows this task: ${err.message}`);
       return toMcpTask(lookup(ctx, taskId));
     }
-    throw new McpError(ErrorCode.InternalError, `could not ask upstream '${record.server}' about task ${taskId}: ${errorMessage(err)}; retry tasks/get`);
+    // The answer is about the gateway's task, in the gateway's words (the upstream's reply names its own ids).
+    throw new GatewayError(ErrorCodes.UPSTREAM_ERROR, `could not ask upstream '${record.server}' about task ${taskId}: ${errorMessage(err)}; retry tasks/get`, {
+      details: { taskId, server: record.server },
+      cause: err,
+      rpcCode: ErrorCode.InternalError,
+    });
   }
   applyUpstreamStatus(ctx.tasks, record, upstream);
   const now = lookup(ctx, taskId);
@@ -209,17 +208,23 @@ export async function getToolTaskResult(
       return withRelatedTask(done.result as CallToolResult, taskId);
     case "working":
     case "input_required":
-      throw new McpError(ErrorCode.InternalError, `task ${taskId} is still working; call tasks/result again`);
-    default:
-      if (done.rpcError) throw new McpError(done.rpcError.code, done.rpcError.message, done.rpcError.data);
-      throw new McpError(ErrorCode.InternalError, `task ${taskId} ${done.status}: ${done.error ?? done.statusMessage ?? "no result"}`);
+      throw new GatewayError(ErrorCodes.TASK_STILL_WORKING, `task ${taskId} is still working; call tasks/result again`, { details: { taskId } });
+    default: {
+      const reason = `task ${taskId} ${done.status}: ${done.error ?? done.statusMessage ?? "no result"}`;
+      // The upstream's own JSON-RPC error is the call's answer: the boundary passes it through verbatim.
+      if (done.rpcError) throw new GatewayError(ErrorCodes.UPSTREAM_ERROR, reason, { details: { taskId }, cause: rpcErrorFromRecord(done.rpcError) });
+      throw new GatewayError(ErrorCodes.TASK_NOT_COMPLETED, reason, { details: { taskId, status: done.status } });
+    }
   }
 }
 
 /** tasks/cancel: terminal tasks cannot be cancelled; upstream tasks are cancelled upstream too. */
 export function cancelToolTask(ctx: NativeTaskContext, taskId: string): Task {
   const record = lookup(ctx, taskId);
-  if (record.status !== "working") throw new McpError(ErrorCode.InvalidParams, `Cannot cancel task in terminal status: ${toMcpTask(record).status}`);
+  if (record.status !== "working") {
+    // The SDK's own wording for this case (spec: -32602), which clients match.
+    throw new GatewayError(ErrorCodes.TASK_ENDED, `Cannot cancel task in terminal status: ${toMcpTask(record).status}`, { details: { taskId } });
+  }
   ctx.tasks.cancel(taskId, "cancelled by the client (tasks/cancel)");
   return toMcpTask(lookup(ctx, taskId));
 }
@@ -309,20 +314,8 @@ function noTrack(work: Promise<unknown>): void {
 function lookup(ctx: NativeTaskContext, taskId: string): ProxyTaskRecord {
   try {
     return ctx.tasks.get(taskId);
-  } catch {
-    throw new McpError(ErrorCode.InvalidParams, `Task not found: ${taskId}`);
+  } catch (err) {
+    // The SDK's own wording for an unknown task (spec: -32602), which clients match.
+    throw new GatewayError(ErrorCodes.UNKNOWN_TASK, `Task not found: ${taskId}`, { details: { taskId }, cause: err });
   }
-}
-
-/** A JSON-RPC error the upstream itself answered (not a timeout or a dropped connection). */
-function isUpstreamAnswer(err: unknown): boolean {
-  return err instanceof McpError && err.code !== ErrorCode.ConnectionClosed && err.code !== ErrorCode.RequestTimeout;
-}
-
-/** Keeps an upstream JSON-RPC error so tasks/result can return it unchanged. */
-function rpcErrorOf(err: unknown): RpcErrorRecord | undefined {
-  if (!(err instanceof McpError)) return undefined;
-  // The SDK prefixes "MCP error <code>: " to messages; keep the upstream's own text.
-  const message = err.message.replace(/^MCP error -?\d+: /, "");
-  return { code: err.code, message, ...(err.data !== undefined ? { data: err.data } : {}) };
 }

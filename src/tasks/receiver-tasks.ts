@@ -8,10 +8,15 @@
  * over the gateway's TaskRecordStore, scoped to one session and one upstream.
  * Each task has one TTL timer; at expiry its forwarded request is aborted and
  * the record deleted. close() clears everything.
+ *
+ * The SDK answers the upstream with whatever these methods throw, so their
+ * GatewayErrors go through the one JSON-RPC boundary (`rpc()`) first.
  */
 import type { TaskStore, CreateTaskOptions } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
-import { ErrorCode, McpError, type Request, type RequestId, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, type Request, type RequestId, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
+import { DEFAULT_SETTINGS } from "../config/schema.js";
+import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
 import type { ProxyTaskRecord, TaskRecordStore } from "../store/task-store.js";
 import { toMcpTask } from "./mcp-task.js";
 
@@ -24,7 +29,7 @@ export interface ReceiverTaskOptions {
   /** TTL when the upstream asks for none, and the cap on what it asks. */
   defaultTtlMs: number;
   maxTtlMs: number;
-  /** Live receiver tasks this upstream may hold at once (beyond it, the request is refused). */
+  /** Live receiver tasks this upstream may hold at once (beyond it, the request is refused). @default gateway.tasks.maxTasksPerSession */
   maxLive?: number | undefined;
 }
 
@@ -48,13 +53,20 @@ export class ReceiverTaskStore implements TaskStore {
   }
 
   async createTask(params: CreateTaskOptions, _requestId: RequestId, request: Request): Promise<Task> {
-    const max = this.o.maxLive ?? 100;
+    return rpc(() => this.create(params, request));
+  }
+
+  private create(params: CreateTaskOptions, request: Request): Task {
+    const max = this.o.maxLive ?? DEFAULT_SETTINGS.tasks.maxTasksPerSession;
     const live = [...this.runtime.keys()].filter((id) => {
       const r = this.o.store.get(id);
       return r !== undefined && !isDone(r);
     }).length;
     if (live >= max) {
-      throw new McpError(ErrorCode.InvalidRequest, `this client already holds ${max} tasks for '${this.o.server}'; wait for some to end`);
+      throw new GatewayError(ErrorCodes.LIMIT_REACHED, `this client already holds ${max} tasks for '${this.o.server}'; wait for some to end`, {
+        details: { server: this.o.server, max },
+        rpcCode: ErrorCode.InvalidRequest,
+      });
     }
     const now = this.o.clock.now();
     const ttlMs = Math.min(params.ttl ?? this.o.defaultTtlMs, this.o.maxTtlMs);
@@ -88,21 +100,29 @@ export class ReceiverTaskStore implements TaskStore {
   }
 
   async storeTaskResult(taskId: string, status: "completed" | "failed", result: Result): Promise<void> {
-    const record = this.require(taskId);
-    if (isDone(record)) throw new McpError(ErrorCode.InvalidParams, `task ${taskId} already ended (${record.status})`);
-    const { statusMessage: _waiting, ...rest } = record;
-    this.o.store.put({ ...rest, status, result: result, lastUpdatedAt: this.o.clock.now() });
+    return rpc(() => {
+      const record = this.requireWorking(taskId);
+      const { statusMessage: _waiting, ...rest } = record;
+      this.o.store.put({ ...rest, status, result: result, lastUpdatedAt: this.o.clock.now() });
+    });
   }
 
   async getTaskResult(taskId: string): Promise<Result> {
-    const record = this.require(taskId);
-    if (record.result) return record.result;
-    throw new McpError(ErrorCode.InternalError, `task ${taskId} ${record.status}: ${record.statusMessage ?? "it has no result"}`);
+    return rpc(() => {
+      const record = this.require(taskId);
+      if (record.result) return record.result;
+      throw new GatewayError(ErrorCodes.TASK_NOT_COMPLETED, `task ${taskId} ${record.status}: ${record.statusMessage ?? "it has no result"}`, {
+        details: { taskId, status: record.status },
+      });
+    });
   }
 
   async updateTaskStatus(taskId: string, status: Task["status"], statusMessage?: string): Promise<void> {
-    const record = this.require(taskId);
-    if (isDone(record)) throw new McpError(ErrorCode.InvalidParams, `task ${taskId} already ended (${record.status})`);
+    return rpc(() => this.update(taskId, status, statusMessage));
+  }
+
+  private update(taskId: string, status: Task["status"], statusMessage: string | undefined): void {
+    const record = this.requireWorking(taskId);
     this.o.store.put({
       ...record,
       status,
@@ -151,8 +171,24 @@ export class ReceiverTaskStore implements TaskStore {
 
   private require(taskId: string): ProxyTaskRecord {
     const r = this.find(taskId);
-    if (!r) throw new McpError(ErrorCode.InvalidParams, `Task not found: ${taskId}`);
+    // The SDK's own wording for an unknown task (spec: -32602).
+    if (!r) throw new GatewayError(ErrorCodes.UNKNOWN_TASK, `Task not found: ${taskId}`, { details: { taskId } });
     return r;
+  }
+
+  private requireWorking(taskId: string): ProxyTaskRecord {
+    const r = this.require(taskId);
+    if (isDone(r)) throw new GatewayError(ErrorCodes.TASK_ENDED, `task ${taskId} already ended (${r.status})`, { details: { taskId, status: r.status } });
+    return r;
+  }
+}
+
+/** Runs a store operation for the SDK: what it throws leaves as a JSON-RPC error (the one boundary). */
+function rpc<T>(operation: () => T): Promise<T> {
+  try {
+    return Promise.resolve(operation());
+  } catch (err) {
+    return Promise.reject(toJsonRpcError(err));
   }
 }
 

@@ -116,7 +116,7 @@ export class TaskManager {
       throw new GatewayError(
         ErrorCodes.UNKNOWN_TASK,
         `no task '${taskId}' in this session (tasks are deleted ${this.options.completedRetentionMs}ms after they end); call list_tasks with include_completed: true to see what exists`,
-        { taskId },
+        { details: { taskId } },
       );
     }
     return { ...record };

@@ -251,7 +251,7 @@ export class UpstreamConnection extends UpstreamRequests {
     return new GatewayError(
       ErrorCodes.UPSTREAM_UNAVAILABLE,
       `upstream '${this.name}' is unavailable: ${this.lastError ?? "not connected"}. Check its config with list_servers; it is retried on next use.`,
-      { server: this.name },
+      { details: { server: this.name } },
     );
   }
 

@@ -6,7 +6,7 @@
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import { describeError } from "../../errors.js";
+import { toToolErrorText } from "../../errors.js";
 import { wrapToolErrors } from "../../mcp/tool-errors.js";
 import type { MetaContext, MetaTool } from "./define.js";
 import { DIAGRAMS_URI, diagramsContents } from "./diagrams.js";
@@ -70,8 +70,10 @@ export function createMetaServer(ctx: MetaContext): McpServer {
         try {
           result = await tool.run(ctx, args as never, extra);
         } catch (err) {
-          ctx.session.logger.debug({ tool: tool.name, err: describeError(err) }, "meta_tool_error");
-          result = { content: [{ type: "text", text: describeError(err) }], isError: true };
+          // The one boundary's text (`EMCP_X: message`); an unexpected failure is logged there as an error.
+          const text = toToolErrorText(err, ctx.session.logger);
+          ctx.session.logger.debug({ tool: tool.name, err: text }, "meta_tool_error");
+          result = { content: [{ type: "text", text }], isError: true };
         }
         ctx.session.touch();
         return tool.envelope === false ? result : withEnvelope(ctx.session, result);

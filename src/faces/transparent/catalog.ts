@@ -3,7 +3,7 @@
  * unchanged; the `all` face prefixes them `<server><sep><name>` (servers in
  * sorted order, each upstream's own order kept) and resolves them back.
  */
-import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCodes, GatewayError } from "../../errors.js";
 
 export type FaceTarget = { kind: "server"; server: string } | { kind: "all"; separator: string };
 
@@ -22,16 +22,17 @@ export class Catalog {
   }
 
   /** Maps an exposed name back to its server; the longest matching server name wins. */
-  resolve(exposed: string, what: string): { server: string; name: string } {
+  resolve(exposed: string, what: "tool" | "prompt"): { server: string; name: string } {
     if (this.target.kind === "server") return { server: this.target.server, name: exposed };
     const sep = this.target.separator;
     const match = this.servers()
       .filter((s) => exposed.startsWith(s + sep) && exposed.length > s.length + sep.length)
       .sort((a, b) => b.length - a.length)[0];
     if (!match) {
-      throw new McpError(
-        ErrorCode.InvalidParams,
+      throw new GatewayError(
+        what === "tool" ? ErrorCodes.UNKNOWN_TOOL : ErrorCodes.UNKNOWN_PROMPT,
         `unknown ${what} '${exposed}': names on this endpoint are '<server>${sep}<name>' with server one of ${this.servers().join(", ") || "(none)"}`,
+        { details: { [what]: exposed } },
       );
     }
     return { server: match, name: exposed.slice(match.length + sep.length) };
@@ -43,9 +44,10 @@ export class Catalog {
     for (const { exposed, server } of items) {
       const other = seen.get(exposed);
       if (other !== undefined) {
-        throw new McpError(
-          ErrorCode.InternalError,
+        throw new GatewayError(
+          ErrorCodes.NAME_COLLISION,
           `${what} name collision: '${exposed}' is exposed by both '${other}' and '${server}'. Rename one server or set gateway.transparent.separator to a string neither uses.`,
+          { details: { name: exposed, servers: [other, server] } },
         );
       }
       seen.set(exposed, server);
@@ -61,7 +63,7 @@ export function paginate<T>(items: T[], cursor: string | undefined): { page: T[]
   if (cursor !== undefined) {
     const parsed = Number(Buffer.from(cursor, "base64url").toString("utf8"));
     if (!Number.isInteger(parsed) || parsed < 0 || parsed > items.length) {
-      throw new McpError(ErrorCode.InvalidParams, `invalid cursor '${cursor}': pass the nextCursor of a previous list response`);
+      throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `invalid cursor '${cursor}': pass the nextCursor of a previous list response`, { details: { cursor } });
     }
     offset = parsed;
   }

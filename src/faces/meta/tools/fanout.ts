@@ -2,7 +2,7 @@
  * Runs one read on one server or on all servers of the session, keeping
  * per-server failures as `error` entries instead of failing the whole call.
  */
-import { describeError } from "../../../errors.js";
+import { toToolErrorText } from "../../../errors.js";
 import type { UpstreamConnection } from "../../../upstream/connection.js";
 import type { MetaContext } from "../define.js";
 
@@ -22,7 +22,7 @@ export async function fanout<T>(
       try {
         return { server: name, items: await read(await session.connection(name)) };
       } catch (err) {
-        return { server: name, error: describeError(err) };
+        return { server: name, error: toToolErrorText(err, session.logger) };
       }
     }),
   );

@@ -64,12 +64,11 @@ export const getTaskResult = defineTool({
         throw new GatewayError(
           ErrorCodes.TASK_STILL_WORKING,
           `task ${task_id} is still working after ${wait}ms (nothing is lost); call get_task_result again, or await_activity to be woken when it ends`,
-          { taskId: task_id },
+          { details: { taskId: task_id } },
         );
       default:
         throw new GatewayError(ErrorCodes.TASK_NOT_COMPLETED, `task ${task_id} ${task.status}: ${task.error ?? task.statusMessage ?? "no result"}`, {
-          taskId: task_id,
-          status: task.status,
+          details: { taskId: task_id, status: task.status },
         });
     }
   },

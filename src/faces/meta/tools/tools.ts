@@ -100,6 +100,6 @@ async function assertToolExists({ session }: MetaContext, server: string, tool: 
   throw new GatewayError(
     ErrorCodes.UNKNOWN_TOOL,
     `server '${server}' has no tool '${tool}'. Call list_tools with server '${server}' to see its ${tools.length} tools.`,
-    { server, tool },
+    { details: { server, tool } },
   );
 }
