@@ -163,7 +163,7 @@ export class UpstreamConnection extends UpstreamRequests {
     } catch (err) {
       this.fail(`cannot create transport: ${errorMessage(err)}`);
       this.releaseChild?.();
-      throw this.unavailable();
+      throw this.unavailable(err);
     }
     this.created = created;
     created.stderr?.on("data", (chunk: Buffer) => this.captureStderr(chunk));
@@ -176,7 +176,7 @@ export class UpstreamConnection extends UpstreamRequests {
       this.fail(this.describeFailure(errorMessage(err)));
       this.closing = true;
       await this.closeClient(client);
-      throw this.unavailable();
+      throw this.unavailable(err);
     }
     if (!installOrderedProgress(client, created.transport)) logger.warn({ server: name }, "sdk_ordered_progress_unavailable");
     this.status = "connected";
@@ -247,11 +247,12 @@ export class UpstreamConnection extends UpstreamRequests {
     return tail ? `${base} (stderr: ${tail})` : base;
   }
 
-  protected override unavailable(): GatewayError {
+  /** `cause`: the failure that made it unavailable, when there is one. */
+  protected override unavailable(cause?: unknown): GatewayError {
     return new GatewayError(
       ErrorCodes.UPSTREAM_UNAVAILABLE,
       `upstream '${this.name}' is unavailable: ${this.lastError ?? "not connected"}. Check its config with list_servers; it is retried on next use.`,
-      { details: { server: this.name } },
+      { details: { server: this.name }, ...(cause === undefined ? {} : { cause }) },
     );
   }
 
