@@ -1,0 +1,179 @@
+/**
+ * ClientRouting: a session's policy for what its upstreams send towards the
+ * client. Server→client requests and notifications go natively through the
+ * bridge when the client's face shows that server and the client can take
+ * them, otherwise into the pending queue / buffers (never dropped). Upstream
+ * task ids are translated to the gateway's (or hidden). When a connection
+ * drops, the work that depended on it is failed (seed 003 reconciliation) and
+ * the pool reconnects it.
+ */
+import { RELATED_TASK_META_KEY } from "@modelcontextprotocol/sdk/types.js";
+import type { Logger } from "../logging.js";
+import type { ProxyTaskRecord } from "../store/task-store.js";
+import { relatedTaskId, toMcpTask, withRelatedTask } from "../tasks/mcp-task.js";
+import type { TaskManager } from "../tasks/task-manager.js";
+import type { ListKind, UpstreamHandlers } from "../upstream/connection.js";
+import { canElicit, type DownstreamBridge } from "./bridge.js";
+import type { BufferManager } from "./buffers.js";
+import type { EventSystem } from "./event-system.js";
+import type { PendingRequests } from "./pending-requests.js";
+
+/** How long a server→client request waits for a connecting client to send `initialized`. */
+const CLIENT_INITIALIZE_WAIT_MS = 10_000;
+
+/** What routing reads and feeds in its session. */
+export interface RoutingHost {
+  readonly tasks: TaskManager;
+  readonly pending: PendingRequests;
+  readonly buffers: BufferManager;
+  readonly events: EventSystem;
+  readonly logger: Logger;
+  /** The session's native route to its client, if its face installed one. */
+  bridge(): DownstreamBridge | undefined;
+  isClosed(): boolean;
+  /** The connection to `server` dropped and its work was failed: reconnect it. */
+  dropped(server: string, counts: { failedTasks: number; rejectedRequests: number }): void;
+}
+
+export class ClientRouting {
+  constructor(private readonly host: RoutingHost) {}
+
+  /** The handlers a connection to `server` answers and records its traffic with. */
+  handlersFor(server: string): UpstreamHandlers {
+    const { pending, buffers } = this.host;
+    return {
+      onElicit: async (upstreamParams, signal) => {
+        const params = this.relate(server, upstreamParams);
+        const mode = (params as { mode?: string }).mode ?? "form";
+        const bridge = await this.initializedBridgeFor(server, signal);
+        if (bridge && canElicit(bridge.clientCapabilities, mode)) return bridge.elicit(server, params, signal);
+        return pending.add("elicitation", server, params, signal);
+      },
+      onSample: async (upstreamParams, signal) => {
+        const params = this.relate(server, upstreamParams);
+        const bridge = await this.initializedBridgeFor(server, signal);
+        if (bridge?.clientCapabilities.sampling) return bridge.sample(server, params, signal);
+        return pending.add("sampling", server, params, signal);
+      },
+      onListRoots: async (signal) => {
+        const bridge = await this.initializedBridgeFor(server, signal);
+        if (bridge?.clientCapabilities.roots) return bridge.listRoots(signal);
+        return { roots: [] };
+      },
+      onNotification: (method, upstreamParams) => {
+        if (method === "notifications/tasks/status") return this.onUpstreamTaskStatus(server, upstreamParams);
+        // Task-related notifications name the upstream's task in _meta: the client sees the gateway's id.
+        const params = upstreamParams && this.relate(server, upstreamParams);
+        buffers.addNotification(server, method, params);
+        this.bridgeFor(server)?.notify(server, method, params);
+      },
+      onLog: (upstreamParams) => {
+        const params = this.relate(server, upstreamParams);
+        buffers.addLog(server, params.level, params.data, params.logger);
+        this.bridgeFor(server)?.notify(server, "notifications/message", params);
+      },
+      onStderr: (line) => buffers.addLog(server, "info", line, "stderr"),
+      onDisconnect: (reason) => this.onUpstreamDisconnect(server, reason),
+    };
+  }
+
+  /** A list of `server` changed across a reconnect: tell the client as the upstream would have. */
+  listChanged(server: string, kind: ListKind): void {
+    const method = `notifications/${kind}/list_changed`;
+    this.host.buffers.addNotification(server, method, undefined);
+    this.bridgeFor(server)?.notify(server, method, undefined);
+  }
+
+  /** A gateway task changed status: the client hears it under the gateway's id. */
+  taskStatusChanged(record: ProxyTaskRecord): void {
+    this.host.bridge()?.notify(record.server, "notifications/tasks/status", toMcpTask(record));
+  }
+
+  /** A server was added or removed: the aggregate face's lists changed. */
+  serverSetChanged(): void {
+    const bridge = this.host.bridge();
+    if (!bridge?.aggregate) return;
+    for (const kind of ["tools", "resources", "prompts"]) bridge.notify("", `notifications/${kind}/list_changed`, undefined);
+  }
+
+  /**
+   * The native route to this session's client for what `server` sends — only
+   * when the client's face shows that server (an attached meta face may use
+   * others; their requests wait in the pending queue instead).
+   */
+  private bridgeFor(server: string): DownstreamBridge | undefined {
+    const bridge = this.host.bridge();
+    return bridge?.serves(server) ? bridge : undefined;
+  }
+
+  /**
+   * The bridge for a server→client request: upstreams may ask before the
+   * client has sent `initialized`; wait a while for it, then use the pending
+   * queue (a client that never initializes must not hold upstream requests).
+   */
+  private async initializedBridgeFor(server: string, signal: AbortSignal): Promise<DownstreamBridge | undefined> {
+    const bridge = this.bridgeFor(server);
+    if (!bridge) return undefined;
+    return (await bridge.whenInitialized(signal, CLIENT_INITIALIZE_WAIT_MS)) ? bridge : undefined;
+  }
+
+  /**
+   * A request an upstream sends inside one of its tasks names that task in
+   * `_meta`: the client sees the gateway's task id instead (or nothing, when
+   * the gateway drives that upstream task itself for a blocking call).
+   */
+  private relate<T extends { _meta?: Record<string, unknown> | undefined }>(server: string, params: T): T {
+    const upstreamId = relatedTaskId(params._meta);
+    if (upstreamId === undefined) return params;
+    const record = this.host.tasks.findByUpstreamId(server, upstreamId);
+    if (record) return withRelatedTask(params, record.taskId);
+    const { [RELATED_TASK_META_KEY]: _hidden, ...meta } = params._meta ?? {};
+    const { _meta: _replaced, ...rest } = params;
+    return (Object.keys(meta).length ? { ...rest, _meta: meta } : rest) as T;
+  }
+
+  /**
+   * An upstream's notifications/tasks/status about one of its tasks: the
+   * gateway task mapped onto it takes the news (terminal failures end it) and
+   * the client hears about it under the gateway's task id. Upstream ids never
+   * reach the client; notices about tasks the gateway does not map are dropped.
+   */
+  private onUpstreamTaskStatus(server: string, params: Record<string, unknown> | undefined): void {
+    const { tasks } = this.host;
+    const upstreamId = typeof params?.taskId === "string" ? params.taskId : undefined;
+    const record = upstreamId === undefined ? undefined : tasks.findByUpstreamId(server, upstreamId);
+    if (!record || record.status !== "working") return;
+    const message = typeof params?.statusMessage === "string" ? params.statusMessage : undefined;
+    switch (params?.status) {
+      case "completed":
+      case "failed":
+      case "cancelled":
+        tasks.endUpstream(record.taskId, params.status, message);
+        return;
+      default:
+        tasks.noteUpstreamStatus(record.taskId, message);
+        this.host.bridge()?.notify(server, "notifications/tasks/status", {
+          ...toMcpTask(tasks.get(record.taskId)),
+          status: params?.status === "input_required" ? "input_required" : "working",
+        });
+    }
+  }
+
+  /**
+   * Seed 003 reconciliation, done when the connection drops: a closed
+   * transport can carry no answer, so working tasks fail and pending
+   * elicitations/sampling are rejected now ("state unknown": the upstream may
+   * or may not have acted). Then the pool reconnects in the background
+   * (reconnection.ts).
+   */
+  private onUpstreamDisconnect(server: string, reason: string): void {
+    const { host } = this;
+    if (host.isClosed()) return;
+    const why = `upstream '${server}' disconnected (${reason}); the call's state is unknown — it may or may not have completed upstream`;
+    const failedTasks = host.tasks.failWorkingForServer(server, why);
+    const rejected = host.pending.rejectServer(server, why);
+    host.dropped(server, { failedTasks: failedTasks.length, rejectedRequests: rejected });
+    host.events.add("server_disconnected", server, { reason, failedTasks, rejectedRequests: rejected });
+    host.logger.warn({ server, reason, failedTasks: failedTasks.length }, "session_upstream_disconnected");
+  }
+}

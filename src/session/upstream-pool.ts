@@ -1,0 +1,188 @@
+/**
+ * UpstreamPool: one session's connections to its upstreams — connecting on
+ * demand (concurrent callers share one attempt), the receiver-task store that
+ * lives and dies with each connection, background reconnection after a drop
+ * (reconnection.ts), removal and close. What an upstream sends is answered by
+ * the handlers the session supplies (routing.ts): this file decides nothing
+ * about the downstream client.
+ */
+import type { ClientCapabilities, Implementation } from "@modelcontextprotocol/sdk/types.js";
+import type { Clock, IdGenerator } from "../clock.js";
+import type { GatewaySettings } from "../config/schema.js";
+import { ErrorCodes, GatewayError } from "../errors.js";
+import type { Logger } from "../logging.js";
+import type { TaskRecordStore } from "../store/task-store.js";
+import { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
+import type { ChildProcessLimiter } from "../upstream/children.js";
+import { UpstreamConnection, type ListKind, type UpstreamHandlers } from "../upstream/connection.js";
+import type { ServerRegistry } from "../upstream/registry.js";
+import type { TransportFactory } from "../upstream/transports.js";
+import { Reconnections, type ReconnectReport } from "./reconnection.js";
+
+/** What a pool needs from the gateway (shared by all sessions). */
+export interface UpstreamPoolDeps {
+  registry: ServerRegistry;
+  settings: GatewaySettings;
+  clock: Clock;
+  newId: IdGenerator;
+  logger: Logger;
+  transportFactory: TransportFactory;
+  taskStore: TaskRecordStore;
+  clientInfo: Implementation;
+  /** Gateway-wide cap on stdio children. */
+  children?: ChildProcessLimiter | undefined;
+  /** Jitter source for reconnect backoff (tests inject a fixed one). */
+  random?: (() => number) | undefined;
+}
+
+/** What a pool needs from its session. */
+export interface UpstreamPoolHost {
+  sessionId: string;
+  logger: Logger;
+  /** Declared to upstreams when the downstream client has roots. */
+  roots: ClientCapabilities["roots"] | undefined;
+  /** How the session answers and records what `server` sends. */
+  handlersFor(server: string): UpstreamHandlers;
+  /** A connection to `server` is up (first time or again). */
+  connected(server: string, conn: UpstreamConnection): void;
+  /** A list of `server` changed across a reconnect. */
+  listChanged(server: string, kind: ListKind): void;
+  reconnected(server: string, report: ReconnectReport): void;
+}
+
+export class UpstreamPool {
+  private readonly connections = new Map<string, UpstreamConnection>();
+  private readonly connecting = new Map<string, Promise<UpstreamConnection>>();
+  /** Receiver tasks per upstream (they die with the connection that created them). */
+  private readonly receivers = new Map<string, ReceiverTaskStore>();
+  private readonly reconnections: Reconnections;
+  private closed = false;
+
+  constructor(
+    private readonly deps: UpstreamPoolDeps,
+    private readonly host: UpstreamPoolHost,
+  ) {
+    this.reconnections = new Reconnections({
+      settings: deps.settings,
+      clock: deps.clock,
+      logger: host.logger,
+      random: deps.random,
+      wanted: (server) => !this.closed && deps.registry.get(server) !== undefined,
+      connect: (server) => this.connection(server),
+      listChanged: (server, kind) => host.listChanged(server, kind),
+      reconnected: (server, report) => host.reconnected(server, report),
+    });
+  }
+
+  /** Starts connecting to every configured server without waiting. */
+  connectAllInBackground(): void {
+    for (const name of this.deps.registry.names()) {
+      this.connection(name).catch(() => undefined);
+    }
+  }
+
+  /**
+   * The live connection to `name`, connecting (or reconnecting after a
+   * failure) on demand. Concurrent callers share one attempt.
+   */
+  async connection(name: string): Promise<UpstreamConnection> {
+    if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, "this session is closed");
+    const entry = this.deps.registry.require(name);
+    const existing = this.connections.get(name);
+    if (existing?.status === "connected") return existing;
+    const inflight = this.connecting.get(name);
+    if (inflight) return inflight;
+    const { settings } = this.deps;
+    this.receivers.get(name)?.close();
+    const receiverTasks = new ReceiverTaskStore({
+      sessionId: this.host.sessionId,
+      server: name,
+      store: this.deps.taskStore,
+      clock: this.deps.clock,
+      newId: this.deps.newId,
+      defaultTtlMs: settings.tasks.defaultTtlMs,
+      maxTtlMs: settings.tasks.maxTtlMs,
+      maxLive: settings.tasks.maxTasksPerSession,
+    });
+    this.receivers.set(name, receiverTasks);
+    const conn = new UpstreamConnection({
+      receiverTasks,
+      children: this.deps.children,
+      name,
+      config: entry.config,
+      handlers: this.host.handlersFor(name),
+      transportFactory: this.deps.transportFactory,
+      clientInfo: this.deps.clientInfo,
+      connectTimeoutMs: settings.upstream.connectTimeoutMs,
+      requestTimeoutMs: settings.upstream.requestTimeoutMs,
+      logger: this.host.logger,
+      roots: this.host.roots,
+    });
+    this.connections.set(name, conn);
+    const attempt = conn
+      .connect()
+      .then(() => {
+        if (this.closed || this.connections.get(name) !== conn) {
+          void conn.close();
+          throw new GatewayError(ErrorCodes.CLOSED, `connection to '${name}' was closed while connecting`);
+        }
+        this.host.connected(name, conn);
+        this.reconnections.onConnected(name, conn);
+        return conn;
+      })
+      .finally(() => this.connecting.delete(name));
+    this.connecting.set(name, attempt);
+    return attempt;
+  }
+
+  /** The connection to `name` in whatever state it is, if one was made. */
+  get(name: string): UpstreamConnection | undefined {
+    return this.connections.get(name);
+  }
+
+  /** Connections currently live. */
+  live(): UpstreamConnection[] {
+    return [...this.connections.values()].filter((c) => c.status === "connected");
+  }
+
+  /**
+   * Drops the connection to a removed server: forgets it (no new request
+   * reaches it), lets `settle` fail what ran on it, then closes its receiver
+   * tasks and the connection.
+   */
+  async remove(name: string, settle: () => void): Promise<void> {
+    this.reconnections.stop(name);
+    const conn = this.connections.get(name);
+    this.connections.delete(name);
+    this.connecting.delete(name);
+    settle();
+    this.receivers.get(name)?.close();
+    this.receivers.delete(name);
+    await conn?.close();
+  }
+
+  /**
+   * The connection to `server` dropped (its work was already failed): its
+   * receiver tasks end with it, and it is reconnected in the background.
+   */
+  dropped(server: string, counts: { failedTasks: number; rejectedRequests: number }): void {
+    this.receivers.get(server)?.close();
+    this.reconnections.onDrop(server, this.connections.get(server), counts);
+  }
+
+  /** No new connections, no reconnects; open connections stay until close(). */
+  stop(): void {
+    this.closed = true;
+    this.reconnections.close();
+  }
+
+  /** stop(), then ends every receiver task and closes every connection. */
+  async close(): Promise<void> {
+    this.stop();
+    for (const r of this.receivers.values()) r.close();
+    this.receivers.clear();
+    const conns = [...this.connections.values()];
+    this.connections.clear();
+    await Promise.allSettled(conns.map((c) => c.close()));
+  }
+}
