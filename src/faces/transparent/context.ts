@@ -1,11 +1,12 @@
 /**
  * What the transparent face's request handlers share (handlers.ts, tasks.ts):
- * the per-session HandlerContext and the registration wrapper that keeps
- * upstream JSON-RPC errors verbatim. Its own module so neither handler file
- * imports the other.
+ * the per-session HandlerContext and the registration wrapper that is the
+ * face's error boundary. Its own module so neither handler file imports the
+ * other.
  */
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { McpError, type ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import type { ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import { toJsonRpcError } from "../../errors.js";
 import type { GatewayContext } from "../../server/context.js";
 import type { Session } from "../../session/session.js";
 import type { InflightRequests } from "./bridge.js";
@@ -21,10 +22,11 @@ export interface HandlerContext {
 }
 
 /**
- * Registers handlers whose upstream JSON-RPC errors reach the client as the
- * upstream sent them. The SDK's client prefixes "MCP error <code>: " to an
- * error's message and its server sends the message as is, so without this
- * every gateway hop would add one more prefix.
+ * Registers handlers behind the face's one error boundary: whatever a handler
+ * throws reaches the client through toJsonRpcError (an upstream's own
+ * JSON-RPC error verbatim — without the "MCP error <code>: " prefix the SDK
+ * client adds, which every gateway hop would otherwise repeat — and a
+ * GatewayError with its EMCP_* code).
  */
 export function verbatimErrors(server: Server): Pick<Server, "setRequestHandler"> {
   const setRequestHandler: Server["setRequestHandler"] = (schema, handler) =>
@@ -32,10 +34,7 @@ export function verbatimErrors(server: Server): Pick<Server, "setRequestHandler"
       try {
         return await handler(request, extra);
       } catch (err) {
-        if (!(err instanceof McpError)) throw err;
-        const error = new McpError(err.code, "", err.data);
-        error.message = err.message.replace(/^MCP error -?\d+: /, "");
-        throw error;
+        throw toJsonRpcError(err);
       }
     });
   return { setRequestHandler };

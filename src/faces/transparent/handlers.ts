@@ -7,20 +7,18 @@
 import {
   CallToolRequestSchema,
   CompleteRequestSchema,
-  ErrorCode,
   GetPromptRequestSchema,
   ListPromptsRequestSchema,
   ListResourceTemplatesRequestSchema,
   ListResourcesRequestSchema,
   ListToolsRequestSchema,
-  McpError,
   ReadResourceRequestSchema,
   SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
-import { assertArgumentsSize, describeError, GatewayError, toMcpError } from "../../errors.js";
+import { assertArgumentsSize, ErrorCodes, GatewayError, toToolErrorText } from "../../errors.js";
 import type { UpstreamConnection } from "../../upstream/connection.js";
 import { paginate } from "./catalog.js";
 import { verbatimErrors, type HandlerContext } from "./context.js";
@@ -30,14 +28,8 @@ export function registerHandlers(h: HandlerContext): void {
   const { session, catalog, capabilities } = h;
   const server = verbatimErrors(h.server);
   const single = catalog.target.kind === "server";
-  const conn = async (name: string): Promise<UpstreamConnection> => {
-    try {
-      return await session.connection(name);
-    } catch (err) {
-      if (err instanceof GatewayError) throw new McpError(ErrorCode.InternalError, describeError(err));
-      throw err;
-    }
-  };
+  // What these throw reaches the client through verbatimErrors (the face's one error boundary).
+  const conn = (name: string): Promise<UpstreamConnection> => session.connection(name);
   /** Every upstream of the face that connects, in catalog order. */
   const each = async <T>(read: (c: UpstreamConnection, server: string) => Promise<T[]>): Promise<Array<{ server: string; item: T }>> => {
     const rows = await Promise.all(
@@ -45,7 +37,7 @@ export function registerHandlers(h: HandlerContext): void {
         try {
           return (await read(await session.connection(s), s)).map((item) => ({ server: s, item }));
         } catch (err) {
-          session.logger.warn({ server: s, err: describeError(err) }, "aggregate_list_failed");
+          session.logger.warn({ server: s, err: toToolErrorText(err) }, "aggregate_list_failed");
           return [];
         }
       }),
@@ -71,11 +63,7 @@ export function registerHandlers(h: HandlerContext): void {
     });
     server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
       const { server: upstream, name } = catalog.resolve(req.params.name, "tool");
-      try {
-        assertArgumentsSize(req.params.arguments, h.gateway.settings.tools.maxArgumentsBytes);
-      } catch (err) {
-        throw toMcpError(err);
-      }
+      assertArgumentsSize(req.params.arguments, h.gateway.settings.tools.maxArgumentsBytes);
       return callTool(h, await conn(upstream), req.params, name, extra);
     });
     registerTaskHandlers(h, conn);
@@ -111,7 +99,9 @@ export function registerHandlers(h: HandlerContext): void {
         router.learnTemplates((await each((c) => c.listResourceTemplates())).map((r) => ({ server: r.server, template: r.item.uriTemplate })));
         found = router.route(uri);
       }
-      if (found === undefined) throw new McpError(ErrorCode.InvalidParams, `no upstream lists a resource or template matching '${uri}'`);
+      if (found === undefined) {
+        throw new GatewayError(ErrorCodes.UNKNOWN_RESOURCE, `no upstream lists a resource or template matching '${uri}'`, { details: { uri } });
+      }
       return conn(found);
     };
     server.setRequestHandler(ReadResourceRequestSchema, async (req) => (await owner(req.params.uri)).readResource(req.params.uri, req.params._meta));
@@ -148,7 +138,9 @@ export function registerHandlers(h: HandlerContext): void {
       }
       const target = single ? catalog.servers()[0]! : router.routeTemplate(ref.uri);
       if (target === undefined)
-        throw new McpError(ErrorCode.InvalidParams, `no upstream has the resource template '${ref.uri}'; list resource templates first`);
+        throw new GatewayError(ErrorCodes.UNKNOWN_RESOURCE, `no upstream has the resource template '${ref.uri}'; list resource templates first`, {
+          details: { uri: ref.uri },
+        });
       return (await conn(target)).complete(req.params);
     });
   }
