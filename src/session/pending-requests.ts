@@ -79,21 +79,22 @@ export class PendingRequests {
         params,
         resolve,
         reject,
-        timer: this.clock.setTimeout(
-          () =>
-            this.settle(
-              requestId,
-              `${kind}_expired`,
-              { reason: `no answer within ${timeoutMs}ms` },
-              new Error(`${kind} request timed out after ${timeoutMs}ms waiting for the client`),
-            ),
-          timeoutMs,
-        ),
+        timer: this.clock.setTimeout(() => {
+          this.events.logger?.warn({ requestId, server, timeoutMs }, `${kind}_timeout`);
+          this.settle(
+            requestId,
+            `${kind}_expired`,
+            { reason: `no answer within ${timeoutMs}ms` },
+            new Error(`${kind} request timed out after ${timeoutMs}ms waiting for the client`),
+          );
+        }, timeoutMs),
         detach: () => signal?.removeEventListener("abort", onAbort),
       };
       this.entries.set(requestId, entry);
       signal?.addEventListener("abort", onAbort, { once: true });
       this.events.add(`${kind}_request`, server, { requestId, params: params });
+      // Seed 003 "Log Events": elicitation_received / _responded / _timeout (sampling_* alike).
+      this.events.logger?.info({ requestId, server }, `${kind}_received`);
     });
   }
 
@@ -101,6 +102,7 @@ export class PendingRequests {
   respond<K extends PendingKind>(kind: K, requestId: string, result: PendingKinds[K]["result"]): PendingInfo<K> {
     const entry = this.take(kind, requestId);
     entry.resolve(result);
+    this.events.logger?.info({ requestId, server: entry.server, durationMs: this.clock.now() - entry.receivedAt }, `${kind}_responded`);
     return publicInfo(entry);
   }
 

@@ -144,7 +144,7 @@ export class SessionManager {
       await Promise.allSettled(touched.map((s) => s.disconnect(name, "add_server could not connect with the new config")));
       throw err;
     }
-    await Promise.allSettled(this.list().map((s) => (s === caller ? undefined : s.disconnect(name, reason))));
+    await Promise.allSettled(this.list().flatMap((s) => (s === caller ? [] : [s.disconnect(name, reason)])));
     for (const s of this.sessions.values()) {
       s.events.add("server_updated", name, { name, updatedBy: s === caller ? "this session" : "another session", ...describeTarget(config) });
       s.serverSetChanged();

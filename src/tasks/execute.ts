@@ -42,6 +42,11 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     throw new GatewayError(ErrorCodes.CANCELLED, `the client cancelled the call to '${o.tool}' before it was sent upstream`);
   }
   const release = o.tasks.reserveCall();
+  // Seed 003 "Log Events": tool_execution_start / _complete / _timeout.
+  const log = o.tasks.logger;
+  const started = o.clock.now();
+  const about = { server: o.connection.name, tool: o.tool };
+  log?.debug({ ...about, hasArgs: o.args !== undefined }, "tool_execution_start");
   const abort = new AbortController();
   const onDownstreamAbort = () => abort.abort("cancelled by the client");
   o.signal?.addEventListener("abort", onDownstreamAbort, { once: true });
@@ -62,6 +67,7 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     const first = await Promise.race([call, timeout]);
     if (first !== TIMEOUT) {
       release();
+      log?.debug({ ...about, durationMs: o.clock.now() - started }, "tool_execution_complete");
       return { kind: "result", result: first };
     }
   } catch (err) {
@@ -83,8 +89,12 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     throw err;
   }
   taskId = task.taskId;
+  log?.info({ ...about, taskId, timeoutMs: o.timeoutMs }, "tool_execution_timeout");
   call.then(
-    (result) => o.tasks.complete(task.taskId, result),
+    (result) => {
+      log?.debug({ ...about, taskId: task.taskId, durationMs: o.clock.now() - started }, "tool_execution_complete");
+      return o.tasks.complete(task.taskId, result);
+    },
     (err) => o.tasks.fail(task.taskId, upstreamCallError(o.connection.name, o.tool, err).message),
   );
   return { kind: "task", task };

@@ -9,6 +9,7 @@
 import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
 import { DEFAULT_SETTINGS } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
+import type { Logger } from "../logging.js";
 import type { EventSystem } from "../session/event-system.js";
 import { TERMINAL_STATUSES, type ProxyTaskRecord, type ProxyTaskStatus, type RpcErrorRecord, type TaskRecordStore } from "../store/task-store.js";
 
@@ -107,6 +108,11 @@ export class TaskManager {
     this.runtime.set(record.taskId, rt);
     this.events.add("task_created", record.server, { taskId: record.taskId, toolName: record.toolName, ttlMs });
     return { ...record };
+  }
+
+  /** The session's logger (its event system carries it). */
+  get logger(): Logger | undefined {
+    return this.events.logger;
   }
 
   /** Throws UNKNOWN_TASK for ids that do not exist or belong to another session. */
@@ -272,6 +278,9 @@ export class TaskManager {
     const keepMs = Math.max(this.options.completedRetentionMs, record.createdAt + record.ttlMs - this.clock.now());
     rt.retentionTimer = this.clock.setTimeout(() => this.forget(taskId), keepMs);
     this.events.add(eventType, record.server, { taskId, toolName: record.toolName, ...eventData });
+    // Seed 003 "Log Events" (task_completed, task_failed; cancelled and expired alike), named as the events.
+    const level = status === "failed" || status === "expired" ? "warn" : "info";
+    this.events.logger?.[level]({ taskId, server: record.server, tool: record.toolName, ...eventData }, eventType);
     for (const w of [...rt.waiters]) w({ ...updated });
     this.onStatusChange?.({ ...updated });
     this.enforceRetentionBounds(taskId);

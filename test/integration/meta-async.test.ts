@@ -34,7 +34,16 @@ import {
   type TaskView,
 } from "../helpers/async-extra.js";
 
-const DIAGRAM_NAMES = ["proxy_task_states", "pending_elicitation_states", "pending_sampling_states", "tool_call_lifecycle", "entity_relationships"];
+const DIAGRAM_NAMES = [
+  "proxy_task_states",
+  "pending_elicitation_states",
+  "pending_sampling_states",
+  "tool_call_lifecycle",
+  "entity_relationships",
+  "mcp_task_states",
+  "receiver_task_states",
+  "upstream_connection_states",
+];
 
 let gw: TestGateway;
 const pool = new ClientPool(() => gw);

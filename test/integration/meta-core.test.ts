@@ -183,7 +183,7 @@ describe("add_server / remove_server at runtime", () => {
     assert.match(firstText(added), new RegExp(`'${name}' added`));
     assert.equal(block(added, "added"), name);
     assert.equal(block(added, "status"), "connected");
-    assert.ok((block<string[]>(added, "tools") ?? []).includes("echo"), "add_server reports the new server's tools");
+    assert.ok((block<string[]>(added, "tool_names") ?? []).includes("echo"), "add_server reports the new server's tools");
 
     const row = (await listServers(a)).find((s) => s.name === name);
     assert.ok(row, `${name} missing from list_servers`);
@@ -253,9 +253,9 @@ describe("add_server / remove_server at runtime", () => {
     await assertEchoWorks(a, "everything", "the gateway survived a crashing upstream");
   });
 
-  test("add_server with a name that exists gives EMCP_SERVER_EXISTS and leaves the existing server alone", SLOW, async () => {
+  test("add_server of a config-file server's name with another config gives EMCP_SERVER_EXISTS and leaves it alone", SLOW, async () => {
     const { command, args } = everythingStdio();
-    const text = assertIsError(await call(a, "add_server", { name: "everything", command, args }), "EMCP_SERVER_EXISTS");
+    const text = assertIsError(await call(a, "add_server", { name: "everything", command, args, env: { OTHER: "1" } }), "EMCP_SERVER_EXISTS");
     assert.match(text, /'everything'/);
     await assertEchoWorks(a, "everything", "original still there");
   });

@@ -10,7 +10,9 @@ import type { PendingInfo } from "../../session/pending-requests.js";
 import { iso } from "./define.js";
 
 export function formatEvent(e: StoredEvent) {
-  return { id: e.id, type: e.type, server: e.server, created_at: iso(e.createdAt), data: e.data };
+  const createdAt = iso(e.createdAt);
+  // `createdAt` is seed 003's StoredEvent name; `created_at` the project's.
+  return { id: e.id, type: e.type, server: e.server, created_at: createdAt, createdAt, data: e.data };
 }
 
 export function elicitationSummary(p: PendingInfo<"elicitation">) {

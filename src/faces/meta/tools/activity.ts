@@ -2,8 +2,15 @@
  * await_activity (seed 000 §4, seed 003 §6): returns at once when undelivered
  * events exist, else waits for the first event or the timeout. Delivers the
  * events itself (exactly once), with the category-3 and category-4 snapshots.
+ *
+ * `sinceEventId` (seed 003's AwaitActivityOptions; `since_event_id` too) is a
+ * cursor: the events stored after it are returned whether delivered before or
+ * not, so a client that lost a response can ask again; an unknown cursor
+ * (evicted) returns everything stored and says so in `cursor`. Semantics in
+ * docs/adr/0004-seed-shapes.md.
  */
 import { z } from "zod";
+import { ErrorCodes, GatewayError } from "../../../errors.js";
 import { DEFAULT_SETTINGS } from "../../../config/schema.js";
 import type { StoredEvent } from "../../../session/event-system.js";
 import type { Session } from "../../../session/session.js";
@@ -12,6 +19,9 @@ import { formatEvent } from "../envelope.js";
 
 /** The default the description quotes, from the config schema (a config may set another). */
 const DEFAULT_WAIT_MS = DEFAULT_SETTINGS.awaitActivity.defaultTimeoutMs;
+
+/** An event id (ULID) as a cursor. */
+const eventCursor = z.string().min(1).max(128).optional();
 
 type Trigger =
   { type: "timeout" } | { type: "immediate" } | { type: "event"; server: string; eventType: string } | { type: "server_disconnected"; server: string };
@@ -22,22 +32,43 @@ export const awaitActivity = defineTool({
   description: `Wait up to \`timeout_ms\` (default ${DEFAULT_WAIT_MS}) for anything new: a notification, an elicitation or sampling request, a task ending, a server connecting or disconnecting. Returns at once if something is already new. Returns triggers, new events grouped by server, working tasks per server and what waits for your answer. Logs never wake it (use get_logs).`,
   input: {
     timeout_ms: z.number().int().min(0).optional().describe(`Longest wait in ms (default ${DEFAULT_WAIT_MS}, capped by the gateway's maxTimeoutMs)`),
+    sinceEventId: eventCursor.describe(
+      "Cursor: an event id from an earlier response (its lastEventId, or an event's id). Returns the events stored after it, even ones already delivered; without it, only events not delivered yet.",
+    ),
+    since_event_id: eventCursor.describe("Same as sinceEventId"),
   },
   envelope: false,
-  async run({ session, gateway }, { timeout_ms }, extra) {
+  async run({ session, gateway }, { timeout_ms, sinceEventId, since_event_id }, extra) {
+    if (sinceEventId !== undefined && since_event_id !== undefined && sinceEventId !== since_event_id) {
+      throw new GatewayError(
+        ErrorCodes.BAD_ARGUMENTS,
+        "sinceEventId and since_event_id are two spellings of one cursor: give one of them, not two different ids",
+      );
+    }
+    const cursor = sinceEventId ?? since_event_id;
     const { defaultTimeoutMs, maxTimeoutMs } = gateway.settings.awaitActivity;
     const timeoutMs = Math.min(timeout_ms ?? defaultTimeoutMs, maxTimeoutMs);
+    const read = () => (cursor === undefined ? { events: session.events.takeNew(), found: true } : session.events.takeAfter(cursor));
     let triggers: Trigger[];
-    let events: StoredEvent[];
-    if (session.events.hasNew()) {
+    let taken: { events: StoredEvent[]; found: boolean };
+    if (cursor === undefined ? session.events.hasNew() : session.events.hasAfter(cursor)) {
       triggers = [{ type: "immediate" }];
-      events = session.events.takeNew();
+      taken = read();
     } else {
       const woke = await session.events.waitForNext(timeoutMs, extra.signal);
-      events = session.events.takeNew();
-      triggers = woke === null ? [{ type: "timeout" }] : triggersFor(events.length ? events : [woke]);
+      taken = read();
+      triggers = woke === null ? [{ type: "timeout" }] : triggersFor(taken.events.length ? taken.events : [woke]);
     }
-    return json(buildActivity(session, gateway.registry.names(), triggers, events));
+    const activity = buildActivity(session, gateway.registry.names(), triggers, taken.events);
+    if (cursor === undefined) return json(activity);
+    const cursorInfo = taken.found
+      ? { sinceEventId: cursor, found: true }
+      : {
+          sinceEventId: cursor,
+          found: false,
+          note: "this event id is not in the session's event store (evicted, or not an id of this session): every stored event is returned, and events between it and the oldest stored one may be lost",
+        };
+    return json({ ...activity, cursor: cursorInfo });
   },
 });
 

@@ -1,4 +1,8 @@
-/** add_server, remove_server, list_servers. */
+/**
+ * add_server, remove_server, list_servers. Responses carry the project's
+ * field names and the seeds' (seed 003 ServerInfo and SessionManager.addServer);
+ * docs/adr/0004-seed-shapes.md lists both.
+ */
 import { z } from "zod";
 import { formatZodError } from "../../../config/load.js";
 import { serverConfigSchema, serverNameSchema } from "../../../config/schema.js";
@@ -10,7 +14,7 @@ export const addServer = defineTool({
   name: "add_server",
   title: "Add an upstream MCP server",
   description:
-    "Add an MCP server for every session and connect this session to it. Give either `command` (+ `args`, `env`, `cwd`) for a stdio server, or `url` (+ `headers`, `transport`: streamable-http | sse) for a remote one. Fails, keeping nothing, if the server cannot be reached.",
+    "Add an MCP server for every session and connect this session to it. Give either `command` (+ `args`, `env`, `cwd`) for a stdio server, or `url` (+ `headers`, `transport`: streamable-http | sse) for a remote one. Fails, keeping nothing, if the server cannot be reached. The same name with the same config just connects; a different config updates a server added at runtime (every session reconnects with it, their working tasks on it fail); servers from the config file cannot be replaced. Returns the server's capabilities and tools.",
   input: {
     name: serverNameSchema.describe("Unique name used to address the server in other tools"),
     command: z.string().optional().describe("Executable for a stdio server"),
@@ -30,15 +34,34 @@ export const addServer = defineTool({
     if (!parsed.success) {
       throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `invalid server config:\n${formatZodError(parsed.error)}`);
     }
-    await gateway.sessions.addServer(session, name, parsed.data);
+    const outcome = await gateway.sessions.addServer(session, name, parsed.data);
     const conn = await session.connection(name);
     const tools = await conn.listTools().catch((err: unknown) => {
       session.logger.warn({ server: name, err: errorMessage(err) }, "list_tools_after_add_failed");
       return [];
     });
+    const summary = {
+      added: `Server '${name}' added and connected (${tools.length} tools).`,
+      updated: `Server '${name}' updated: reconnected with the new config (${tools.length} tools); other sessions reconnect on next use.`,
+      unchanged: `Server '${name}' already has this config; connected (${tools.length} tools).`,
+    }[outcome];
     return json(
-      { added: name, status: conn.status, serverInfo: conn.serverInfo, tools: tools.map((t) => t.name) },
-      `Server '${name}' added and connected (${tools.length} tools).`,
+      {
+        added: name,
+        outcome,
+        status: conn.status,
+        serverInfo: conn.serverInfo,
+        // Seed 003 (SessionManager.addServer): the server's capabilities and its tools as ToolInfo.
+        capabilities: conn.capabilities ?? {},
+        tools: tools.map((t) => ({
+          name: t.name,
+          ...(t.title !== undefined ? { title: t.title } : {}),
+          ...(t.description !== undefined ? { description: t.description } : {}),
+          inputSchema: t.inputSchema,
+        })),
+        tool_names: tools.map((t) => t.name),
+      },
+      summary,
     );
   },
 });
@@ -59,19 +82,25 @@ export const removeServer = defineTool({
 export const listServers = defineTool({
   name: "list_servers",
   title: "List upstream MCP servers",
-  description: "List configured servers with this session's connection status and last error.",
+  description:
+    "List configured servers with this session's connection status and last error; `source` says whether a server comes from the config file or was added at runtime.",
   input: {},
   annotations: { readOnlyHint: true },
   async run({ session, gateway }) {
     const servers = gateway.registry.list().map((entry) => {
       const view = session.view(entry.name);
+      const target = describeTarget(entry.config);
+      const connectedAt = iso(view.connectedAt);
       return {
         name: entry.name,
-        ...describeTarget(entry.config),
+        ...target,
+        // Seed 003 ServerInfo.url: remote servers only (without credentials or query); stdio servers have none.
+        ...(target.transport !== "stdio" ? { url: target.target } : {}),
+        source: entry.addedBy === "config" ? "config" : "runtime",
         status: view.status,
         connected: view.status === "connected",
-        ...(view.connectedAt !== undefined ? { connected_at: iso(view.connectedAt) } : {}),
-        ...(view.lastError !== undefined ? { last_error: view.lastError } : {}),
+        ...(connectedAt !== undefined ? { connected_at: connectedAt, connectedAt } : {}),
+        ...(view.lastError !== undefined ? { last_error: view.lastError, lastError: view.lastError } : {}),
         ...(view.serverInfo ? { server_info: view.serverInfo } : {}),
         working_tasks: session.tasks.list({ server: entry.name, status: "working" }).length,
       };

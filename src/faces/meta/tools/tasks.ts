@@ -1,11 +1,15 @@
-/** list_tasks, get_task, get_task_result, cancel_task (seed 000 §3). */
+/**
+ * list_tasks, get_task, get_task_result, cancel_task (seed 000 §3). Task views
+ * carry the seed's ProxyTask names besides the project's (task-view.ts);
+ * get_task also answers under the seed's `pending_elicitations`.
+ */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { ErrorCodes, GatewayError } from "../../../errors.js";
 import { getToolTaskResult } from "../../../tasks/native.js";
-import { defineTool, json } from "../define.js";
+import { defineTool, iso, json } from "../define.js";
 import { elicitationSummary } from "../envelope.js";
-import { taskView } from "./task-view.js";
+import { taskViewWithArgs } from "./task-view.js";
 
 const taskId = z.string().min(1).describe("task_id from execute_tool or list_tasks");
 
@@ -20,21 +24,25 @@ export const listTasks = defineTool({
   },
   annotations: { readOnlyHint: true },
   async run({ session }, { server, status, include_completed }) {
-    return json({ tasks: session.tasks.list({ server, status, includeCompleted: include_completed }).map(taskView) });
+    return json({ tasks: session.tasks.list({ server, status, includeCompleted: include_completed }).map(taskViewWithArgs) });
   },
 });
 
 export const getTask = defineTool({
   name: "get_task",
   title: "Get a task",
-  description: "Get a task's status and the pending elicitations of its server (which may be what it waits for).",
+  description:
+    "Get a task's status and the pending elicitations of its server (which may be what it waits for): a summary in `pending_elicitations_for_server`, the full requests in `pending_elicitations`.",
   input: { task_id: taskId },
   annotations: { readOnlyHint: true },
   async run({ session }, { task_id }) {
     const task = session.tasks.get(task_id);
+    const pending = session.pending.list("elicitation", task.server);
     return json({
-      task: taskView(task),
-      pending_elicitations_for_server: session.pending.list("elicitation", task.server).map(elicitationSummary),
+      task: taskViewWithArgs(task),
+      pending_elicitations_for_server: pending.map(elicitationSummary),
+      // Seed 000 §3 (`pending_elicitations: ElicitationInfo[]`, seed 003's ElicitationRequestInfo).
+      pending_elicitations: pending.map((p) => ({ requestId: p.requestId, server: p.server, timestamp: iso(p.receivedAt), params: p.params })),
     });
   },
 });
