@@ -9,6 +9,12 @@
  * - The file is validated on its own first (a bad `gateway.port` is an error
  *   even when `--port` overrides it); CLI overrides are applied after that and
  *   their problems are reported as the flag's (`--port: …`), not the file's.
+ * - A stdio server's relative `cwd` is resolved against the config file's
+ *   folder (the embedded demo config: the package folder), and so is a
+ *   relative `command` path (`./server.js`, `../bin/x`) — against that `cwd`
+ *   when one is set, as a shell would after `cd`. A bare name (`npx`) is left
+ *   for the PATH lookup. Clients such as Claude Desktop pick emceepee's
+ *   working directory, so it must not decide what these mean.
  * - Servers with `disabled: true` are dropped and named in `disabledServers`;
  *   keys from other clients that are accepted but not applied come back as
  *   `warnings`. Printing them is the CLI's job.
@@ -16,16 +22,17 @@
 import { readFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
-import { configFileSchema, type GatewayConfig, type ServerConfig } from "./schema.js";
+import { configFileSchema, isStdioConfig, type GatewayConfig, type ServerConfig } from "./schema.js";
 import { closest, describeValue } from "./server-entry.js";
 import { demoConfig } from "./demo.js";
 
 export interface LoadConfigOptions {
   /** Path to a JSON config file; the embedded demo config when absent. */
   file?: string | undefined;
-  /** Values from CLI flags (`host`, `port`, `token`, `logLevel`) that override the file's `gateway` section; undefined values are ignored. */
+  /** Values from CLI flags (`host`, `port`, `token`, `logLevel`, `allowedHosts`, `allowedOrigins`) that override the file's `gateway` section; undefined values are ignored. */
   overrides?: Record<string, unknown>;
   env?: NodeJS.ProcessEnv;
 }
@@ -64,7 +71,7 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
     origin = `config file ${origin}`;
   } else {
     origin = "the embedded demo config";
-    baseDir = process.cwd();
+    baseDir = PACKAGE_DIR;
     raw = demoConfig();
   }
   const interpolated = interpolateEnv(raw, env, []);
@@ -72,7 +79,20 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
   let parsed = parseConfigDetailed(interpolated, origin);
   const overrides = Object.fromEntries(Object.entries(options.overrides ?? {}).filter(([, v]) => v !== undefined));
   if (Object.keys(overrides).length) parsed = applyOverrides(interpolated as Record<string, unknown>, overrides, env);
-  return Object.freeze({ ...parsed.config, warnings: Object.freeze(parsed.warnings), disabledServers: Object.freeze(parsed.disabledServers) });
+  const mcpServers = Object.fromEntries(Object.entries(parsed.config.mcpServers).map(([name, c]) => [name, resolveRelativePaths(c, baseDir)]));
+  return Object.freeze({ ...parsed.config, mcpServers, warnings: Object.freeze(parsed.warnings), disabledServers: Object.freeze(parsed.disabledServers) });
+}
+
+/** The package folder (this file is src/config/load.ts or dist/config/load.js). */
+const PACKAGE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** A stdio server's relative `cwd` against `baseDir`, a relative `command` path against that cwd (else `baseDir`); see the header. */
+export function resolveRelativePaths(config: ServerConfig, baseDir: string): ServerConfig {
+  if (!isStdioConfig(config)) return config;
+  const cwd = config.cwd === undefined ? undefined : path.resolve(baseDir, config.cwd);
+  const isPath = config.command.includes("/") || (process.platform === "win32" && config.command.includes("\\"));
+  const command = isPath && !path.isAbsolute(config.command) ? path.resolve(cwd ?? baseDir, config.command) : config.command;
+  return { ...config, command, ...(cwd !== undefined ? { cwd } : {}) };
 }
 
 /** Validates a config object (no files, no environment): enabled servers only, frozen. */
@@ -112,7 +132,14 @@ function build(data: z.infer<typeof configFileSchema>): ParsedConfig {
 
 // ---------------------------------------------------------------- CLI overrides
 
-const FLAG_OF: Record<string, string> = { host: "--host", port: "--port", token: "--token", logLevel: "--log-level" };
+const FLAG_OF: Record<string, string> = {
+  host: "--host",
+  port: "--port",
+  token: "--token",
+  logLevel: "--log-level",
+  allowedHosts: "--allowed-hosts",
+  allowedOrigins: "--allowed-origins",
+};
 
 /** The file already passed on its own, so every problem left is an override's: report it as that flag's. */
 function applyOverrides(file: Record<string, unknown>, overrides: Record<string, unknown>, env: NodeJS.ProcessEnv): ParsedConfig {

@@ -553,6 +553,14 @@ describe("loadConfig", () => {
 
   test("invalid overrides are rejected, named as the flag", async () => {
     await assert.rejects(loadConfig({ env: {}, overrides: { port: -5 } }), configError(/--port: .*got the number -5/));
+    await assert.rejects(loadConfig({ env: {}, overrides: { allowedOrigins: "https://a.example" } }), configError(/--allowed-origins: /));
+  });
+
+  test("--allowed-hosts / --allowed-origins replace the file's lists", async () => {
+    const file = await write("allowed.json", { gateway: { allowedHosts: ["file.example"], allowedOrigins: ["https://file.example"] } });
+    const c = await loadConfig({ file, env: {}, overrides: { allowedHosts: ["gw.example:8808"], allowedOrigins: undefined } });
+    assert.deepEqual(c.gateway.allowedHosts, ["gw.example:8808"]);
+    assert.deepEqual(c.gateway.allowedOrigins, ["https://file.example"]);
   });
 
   test("the file is validated on its own: a bad gateway.port is an error even when --port overrides it", async () => {
@@ -646,6 +654,42 @@ describe("loadConfig", () => {
     await writeFile(path.join(dir, "bad.env"), "API_KEY abc\n");
     const bad = await write("envfile-bad.json", { mcpServers: { s: { command: "node", envFile: "bad.env" } } });
     await assert.rejects(loadConfig({ file: bad, env: {} }), configError(/mcpServers\.s\.envFile .*bad\.env\) line 1: expected KEY=VALUE/));
+  });
+
+  test("a relative cwd and a relative command path start at the config file's folder, whatever emceepee's working directory", async () => {
+    await mkdir(path.join(dir, "nested"), { recursive: true });
+    const file = await write("nested/relative.json", {
+      mcpServers: {
+        cwdOnly: { command: "node", args: ["server.js"], cwd: "tools" },
+        commandOnly: { command: "./bin/server.sh" },
+        both: { command: "../run.sh", cwd: "app/sub" },
+        parent: { command: "../bin/x", cwd: "." },
+        bare: { command: "npx", args: ["./relative-arg"] },
+        absolute: { command: "/usr/bin/env", cwd: "/srv" },
+        remote: { url: "https://example.com/mcp" },
+      },
+    });
+    const folder = path.join(dir, "nested");
+    const stdio = (c: Awaited<ReturnType<typeof loadConfig>>, name: string) => {
+      const s = c.mcpServers[name];
+      assert.ok(s && isStdioConfig(s), name);
+      return s;
+    };
+    const cwdBefore = process.cwd();
+    process.chdir(os.tmpdir()); // emceepee's own working directory must not matter
+    let c: Awaited<ReturnType<typeof loadConfig>>;
+    try {
+      c = await loadConfig({ file: path.relative(os.tmpdir(), file), env: {} });
+    } finally {
+      process.chdir(cwdBefore);
+    }
+    assert.deepEqual(stdio(c, "cwdOnly"), { command: "node", args: ["server.js"], cwd: path.join(folder, "tools") }, "a bare command stays for PATH");
+    assert.deepEqual(stdio(c, "commandOnly"), { command: path.join(folder, "bin/server.sh"), args: [] });
+    assert.deepEqual(stdio(c, "both"), { command: path.join(folder, "app/run.sh"), args: [], cwd: path.join(folder, "app/sub") }, "command after cd cwd");
+    assert.equal(stdio(c, "parent").command, path.join(dir, "bin/x"));
+    assert.deepEqual(stdio(c, "bare"), { command: "npx", args: ["./relative-arg"] }, "args are the server's to read");
+    assert.deepEqual(stdio(c, "absolute"), { command: "/usr/bin/env", args: [], cwd: "/srv" });
+    assert.deepEqual(c.mcpServers["remote"], { url: "https://example.com/mcp" });
   });
 
   test("envFile on a remote server is an error, as Cursor reads it for stdio servers only", async () => {
