@@ -257,7 +257,7 @@ describe("await_activity sinceEventId (seed 003 cursor)", () => {
 
   test("a waiting cursor read wakes on the next event and returns it", SLOW, async (t) => {
     const c = await pool.open(t);
-    const first = await promote(c, "slow", "slow", { ms: 1 }, 0);
+    const first = await promote(c, "slow", "slow", { ms: 200 }, 0);
     const cursor = envelopeEvents(first.result).at(-1)!.id;
     await eventually("the first task to end", () => (sessionOf(gw, c).tasks.get(first.taskId).status === "completed" ? true : undefined));
     await drainEvents(c);
@@ -265,7 +265,7 @@ describe("await_activity sinceEventId (seed 003 cursor)", () => {
     assert.notEqual(newest, cursor);
     const waiting = seedAwait(c, { sinceEventId: newest, timeout_ms: 20_000 });
     await eventually("await_activity to wait", () => (sessionOf(gw, c).events.waiterCount === 1 ? true : undefined));
-    const second = await promote(c, "slow", "slow", { ms: 1 }, 0);
+    const second = await promote(c, "slow", "slow", { ms: 200 }, 0);
     const woke = await waiting;
     assert.ok(
       woke.triggers.some((x) => x.type === "event" && x.server === "slow"),
