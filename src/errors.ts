@@ -47,6 +47,8 @@ export const ErrorCodes = {
   TASK_STILL_WORKING: "EMCP_TASK_STILL_WORKING",
   /** No pending elicitation / sampling request with that id in this session. */
   UNKNOWN_REQUEST: "EMCP_UNKNOWN_REQUEST",
+  /** The gateway's settings do not let clients do that (e.g. add_server with `command`); the message names the setting. */
+  FORBIDDEN: "EMCP_FORBIDDEN",
   /** A limit (tasks, pending requests, sessions, child processes) was reached. */
   LIMIT_REACHED: "EMCP_LIMIT_REACHED",
   /** The client cancelled the request. */
@@ -62,7 +64,7 @@ export type ErrorCodeName = (typeof ErrorCodes)[keyof typeof ErrorCodes];
 /**
  * The JSON-RPC code of each gateway error: InvalidParams for bad input and
  * unknown names, ids and ended tasks (as the MCP spec has it for tasks/*),
- * InternalError otherwise. A Record over every code, so a new code must choose.
+ * InvalidRequest for what the settings forbid, InternalError otherwise. A Record over every code, so a new code must choose.
  */
 const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_CONFIG_INVALID: ErrorCode.InvalidParams,
@@ -80,6 +82,7 @@ const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_TASK_NOT_COMPLETED: ErrorCode.InternalError,
   EMCP_TASK_STILL_WORKING: ErrorCode.InternalError,
   EMCP_UNKNOWN_REQUEST: ErrorCode.InvalidParams,
+  EMCP_FORBIDDEN: ErrorCode.InvalidRequest,
   EMCP_LIMIT_REACHED: ErrorCode.InternalError,
   EMCP_CANCELLED: ErrorCode.InternalError,
   EMCP_CLOSED: ErrorCode.InternalError,

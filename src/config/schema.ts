@@ -34,6 +34,21 @@ export const gatewaySettingsSchema = z.strictObject({
   /** Origins accepted on browser requests besides loopback origins. */
   allowedOrigins: z.array(z.string()).default([]),
   logLevel: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
+  /**
+   * What clients may change at runtime with add_server / remove_server
+   * (docs/adr/0006-runtime-server-management.md). Whatever these say, a
+   * gateway bound beyond loopback without a token refuses every runtime change.
+   */
+  servers: z
+    .strictObject({
+      /** add_server with `command`: a client may start programs on the gateway's host. Off: stdio servers come from the config file only. */
+      allowRuntimeStdio: z.boolean().default(false),
+      /** add_server with `url`: the gateway connects to a URL the client chose (it can reach what the gateway's host can reach). */
+      allowRuntimeRemote: z.boolean().default(true),
+      /** remove_server of a config-file server, and add_server replacing one with another config. */
+      allowConfigServerChanges: z.boolean().default(false),
+    })
+    .prefault({}),
   tools: z
     .strictObject({
       /** execute_tool waits this long before promoting the call to a task. */

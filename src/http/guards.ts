@@ -1,7 +1,8 @@
 /**
  * HTTP guards applied before any MCP handling: Host and Origin validation
  * (DNS-rebinding protection) and the optional bearer token, compared in
- * constant time.
+ * constant time. isLoopbackHost() tells the CLI when a bind address reaches
+ * beyond this machine.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
@@ -33,6 +34,12 @@ export function checkRequest(req: IncomingMessage, o: GuardOptions): GuardFailur
     };
   }
   return undefined;
+}
+
+/** Whether binding `host` keeps the gateway on this machine (127.0.0.0/8, ::1, localhost). */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[(.*)\]$/, "$1");
+  return h === "localhost" || h === "::1" || /^127(\.\d{1,3}){3}$/.test(h) || /^::ffff:127(\.\d{1,3}){3}$/.test(h);
 }
 
 function hostname(hostHeader: string): string {

@@ -9,6 +9,7 @@ import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { ServerConfig } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { TimerHandle } from "../clock.js";
+import { sessionHash } from "../logging.js";
 import { describeTarget, sameServerConfig, type RegisteredServer } from "../upstream/registry.js";
 import { EventLedger } from "./event-system.js";
 import { Session, type SessionDeps } from "./session.js";
@@ -53,7 +54,7 @@ export class SessionManager {
     }
     const session = new Session(id, { ...this.deps, eventLedger: this.eventLedger }, options.downstreamCapabilities);
     this.sessions.set(id, session);
-    this.deps.logger.info({ session: id }, "session_created");
+    this.deps.logger.info({ sessionHash: sessionHash(id) }, "session_created");
     if (options.connect ?? this.options.connectEagerly) session.connectAllInBackground();
     return session;
   }
@@ -75,7 +76,7 @@ export class SessionManager {
     if (!session) return;
     this.sessions.delete(id);
     await session.close();
-    this.deps.logger.info({ session: id, reason }, "session_destroyed");
+    this.deps.logger.info({ sessionHash: sessionHash(id), reason }, "session_destroyed");
     this.onDestroyed?.(id);
   }
 
@@ -83,11 +84,13 @@ export class SessionManager {
    * add_server. A new name is registered and the calling session connected; if
    * that connection fails nothing is kept (nothing half-added) and other
    * sessions learn about a kept server through `server_added`. The same name
-   * with the same config is idempotent (the caller is connected). A different
-   * config replaces a runtime-added server (see updateServer); a server from
-   * the config file is never replaced at runtime (docs/adr/0004).
+   * with the same config is idempotent (the caller is connected). Otherwise
+   * `authorize` (the caller's policy, docs/adr/0006) decides, in turn with the
+   * other changes to this name, whether this config may be added or may
+   * replace `existing`; it throws to refuse. A different config replaces the
+   * server (see updateServer).
    */
-  addServer(caller: Session, name: string, config: ServerConfig): Promise<AddServerOutcome> {
+  addServer(caller: Session, name: string, config: ServerConfig, authorize: (existing: RegisteredServer | undefined) => void): Promise<AddServerOutcome> {
     return this.oneAtATime(name, async () => {
       const { registry, clock } = this.deps;
       const existing = registry.get(name);
@@ -95,13 +98,7 @@ export class SessionManager {
         await caller.connection(name);
         return "unchanged";
       }
-      if (existing?.addedBy === "config") {
-        throw new GatewayError(
-          ErrorCodes.SERVER_EXISTS,
-          `server '${name}' comes from the gateway's config file and cannot be replaced at runtime; add_server it under another name, or change the config file and restart the gateway`,
-          { details: { server: name } },
-        );
-      }
+      authorize(existing);
       if (existing) return this.updateServer(caller, existing, config);
       registry.add({ name, config, addedAt: clock.now(), addedBy: caller.id });
       try {
@@ -134,7 +131,8 @@ export class SessionManager {
     const reason = `server '${name}' was updated by add_server (new config)`;
     // Sessions not connected now could connect to the new config while the caller tries it; a rollback must undo that.
     const connectedBefore = new Set(this.list().filter((s) => s.view(name).status === "connected"));
-    registry.replace({ name, config, addedAt: clock.now(), addedBy: caller.id });
+    // A config-file server stays one when replaced (allowed by the policy): the file's config comes back on reload or restart.
+    registry.replace({ name, config, addedAt: clock.now(), addedBy: previous.addedBy === "config" ? "config" : caller.id });
     await caller.disconnect(name, reason);
     try {
       await caller.connection(name);
@@ -149,13 +147,17 @@ export class SessionManager {
       s.events.add("server_updated", name, { name, updatedBy: s === caller ? "this session" : "another session", ...describeTarget(config) });
       s.serverSetChanged();
     }
-    this.deps.logger.info({ server: name, by: caller.id, ...describeTarget(config) }, "server_config_updated");
+    this.deps.logger.info({ server: name, bySessionHash: sessionHash(caller.id), ...describeTarget(config) }, "server_config_updated");
     return "updated";
   }
 
-  /** Unregisters a server and disconnects every session from it. */
-  removeServer(caller: Session | undefined, name: string): Promise<number> {
+  /**
+   * Unregisters a server and disconnects every session from it. `authorize`,
+   * if given, may refuse (throw) once it is this change's turn, seeing the entry it would remove.
+   */
+  removeServer(caller: Session | undefined, name: string, authorize?: (entry: RegisteredServer) => void): Promise<number> {
     return this.oneAtATime(name, async () => {
+      authorize?.(this.deps.registry.require(name));
       this.deps.registry.remove(name);
       const sessions = [...this.sessions.values()];
       await Promise.allSettled(

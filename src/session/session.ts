@@ -9,7 +9,7 @@
  * tasks, events, buffers and pending queue, and owns the lifecycle.
  */
 import type { ClientCapabilities, Implementation } from "@modelcontextprotocol/sdk/types.js";
-import type { Logger } from "../logging.js";
+import { sessionHash, type Logger } from "../logging.js";
 import { TaskManager } from "../tasks/task-manager.js";
 import type { ConnectionStatus, UpstreamConnection } from "../upstream/connection.js";
 import type { DownstreamBridge } from "./bridge.js";
@@ -54,7 +54,8 @@ export class Session {
     readonly downstreamCapabilities?: ClientCapabilities,
   ) {
     const { settings, clock, newId } = deps;
-    this.logger = deps.logger.child({ session: id });
+    // Never the id itself in logs: it is a bearer secret (logging.ts).
+    this.logger = deps.logger.child({ sessionHash: sessionHash(id) });
     this.createdAt = clock.now();
     this.lastActivityAt = this.createdAt;
     this.events = new EventSystem(settings.events, clock, newId, this.logger, deps.eventLedger);

@@ -160,7 +160,8 @@ describe("add_server / remove_server at runtime", () => {
   let httpUpstream: ChildServer | undefined;
 
   before(async () => {
-    [gw, httpUpstream] = await Promise.all([startGateway(), startEverythingHttp()]);
+    // Runtime stdio servers are opt-in (docs/adr/0006; the defaults are tested in server-policy.test.ts).
+    [gw, httpUpstream] = await Promise.all([startGateway({ gateway: { servers: { allowRuntimeStdio: true } } }), startEverythingHttp()]);
     a = await connectClient(gw.url, { name: "session-a" });
     b = await connectClient(gw.url, { name: "session-b" });
     await waitConnected(a, "everything");
@@ -253,9 +254,9 @@ describe("add_server / remove_server at runtime", () => {
     await assertEchoWorks(a, "everything", "the gateway survived a crashing upstream");
   });
 
-  test("add_server of a config-file server's name with another config gives EMCP_SERVER_EXISTS and leaves it alone", SLOW, async () => {
+  test("add_server of a config-file server's name with another config gives EMCP_FORBIDDEN and leaves it alone", SLOW, async () => {
     const { command, args } = everythingStdio();
-    const text = assertIsError(await call(a, "add_server", { name: "everything", command, args, env: { OTHER: "1" } }), "EMCP_SERVER_EXISTS");
+    const text = assertIsError(await call(a, "add_server", { name: "everything", command, args, env: { OTHER: "1" } }), "EMCP_FORBIDDEN");
     assert.match(text, /'everything'/);
     await assertEchoWorks(a, "everything", "original still there");
   });

@@ -303,7 +303,8 @@ describe("add_server of an existing name (seed 003 registry update)", () => {
   let b!: Client;
 
   before(async () => {
-    [gw, http] = await Promise.all([startGateway(), startEverythingHttp()]);
+    // The update to a stdio config needs runtime stdio servers (opt-in, docs/adr/0006).
+    [gw, http] = await Promise.all([startGateway({ gateway: { servers: { allowRuntimeStdio: true } } }), startEverythingHttp()]);
     a = await connectClient(gw.url, { name: "session-a" });
     b = await connectClient(gw.url, { name: "session-b" });
     await waitConnected(a, "everything");
@@ -377,7 +378,7 @@ describe("add_server of an existing name (seed 003 registry update)", () => {
     const { command, args } = everythingStdio();
     assert.equal(field(ok(await call(a, "add_server", { name: "everything", command, args })), "outcome"), "unchanged");
     const refused = await call(a, "add_server", { name: "everything", url: http.url });
-    assert.equal(errorCodeOf(refused), "EMCP_SERVER_EXISTS");
+    assert.equal(errorCodeOf(refused), "EMCP_FORBIDDEN");
     assert.match(payloadText(refused), /config file/);
     assert.equal((await serverRow(a, "everything")).transport, "stdio");
   });

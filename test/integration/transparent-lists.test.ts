@@ -28,7 +28,7 @@ async function face(gw: TestGateway, path: string): Promise<Client> {
 }
 
 test("/all/mcp: adding and removing a server sends tools/list_changed, and the list follows", async () => {
-  const gw = await startGateway({ mcpServers: { everything: everythingStdio() } });
+  const gw = await startGateway({ mcpServers: { everything: everythingStdio() }, gateway: { servers: { allowRuntimeStdio: true } } });
   gateways.push(gw);
   const all = await face(gw, "/all/mcp");
   let changes = 0;

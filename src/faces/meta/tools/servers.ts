@@ -2,19 +2,25 @@
  * add_server, remove_server, list_servers. Responses carry the project's
  * field names and the seeds' (seed 003 ServerInfo and SessionManager.addServer);
  * docs/adr/0004-seed-shapes.md lists both.
+ *
+ * Also the runtime server policy (docs/adr/0006): what a client may add,
+ * replace or remove, by `gateway.servers.*` and whether the gateway is bound
+ * beyond loopback without a token. The SessionManager asks it in turn with the
+ * other changes to the same name, so it judges the entry really replaced.
  */
 import { z } from "zod";
 import { formatZodError } from "../../../config/load.js";
-import { serverConfigSchema, serverNameSchema } from "../../../config/schema.js";
+import { isStdioConfig, serverConfigSchema, serverNameSchema, type ServerConfig } from "../../../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../../../errors.js";
-import { describeTarget } from "../../../upstream/registry.js";
-import { defineTool, iso, json } from "../define.js";
+import { isLoopbackHost } from "../../../http/guards.js";
+import { describeTarget, type RegisteredServer } from "../../../upstream/registry.js";
+import { defineTool, iso, json, type MetaContext } from "../define.js";
 
 export const addServer = defineTool({
   name: "add_server",
   title: "Add an upstream MCP server",
   description:
-    "Add an MCP server for every session and connect this session to it. Give either `command` (+ `args`, `env`, `cwd`) for a stdio server, or `url` (+ `headers`, `transport`: streamable-http | sse) for a remote one. Fails, keeping nothing, if the server cannot be reached. The same name with the same config just connects; a different config updates a server added at runtime (every session reconnects with it, their working tasks on it fail); servers from the config file cannot be replaced. Returns the server's capabilities and tools.",
+    "Add an MCP server for every session and connect this session to it. Give either `url` (+ `headers`, `transport`: streamable-http | sse) for a remote server, or `command` (+ `args`, `env`, `cwd`) for a stdio one — stdio only if the gateway's operator allows it (gateway.servers.allowRuntimeStdio; otherwise EMCP_FORBIDDEN). Fails, keeping nothing, if the server cannot be reached. The same name with the same config just connects; a different config updates a server added at runtime (every session reconnects with it, their working tasks on it fail); servers from the config file are replaced only if the operator allows it. Returns the server's capabilities and tools.",
   input: {
     name: serverNameSchema.describe("Unique name used to address the server in other tools"),
     command: z.string().optional().describe("Executable for a stdio server"),
@@ -34,7 +40,8 @@ export const addServer = defineTool({
     if (!parsed.success) {
       throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `invalid server config:\n${formatZodError(parsed.error)}`);
     }
-    const outcome = await gateway.sessions.addServer(session, name, parsed.data);
+    const config = parsed.data;
+    const outcome = await gateway.sessions.addServer(session, name, config, (existing) => authorizeAdd({ session, gateway }, name, config, existing));
     const conn = await session.connection(name);
     const tools = await conn.listTools().catch((err: unknown) => {
       session.logger.warn({ server: name, err: errorMessage(err) }, "list_tools_after_add_failed");
@@ -70,11 +77,13 @@ export const removeServer = defineTool({
   name: "remove_server",
   title: "Remove an upstream MCP server",
   description:
-    "Remove a server for every session: all sessions disconnect from it, its working tasks fail and its pending elicitations/sampling requests are rejected.",
+    "Remove a server for every session: all sessions disconnect from it, its working tasks fail and its pending elicitations/sampling requests are rejected. Servers from the config file only if the gateway's operator allows it (gateway.servers.allowConfigServerChanges; otherwise EMCP_FORBIDDEN).",
   input: { name: z.string().describe("Server name, as in list_servers") },
   annotations: { destructiveHint: true },
   async run({ session, gateway }, { name }) {
-    const sessions = await gateway.sessions.removeServer(session, name);
+    const sessions = await gateway.sessions.removeServer(session, name, (entry) => {
+      if (entry.addedBy === "config") authorizeConfigServerChange({ session, gateway }, name, "remove");
+    });
     return json({ removed: name, sessionsDisconnected: sessions }, `Server '${name}' removed.`);
   },
 });
@@ -108,3 +117,69 @@ export const listServers = defineTool({
     return json({ servers });
   },
 });
+
+/** add_server's policy: the kind of server the client asks for, and whether it replaces a config-file server. */
+function authorizeAdd(ctx: MetaContext, name: string, config: ServerConfig, existing: RegisteredServer | undefined): void {
+  if (existing?.addedBy === "config") authorizeConfigServerChange(ctx, name, "replace");
+  const { servers } = ctx.gateway.settings;
+  if (isStdioConfig(config)) {
+    if (!servers.allowRuntimeStdio) {
+      refuse(
+        ctx,
+        name,
+        "gateway.servers.allowRuntimeStdio",
+        `add_server with \`command\` is off on this gateway (gateway.servers.allowRuntimeStdio is false): it would run a program on the gateway's host, so stdio servers come from the config file only. Ask the gateway's operator to add '${name}' under mcpServers in the config file, or to set gateway.servers.allowRuntimeStdio: true if every client that can reach the gateway may run commands on its host. A remote server (\`url\`) can be added without it.`,
+      );
+    }
+    requireTokenBeyondLoopback(ctx, name, "add_server with `command`", "run any command on its host");
+  } else {
+    if (!servers.allowRuntimeRemote) {
+      refuse(
+        ctx,
+        name,
+        "gateway.servers.allowRuntimeRemote",
+        `add_server with \`url\` is off on this gateway (gateway.servers.allowRuntimeRemote is false): remote servers come from the config file only. Ask the gateway's operator to add '${name}' under mcpServers in the config file, or to set gateway.servers.allowRuntimeRemote: true.`,
+      );
+    }
+    requireTokenBeyondLoopback(ctx, name, "add_server with `url`", "make it connect to any URL its host can reach");
+  }
+}
+
+/** remove_server of a config-file server, or add_server replacing one with another config. */
+function authorizeConfigServerChange(ctx: MetaContext, name: string, change: "remove" | "replace"): void {
+  if (!ctx.gateway.settings.servers.allowConfigServerChanges) {
+    const how =
+      change === "remove"
+        ? "Ask the gateway's operator to remove it from the config file"
+        : `add_server yours under another name, or ask the gateway's operator to change the config file`;
+    refuse(
+      ctx,
+      name,
+      "gateway.servers.allowConfigServerChanges",
+      `server '${name}' comes from the gateway's config file, and clients may not ${change} it (gateway.servers.allowConfigServerChanges is false): the operator set it up for every session. ${how}, or to set gateway.servers.allowConfigServerChanges: true.`,
+    );
+  }
+  requireTokenBeyondLoopback(
+    ctx,
+    name,
+    `${change === "remove" ? "remove_server" : "add_server replacing"} a config-file server`,
+    "take away or redirect the servers the operator configured",
+  );
+}
+
+/** Every runtime change is refused on a gateway anyone on the network can reach without a token, whatever the settings allow. */
+function requireTokenBeyondLoopback(ctx: MetaContext, name: string, what: string, risk: string): void {
+  const { host, token } = ctx.gateway.settings;
+  if (token !== undefined || isLoopbackHost(host)) return;
+  refuse(
+    ctx,
+    name,
+    "gateway.token",
+    `${what} is refused: the gateway listens on ${host}, beyond loopback, without a token, so anyone who can reach it could ${risk}. The operator can set gateway.token (or --token / EMCEEPEE_TOKEN), so that only clients with the token get in, or listen on 127.0.0.1.`,
+  );
+}
+
+function refuse(ctx: MetaContext, server: string, setting: string, message: string): never {
+  ctx.session.logger.warn({ server, setting }, "server_change_forbidden");
+  throw new GatewayError(ErrorCodes.FORBIDDEN, message, { details: { server, setting } });
+}
