@@ -34,6 +34,8 @@ export const gatewaySettingsSchema = z.strictObject({
   /** Origins accepted on browser requests besides loopback origins. */
   allowedOrigins: z.array(z.string()).default([]),
   logLevel: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
+  /** One `tool_call` line at info per tool call (meta and transparent faces); false turns it off. */
+  accessLog: z.boolean().default(true),
   /**
    * What clients may change at runtime with add_server / remove_server
    * (docs/adr/0006-runtime-server-management.md). Whatever these say, a

@@ -1,18 +1,52 @@
 /**
  * The session envelope (seed 000 "Response Formats"): every meta-tool
  * response carries the category-1 events not yet delivered (exactly once) and
- * the category-4 pending client actions (every time, while they exist).
+ * the category-4 pending client actions (every time, while they exist). In
+ * gateway-made replies both go into `structuredContent` too.
+ *
+ * Identical `list_changed` notifications of one server in one reply (an
+ * upstream that sends six in a row) are shown once, with `count`.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Session } from "../../session/session.js";
 import type { StoredEvent } from "../../session/event-system.js";
 import type { PendingInfo } from "../../session/pending-requests.js";
-import { iso } from "./define.js";
+import { isGatewayMade, iso } from "./define.js";
 
 export function formatEvent(e: StoredEvent) {
   const createdAt = iso(e.createdAt);
   // `createdAt` is seed 003's StoredEvent name; `created_at` the project's.
   return { id: e.id, type: e.type, server: e.server, created_at: createdAt, createdAt, data: e.data };
+}
+
+export type FormattedEvent = ReturnType<typeof formatEvent> & { count?: number };
+
+/**
+ * The events of one reply, formatted, in order; a `list_changed` notification
+ * identical to an earlier one of this reply (same server, method and params)
+ * is folded into that one, whose `count` says how many arrived.
+ */
+export function formatEvents(events: readonly StoredEvent[]): FormattedEvent[] {
+  const out: FormattedEvent[] = [];
+  const folded = new Map<string, FormattedEvent>();
+  for (const e of events) {
+    const key = listChangedKey(e);
+    const first = key === undefined ? undefined : folded.get(key);
+    if (first) {
+      first.count = (first.count ?? 1) + 1;
+      continue;
+    }
+    const formatted: FormattedEvent = formatEvent(e);
+    if (key !== undefined) folded.set(key, formatted);
+    out.push(formatted);
+  }
+  return out;
+}
+
+function listChangedKey(e: StoredEvent): string | undefined {
+  const method = e.data.method;
+  if (e.type !== "notification" || typeof method !== "string" || !method.endsWith("/list_changed")) return undefined;
+  return JSON.stringify([e.server, method, e.data.params ?? null]);
 }
 
 export function elicitationSummary(p: PendingInfo<"elicitation">) {
@@ -41,11 +75,13 @@ export function pendingClientAction(session: Session) {
 export function withEnvelope(session: Session, result: CallToolResult): CallToolResult {
   const events = session.events.takeNew();
   const pending = pendingClientAction(session);
-  const extra: CallToolResult["content"] = [];
-  if (events.length) extra.push({ type: "text", text: JSON.stringify({ events_since_last_response: events.map(formatEvent) }) });
-  if (pending.elicitations.length || pending.sampling_requests.length) {
-    extra.push({ type: "text", text: JSON.stringify({ pending_client_action: pending }) });
-  }
-  if (!extra.length) return result;
-  return { ...result, content: [...result.content, ...extra] };
+  const added: Record<string, unknown> = {};
+  if (events.length) added.events_since_last_response = formatEvents(events);
+  if (pending.elicitations.length || pending.sampling_requests.length) added.pending_client_action = pending;
+  const keys = Object.keys(added);
+  if (!keys.length) return result;
+  const extra: CallToolResult["content"] = keys.map((key) => ({ type: "text", text: JSON.stringify({ [key]: added[key] }) }));
+  // An upstream's own structuredContent (execute_tool's verbatim result) is never touched.
+  const structured = isGatewayMade(result) && result.structuredContent ? { structuredContent: { ...result.structuredContent, ...added } } : {};
+  return { ...result, content: [...result.content, ...extra], ...structured };
 }

@@ -2,15 +2,19 @@
  * The meta-tools face: one McpServer per downstream session exposing the
  * gateway's management tools and its own resources. Every tool is registered
  * here once; the HTTP endpoint and `emceepee stdio` both use this function.
+ * Each call is timed for the access log; gateway-made replies declare their
+ * `outputSchema` (outputs.ts).
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { toToolErrorText } from "../../errors.js";
 import { wrapToolErrors } from "../../mcp/tool-errors.js";
-import type { MetaContext, MetaTool } from "./define.js";
+import { logToolCall, resultOutcome } from "../access-log.js";
+import { wasPromoted, type MetaContext, type MetaTool } from "./define.js";
 import { DIAGRAMS_URI, diagramsContents } from "./diagrams.js";
 import { withEnvelope } from "./envelope.js";
+import { META_OUTPUT_SCHEMAS } from "./outputs.js";
 import { awaitActivity } from "./tools/activity.js";
 import { getElicitations, respondToElicitation } from "./tools/elicitation.js";
 import { getLogs, getNotifications } from "./tools/notifications.js";
@@ -45,7 +49,7 @@ export const META_TOOLS: readonly MetaTool[] = [
   awaitActivity,
 ];
 
-const INSTRUCTIONS = `emceepee is an MCP gateway. Use list_servers and list_tools to discover upstream servers and their tools, execute_tool to call them.
+const INSTRUCTIONS = `emceepee is an MCP gateway. Use list_servers and list_tools to discover upstream servers and their tools, execute_tool to call them (a server starts on first use).
 Slow calls become tasks after timeout_ms: follow them with await_activity, get_task and get_task_result.
 When a server asks for user input or an LLM completion, it shows up in pending_client_action: answer with respond_to_elicitation or respond_to_sampling.
 New events are delivered exactly once, in whichever tool response comes first.`;
@@ -56,25 +60,33 @@ export function createMetaServer(ctx: MetaContext): McpServer {
     { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS },
   );
   for (const tool of META_TOOLS) {
+    const outputSchema = META_OUTPUT_SCHEMAS[tool.name];
     server.registerTool(
       tool.name,
       {
         title: tool.title,
         description: tool.description,
         inputSchema: z.strictObject(tool.input),
+        ...(outputSchema ? { outputSchema } : {}),
         ...(tool.annotations ? { annotations: tool.annotations } : {}),
       },
       async (args: unknown, extra) => {
         ctx.session.touch();
-        let result: CallToolResult;
-        try {
-          result = await tool.run(ctx, args as never, extra);
-        } catch (err) {
-          // The one boundary's text (`EMCP_X: message`); an unexpected failure is logged there as an error.
-          const text = toToolErrorText(err, ctx.session.logger);
-          ctx.session.logger.debug({ tool: tool.name, err: text }, "meta_tool_error");
-          result = { content: [{ type: "text", text }], isError: true };
-        }
+        const { server: target, tool: upstreamTool } = args as { server?: unknown; tool?: unknown };
+        const entry = {
+          face: "meta" as const,
+          server: typeof target === "string" ? target : undefined,
+          tool: tool.name,
+          upstreamTool: tool.name === "execute_tool" && typeof upstreamTool === "string" ? upstreamTool : undefined,
+        };
+        const result = await logToolCall(
+          ctx.gateway,
+          ctx.session,
+          entry,
+          extra.signal,
+          () => runTool(ctx, tool, args, extra),
+          (r) => (wasPromoted(r) ? "promoted" : resultOutcome(r)),
+        );
         ctx.session.touch();
         return tool.envelope === false ? result : withEnvelope(ctx.session, result);
       },
@@ -90,4 +102,16 @@ export function createMetaServer(ctx: MetaContext): McpServer {
     async () => diagramsContents(),
   );
   return server;
+}
+
+/** A tool's result, or its error as an `isError` result. */
+async function runTool(ctx: MetaContext, tool: MetaTool, args: unknown, extra: Parameters<MetaTool["run"]>[2]): Promise<CallToolResult> {
+  try {
+    return await tool.run(ctx, args as never, extra);
+  } catch (err) {
+    // The one boundary's text (`EMCP_X: message`); an unexpected failure is logged there as an error.
+    const text = toToolErrorText(err, ctx.session.logger);
+    ctx.session.logger.debug({ tool: tool.name, err: text }, "meta_tool_error");
+    return { content: [{ type: "text", text }], isError: true };
+  }
 }

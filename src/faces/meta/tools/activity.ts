@@ -8,6 +8,10 @@
  * not, so a client that lost a response can ask again; an unknown cursor
  * (evicted) returns everything stored and says so in `cursor`. Semantics in
  * docs/adr/0004-seed-shapes.md.
+ *
+ * Identical list_changed notifications of a server in one reply are shown
+ * once with `count` (envelope.ts formatEvents); `lastEventId` is still the
+ * id of the last event taken, folded or not.
  */
 import { z } from "zod";
 import { ErrorCodes, GatewayError } from "../../../errors.js";
@@ -15,7 +19,7 @@ import { DEFAULT_SETTINGS } from "../../../config/schema.js";
 import type { StoredEvent } from "../../../session/event-system.js";
 import type { Session } from "../../../session/session.js";
 import { defineTool, json } from "../define.js";
-import { formatEvent } from "../envelope.js";
+import { formatEvents, type FormattedEvent } from "../envelope.js";
 
 /** The default the description quotes, from the config schema (a config may set another). */
 const DEFAULT_WAIT_MS = DEFAULT_SETTINGS.awaitActivity.defaultTimeoutMs;
@@ -83,10 +87,10 @@ function triggersFor(events: StoredEvent[]): Trigger[] {
 }
 
 function buildActivity(session: Session, servers: string[], triggers: Trigger[], events: StoredEvent[]) {
-  const byServer = new Map<string, ReturnType<typeof formatEvent>[]>();
-  for (const e of events) {
+  const byServer = new Map<string, FormattedEvent[]>();
+  for (const e of formatEvents(events)) {
     const list = byServer.get(e.server) ?? [];
-    list.push(formatEvent(e));
+    list.push(e);
     byServer.set(e.server, list);
   }
   const pending_server = servers

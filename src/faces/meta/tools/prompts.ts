@@ -1,6 +1,6 @@
 /** list_prompts, get_prompt. */
 import { z } from "zod";
-import { defineTool, json } from "../define.js";
+import { defineTool, json, payload } from "../define.js";
 import { fanout, named } from "./fanout.js";
 
 export const listPrompts = defineTool({
@@ -26,6 +26,7 @@ export const getPrompt = defineTool({
   annotations: { readOnlyHint: true },
   async run({ session }, { server, name, arguments: args }) {
     const conn = await session.connection(server);
-    return json(await conn.getPrompt(name, args));
+    // The upstream's GetPromptResult as it came (no structuredContent: it is not the gateway's to shape).
+    return payload(await conn.getPrompt(name, args));
   },
 });

@@ -2,7 +2,7 @@
 import { z } from "zod";
 import { ErrorCodes, GatewayError } from "../../../errors.js";
 import { DIAGRAMS_URI, diagramsContents } from "../diagrams.js";
-import { defineTool, json } from "../define.js";
+import { defineTool, json, payload } from "../define.js";
 import { fanout, named } from "./fanout.js";
 
 const GATEWAY = "emceepee";
@@ -52,12 +52,13 @@ export const readResource = defineTool({
   async run({ session }, { server, uri }) {
     if ((server === undefined || server === GATEWAY) && uri.startsWith("emceepee://")) {
       if (uri !== DIAGRAMS_URI) throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `unknown gateway resource '${uri}'; the gateway has ${DIAGRAMS_URI}`);
-      return json(diagramsContents());
+      return payload(diagramsContents());
     }
     if (server === undefined) {
       throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, "`server` is required for upstream resources; call list_resources to find the owner of a URI");
     }
     const conn = await session.connection(server);
-    return json(await conn.readResource(uri));
+    // The upstream's contents as they came, once (blobs are not repeated in structuredContent).
+    return payload(await conn.readResource(uri));
   },
 });

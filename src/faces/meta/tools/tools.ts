@@ -1,13 +1,17 @@
-/** list_tools, execute_tool (with timeout promotion to a gateway-owned task). */
+/**
+ * list_tools (filtered by name, paged), execute_tool (with timeout promotion
+ * to a gateway-owned task; the promotion says which respond_to_* the server's
+ * pending requests need).
+ */
 import { z } from "zod";
 import { DEFAULT_SETTINGS } from "../../../config/schema.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError } from "../../../errors.js";
 import { executeWithPromotion } from "../../../tasks/execute.js";
 import { runUpstreamTaskToEnd } from "../../../tasks/native.js";
 import { forwardProgress } from "../../progress.js";
-import { defineTool, json, type MetaContext } from "../define.js";
-import { elicitationSummary } from "../envelope.js";
-import { fanout, named } from "./fanout.js";
+import { defineTool, json, promoted, type MetaContext } from "../define.js";
+import { elicitationSummary, samplingSummary } from "../envelope.js";
+import { fanout, type PerServer } from "./fanout.js";
 import { taskView } from "./task-view.js";
 
 /** How many of the server's working tasks a promotion reply lists. */
@@ -17,16 +21,102 @@ const PENDING_TASKS_SHOWN = 20;
 const { defaultTimeoutMs: DEFAULT_TIMEOUT_MS } = DEFAULT_SETTINGS.tools;
 const { defaultTtlMs: DEFAULT_TTL_MS } = DEFAULT_SETTINGS.tasks;
 
+/** list_tools page size: a tool definition is about 0.7 KB, sent twice (text and structuredContent), so a default reply is about 15 KB. */
+const LIST_TOOLS_DEFAULT_LIMIT = 10;
+const LIST_TOOLS_MAX_LIMIT = 500;
+
 export const listTools = defineTool({
   name: "list_tools",
   title: "List upstream tools",
-  description: "List the tools of one server, or of every server when `server` is omitted (full definitions, input schemas included).",
-  input: { server: z.string().optional().describe("Server name; omit for all servers") },
+  description: `List the tools of one server, or of every server when \`server\` is omitted (full definitions, input schemas included), grouped by server. \`name_contains\` keeps the tools whose name contains it (case-insensitive). At most \`limit\` tools per reply (default ${LIST_TOOLS_DEFAULT_LIMIT}); when more match, the reply has \`next_cursor\`: call again with the same arguments and \`cursor\` set to it.`,
+  input: {
+    server: z.string().optional().describe("Server name; omit for all servers"),
+    name_contains: z.string().min(1).max(200).optional().describe("Only tools whose name contains this text (case-insensitive)"),
+    limit: z
+      .number()
+      .int()
+      .min(1)
+      .max(LIST_TOOLS_MAX_LIMIT)
+      .optional()
+      .describe(`Most tools in one reply (default ${LIST_TOOLS_DEFAULT_LIMIT}, at most ${LIST_TOOLS_MAX_LIMIT})`),
+    cursor: z.string().min(1).max(1000).optional().describe("next_cursor from the previous list_tools reply (same server and name_contains)"),
+  },
   annotations: { readOnlyHint: true },
-  async run(ctx, { server }) {
-    return json({ servers: named("tools", await fanout(ctx, server, (c) => c.cachedTools())) });
+  async run(ctx, { server, name_contains, limit = LIST_TOOLS_DEFAULT_LIMIT, cursor }) {
+    const query = { server: server ?? null, name_contains: name_contains ?? null };
+    const offset = cursor === undefined ? 0 : readCursor(cursor, query);
+    const needle = name_contains?.toLowerCase();
+    const rows = await fanout(ctx, server, async (c) => {
+      const tools = await c.cachedTools();
+      return needle === undefined ? tools : tools.filter((t) => t.name.toLowerCase().includes(needle));
+    });
+    const all = rows.flatMap((r) => ("items" in r ? r.items.map((tool) => ({ server: r.server, tool })) : []));
+    const page = all.slice(offset, offset + limit);
+    const next = offset + page.length < all.length ? offset + page.length : undefined;
+    return json(
+      {
+        servers: pageRows(rows, page, offset === 0 || server !== undefined),
+        total_tools: all.length,
+        returned: page.length,
+        ...(next !== undefined
+          ? {
+              next_cursor: writeCursor(next, query),
+              note: `${all.length - next} more tools: call list_tools again with the same arguments and cursor set to next_cursor`,
+            }
+          : {}),
+      },
+      next !== undefined && offset === 0 && name_contains === undefined && server === undefined
+        ? `${all.length} tools; the first ${page.length} below. Narrow with server or name_contains, or page with cursor.`
+        : undefined,
+    );
   },
 });
+
+/**
+ * The page's tools grouped by server, in server order. Servers without a tool
+ * on this page are listed (with `tools: []`, or their `error`) on the first
+ * page only, or always when the caller asked for that one server.
+ */
+function pageRows<T>(rows: PerServer<T>[], page: Array<{ server: string; tool: T }>, listEmpty: boolean) {
+  return rows.flatMap((r): Array<{ server: string; tools: T[] } | { server: string; error: string }> => {
+    if (!("items" in r)) return listEmpty ? [r] : [];
+    const tools = page.filter((p) => p.server === r.server).map((p) => p.tool);
+    return tools.length || listEmpty ? [{ server: r.server, tools }] : [];
+  });
+}
+
+interface ToolsQuery {
+  server: string | null;
+  name_contains: string | null;
+}
+
+/** An opaque cursor: the offset into the query's tool list, and the query it belongs to. */
+function writeCursor(offset: number, query: ToolsQuery): string {
+  return Buffer.from(JSON.stringify({ offset, ...query })).toString("base64url");
+}
+
+function readCursor(cursor: string, query: ToolsQuery): number {
+  let decoded: unknown;
+  try {
+    decoded = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
+  } catch {
+    decoded = undefined;
+  }
+  const c = decoded as Partial<ToolsQuery & { offset: unknown }> | undefined;
+  if (!c || typeof c !== "object" || typeof c.offset !== "number" || !Number.isInteger(c.offset) || c.offset < 0) {
+    throw new GatewayError(
+      ErrorCodes.BAD_ARGUMENTS,
+      "`cursor` is not a list_tools cursor; pass the next_cursor of the previous reply unchanged, or omit it for the first page",
+    );
+  }
+  if (c.server !== query.server || c.name_contains !== query.name_contains) {
+    throw new GatewayError(
+      ErrorCodes.BAD_ARGUMENTS,
+      `this cursor belongs to list_tools with server ${JSON.stringify(c.server)} and name_contains ${JSON.stringify(c.name_contains)}; call again with those, or omit cursor to start over`,
+    );
+  }
+  return c.offset;
+}
 
 export const executeTool = defineTool({
   name: "execute_tool",
@@ -77,21 +167,41 @@ export const executeTool = defineTool({
     const { task } = outcome;
     // The newest working tasks only: listing all of them made the N-th promotion an O(N) reply.
     const working = session.tasks.list({ server, status: "working" });
-    return json(
-      {
-        proxy_task: taskView(task),
-        pending_on_server: {
-          tasks: working.slice(-PENDING_TASKS_SHOWN).map(taskView),
-          ...(working.length > PENDING_TASKS_SHOWN
-            ? { tasks_total: working.length, tasks_note: `newest ${PENDING_TASKS_SHOWN} shown; list_tasks lists all` }
-            : {}),
-          elicitations_for_server: session.pending.list("elicitation", server).map(elicitationSummary),
+    const elicitations = session.pending.list("elicitation", server);
+    const sampling = session.pending.list("sampling", server);
+    return promoted(
+      json(
+        {
+          task_id: task.taskId,
+          proxy_task: taskView(task),
+          pending_on_server: {
+            tasks: working.slice(-PENDING_TASKS_SHOWN).map(taskView),
+            ...(working.length > PENDING_TASKS_SHOWN
+              ? { tasks_total: working.length, tasks_note: `newest ${PENDING_TASKS_SHOWN} shown; list_tasks lists all` }
+              : {}),
+            elicitations_for_server: elicitations.map(elicitationSummary),
+            sampling_requests_for_server: sampling.map(samplingSummary),
+          },
         },
-      },
-      `Tool call exceeded timeout (${timeoutMs}ms). Promoted to task ${task.taskId}. Use get_task_result to retrieve the result when ready, await_activity to wait for activity, and respond_to_elicitation if the server asks for input.`,
+        `Tool call exceeded timeout (${timeoutMs}ms). Promoted to task ${task.taskId}. Use get_task_result to retrieve the result when ready and await_activity to wait for activity. ${whatTheServerWaitsFor(server, elicitations.length, sampling.length)}`,
+      ),
     );
   },
 });
+
+/**
+ * The promotion's last sentence: the action the server's pending requests
+ * need — elicitations are answered with respond_to_elicitation, sampling
+ * requests (an LLM completion) with respond_to_sampling.
+ */
+function whatTheServerWaitsFor(server: string, elicitations: number, sampling: number): string {
+  const waiting = [
+    ...(elicitations ? [`${elicitations} elicitation(s) (user input): answer with respond_to_elicitation (details: get_elicitations)`] : []),
+    ...(sampling ? [`${sampling} sampling request(s) (an LLM completion): answer with respond_to_sampling (details: get_sampling_requests)`] : []),
+  ];
+  if (waiting.length) return `Server '${server}' is waiting for ${waiting.join("; and ")}.`;
+  return "If the server asks for user input (an elicitation), answer with respond_to_elicitation; if it asks for an LLM completion (a sampling request), with respond_to_sampling.";
+}
 
 async function assertToolExists({ session }: MetaContext, server: string, tool: string): Promise<void> {
   const conn = await session.connection(server);

@@ -1,0 +1,64 @@
+/**
+ * The access log: one pino line at info per tool call, on every face —
+ * `{ msg: "tool_call", face, server, tool, durationMs, outcome, sessionHash }`
+ * (meta face: `tool` is the meta-tool, and execute_tool adds `upstreamTool`).
+ * Off with `gateway.accessLog: false` (CLI `--no-access-log`). The session is
+ * named by its hash only: its id is a bearer secret (logging.ts).
+ */
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { sessionHash } from "../logging.js";
+import type { GatewayContext } from "../server/context.js";
+import type { Session } from "../session/session.js";
+
+export type ToolCallOutcome = "ok" | "error" | "promoted" | "cancelled";
+
+export interface ToolCallEntry {
+  /** "meta" for /mcp, "server" for /servers/<name>/mcp, "all" for /all/mcp. */
+  face: "meta" | "server" | "all";
+  /** The upstream the call went to, when there is one. */
+  server?: string | undefined;
+  tool: string;
+  upstreamTool?: string | undefined;
+}
+
+/**
+ * Runs one tool call and logs its line when it ends, however it ends.
+ * `outcome` classifies a returned result; a throw is "error" (or "cancelled"
+ * when the client cancelled the request).
+ */
+export async function logToolCall<T>(
+  gateway: GatewayContext,
+  session: Session,
+  entry: ToolCallEntry,
+  signal: AbortSignal,
+  run: () => Promise<T>,
+  outcome: (result: T) => ToolCallOutcome,
+): Promise<T> {
+  if (!gateway.settings.accessLog) return run();
+  const started = gateway.clock.now();
+  let result: ToolCallOutcome = "error";
+  try {
+    const value = await run();
+    result = outcome(value);
+    return value;
+  } finally {
+    if (signal.aborted && result !== "promoted") result = "cancelled";
+    gateway.logger.info(
+      {
+        face: entry.face,
+        ...(entry.server !== undefined ? { server: entry.server } : {}),
+        tool: entry.tool,
+        ...(entry.upstreamTool !== undefined ? { upstreamTool: entry.upstreamTool } : {}),
+        durationMs: gateway.clock.now() - started,
+        outcome: result,
+        sessionHash: sessionHash(session.id),
+      },
+      "tool_call",
+    );
+  }
+}
+
+/** A CallToolResult's outcome: an `isError` result is an error. */
+export function resultOutcome(result: CallToolResult): ToolCallOutcome {
+  return result.isError === true ? "error" : "ok";
+}
