@@ -20,11 +20,11 @@ export type GuardFailure = { status: 401 | 403; message: string; headers?: Recor
 export function checkRequest(req: IncomingMessage, o: GuardOptions): GuardFailure | undefined {
   const host = req.headers.host;
   if (!host || !hostAllowed(host, o.allowedHosts)) {
-    return { status: 403, message: `Host '${host ?? ""}' is not allowed; add it to gateway.allowedHosts to accept it` };
+    return { status: 403, message: `Host '${host ?? ""}' is not allowed; add it to gateway.allowedHosts (or --allowed-hosts) to accept it` };
   }
   const origin = req.headers.origin;
   if (origin !== undefined && !originAllowed(origin, o.allowedOrigins)) {
-    return { status: 403, message: `Origin '${origin}' is not allowed; add it to gateway.allowedOrigins to accept it` };
+    return { status: 403, message: `Origin '${origin}' is not allowed; add it to gateway.allowedOrigins (or --allowed-origins) to accept it` };
   }
   if (o.token !== undefined && !tokenMatches(req.headers.authorization, o.token)) {
     return {

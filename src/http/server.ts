@@ -1,6 +1,13 @@
 /**
- * The HTTP edge: guards first, then declarative routing to MCP endpoints.
+ * The HTTP edge: probes, guards, then declarative routing to MCP endpoints.
  * No business logic lives here.
+ *
+ * Order: the liveness/readiness probes (GET/HEAD only) are answered before
+ * the Host/Origin/token guards, because container probes send neither a
+ * token nor the gateway's Host, and the probes reveal nothing but a status
+ * word. Everything else passes the guards first; while the gateway shuts
+ * down, MCP requests then get 503 (the listener stays open so /readyz can
+ * say "not ready" until the last upstream is gone).
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -16,8 +23,15 @@ export interface Routes {
   endpoint(path: string): McpEndpoint | undefined;
   /** Paths to list in 404 messages. */
   describe: string;
-  /** Extra GET handlers, e.g. /healthz. */
-  get?: Record<string, () => unknown>;
+  /** GET/HEAD probes answered before the guards (e.g. /healthz): a status code and a small JSON body that reveals nothing else. */
+  probes?: Record<string, () => ProbeReply>;
+  /** While this returns a reason (e.g. shutting down), MCP requests are answered 503 with it. */
+  unavailable?: () => string | undefined;
+}
+
+export interface ProbeReply {
+  status: number;
+  body: Record<string, string>;
 }
 
 export function createHttpServer(settings: GatewaySettings, routes: Routes, logger: Logger): http.Server {
@@ -34,21 +48,25 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
   });
 
   function route(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    const probes = routes.probes;
+    const probe = (req.method === "GET" || req.method === "HEAD") && probes && Object.hasOwn(probes, path) ? probes[path] : undefined;
+    if (probe) {
+      const { status, body } = probe();
+      res.writeHead(status, { "Content-Type": "application/json", "Cache-Control": "no-store" });
+      res.end(req.method === "HEAD" ? undefined : JSON.stringify(body));
+      return;
+    }
     const failure = checkRequest(req, guard);
     if (failure) return sendJsonRpcError(res, failure.status, -32000, failure.message, failure.headers);
-    const path = (req.url ?? "/").split("?")[0] ?? "/";
     const endpoint = routes.endpoint(path);
+    const unavailable = endpoint && routes.unavailable?.();
+    if (unavailable) return sendJsonRpcError(res, 503, -32000, unavailable, { Connection: "close" });
     if (endpoint) {
       endpoint.handle(req, res).catch((err: unknown) => {
         logger.error({ err: errorMessage(err), path }, "http_handler_failed");
         sendErrorReply(res, 500, err);
       });
-      return;
-    }
-    const get = req.method === "GET" ? routes.get?.[path] : undefined;
-    if (get) {
-      res.writeHead(200, { "Content-Type": "application/json" });
-      res.end(JSON.stringify(get()));
       return;
     }
     sendJsonRpcError(res, 404, -32601, `Not found: ${req.method} ${path}. MCP endpoints: ${routes.describe}`);

@@ -4,12 +4,21 @@
  * (serveStdio). close() drains everything: sessions, upstream connections,
  * child processes (each stdio upstream's whole process group) and timers;
  * destroy() SIGKILLs those groups at once, for a forced exit.
+ *
+ * State: "starting" → "ready" (listening, or serving stdio) → "closing".
+ * /healthz says "ok" whenever the process answers; /readyz is 200 only while
+ * ready. close() keeps the listener open until the upstreams are gone, so
+ * probes see 503 through the whole shutdown while MCP requests get 503 too.
+ * checkUpstreams() and reload() are the operator's: a one-off reachability
+ * check per server (upstream-check.ts) and a re-read config applied to the
+ * config-file servers (reload.ts).
  */
 import type http from "node:http";
 import { createRequire } from "node:module";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { systemClock, ulidGenerator, type Clock, type IdGenerator } from "../clock.js";
-import type { GatewayConfig } from "../config/schema.js";
+import type { GatewayConfig, GatewaySettings } from "../config/schema.js";
+import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { createMetaServer } from "../faces/meta/server.js";
 import { createTransparentServer } from "../faces/transparent/server.js";
 import { McpEndpoint } from "../http/mcp-endpoint.js";
@@ -22,6 +31,8 @@ import { ChildProcessLimiter, ProcessGroups } from "../upstream/children.js";
 import { ServerRegistry } from "../upstream/registry.js";
 import { createTransportFactory, type TransportFactory } from "../upstream/transports.js";
 import type { GatewayContext } from "./context.js";
+import { changedSettings, reloadServers, type ReloadReport } from "./reload.js";
+import { UpstreamChecker, type UpstreamCheckResult } from "./upstream-check.js";
 
 /** A path segment's text, or "" for malformed percent-encoding (no server has that name: 404). */
 function decodePathSegment(segment: string): string {
@@ -36,6 +47,13 @@ const pkg = createRequire(import.meta.url)("../../package.json") as { version: s
 
 export type StdioFace = { kind: "meta" } | { kind: "all" } | { kind: "server"; server: string };
 
+export type GatewayState = "starting" | "ready" | "closing";
+
+/** What reload() did, and the `gateway` settings that differ but need a restart. */
+export interface GatewayReloadReport extends ReloadReport {
+  settingsChanged: string[];
+}
+
 export interface GatewayDeps {
   clock?: Clock;
   newId?: IdGenerator;
@@ -46,11 +64,24 @@ export interface GatewayDeps {
 
 export interface Gateway {
   readonly context: GatewayContext;
+  readonly state: GatewayState;
   /** Serves HTTP; resolves with the MCP URL once listening. */
   listen(): Promise<{ url: string; port: number }>;
   /** Serves one session over stdin/stdout with the chosen face. */
   serveStdio(options?: { face?: StdioFace; stdin?: NodeJS.ReadableStream; stdout?: NodeJS.WritableStream }): Promise<Session>;
   close(): Promise<void>;
+  /**
+   * One throwaway connection per server (default: every config-file server),
+   * closed before its result is logged as `upstream_check_ok` or
+   * `upstream_check_failed` (with the reason). Never throws.
+   */
+  checkUpstreams(names?: readonly string[]): Promise<UpstreamCheckResult[]>;
+  /**
+   * Applies a re-read config file: config-file servers added, removed or
+   * changed for every session (runtime-added ones untouched). Settings are not
+   * re-applied; `settingsChanged` names those that differ. One reload at a time.
+   */
+  reload(config: GatewayConfig): Promise<GatewayReloadReport>;
   /**
    * Kills now, synchronously: SIGKILL to every stdio upstream's process group
    * this gateway started (its transports; an injected transportFactory is on
@@ -69,17 +100,21 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     registry.add({ name, config: serverConfig, addedAt: clock.now(), addedBy: "config" });
   }
   const groups = new ProcessGroups();
+  const transportFactory = deps.transportFactory ?? createTransportFactory({ killGraceMs: settings.upstream.killGraceMs, groups });
+  const children = new ChildProcessLimiter(settings.upstream.maxChildProcesses);
+  const clientInfo = { name: "emceepee", version: pkg.version };
   const sessions = new SessionManager({
     registry,
     settings,
     clock,
     newId,
     logger,
-    transportFactory: deps.transportFactory ?? createTransportFactory({ killGraceMs: settings.upstream.killGraceMs, groups }),
+    transportFactory,
     taskStore: deps.taskStore ?? new MemoryTaskRecordStore(),
-    clientInfo: { name: "emceepee", version: pkg.version },
-    children: new ChildProcessLimiter(settings.upstream.maxChildProcesses),
+    clientInfo,
+    children,
   });
+  const checker = new UpstreamChecker({ transportFactory, children, clientInfo, settings, logger });
   const context: GatewayContext = { registry, sessions, settings, clock, newId, logger, version: pkg.version };
   const meta = new McpEndpoint(context, { face: (session) => createMetaServer({ session, gateway: context }), connectAll: true, attachable: true });
   const separator = settings.transparent.separator;
@@ -93,7 +128,10 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     let endpoint = perServer.get(name);
     if (!endpoint) {
       endpoint = new McpEndpoint(context, {
-        face: (session, init) => createTransparentServer({ session, gateway: context, target: { kind: "server", server: name }, init }),
+        face: (session, init) =>
+          createTransparentServer({ session, gateway: context, target: { kind: "server", server: name }, init }).catch((err: unknown) => {
+            throw singleFaceUnavailable(name, session, err);
+          }),
         connectAll: false,
       });
       perServer.set(name, endpoint);
@@ -114,15 +152,55 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   let httpServer: http.Server | undefined;
   let stdioClose: (() => Promise<void>) | undefined;
   let closing: Promise<void> | undefined;
+  let state: GatewayState = "starting";
+  let reloading: Promise<unknown> = Promise.resolve();
+  let currentSettings: GatewaySettings = settings;
   sessions.start();
+  const probes = {
+    // Liveness and readiness only: no counts, names or versions (these answer without a token).
+    "/healthz": () => ({ status: 200, body: { status: "ok" } }),
+    "/readyz": () =>
+      state === "ready" ? { status: 200, body: { status: "ready" } } : { status: 503, body: { status: state === "closing" ? "shutting_down" : "starting" } },
+  };
+  const unavailable = () => (state === "closing" ? "the gateway is shutting down; reconnect when it is back" : undefined);
+
+  async function checkUpstreams(names?: readonly string[]): Promise<UpstreamCheckResult[]> {
+    const wanted = names ?? registry.list().flatMap((e) => (e.addedBy === "config" ? [e.name] : []));
+    const servers = wanted.flatMap((name) => {
+      const entry = registry.get(name);
+      return entry ? [[name, entry.config] as const] : [];
+    });
+    const results = await checker.checkAll(servers);
+    for (const r of results) {
+      if (r.ok) logger.info({ server: r.server, tools: r.tools, serverInfo: r.serverInfo }, "upstream_check_ok");
+      else logger.warn({ server: r.server, reason: r.reason }, "upstream_check_failed");
+    }
+    return results;
+  }
 
   return {
     context,
+    get state() {
+      return state;
+    },
     async listen() {
-      httpServer = createHttpServer(settings, { ...routes, get: { "/healthz": () => ({ status: "ok", sessions: sessions.size }) } }, logger);
+      httpServer = createHttpServer(settings, { ...routes, probes, unavailable }, logger);
       const address = await listen(httpServer, settings.host, settings.port);
+      if (state === "starting") state = "ready";
       const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
       return { url: `http://${host}:${address.port}/mcp`, port: address.port };
+    },
+    checkUpstreams,
+    reload(next) {
+      const run = reloading.then(async (): Promise<GatewayReloadReport> => {
+        if (state === "closing") throw new GatewayError(ErrorCodes.CLOSED, "the gateway is shutting down; the config was not reloaded");
+        const report = await reloadServers(registry, sessions, next.mcpServers);
+        const settingsChanged = changedSettings(currentSettings, next.gateway);
+        currentSettings = next.gateway;
+        return { ...report, settingsChanged };
+      });
+      reloading = run.catch(() => undefined);
+      return run;
     },
     async serveStdio({ face = { kind: "meta" } as StdioFace, stdin = process.stdin, stdout = process.stdout } = {}) {
       const session = sessions.create({ connect: face.kind === "meta" });
@@ -137,12 +215,21 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       const transport = new StdioServerTransport(stdin as never, stdout as never);
       await server.connect(transport);
       stdioClose = () => server.close();
+      if (state === "starting") state = "ready";
       return session;
     },
     close() {
       closing ??= (async () => {
+        // From here /readyz says 503 and MCP requests get 503 (probes keep answering until the listener closes, last).
+        state = "closing";
         // Seed 003 "Log Events": registry_shutdown_start / registry_shutdown_complete.
         logger.info({ serverCount: registry.names().length, sessionCount: sessions.size }, "registry_shutdown_start");
+        await checker.close();
+        await Promise.allSettled(endpoints().map((e) => e.close()));
+        await stdioClose?.().catch(() => undefined);
+        await sessions.close();
+        // Groups whose leader crashed are still being reaped in the background: wait for them too.
+        await groups.terminateAll();
         if (httpServer) {
           const server = httpServer;
           await new Promise<void>((resolve) => {
@@ -150,11 +237,6 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
             server.closeAllConnections();
           });
         }
-        await Promise.allSettled(endpoints().map((e) => e.close()));
-        await stdioClose?.().catch(() => undefined);
-        await sessions.close();
-        // Groups whose leader crashed are still being reaped in the background: wait for them too.
-        await groups.terminateAll();
         logger.info({}, "registry_shutdown_complete");
         logger.info("gateway_closed");
       })();
@@ -164,4 +246,19 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       groups.killAll();
     },
   };
+}
+
+/**
+ * `/servers/<name>/mcp` is that one upstream: without it no session can start
+ * (502). Its message must not point to meta-face tools this face lacks, so it
+ * says why the upstream failed and where the operator looks instead.
+ */
+function singleFaceUnavailable(name: string, session: Session, err: unknown): unknown {
+  if (!(err instanceof GatewayError) || err.code !== ErrorCodes.UPSTREAM_UNAVAILABLE) return err;
+  const why = session.view(name).lastError ?? errorMessage(err.cause ?? err);
+  return new GatewayError(
+    ErrorCodes.UPSTREAM_UNAVAILABLE,
+    `upstream '${name}' is unavailable: ${why}. This endpoint serves only '${name}', so no session can start until it is reachable; the next initialize tries again. See the gateway's log (upstream_check_failed), or run \`emceepee check --config <file> --connect\`.`,
+    { details: { server: name }, cause: err },
+  );
 }

@@ -108,12 +108,28 @@ export class SessionManager {
         await caller.disconnect(name, "add_server failed");
         throw err;
       }
-      for (const s of this.sessions.values()) {
-        if (s !== caller) s.events.add("server_added", name, { name, addedBy: "another session" });
-        s.serverSetChanged();
-      }
+      this.announceAdded(name, caller);
       return "added";
     });
+  }
+
+  /**
+   * A server the config file gained (reload): registered as a config-file
+   * server for every session, connected by each on next use; nothing is
+   * tried now (the caller checks it in the background).
+   */
+  addConfigServer(name: string, config: ServerConfig): Promise<void> {
+    return this.oneAtATime(name, async () => {
+      this.deps.registry.add({ name, config, addedAt: this.deps.clock.now(), addedBy: "config" });
+      this.announceAdded(name, undefined);
+    });
+  }
+
+  private announceAdded(name: string, caller: Session | undefined): void {
+    for (const s of this.sessions.values()) {
+      if (s !== caller) s.events.add("server_added", name, { name, addedBy: caller ? "another session" : "the config file" });
+      s.serverSetChanged();
+    }
   }
 
   /**
@@ -152,8 +168,9 @@ export class SessionManager {
   }
 
   /**
-   * Unregisters a server and disconnects every session from it. `authorize`,
-   * if given, may refuse (throw) once it is this change's turn, seeing the entry it would remove.
+   * Unregisters a server and disconnects every session from it (`caller`
+   * undefined: the config file dropped it on reload). `authorize`, if given,
+   * may refuse (throw) once it is this change's turn, seeing the entry it would remove.
    */
   removeServer(caller: Session | undefined, name: string, authorize?: (entry: RegisteredServer) => void): Promise<number> {
     return this.oneAtATime(name, async () => {
@@ -163,7 +180,7 @@ export class SessionManager {
       await Promise.allSettled(
         sessions.map(async (s) => {
           await s.disconnect(name, `server '${name}' was removed`);
-          s.events.add("server_removed", name, { name, removedBy: s === caller ? "this session" : "another session" });
+          s.events.add("server_removed", name, { name, removedBy: s === caller ? "this session" : caller ? "another session" : "the config file" });
           s.serverSetChanged();
         }),
       );

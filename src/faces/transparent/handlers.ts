@@ -20,10 +20,19 @@ import {
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError, toToolErrorText } from "../../errors.js";
 import type { UpstreamConnection } from "../../upstream/connection.js";
-import { logToolCall, resultOutcome } from "../access-log.js";
 import { paginate } from "./catalog.js";
 import { verbatimErrors, type HandlerContext } from "./context.js";
 import { callTool, honouredTool, registerTaskHandlers } from "./tasks.js";
+
+/**
+ * `_meta` key of an aggregated list result that lacks some upstreams' items:
+ * `[{ server, reason }]`, one per upstream that could not be listed (the
+ * gateway log has `aggregate_list_failed` too). Absent when all answered.
+ */
+export const UNAVAILABLE_META_KEY = "emceepee/unavailable";
+
+type Unavailable = Array<{ server: string; reason: string }>;
+const unavailableMeta = (failed: Unavailable) => (failed.length ? { _meta: { [UNAVAILABLE_META_KEY]: failed } } : {});
 
 export function registerHandlers(h: HandlerContext): void {
   const { session, catalog, capabilities } = h;
@@ -32,13 +41,14 @@ export function registerHandlers(h: HandlerContext): void {
   // What these throw reaches the client through verbatimErrors (the face's one error boundary).
   const conn = (name: string): Promise<UpstreamConnection> => session.connection(name);
   /** Every upstream of the face that connects, in catalog order. */
-  const each = async <T>(read: (c: UpstreamConnection, server: string) => Promise<T[]>): Promise<Array<{ server: string; item: T }>> => {
+  const each = async <T>(read: (c: UpstreamConnection, server: string) => Promise<T[]>, failed?: Unavailable): Promise<Array<{ server: string; item: T }>> => {
     const rows = await Promise.all(
       catalog.servers().map(async (s) => {
         try {
           return (await read(await session.connection(s), s)).map((item) => ({ server: s, item }));
         } catch (err) {
           session.logger.warn({ server: s, err: toToolErrorText(err) }, "aggregate_list_failed");
+          failed?.push({ server: s, reason: toToolErrorText(err) });
           return [];
         }
       }),
@@ -53,22 +63,20 @@ export function registerHandlers(h: HandlerContext): void {
         const listed = await (await conn(catalog.servers()[0]!)).listToolsPage(req.params);
         return { ...listed, tools: listed.tools.map(honouredTool) };
       }
-      const rows = await each((c) => (c.capabilities?.tools ? c.cachedTools() : Promise.resolve([])));
+      const failed: Unavailable = [];
+      const rows = await each((c) => (c.capabilities?.tools ? c.cachedTools() : Promise.resolve([])), failed);
       const tools = rows.map(({ server: s, item }) => honouredTool({ ...item, name: catalog.expose(s, item.name) }));
       catalog.assertUnique(
         tools.map((t, i) => ({ exposed: t.name, server: rows[i]!.server })),
         "tool",
       );
       const { page, nextCursor } = paginate(tools, req.params?.cursor);
-      return { tools: page, ...(nextCursor ? { nextCursor } : {}) };
+      return { tools: page, ...(nextCursor ? { nextCursor } : {}), ...unavailableMeta(failed) };
     });
     server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
       const { server: upstream, name } = catalog.resolve(req.params.name, "tool");
       assertArgumentsSize(req.params.arguments, h.gateway.settings.tools.maxArgumentsBytes);
-      // The access log's line (access-log.ts); a task-augmented call answered with a task is "promoted".
-      const entry = { face: catalog.target.kind, server: upstream, tool: name };
-      const run = async () => callTool(h, await conn(upstream), req.params, name, extra);
-      return logToolCall(h.gateway, session, entry, extra.signal, run, (r) => ("task" in r ? "promoted" : resultOutcome(r)));
+      return callTool(h, await conn(upstream), req.params, name, extra);
     });
     registerTaskHandlers(h, conn);
   }
@@ -76,23 +84,25 @@ export function registerHandlers(h: HandlerContext): void {
   if (capabilities.resources) {
     server.setRequestHandler(ListResourcesRequestSchema, async (req) => {
       if (single) return (await conn(catalog.servers()[0]!)).listResourcesPage(req.params);
-      const rows = await each((c) => c.listResources());
+      const failed: Unavailable = [];
+      const rows = await each((c) => c.listResources(), failed);
       router.learnResources(rows.map((r) => ({ server: r.server, uri: r.item.uri })));
       const { page, nextCursor } = paginate(
         rows.map((r) => r.item),
         req.params?.cursor,
       );
-      return { resources: page, ...(nextCursor ? { nextCursor } : {}) };
+      return { resources: page, ...(nextCursor ? { nextCursor } : {}), ...unavailableMeta(failed) };
     });
     server.setRequestHandler(ListResourceTemplatesRequestSchema, async (req) => {
       if (single) return (await conn(catalog.servers()[0]!)).listResourceTemplatesPage(req.params);
-      const rows = await each((c) => c.listResourceTemplates());
+      const failed: Unavailable = [];
+      const rows = await each((c) => c.listResourceTemplates(), failed);
       router.learnTemplates(rows.map((r) => ({ server: r.server, template: r.item.uriTemplate })));
       const { page, nextCursor } = paginate(
         rows.map((r) => r.item),
         req.params?.cursor,
       );
-      return { resourceTemplates: page, ...(nextCursor ? { nextCursor } : {}) };
+      return { resourceTemplates: page, ...(nextCursor ? { nextCursor } : {}), ...unavailableMeta(failed) };
     });
     const owner = async (uri: string): Promise<UpstreamConnection> => {
       if (single) return conn(catalog.servers()[0]!);
@@ -118,14 +128,15 @@ export function registerHandlers(h: HandlerContext): void {
   if (capabilities.prompts) {
     server.setRequestHandler(ListPromptsRequestSchema, async (req) => {
       if (single) return (await conn(catalog.servers()[0]!)).listPromptsPage(req.params);
-      const rows = await each((c) => c.listPrompts());
+      const failed: Unavailable = [];
+      const rows = await each((c) => c.listPrompts(), failed);
       const prompts = rows.map(({ server: s, item }) => ({ ...item, name: catalog.expose(s, item.name) }));
       catalog.assertUnique(
         prompts.map((p, i) => ({ exposed: p.name, server: rows[i]!.server })),
         "prompt",
       );
       const { page, nextCursor } = paginate(prompts, req.params?.cursor);
-      return { prompts: page, ...(nextCursor ? { nextCursor } : {}) };
+      return { prompts: page, ...(nextCursor ? { nextCursor } : {}), ...unavailableMeta(failed) };
     });
     server.setRequestHandler(GetPromptRequestSchema, async (req) => {
       const { server: upstream, name } = catalog.resolve(req.params.name, "prompt");

@@ -1,0 +1,72 @@
+/**
+ * Applying a re-read config file to a running gateway (the CLI does it on
+ * SIGHUP). The servers the file gained, lost or changed are added, removed or
+ * replaced for every session through the SessionManager's own operations —
+ * the ones add_server / remove_server use — so sessions get the same
+ * `server_added` / `server_removed` events and tasks fail the same way. A
+ * changed server is removed, then added (its working tasks fail; sessions
+ * reconnect on next use). Only config-file servers are touched: a server
+ * added at runtime keeps its name even if the file now declares it too (the
+ * entry is reported as skipped). Gateway settings are not re-applied (the
+ * socket is bound, limits are in use); changedSettings() names the ones that
+ * differ so the operator knows a restart is needed.
+ */
+import type { GatewaySettings, ServerConfig } from "../config/schema.js";
+import { toToolErrorText } from "../errors.js";
+import type { SessionManager } from "../session/session-manager.js";
+import { sameServerConfig, type ServerRegistry } from "../upstream/registry.js";
+
+export interface ReloadReport {
+  added: string[];
+  removed: string[];
+  updated: string[];
+  unchanged: string[];
+  /** Entries of the new file not applied, and why (a runtime-added server holds the name, or the operation failed). */
+  skipped: Array<{ server: string; reason: string }>;
+}
+
+export async function reloadServers(
+  registry: ServerRegistry,
+  sessions: SessionManager,
+  desired: Readonly<Record<string, ServerConfig>>,
+): Promise<ReloadReport> {
+  const report: ReloadReport = { added: [], removed: [], updated: [], unchanged: [], skipped: [] };
+  const attempt = async (server: string, work: () => Promise<unknown>, done: string[]) => {
+    try {
+      await work();
+      done.push(server);
+    } catch (err) {
+      report.skipped.push({ server, reason: toToolErrorText(err) });
+    }
+  };
+  for (const entry of registry.list()) {
+    if (entry.addedBy !== "config" || Object.hasOwn(desired, entry.name)) continue;
+    await attempt(entry.name, () => sessions.removeServer(undefined, entry.name), report.removed);
+  }
+  for (const [name, config] of Object.entries(desired)) {
+    const existing = registry.get(name);
+    if (!existing) {
+      await attempt(name, () => sessions.addConfigServer(name, config), report.added);
+    } else if (existing.addedBy !== "config") {
+      report.skipped.push({ server: name, reason: "a server of that name was added at runtime (add_server); remove_server it, then reload again" });
+    } else if (sameServerConfig(existing.config, config)) {
+      report.unchanged.push(name);
+    } else {
+      await attempt(
+        name,
+        async () => {
+          await sessions.removeServer(undefined, name);
+          await sessions.addConfigServer(name, config);
+        },
+        report.updated,
+      );
+    }
+  }
+  return report;
+}
+
+/** The top-level `gateway` keys whose values differ (`tools`, `port`, …); values are not returned (the token is one). */
+export function changedSettings(before: GatewaySettings, after: GatewaySettings): string[] {
+  const keys = new Set([...Object.keys(before), ...Object.keys(after)]) as Set<keyof GatewaySettings>;
+  return [...keys].filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]));
+}

@@ -1,0 +1,102 @@
+/**
+ * UpstreamChecker: one-off reachability checks of upstream servers, for the
+ * operator — `serve` checks every config server once after it listens (and
+ * servers a reload adds or changes), `emceepee check --connect` checks them
+ * and exits. Each check is a throwaway UpstreamConnection (spawn/connect,
+ * initialize, tools/list) that is closed — its stdio process group gone —
+ * before the result is reported. Stdio checks take a slot of the
+ * gateway-wide child-process cap like any session's connection; a check that
+ * cannot get one fails with that reason. Nothing here touches sessions.
+ * close() ends checks still running (gateway shutdown).
+ */
+import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
+import type { GatewaySettings, ServerConfig } from "../config/schema.js";
+import { errorMessage } from "../errors.js";
+import type { Logger } from "../logging.js";
+import type { ChildProcessLimiter } from "../upstream/children.js";
+import { UpstreamConnection, type UpstreamHandlers } from "../upstream/connection.js";
+import type { TransportFactory } from "../upstream/transports.js";
+
+export type UpstreamCheckResult =
+  { server: string; ok: true; tools: number; serverInfo?: Implementation | undefined } | { server: string; ok: false; reason: string };
+
+export interface UpstreamCheckerDeps {
+  transportFactory: TransportFactory;
+  children?: ChildProcessLimiter | undefined;
+  clientInfo: Implementation;
+  settings: GatewaySettings;
+  logger: Logger;
+}
+
+/** How many checks run at once (each may start a process). */
+export const CHECK_CONCURRENCY = 4;
+
+/** A check has no client behind it: whatever the upstream asks of one is declined. */
+const NO_CLIENT = "emceepee is only checking that this server starts; there is no client to ask";
+
+const handlers: UpstreamHandlers = {
+  onElicit: () => Promise.reject(new Error(NO_CLIENT)),
+  onSample: () => Promise.reject(new Error(NO_CLIENT)),
+  onNotification: () => undefined,
+  onLog: () => undefined,
+  onStderr: () => undefined,
+  onListRoots: () => Promise.resolve({ roots: [] }),
+  onDisconnect: () => undefined,
+};
+
+export class UpstreamChecker {
+  private readonly running = new Set<UpstreamConnection>();
+  private closed = false;
+
+  constructor(private readonly deps: UpstreamCheckerDeps) {}
+
+  /** Connects once, lists tools, closes; never throws. */
+  async check(server: string, config: ServerConfig): Promise<UpstreamCheckResult> {
+    if (this.closed) return { server, ok: false, reason: "the gateway is shutting down" };
+    const { settings } = this.deps;
+    const conn = new UpstreamConnection({
+      name: server,
+      config,
+      handlers,
+      transportFactory: this.deps.transportFactory,
+      children: this.deps.children,
+      clientInfo: this.deps.clientInfo,
+      connectTimeoutMs: settings.upstream.connectTimeoutMs,
+      requestTimeoutMs: settings.upstream.requestTimeoutMs,
+      logger: this.deps.logger.child({ check: true }),
+    });
+    this.running.add(conn);
+    try {
+      await conn.connect();
+      const tools = conn.capabilities?.tools ? (await conn.listTools()).length : 0;
+      return { server, ok: true, tools, serverInfo: conn.serverInfo };
+    } catch (err) {
+      // lastError is the connection's own account (with the child's last stderr lines); the error adds advice for meta-face users.
+      return { server, ok: false, reason: this.closed ? "the gateway is shutting down" : (conn.lastError ?? errorMessage(err)) };
+    } finally {
+      await conn.close();
+      this.running.delete(conn);
+    }
+  }
+
+  /** Checks every server, CHECK_CONCURRENCY at a time; results in the order given. */
+  async checkAll(servers: ReadonlyArray<readonly [string, ServerConfig]>): Promise<UpstreamCheckResult[]> {
+    const results: UpstreamCheckResult[] = new Array<UpstreamCheckResult>(servers.length);
+    let next = 0;
+    const worker = async () => {
+      while (next < servers.length) {
+        const i = next++;
+        const [name, config] = servers[i]!;
+        results[i] = await this.check(name, config);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(CHECK_CONCURRENCY, servers.length) }, worker));
+    return results;
+  }
+
+  /** Ends checks still running (their processes included); later checks fail at once. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.allSettled([...this.running].map((c) => c.close()));
+  }
+}
