@@ -104,6 +104,14 @@ export const gatewaySettingsSchema = z.strictObject({
   sessions: z
     .strictObject({
       idleTimeoutMs: positiveMs.default(1_800_000),
+      /**
+       * The first exchange: every HTTP request of a session within this long of
+       * its initialize. A request after it means the client came back: the
+       * session is established and expires after idleTimeoutMs.
+       */
+      firstExchangeMs: positiveMs.default(10_000),
+      /** A session whose client never came back after its first exchange expires this long after its last request. */
+      oneShotIdleMs: positiveMs.default(60_000),
       sweepIntervalMs: positiveMs.default(60_000),
       maxSessions: z.number().int().positive().default(1000),
     })
@@ -116,6 +124,11 @@ export const gatewaySettingsSchema = z.strictObject({
     .prefault({}),
   upstream: z
     .strictObject({
+      /**
+       * Meta-face sessions connect every server when they start (the previous
+       * design). Off: a session connects a server when it first needs it.
+       */
+      eagerConnect: z.boolean().default(false),
       /** Connecting (spawn + initialize) must finish within this. */
       connectTimeoutMs: positiveMs.default(30_000),
       /** Timeout for short upstream requests (lists, reads, prompts). */

@@ -6,6 +6,10 @@
  * missing session header, 404 for an unknown session. Each endpoint keeps its
  * own bindings, so a session id is only valid where it was created.
  *
+ * Every request of a session and every open response (a request being
+ * answered, a GET stream) is reported to the SessionManager, which tells a
+ * returning client from a one-shot one that never came back (session expiry).
+ *
  * An attachable endpoint (the meta face) accepts `?session=<id>` on
  * initialize to attach to an existing session of another face, e.g. to answer
  * the elicitations queued for a transparent-face client that cannot take them.
@@ -30,7 +34,11 @@ export interface FaceServer {
 export interface EndpointOptions {
   /** Builds the face for a session; may connect upstreams first. */
   face(session: Session, init: InitializeRequest["params"]): FaceServer | Promise<FaceServer>;
-  /** Connect new sessions to every upstream in the background (meta face). */
+  /**
+   * Connect new sessions to every upstream in the background at once (meta
+   * face with `gateway.upstream.eagerConnect`); otherwise each upstream
+   * connects when the session first needs it.
+   */
   connectAll: boolean;
   /** Accept `?session=<id>` to attach to an existing session. */
   attachable?: boolean;
@@ -71,7 +79,8 @@ export class McpEndpoint {
           `Session not found: '${sessionId}' does not exist here or has expired; send initialize without Mcp-Session-Id to start a new session`,
         );
       }
-      binding.session.touch();
+      this.gateway.sessions.requestArrived(binding.session);
+      res.once("close", this.gateway.sessions.responseOpened(binding.session));
       if (req.method !== "POST") return binding.transport.handleRequest(req, res);
       const parsed = await this.readJson(req, res);
       if (parsed === NO_BODY) return;
@@ -129,6 +138,7 @@ export class McpEndpoint {
         return sendErrorReply(res, 503, err, this.gateway.logger);
       }
     }
+    res.once("close", this.gateway.sessions.responseOpened(session));
     let server: FaceServer;
     try {
       server = await this.options.face(session, body.params);

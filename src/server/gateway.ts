@@ -116,7 +116,12 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   });
   const checker = new UpstreamChecker({ transportFactory, children, clientInfo, settings, logger });
   const context: GatewayContext = { registry, sessions, settings, clock, newId, logger, version: pkg.version };
-  const meta = new McpEndpoint(context, { face: (session) => createMetaServer({ session, gateway: context }), connectAll: true, attachable: true });
+  const meta = new McpEndpoint(context, {
+    face: (session) => createMetaServer({ session, gateway: context }),
+    // Lazy by default: listing servers must not spawn them; a session connects a server on first use.
+    connectAll: settings.upstream.eagerConnect,
+    attachable: true,
+  });
   const separator = settings.transparent.separator;
   const all = new McpEndpoint(context, {
     face: (session, init) => createTransparentServer({ session, gateway: context, target: { kind: "all", separator }, init }),
@@ -203,7 +208,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       return run;
     },
     async serveStdio({ face = { kind: "meta" } as StdioFace, stdin = process.stdin, stdout = process.stdout } = {}) {
-      const session = sessions.create({ connect: face.kind === "meta" });
+      // One session per process: it lives as long as stdin, never expired as one-shot.
+      const session = sessions.create({ connect: face.kind === "meta" && settings.upstream.eagerConnect, oneShot: false });
       const server =
         face.kind === "meta"
           ? createMetaServer({ session, gateway: context })

@@ -4,6 +4,15 @@
  * registry and the gateway-wide event ledger (events.maxTotal) are shared;
  * connections, events and tasks are per session. Changes to one server name
  * run one at a time.
+ *
+ * Expiry: an established session expires after `sessions.idleTimeoutMs`
+ * without activity. A session whose client never came back after its first
+ * exchange (no HTTP request later than `sessions.firstExchangeMs` after it
+ * started; e.g. a one-shot CLI that never sends DELETE) expires sooner, after
+ * `sessions.oneShotIdleMs` — unless one of its HTTP responses is still open
+ * (a request being answered, or the client's GET stream: it is still there).
+ * The HTTP endpoint reports requests and responses (requestArrived,
+ * responseOpened); stdio sessions are created with `oneShot: false`.
  */
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { ServerConfig } from "../config/schema.js";
@@ -22,8 +31,19 @@ export interface SessionManagerOptions {
   connectEagerly: boolean;
 }
 
+/** What the sweep knows about a session besides its last activity. */
+interface Liveness {
+  /** A request arrived after the first exchange: the normal idle timeout applies. */
+  established: boolean;
+  /** false: never expired as one-shot (stdio sessions). */
+  oneShot: boolean;
+  /** HTTP responses of the session still open (requests in flight, GET streams). */
+  openResponses: number;
+}
+
 export class SessionManager {
   private readonly sessions = new Map<string, Session>();
+  private readonly liveness = new Map<string, Liveness>();
   private sweepTimer: TimerHandle | undefined;
   private closed = false;
   /** The tail of the add/update/remove operations queued per server name. */
@@ -45,7 +65,11 @@ export class SessionManager {
     this.scheduleSweep();
   }
 
-  create(options: { id?: string; downstreamCapabilities?: ClientCapabilities | undefined; connect?: boolean } = {}): Session {
+  /**
+   * `connect`: connect every configured server now, in the background (else on
+   * first use). `oneShot: false`: never expire the session as one-shot.
+   */
+  create(options: { id?: string; downstreamCapabilities?: ClientCapabilities | undefined; connect?: boolean; oneShot?: boolean } = {}): Session {
     const id = options.id ?? this.deps.newId();
     if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, "the gateway is shutting down");
     const { maxSessions } = this.deps.settings.sessions;
@@ -54,6 +78,7 @@ export class SessionManager {
     }
     const session = new Session(id, { ...this.deps, eventLedger: this.eventLedger }, options.downstreamCapabilities);
     this.sessions.set(id, session);
+    this.liveness.set(id, { established: false, oneShot: options.oneShot ?? true, openResponses: 0 });
     this.deps.logger.info({ sessionHash: sessionHash(id) }, "session_created");
     if (options.connect ?? this.options.connectEagerly) session.connectAllInBackground();
     return session;
@@ -71,10 +96,43 @@ export class SessionManager {
     return [...this.sessions.values()];
   }
 
+  /**
+   * An HTTP request of the session arrived (any method): activity, and when it
+   * comes after the first exchange, the sign that the client came back.
+   */
+  requestArrived(session: Session): void {
+    session.touch();
+    const live = this.liveness.get(session.id);
+    if (live && !live.established && session.lastActivityAt - session.createdAt > this.deps.settings.sessions.firstExchangeMs) {
+      live.established = true;
+    }
+  }
+
+  /** An HTTP response of the session is open; call the returned function once it closes. */
+  responseOpened(session: Session): () => void {
+    const live = this.liveness.get(session.id);
+    if (!live) return () => undefined;
+    live.openResponses++;
+    let open = true;
+    return () => {
+      if (!open) return;
+      open = false;
+      live.openResponses--;
+      // The one-shot wait counts from the end of the last response, not from its request.
+      if (!session.isClosed) session.touch();
+    };
+  }
+
+  /** Whether the session's client came back after its first exchange (undefined: no such session). */
+  isEstablished(id: string): boolean | undefined {
+    return this.liveness.get(id)?.established;
+  }
+
   async destroy(id: string, reason = "closed"): Promise<void> {
     const session = this.sessions.get(id);
     if (!session) return;
     this.sessions.delete(id);
+    this.liveness.delete(id);
     await session.close();
     this.deps.logger.info({ sessionHash: sessionHash(id), reason }, "session_destroyed");
     this.onDestroyed?.(id);
@@ -199,16 +257,25 @@ export class SessionManager {
     return run;
   }
 
-  /** Destroys sessions idle longer than sessions.idleTimeoutMs. */
+  /**
+   * Destroys sessions idle for sessions.idleTimeoutMs, and one-shot sessions
+   * (see the header) idle for sessions.oneShotIdleMs.
+   */
   sweep(): number {
     const { clock, settings } = this.deps;
-    const cutoff = clock.now() - settings.sessions.idleTimeoutMs;
+    const now = clock.now();
     let n = 0;
     for (const s of [...this.sessions.values()]) {
-      if (s.lastActivityAt <= cutoff) {
-        n++;
-        void this.destroy(s.id, "idle timeout");
+      const idle = now - s.lastActivityAt;
+      const live = this.liveness.get(s.id);
+      let reason: string | undefined;
+      if (idle >= settings.sessions.idleTimeoutMs) reason = "idle timeout";
+      else if (live?.oneShot && !live.established && live.openResponses === 0 && idle >= settings.sessions.oneShotIdleMs) {
+        reason = "one-shot idle timeout";
       }
+      if (reason === undefined) continue;
+      n++;
+      void this.destroy(s.id, reason);
     }
     return n;
   }

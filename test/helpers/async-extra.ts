@@ -66,8 +66,8 @@ export class ClientPool {
   constructor(private readonly gw: () => TestGateway) {}
 
   /**
-   * A new session with every configured server connected (sessions connect to
-   * all of them eagerly) and the connect-time events drained, so that a test
+   * A new session with every configured server connected (waitConnected uses
+   * each: upstreams connect on first use) and the connect-time events drained, so that a test
    * starts with nothing undelivered.
    */
   async open(t?: { after(fn: () => Promise<void>): void }): Promise<Client> {

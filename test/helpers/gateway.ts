@@ -83,10 +83,11 @@ export async function drainEvents(client: Client): Promise<void> {
   await call(client, "list_servers");
 }
 
-/** Waits until `server` is connected in this session. */
+/** Uses `server` in this session (upstreams connect on first use) until it is connected. */
 export async function waitConnected(client: Client, server: string, timeoutMs = 30_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
+    await call(client, "list_tools", { server });
     const servers = block<Array<{ name: string; status: string }>>(await call(client, "list_servers"), "servers") ?? [];
     if (servers.find((s) => s.name === server)?.status === "connected") return;
     await new Promise((r) => setTimeout(r, 100));
