@@ -78,6 +78,11 @@ export const gatewaySettingsSchema = z.strictObject({
         .default(64 * 1024 * 1024),
       /** Cancelling an upstream task (on cancel, expiry, shutdown) is best effort within this bound. */
       upstreamCancelTimeoutMs: positiveMs.default(5_000),
+      /**
+       * An emulated call (a plain tools/call of a task-only tool) whose client gave a progress
+       * token gets a progress notification at least this often (ADR 0002 §7).
+       */
+      progressKeepAliveMs: positiveMs.default(15_000),
     })
     .prefault({}),
   pendingRequests: z
@@ -133,6 +138,8 @@ export const gatewaySettingsSchema = z.strictObject({
       connectTimeoutMs: positiveMs.default(30_000),
       /** Timeout for short upstream requests (lists, reads, prompts). */
       requestTimeoutMs: positiveMs.default(60_000),
+      /** Bound on one lazy tasks/get poll of an upstream task (seed 002 F-005.7); on timeout the client may retry. */
+      taskPollTimeoutMs: positiveMs.default(10_000),
       /** Gateway-wide cap on running stdio upstream processes. */
       maxChildProcesses: z.number().int().positive().default(256),
       /**
@@ -172,6 +179,8 @@ export const gatewaySettingsSchema = z.strictObject({
         .int()
         .positive()
         .default(8 * 1024 * 1024),
+      /** An SSE comment frame on every open SSE stream this often, so proxies and idle timeouts keep it open (0: none). */
+      sseKeepAliveMs: z.number().int().min(0).default(15_000),
     })
     .prefault({}),
 });

@@ -151,6 +151,8 @@ export class McpEndpoint {
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => transportId,
       maxRequestBodySize: this.gateway.settings.http.maxBodyBytes,
+      // SSE comment frames keep idle streams (a long call without progress) open through proxies.
+      keepAliveMs: this.gateway.settings.http.sseKeepAliveMs,
       eventStore: new BoundedEventStore(this.gateway.settings.http.replayMaxEvents, this.gateway.settings.http.replayMaxBytes),
       onsessioninitialized: (id) => {
         this.bindings.set(id, { transport, server, session, owner, inflight });

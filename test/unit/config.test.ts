@@ -62,7 +62,10 @@ describe("parseConfig: defaults", () => {
       maxRetainedPerSession: 200,
       maxRetainedResultBytes: 64 * 1024 * 1024,
       upstreamCancelTimeoutMs: 5_000,
+      progressKeepAliveMs: 15_000,
     });
+    assert.equal(g.upstream.taskPollTimeoutMs, 10_000);
+    assert.equal(g.http.sseKeepAliveMs, 15_000);
     assert.equal(g.pendingRequests.timeoutMs, 600_000);
     assert.equal(g.pendingRequests.maxPerSession, 100);
     assert.equal(g.events.maxEvents, 1000);
