@@ -7,7 +7,10 @@
  */
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -16,6 +19,8 @@ import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.
 import {
   CallToolResultSchema,
   CreateTaskResultSchema,
+  ElicitRequestSchema,
+  ElicitResultSchema,
   EmptyResultSchema,
   LATEST_PROTOCOL_VERSION,
   ListToolsResultSchema,
@@ -23,7 +28,9 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { installOrderedProgress } from "../../src/mcp/ordered-progress.js";
+import { RequestAttribution } from "../../src/mcp/request-attribution.js";
 import { onResponseSent } from "../../src/mcp/response-sent.js";
+import { SseRequestTap } from "../../src/mcp/sse-request-tap.js";
 import { releaseTaskProgressHandler } from "../../src/mcp/task-progress.js";
 import { wrapToolErrors } from "../../src/mcp/tool-errors.js";
 
@@ -207,3 +214,159 @@ describe("the workarounds still work against the real SDK (InMemoryTransport)", 
     await server.close();
   });
 });
+
+describe("attribution (src/mcp/request-attribution.ts, src/mcp/sse-request-tap.ts)", () => {
+  /**
+   * A raw peer as above, but the client's transport gets the attribution
+   * before it connects (as UpstreamConnection does). `onRequest` may send the
+   * client requests of its own while a call is in flight.
+   */
+  async function attributedPeer(onRequest: (req: { id: RequestId; method: string; params?: any }, send: Send) => void) {
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    const send: Send = (message) => void serverSide.send(message);
+    const received: Array<{ method: string; params?: unknown }> = [];
+    serverSide.onmessage = (message: any) => {
+      if (message.method === undefined || message.id === undefined) return;
+      if (message.method === "initialize") {
+        send({
+          jsonrpc: "2.0",
+          id: message.id,
+          result: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: { tools: {} }, serverInfo: { name: "raw-peer", version: "1.0.0" } },
+        });
+        return;
+      }
+      received.push({ method: message.method, params: message.params });
+      onRequest(message, send);
+    };
+    await serverSide.start();
+    const attribution = new RequestAttribution<string>();
+    attribution.install(clientSide);
+    const client = new Client({ name: "canary", version: "1.0.0" }, { capabilities: { elicitation: {} } });
+    const attributed: Array<string | undefined> = [];
+    client.setRequestHandler(ElicitRequestSchema, (_req, extra) => {
+      attributed.push(attribution.attribute(extra.requestId));
+      return { action: "decline" };
+    });
+    await client.connect(clientSide);
+    return { client, attribution, received, attributed };
+  }
+
+  /** Each tools/call asks the client one elicitation (ids from 1000), then answers once it is answered. */
+  function elicitThenAnswer(): Parameters<typeof attributedPeer>[0] {
+    let next = 1000;
+    const waiting = new Map<RequestId, RequestId>();
+    return (req, send) => {
+      if (req.method === "tools/call") {
+        const id = next++;
+        waiting.set(id, req.id);
+        send({ jsonrpc: "2.0", id, method: "elicitation/create", params: { message: "?", requestedSchema: { type: "object", properties: {} } } });
+      }
+      if (req.method === "tools/list") send({ jsonrpc: "2.0", id: req.id, result: { tools: [] } });
+    };
+  }
+
+  test("the per-call token (onresumptiontoken) reaches transport.send with the message, through callTool, listTools and request; nothing extra goes on the wire", async () => {
+    const { client, attribution, received } = await attributedPeer((req, send) => send({ jsonrpc: "2.0", id: req.id, result: { tools: [], content: [] } }));
+    for (const run of [
+      (o: object) => client.callTool({ name: "x" }, CallToolResultSchema, o),
+      (o: object) => client.listTools(undefined, o),
+      (o: object) => client.request({ method: "tools/list" }, ListToolsResultSchema, o),
+    ]) {
+      const call = attribution.begin("origin");
+      const pending = run(call.options);
+      await turn();
+      assert.equal(
+        attribution.inFlight,
+        1,
+        "transport.send no longer receives RequestOptions.onresumptiontoken with the request: src/mcp/request-attribution.ts cannot learn the SDK's request ids",
+      );
+      await pending;
+      call.end();
+      assert.equal(attribution.inFlight, 0);
+    }
+    assert.deepEqual(received, [
+      { method: "tools/call", params: { name: "x" } },
+      { method: "tools/list", params: undefined },
+      { method: "tools/list", params: undefined },
+    ]);
+    await client.close();
+  });
+
+  test("single-call rule: a server→client request during the only call in flight is that call's; with two in flight, unknown", async () => {
+    const { client, attribution, attributed } = await attributedPeer(elicitThenAnswer());
+    const first = attribution.begin("first");
+    void client.callTool({ name: "a" }, CallToolResultSchema, { ...first.options, timeout: 60_000 }).catch(() => undefined);
+    await eventuallyTrue(() => attributed.length === 1);
+    assert.deepEqual(attributed, ["first"]);
+    const second = attribution.begin("second");
+    void client.callTool({ name: "b" }, CallToolResultSchema, { ...second.options, timeout: 60_000 }).catch(() => undefined);
+    await eventuallyTrue(() => attributed.length === 2);
+    assert.deepEqual(attributed, ["first", undefined], "two calls in flight on one stream: nobody can tell which one asked");
+    first.end();
+    second.end();
+    await client.close();
+  });
+
+  test("stream rule (Streamable HTTP): a request on a POST's stream is that call's, one on the standalone GET stream is unknown", async () => {
+    const server = new McpServer({ name: "canary-http", version: "1.0.0" }, { capabilities: { tools: {} } });
+    const schema = { type: "object" as const, properties: {} };
+    server.registerTool("related", {}, async (extra) => {
+      await extra.sendRequest({ method: "elicitation/create", params: { message: "related", requestedSchema: schema } }, ElicitResultSchema);
+      return { content: [] };
+    });
+    server.registerTool("unrelated", {}, async () => {
+      // Without relatedRequestId the SDK server sends it on the standalone GET stream.
+      await server.server.elicitInput({ message: "unrelated", requestedSchema: schema });
+      return { content: [] };
+    });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => "canary-session" });
+    await server.connect(transport);
+    const http = createServer((req, res) => void transport.handleRequest(req, res));
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    const { port } = http.address() as AddressInfo;
+    let standaloneOpen = false;
+    const tap = new SseRequestTap(async (url, init) => {
+      const res = await fetch(url, init);
+      if (init?.method === "GET" && res.ok) standaloneOpen = true;
+      return res;
+    });
+    const clientTransport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), { fetch: tap.fetch });
+    const attribution = new RequestAttribution<string>(tap);
+    attribution.install(clientTransport);
+    const client = new Client({ name: "canary", version: "1.0.0" }, { capabilities: { elicitation: {} } });
+    const seen: Array<[string, string | undefined]> = [];
+    client.setRequestHandler(ElicitRequestSchema, (req, extra) => {
+      seen.push([req.params.message, attribution.attribute(extra.requestId)]);
+      return { action: "decline" };
+    });
+    try {
+      await client.connect(clientTransport);
+      await eventuallyTrue(() => standaloneOpen);
+      for (const name of ["related", "unrelated"]) {
+        const call = attribution.begin(`call ${name}`);
+        await client.callTool({ name }, CallToolResultSchema, { ...call.options, timeout: 10_000 });
+        call.end();
+      }
+      assert.deepEqual(
+        seen,
+        [
+          ["related", "call related"],
+          ["unrelated", undefined],
+        ],
+        "StreamableHTTPClientTransport no longer calls the given fetch for POSTs with the message as body, or no longer reads its SSE responses through it: src/mcp/sse-request-tap.ts cannot place server→client requests",
+      );
+    } finally {
+      await client.close();
+      await server.close();
+      await new Promise((resolve) => http.close(resolve));
+    }
+  });
+});
+
+async function eventuallyTrue(probe: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > end) throw new Error("condition not met in time");
+    await turn();
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * SDK boundary — attribution: which of our calls an upstream's server→client
+ * request (elicitation, sampling, roots) belongs to, so the gateway can send
+ * it on to the right downstream request or task. One per upstream connection;
+ * `attribute(serverToClientRequestId)` answers with the origin its caller gave
+ * the call, or undefined when that cannot be known.
+ *
+ * Our side. The SDK assigns each request's JSON-RPC id inside
+ * Protocol.request and tells nobody. Each call therefore carries a per-call
+ * token: a fresh `onresumptiontoken` callback in its RequestOptions (public
+ * API: RequestOptions includes TransportSendOptions), which Protocol.request
+ * hands, unchanged, to `transport.send` together with the message it built.
+ * A wrapper of `transport.send` recognises the token and records the id the
+ * SDK gave *that* call. This does not depend on when the SDK sends (an await
+ * before the send would not confuse two calls, as correlating by "the last
+ * message sent" would) and adds nothing to the message on the wire. The
+ * record lives until the call settles (end()).
+ *
+ * Their side. On Streamable HTTP the stream a request arrived on names our
+ * request (sse-request-tap.ts): that is the only rule used there, and a
+ * request on the standalone stream is unknown. Elsewhere (stdio, legacy SSE,
+ * in-memory) every message shares one stream: a request is attributed only
+ * while exactly one of our calls is in flight on the connection.
+ *
+ * Requests an upstream sends inside one of its tasks name that task in
+ * `_meta` (related-task); relateTask() remembers the origin of the call that
+ * created an upstream task, for taskOrigin() when the rules above say nothing.
+ *
+ * Relies on Protocol.request passing `onresumptiontoken` to transport.send
+ * (no private member). Canary: test/unit/sdk-canaries.test.ts.
+ */
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { isJSONRPCRequest, type RequestId } from "@modelcontextprotocol/sdk/types.js";
+import type { SseRequestTap } from "./sse-request-tap.js";
+
+type Token = (resumptionToken: string) => void;
+
+interface Call<O> {
+  origin: O | undefined;
+  /** The JSON-RPC id the SDK gave the call, once sent. */
+  id?: RequestId;
+}
+
+/** One call being attributed: spread `options` into the SDK request's options; end() once it settles. */
+export interface AttributedCall {
+  readonly options: { onresumptiontoken: Token };
+  end(): void;
+}
+
+export class RequestAttribution<O> {
+  private readonly byToken = new Map<Token, Call<O>>();
+  private readonly inflight = new Map<RequestId, Call<O>>();
+  private readonly byTask = new Map<string, O>();
+
+  /** `streams`: the Streamable HTTP transport's tap (stream rule); without it, the single-call rule. */
+  constructor(private readonly streams?: SseRequestTap) {}
+
+  /** Wraps `transport.send`; call before the transport is connected. */
+  install(transport: Transport): void {
+    const send = transport.send.bind(transport);
+    transport.send = (message, options) => {
+      const call = options?.onresumptiontoken ? this.byToken.get(options.onresumptiontoken) : undefined;
+      if (call && call.id === undefined && isJSONRPCRequest(message)) {
+        call.id = message.id;
+        this.inflight.set(message.id, call);
+      }
+      return send(message, options);
+    };
+  }
+
+  /** Starts attributing one call to `origin` (undefined: the call counts as in flight, but belongs to nobody). */
+  begin(origin: O | undefined): AttributedCall {
+    const call: Call<O> = { origin };
+    const token: Token = () => undefined;
+    this.byToken.set(token, call);
+    return {
+      options: { onresumptiontoken: token },
+      end: () => {
+        this.byToken.delete(token);
+        if (call.id !== undefined && this.inflight.get(call.id) === call) this.inflight.delete(call.id);
+      },
+    };
+  }
+
+  /** The origin of the call the upstream's request `id` belongs to, or undefined when unknown. */
+  attribute(id: RequestId): O | undefined {
+    if (this.streams) {
+      const ours = this.streams.take(id);
+      return ours === undefined ? undefined : this.inflight.get(ours)?.origin;
+    }
+    if (this.inflight.size !== 1) return undefined;
+    return this.inflight.values().next().value?.origin;
+  }
+
+  /** Calls in flight (sent and not yet settled). */
+  get inFlight(): number {
+    return this.inflight.size;
+  }
+
+  /** The upstream task `upstreamTaskId` was created by a call from `origin`. */
+  relateTask(upstreamTaskId: string, origin: O): void {
+    this.byTask.set(upstreamTaskId, origin);
+  }
+
+  /** The origin of the call that created upstream task `upstreamTaskId`, while it is remembered. */
+  taskOrigin(upstreamTaskId: string): O | undefined {
+    return this.byTask.get(upstreamTaskId);
+  }
+
+  /** The upstream task ended for the gateway: forget it. */
+  releaseTask(upstreamTaskId: string): void {
+    this.byTask.delete(upstreamTaskId);
+  }
+}
