@@ -183,6 +183,23 @@ export const gatewaySettingsSchema = z.strictObject({
       sseKeepAliveMs: z.number().int().min(0).default(15_000),
     })
     .prefault({}),
+  /**
+   * Where sessions, tasks, events, pending requests, SSE replay and runtime-added
+   * servers are kept (src/store/, docs/adr/0007-durable-store.md). `memory`
+   * (the default for the library and tests: nothing touches the user's files)
+   * or `sqlite` at `path` (absent: the per-user state file, defaultStorePath()).
+   * `emceepee serve` is meant to default to sqlite at that path.
+   */
+  store: z
+    .strictObject({
+      kind: z.enum(["memory", "sqlite"]).default("memory"),
+      path: z.string().min(1).optional(),
+    })
+    .refine((s) => s.kind === "sqlite" || s.path === undefined, {
+      message: 'path is only used with kind "sqlite" (a memory store has no file); remove it or set kind: "sqlite"',
+      path: ["path"],
+    })
+    .prefault({}),
 });
 
 /** The file as written; parseConfig() turns its entries into a GatewayConfig (disabled servers dropped). */

@@ -1,0 +1,326 @@
+/**
+ * The durable state contracts: one async interface per kind of state the
+ * gateway keeps (tasks, sessions, meta events, pending client requests, SSE
+ * replay, runtime-added servers), and the `Store` bundle that holds one of
+ * each. Every backend (memory, SQLite; Redis later) implements exactly these,
+ * and test/store/contract.ts runs one suite against each, so they can be
+ * swapped without the caller noticing (docs/adr/0007-durable-store.md).
+ *
+ * Rules every backend keeps:
+ * - Records are plain JSON (epoch-ms numbers, string ids): no Date, timer,
+ *   promise or class instance. A stored record is a copy: mutating what a
+ *   method returned never changes the store, and `undefined` fields vanish as
+ *   they would through JSON.
+ * - Every read-modify-write is atomic (compare-and-set): `transition()` only
+ *   moves a task whose status is one of `from`; `takeUndelivered()` hands an
+ *   event to exactly one caller; `PendingRequestStore.delete()` is true for
+ *   exactly one caller. Nothing relies on a caller holding a lock.
+ * - Lookups that run per call or per upstream message are indexed; nothing
+ *   scans every row of a kind.
+ * - Limits and times come from the caller (`limits`, `now`): the store holds
+ *   no policy and starts no timers. Runtime-only things (timers, resolvers,
+ *   sockets, child processes) stay with their owners and are rebuilt from
+ *   these records on resumption.
+ * - Failures are GatewayErrors: EMCP_STORE_UNAVAILABLE (the backend cannot
+ *   read or write; `cause` is the backend's error), EMCP_CLOSED after close(),
+ *   EMCP_INTERNAL for a caller's bug (a duplicate id).
+ */
+import type { ServerConfig } from "../config/schema.js";
+import type { ProxyTaskRecord, ProxyTaskStatus } from "./task-store.js";
+
+export type { ProxyTaskStatus, RpcErrorRecord } from "./task-store.js";
+
+// ---------------------------------------------------------------- tasks
+
+/** A gateway task (tool call or receiver task) as stored. */
+export interface TaskRecord extends ProxyTaskRecord {
+  /**
+   * For tasks mapped onto an upstream task: the upstream's MCP session id
+   * (HTTP upstreams) the upstream task belongs to, so it can be asked about
+   * after the gateway reconnects or restarts.
+   */
+  upstreamSessionId?: string;
+  /**
+   * Absolute time (epoch ms) after which the row may be deleted by
+   * `deleteExpired()`: set by the owner when a task ends (end + retention,
+   * never before its TTL ran out) and for receiver tasks at creation (their
+   * TTL). Absent: kept until deleted or given one (a working tool task).
+   */
+  retainUntil?: number;
+}
+
+/** The fields a transition or patch may change (identity, kind and creation stay). */
+export type TaskPatch = Partial<Omit<TaskRecord, "taskId" | "sessionId" | "kind" | "status" | "createdAt" | "server" | "toolName" | "toolArgs">>;
+
+export interface TaskTransition {
+  /** The move happens only while the current status is one of these. */
+  from: readonly ProxyTaskStatus[];
+  to: ProxyTaskStatus;
+  patch?: TaskPatch;
+  /** Fields to remove (e.g. a statusMessage that no longer holds). */
+  unset?: readonly (keyof TaskPatch)[];
+}
+
+export interface TaskQuery {
+  /** Absent records count as `tool`. */
+  kind?: "tool" | "receiver";
+  server?: string;
+  status?: readonly ProxyTaskStatus[];
+  /** Paging: records whose taskId sorts after this one. */
+  afterTaskId?: string;
+  limit?: number;
+}
+
+export interface TaskRetention {
+  /** Ended tasks kept for the session (gateway.tasks.maxRetainedPerSession). */
+  maxCount: number;
+  /** Bytes of results kept for the session (gateway.tasks.maxRetainedResultBytes). */
+  maxBytes: number;
+  /** Never deleted by this call (the task that just ended: its client may be about to ask for the result). */
+  keep?: string;
+  /** Which tasks count. @default "tool" */
+  kind?: "tool" | "receiver";
+}
+
+export interface TaskRef {
+  taskId: string;
+  sessionId: string;
+}
+
+export interface TaskStore {
+  get(taskId: string): Promise<TaskRecord | undefined>;
+  /** Stores a new task; an existing id is an EMCP_INTERNAL error (ids are generated, a clash is a bug). */
+  create(record: TaskRecord): Promise<void>;
+  /**
+   * Compare-and-set: when the task's current status is in `from`, applies the
+   * patch, sets `to` and returns the new record; otherwise (or when the task
+   * does not exist) changes nothing and returns undefined. So `working →
+   * completed` never overwrites a `cancelled` another path wrote first.
+   */
+  transition(taskId: string, change: TaskTransition): Promise<TaskRecord | undefined>;
+  /** Changes non-status fields (progress, statusMessage, …); with `ifStatus`, only while the status is one of those. */
+  patch(
+    taskId: string,
+    patch: TaskPatch,
+    options?: { ifStatus?: readonly ProxyTaskStatus[]; unset?: readonly (keyof TaskPatch)[] },
+  ): Promise<TaskRecord | undefined>;
+  delete(taskId: string): Promise<boolean>;
+  /** A session's tasks in taskId order (the gateway's ids are ULIDs: oldest first). */
+  listBySession(sessionId: string, query?: TaskQuery): Promise<TaskRecord[]>;
+  /** The gateway task mapped onto `upstreamTaskId` of `server` in this session (indexed). */
+  findByUpstreamTask(sessionId: string, server: string, upstreamTaskId: string): Promise<TaskRecord | undefined>;
+  /** Every task still `working` or `input_required`, all sessions, in taskId order: what a restart must settle. */
+  listWorking(): Promise<TaskRecord[]>;
+  /** Deletes every task whose `retainUntil` ≤ now; returns what it deleted. */
+  deleteExpired(now: number): Promise<TaskRef[]>;
+  /**
+   * Deletes the session's oldest ended tasks (by lastUpdatedAt) while more
+   * than `maxCount` are kept or their results exceed `maxBytes`; returns the
+   * deleted ids. Working tasks never count and are never deleted here.
+   */
+  enforceRetention(sessionId: string, retention: TaskRetention): Promise<string[]>;
+  /** Deletes every task of the session (it ended); returns how many. */
+  deleteBySession(sessionId: string): Promise<number>;
+}
+
+// ---------------------------------------------------------------- sessions
+
+export type FaceRecord = { kind: "meta" } | { kind: "all" } | { kind: "server"; server: string };
+
+/** What a restart needs to resume a downstream session. */
+export interface SessionRecord {
+  sessionId: string;
+  face: FaceRecord;
+  protocolVersion: string;
+  /** The client's `clientInfo` from initialize. */
+  clientInfo?: Record<string, unknown>;
+  /** The client's capabilities from initialize. */
+  clientCapabilities: Record<string, unknown>;
+  /** The level the client set with logging/setLevel. */
+  logLevel?: string;
+  /** Resource URIs the client subscribed to, by server. */
+  subscriptions: Record<string, string[]>;
+  /** The upstreams' MCP session ids (HTTP upstreams), by server. */
+  upstreamSessionIds: Record<string, string>;
+  createdAt: number;
+  lastActivityAt: number;
+}
+
+export type SessionPatch = Partial<Omit<SessionRecord, "sessionId" | "createdAt">>;
+
+export interface SessionStore {
+  get(sessionId: string): Promise<SessionRecord | undefined>;
+  /** Creates or replaces the record. */
+  put(record: SessionRecord): Promise<void>;
+  /** Atomically merges top-level fields into an existing record; undefined when there is none. */
+  update(sessionId: string, patch: SessionPatch): Promise<SessionRecord | undefined>;
+  /** Sets lastActivityAt (default: the store's clock); false when there is no such session. */
+  touch(sessionId: string, at?: number): Promise<boolean>;
+  delete(sessionId: string): Promise<boolean>;
+  /** Sessions whose lastActivityAt is before `idleBefore`, least recently active first (indexed). */
+  listExpired(idleBefore: number, limit?: number): Promise<SessionRecord[]>;
+}
+
+// ---------------------------------------------------------------- meta events
+
+/** An event as the session's EventSystem makes it (`id` is its ULID, the client's cursor). */
+export interface EventInput {
+  id: string;
+  type: string;
+  server: string;
+  createdAt: number;
+  data: Record<string, unknown>;
+}
+
+export interface EventRecord extends EventInput {
+  /** Assigned by the store: increases by one per event of the session, across restarts, never reused. */
+  seq: number;
+}
+
+export interface EventLimits {
+  /** Events kept per session (gateway.events.maxEvents). */
+  maxPerSession: number;
+  /** Events kept across all sessions (gateway.events.maxTotal). */
+  maxTotal: number;
+}
+
+export interface EvictionReport {
+  sessionId: string;
+  /** Which bound evicted them. */
+  reason: "session" | "gateway";
+  count: number;
+  /** Of those, how many had not been delivered (each session is told once, by its next take). */
+  undelivered: number;
+}
+
+/** Undelivered events evicted since the session's last take, by bound. */
+export interface EvictedCounts {
+  session: number;
+  gateway: number;
+}
+
+export interface EventTake {
+  events: EventRecord[];
+  evicted: EvictedCounts;
+}
+
+export interface EventStore {
+  /**
+   * Stores one event. First, as seed 003's retention has it: a session at
+   * `maxPerSession` loses its oldest 10% (of that bound), and a gateway at
+   * `maxTotal` loses its oldest 10% (of that bound) across all sessions.
+   * Returns the stored event and what was evicted.
+   */
+  append(sessionId: string, event: EventInput, limits: EventLimits): Promise<{ event: EventRecord; evicted: EvictionReport[] }>;
+  /** The undelivered events, marked delivered in the same step (exactly once, across concurrent callers and restarts), and the eviction counts (reset). */
+  takeUndelivered(sessionId: string): Promise<EventTake>;
+  /**
+   * Cursor read: the events after the one with id `cursorId`, delivered or
+   * not; an unknown cursor reads everything (`found: false`). Marks all of
+   * the session's events delivered and resets the eviction counts.
+   */
+  takeAfter(sessionId: string, cursorId: string): Promise<EventTake & { found: boolean }>;
+  /** The events after `cursorId` (all when absent or unknown), without marking anything. */
+  listAfter(sessionId: string, cursorId?: string): Promise<{ events: EventRecord[]; found: boolean }>;
+  /** Counts for await_activity and tests (indexed, no event is read). */
+  stats(sessionId: string): Promise<{ count: number; undelivered: number; lastId?: string; evicted: EvictedCounts }>;
+  /** Events stored across all sessions. */
+  total(): Promise<number>;
+  deleteBySession(sessionId: string): Promise<number>;
+}
+
+// ---------------------------------------------------------------- pending client requests
+
+/** An elicitation or sampling request waiting for the session's client. */
+export interface PendingRequestRecord {
+  requestId: string;
+  sessionId: string;
+  kind: "elicitation" | "sampling";
+  server: string;
+  params: Record<string, unknown>;
+  createdAt: number;
+  expiresAt: number;
+  /** The receiver task that carries the request, when the upstream sent it task-augmented. */
+  taskId?: string;
+}
+
+export interface PendingRequestStore {
+  /** Creates or replaces. */
+  put(record: PendingRequestRecord): Promise<void>;
+  get(requestId: string): Promise<PendingRequestRecord | undefined>;
+  /** True for exactly one caller: whoever deletes it answers it. */
+  delete(requestId: string): Promise<boolean>;
+  /** Oldest first. */
+  listBySession(sessionId: string, filter?: { kind?: PendingRequestRecord["kind"]; server?: string }): Promise<PendingRequestRecord[]>;
+  /** Every pending request (restart recovery), oldest first. */
+  listAll(): Promise<PendingRequestRecord[]>;
+  /** Deletes requests whose expiresAt ≤ now; returns them (their events are the owner's to add). */
+  deleteExpired(now: number): Promise<PendingRequestRecord[]>;
+  deleteBySession(sessionId: string): Promise<number>;
+}
+
+// ---------------------------------------------------------------- SSE replay
+
+export interface ReplayLimits {
+  /** Messages kept per session (gateway.http.replayMaxEvents). */
+  maxEvents: number;
+  /** Bytes of messages kept per session (gateway.http.replayMaxBytes); the newest message is always kept. */
+  maxBytes: number;
+}
+
+export interface ReplayStore {
+  /** Stores one SSE message of a session's stream; returns its event id (unique within the session). */
+  append(sessionId: string, streamId: string, message: Record<string, unknown>, limits: ReplayLimits): Promise<string>;
+  /** The stream of an event id of this session (another session's ids are unknown here). */
+  streamOf(sessionId: string, eventId: string): Promise<string | undefined>;
+  /**
+   * The messages of the same stream after `eventId`, oldest first (priming
+   * messages, `{}`, included: the caller skips them); undefined when the id is
+   * unknown in this session (evicted, or never one of its ids).
+   */
+  replayAfter(
+    sessionId: string,
+    eventId: string,
+  ): Promise<{ streamId: string; messages: Array<{ eventId: string; message: Record<string, unknown> }> } | undefined>;
+  size(sessionId: string): Promise<{ events: number; bytes: number }>;
+  deleteBySession(sessionId: string): Promise<number>;
+}
+
+// ---------------------------------------------------------------- runtime-added servers
+
+/** A server added with add_server (config-file servers come from the file, not from here). */
+export interface ServerRecord {
+  name: string;
+  config: ServerConfig;
+  addedAt: number;
+  /** The session id that added it. */
+  addedBy: string;
+}
+
+export interface ServerStore {
+  /** Creates or replaces (add_server's update). */
+  put(record: ServerRecord): Promise<void>;
+  get(name: string): Promise<ServerRecord | undefined>;
+  /** remove_server: gone for good, also after a restart. */
+  delete(name: string): Promise<boolean>;
+  /** In the order they were added. */
+  list(): Promise<ServerRecord[]>;
+}
+
+// ---------------------------------------------------------------- the bundle
+
+export interface Store {
+  readonly kind: "memory" | "sqlite";
+  /** Where the data lives (a file path for SQLite), for log lines and errors. */
+  readonly location: string;
+  readonly tasks: TaskStore;
+  readonly sessions: SessionStore;
+  readonly events: EventStore;
+  readonly pending: PendingRequestStore;
+  readonly replay: ReplayStore;
+  readonly servers: ServerStore;
+  /** False when the backend cannot serve (closed, file gone bad); never throws. */
+  healthy(): Promise<boolean>;
+  /** Flushes and releases the backend; idempotent. Every method afterwards fails with EMCP_CLOSED. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,6 @@
+/**
+ * The store layer's surface: the contracts (contracts.ts), openStore() and
+ * the default file path. Backends are reached through openStore() only.
+ */
+export type * from "./contracts.js";
+export { openStore, defaultStorePath, type StoreConfig, type OpenStoreOptions } from "./open.js";

@@ -1,0 +1,28 @@
+/**
+ * The memory backend: every kind of state in Maps with the same indexes and
+ * semantics as the durable backends (test/store/contract.ts proves it), and
+ * nothing survives the process. The default for tests and for library use.
+ */
+import type { Clock } from "../../clock.js";
+import type { Store } from "../contracts.js";
+import { MemoryEventStore } from "./events.js";
+import { MemoryGuard } from "./guard.js";
+import { MemoryPendingRequestStore, MemoryServerStore, MemorySessionStore } from "./records.js";
+import { MemoryReplayStore } from "./replay.js";
+import { MemoryTaskStore } from "./tasks.js";
+
+export function createMemoryStore(clock: Clock): Store {
+  const guard = new MemoryGuard();
+  return {
+    kind: "memory",
+    location: "memory",
+    tasks: new MemoryTaskStore(guard),
+    sessions: new MemorySessionStore(guard, clock),
+    events: new MemoryEventStore(guard),
+    pending: new MemoryPendingRequestStore(guard),
+    replay: new MemoryReplayStore(guard),
+    servers: new MemoryServerStore(guard),
+    healthy: async () => !guard.isClosed,
+    close: async () => guard.close(),
+  };
+}

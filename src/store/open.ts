@@ -1,0 +1,50 @@
+/**
+ * openStore(): the one way to get a Store from `gateway.store`, and the
+ * per-user default file. `{ kind: "memory" }` keeps everything in the process;
+ * `{ kind: "sqlite", path? }` opens (creating) the file, or the per-user state
+ * file when no path is given. A file that cannot be used is an
+ * EMCP_STORE_UNAVAILABLE error naming it — never a fallback to memory, which
+ * would silently lose what the operator asked to keep.
+ */
+import os from "node:os";
+import path from "node:path";
+import { systemClock, type Clock } from "../clock.js";
+import type { GatewaySettings } from "../config/schema.js";
+import { ErrorCodes, GatewayError } from "../errors.js";
+import type { Store } from "./contracts.js";
+import { createMemoryStore } from "./memory/index.js";
+import { openSqliteStore } from "./sqlite/index.js";
+
+/** `gateway.store` as the schema gives it. */
+export type StoreConfig = GatewaySettings["store"];
+
+export interface OpenStoreOptions {
+  /** For `touch()` without a time. @default systemClock */
+  clock?: Clock;
+  /** Where the default SQLite file is looked for. @default process.env */
+  env?: NodeJS.ProcessEnv;
+}
+
+export async function openStore(config: StoreConfig, options: OpenStoreOptions = {}): Promise<Store> {
+  const clock = options.clock ?? systemClock;
+  switch (config.kind) {
+    case "memory":
+      if (config.path !== undefined) {
+        throw new GatewayError(ErrorCodes.CONFIG_INVALID, 'gateway.store.path is only used with kind "sqlite"; remove it or set kind: "sqlite"');
+      }
+      return createMemoryStore(clock);
+    case "sqlite":
+      return openSqliteStore(config.path ?? defaultStorePath(options.env), clock);
+  }
+}
+
+/**
+ * The per-user state file: `$XDG_STATE_HOME/emceepee/emceepee.db` when
+ * XDG_STATE_HOME is an absolute path (the XDG Base Directory spec ignores a
+ * relative one), else `~/.local/state/emceepee/emceepee.db`.
+ */
+export function defaultStorePath(env: NodeJS.ProcessEnv = process.env, home: string = os.homedir()): string {
+  const xdg = env.XDG_STATE_HOME;
+  const base = xdg && path.isAbsolute(xdg) ? xdg : path.join(home, ".local", "state");
+  return path.join(base, "emceepee", "emceepee.db");
+}

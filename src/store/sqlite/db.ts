@@ -1,0 +1,180 @@
+/**
+ * One SQLite database file (better-sqlite3): opening it with the durability
+ * settings of docs/adr/0007-durable-store.md, migrating its schema, the
+ * prepared-statement cache, one IMMEDIATE transaction per read-modify-write,
+ * and the error boundary — every SQLite or file-system failure leaves as
+ * GatewayError EMCP_STORE_UNAVAILABLE naming the file and what to do, with the
+ * original error as `cause`. Never a silent fallback to memory.
+ *
+ * better-sqlite3 is synchronous: a statement runs to completion on the calling
+ * thread, so the async store methods above it are atomic within the process,
+ * and the transactions make them atomic against other processes on the file.
+ */
+import { mkdirSync, statSync } from "node:fs";
+import path from "node:path";
+import Database from "better-sqlite3";
+import { ErrorCodes, GatewayError, errorMessage } from "../../errors.js";
+import { storeClosed } from "../policy.js";
+import { MIGRATIONS, type Migration } from "./migrations.js";
+
+/** How long a statement waits for another connection's lock before failing with SQLITE_BUSY. */
+export const BUSY_TIMEOUT_MS = 5_000;
+/** The WAL file is truncated back to this after a checkpoint (it is reused, not grown, in between). */
+const JOURNAL_SIZE_LIMIT = 32 * 1024 * 1024;
+
+export interface OpenSqliteOptions {
+  /** The schema steps to apply (tests pass a prefix to build an old file). @default MIGRATIONS */
+  migrations?: readonly Migration[];
+  /** Called with every statement as run, values bound (tests check the query plans; debugging). */
+  verbose?: (sql: string) => void;
+}
+
+export class SqliteDb {
+  private readonly statements = new Map<string, Database.Statement>();
+  private readonly inTransaction: Database.Transaction<(fn: () => unknown) => unknown>;
+  private closed = false;
+
+  private constructor(
+    private readonly db: Database.Database,
+    /** The absolute file path (named in every error). */
+    readonly file: string,
+  ) {
+    this.inTransaction = db.transaction((fn: () => unknown) => fn());
+  }
+
+  /**
+   * Opens (creating the file and its folder if missing), checks and migrates
+   * the store file. Throws EMCP_STORE_UNAVAILABLE when the file is corrupt,
+   * not a database, newer than this build, or cannot be written.
+   */
+  static open(file: string, options: OpenSqliteOptions = {}): SqliteDb {
+    const absolute = path.resolve(file);
+    let db: Database.Database | undefined;
+    try {
+      mkdirSync(path.dirname(absolute), { recursive: true });
+      if (statSync(absolute, { throwIfNoEntry: false })?.isDirectory()) {
+        throw Object.assign(new Error(`${absolute} is a folder`), { code: "EISDIR" });
+      }
+      db = new Database(absolute, { timeout: BUSY_TIMEOUT_MS, ...(options.verbose ? { verbose: (sql: unknown) => options.verbose?.(String(sql)) } : {}) });
+      // The first statement reads the header: a file that is not a database fails here (SQLITE_NOTADB).
+      const mode = db.pragma("journal_mode = WAL", { simple: true });
+      if (mode !== "wal") throw new Error(`the file system refused write-ahead logging (journal_mode is '${String(mode)}')`);
+      // WAL + NORMAL: a commit is in the WAL (the OS's cache) before it returns, so a killed process
+      // loses nothing; only a power loss / kernel crash can drop the last commits (ADR 0007).
+      db.pragma("synchronous = NORMAL");
+      db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
+      const check = db.pragma("quick_check", { simple: true });
+      if (check !== "ok") throw Object.assign(new Error(`integrity check failed: ${String(check)}`), { code: "SQLITE_CORRUPT" });
+      const store = new SqliteDb(db, absolute);
+      store.migrate(options.migrations ?? MIGRATIONS);
+      // A write at every start: a file or folder we cannot write fails now, not at the first task.
+      store.stmt("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_opened_at', ?)").run(String(Date.now()));
+      return store;
+    } catch (err) {
+      try {
+        db?.close();
+      } catch {
+        /* already failing: the first error is the one to report */
+      }
+      throw storeError(absolute, "could not be opened", err);
+    }
+  }
+
+  /** The schema version the file is at (PRAGMA user_version). */
+  get version(): number {
+    return this.db.pragma("user_version", { simple: true }) as number;
+  }
+
+  /** A cached prepared statement. */
+  stmt(sql: string): Database.Statement {
+    let s = this.statements.get(sql);
+    if (!s) this.statements.set(sql, (s = this.db.prepare(sql)));
+    return s;
+  }
+
+  /** Runs a read (one statement, or several that need no common snapshot). */
+  read<T>(what: string, fn: () => T): T {
+    return this.guard(what, fn);
+  }
+
+  /** Runs `fn` in one IMMEDIATE transaction (the write lock is taken first, so a compare-and-set cannot interleave). */
+  write<T>(what: string, fn: () => T): T {
+    return this.guard(what, () => this.inTransaction.immediate(fn) as T);
+  }
+
+  healthy(): boolean {
+    if (this.closed) return false;
+    try {
+      return this.db.prepare("SELECT 1 AS ok").get() !== undefined;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Closes the file (SQLite checkpoints the WAL into it); idempotent. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.statements.clear();
+    try {
+      this.db.close();
+    } catch (err) {
+      throw storeError(this.file, "could not be closed cleanly", err);
+    }
+  }
+
+  private guard<T>(what: string, fn: () => T): T {
+    if (this.closed) throw storeClosed(this.file);
+    try {
+      return fn();
+    } catch (err) {
+      if (err instanceof GatewayError) throw err;
+      throw storeError(this.file, `failed to ${what}`, err);
+    }
+  }
+
+  private migrate(migrations: readonly Migration[]): void {
+    const latest = migrations.at(-1)?.version ?? 0;
+    const step = this.db.transaction(() => {
+      // Read inside the write lock: two processes opening one old file migrate it once.
+      const current = this.version;
+      if (current > latest) {
+        throw new GatewayError(
+          ErrorCodes.STORE_UNAVAILABLE,
+          `the state store ${this.file} has schema version ${current}, newer than this emceepee knows (${latest}); run the newer emceepee, or point gateway.store.path (--store sqlite:<file>) at another file`,
+          { details: { path: this.file, version: current, supported: latest } },
+        );
+      }
+      for (const m of migrations) {
+        if (m.version <= current) continue;
+        m.up(this.db);
+        this.db.pragma(`user_version = ${m.version}`);
+      }
+    });
+    step.immediate();
+  }
+}
+
+/** SQLite / file-system error codes by what the operator should do about them. */
+const UNWRITABLE = new Set(["SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH", "EACCES", "EPERM", "EROFS", "ENOTDIR", "EISDIR", "EEXIST"]);
+const CORRUPT = new Set(["SQLITE_NOTADB", "SQLITE_CORRUPT"]);
+
+/** The one mapping from a backend failure to EMCP_STORE_UNAVAILABLE. */
+export function storeError(file: string, doing: string, err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  const raw = (err as { code?: unknown } | null)?.code;
+  const code = typeof raw === "string" ? raw : "";
+  const family = code.replace(/^(SQLITE_[A-Z]+)_.*$/, "$1");
+  const where = "or set gateway.store (--store sqlite:<file>) to another file, or --store memory to run without durable state";
+  let advice: string;
+  if (CORRUPT.has(family)) advice = `it is not a readable SQLite database (corrupt, or another kind of file). Move it aside or restore a backup, ${where}`;
+  else if (UNWRITABLE.has(family)) advice = `it cannot be opened for writing. Make the file and its folder writable by this user, ${where}`;
+  else if (family === "SQLITE_FULL") advice = "the disk (or its quota) is full: nothing was written. Free space; the store keeps what it had";
+  else if (family === "SQLITE_BUSY" || family === "SQLITE_LOCKED") {
+    advice = `another process held it locked for more than ${BUSY_TIMEOUT_MS}ms (is another emceepee using the same file?)`;
+  } else advice = `check the file, its folder and the disk, ${where}`;
+  return new GatewayError(ErrorCodes.STORE_UNAVAILABLE, `the state store ${file} ${doing}: ${errorMessage(err)}; ${advice}`, {
+    details: { path: file, ...(code ? { reason: code } : {}) },
+    cause: err,
+  });
+}

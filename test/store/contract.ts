@@ -1,0 +1,33 @@
+/**
+ * The one contract suite every store backend must pass (memory, SQLite; Redis
+ * later), in the style of undici's cache-store tests: each backend's test file
+ * calls `storeContract(name, factory)` and nothing else differs. A backend is
+ * interchangeable with the others exactly when it passes this.
+ *
+ * Each test gets a fresh store from the factory and closes it afterwards. The
+ * cases live per kind of state in the files next to this one.
+ */
+import { describe } from "node:test";
+import type { Store } from "../../src/store/contracts.js";
+import type { ManualClock } from "../fixtures/manual-clock.js";
+import { eventContract } from "./contract-events.js";
+import { recordContract } from "./contract-records.js";
+import { taskContract } from "./contract-tasks.js";
+
+export interface StoreUnderTest {
+  store: Store;
+  /** The clock the store was opened with (touch() without a time reads it). */
+  clock: ManualClock;
+  /** Removes what the backend left behind (temp files); the store is closed first. */
+  cleanup?: () => Promise<void>;
+}
+
+export type StoreFactory = () => Promise<StoreUnderTest>;
+
+export function storeContract(name: string, factory: StoreFactory): void {
+  describe(`store contract: ${name}`, () => {
+    taskContract(factory);
+    eventContract(factory);
+    recordContract(factory);
+  });
+}
