@@ -1,17 +1,22 @@
 /**
- * The `emceepee` CLI run from source as a child process: --help, config and
- * flag validation, `serve` (HTTP) start-up and SIGTERM, and the `stdio`
- * downstream transport against the real server-everything.
+ * The `emceepee` CLI run from source as a child process: --help, --version,
+ * config and flag validation, `check`, `serve` (HTTP) start-up — banner,
+ * listen failures, the beyond-loopback warning, --allowed-hosts/-origins —
+ * and SIGTERM, and the `stdio` downstream transport against the real
+ * server-everything (and its log level). Health probes, reload, the start-up
+ * check and `npm start` are in ops.test.ts.
  */
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { ROOT, block, call, connectClient, waitConnected } from "../helpers/gateway.js";
+import { readFileSync } from "node:fs";
+import { ROOT, block, call, connectClient, everythingStdio } from "../helpers/gateway.js";
 import {
   CLI_ARGS,
   assertSameAsDirect,
@@ -19,6 +24,9 @@ import {
   firstText,
   initializeBody,
   listServers,
+  MCP_POST_HEADERS,
+  pollFor,
+  rawRequest,
   runCli,
   startCliServe,
   stopChild,
@@ -66,6 +74,80 @@ describe("emceepee --help", () => {
     assert.match(run.stdout, /-c, --config <file>/);
     assert.match(run.stdout, /--log-level <level>/);
     assert.doesNotMatch(run.stdout, /--port/, "stdio has no port");
+  });
+
+  test("--help shows the real defaults, not objects", SLOW, async () => {
+    const stdio = await runCli(ROOT, ["stdio", "--help"]);
+    assert.match(stdio.stdout, /server:<name> \(one upstream as\s+is\)\s+\(default: meta\)/);
+    assert.doesNotMatch(stdio.stdout, /\{"kind"|\[object/);
+    const serve = await runCli(ROOT, ["serve", "--help"]);
+    const flat = serve.stdout.replace(/\s+/g, " ");
+    assert.match(flat, /--host <host> interface to bind \(default: gateway\.host, else 127\.0\.0\.1;/);
+    assert.match(flat, /--port <port> port to listen on \(default: gateway\.port, else 8808;/);
+    assert.match(flat, /--log-level <level> log level of the JSON logs on stderr \(default: gateway\.logLevel, else info\)/);
+    for (const flag of ["--allowed-hosts <hosts>", "--allowed-origins <origins>", "--no-upstream-check"]) assert.ok(flat.includes(flag), flag);
+    const top = await runCli(ROOT, ["--help"]);
+    assert.match(top.stdout, /^\s+check\b/m);
+    assert.match(top.stdout, /-V, --version/);
+  });
+
+  test("--version prints the package's version", SLOW, async () => {
+    const { version } = JSON.parse(readFileSync(`${ROOT}/package.json`, "utf8")) as { version: string };
+    for (const flag of ["--version", "-V"]) {
+      const run = await runCli(ROOT, [flag]);
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, `${version}\n`);
+    }
+  });
+});
+
+describe("emceepee check", () => {
+  test("a valid config: exit 0 and a summary (servers, disabled, warnings, where serve would listen)", SLOW, async () => {
+    const file = await tempConfig("check-valid.json", {
+      mcpServers: {
+        fs: { command: "npx", args: ["-y", "server-fs"], timeout: 30 },
+        remote: { url: "https://user:pw@example.com/mcp?key=secret", headers: { Authorization: "Bearer xyz" } },
+        off: { command: "node", disabled: true },
+      },
+      gateway: { port: 9123 },
+    });
+    const run = await runCli(ROOT, ["check", "--config", file]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, new RegExp(`^config OK: ${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`, "m"));
+    assert.match(run.stdout, /^servers \(2\):$/m);
+    assert.match(run.stdout, /^ {2}fs {2}stdio {2}npx$/m);
+    assert.match(run.stdout, /^ {2}remote {2}streamable-http {2}https:\/\/example\.com\/mcp$/m);
+    assert.match(run.stdout, /^disabled \(skipped\): off$/m);
+    assert.match(run.stdout, /^warning: mcpServers\.fs\.timeout: ignored: /m);
+    assert.match(run.stdout, /^serve would listen on http:\/\/127\.0\.0\.1:9123\/mcp \(token: none\)$/m);
+    assert.doesNotMatch(run.stdout, /secret|pw@|xyz/, "no credentials are printed");
+  });
+
+  test("an invalid config: exit 2 with the message naming the key", SLOW, async () => {
+    const file = await tempConfig("check-invalid.json", { mcpServers: { x: { command: "node", args: "a b" } } });
+    const run = await runCli(ROOT, ["check", "--config", file]);
+    assert.equal(run.code, 2);
+    assert.match(run.stderr, /EMCP_CONFIG_INVALID: .*\n.*mcpServers\.x\.args: must be an array of strings/);
+    assert.equal(run.stdout, "");
+  });
+
+  test("--connect tries each upstream once and reports; exit 1 when one cannot be reached", SLOW, async () => {
+    const file = await tempConfig("check-connect.json", {
+      mcpServers: { everything: everythingStdio(), broken: { command: "./no-such-server.sh" } },
+    });
+    const run = await runCli(ROOT, ["check", "--config", file, "--connect"]);
+    assert.equal(run.code, 1, `stdout: ${run.stdout}\nstderr: ${run.stderr}`);
+    assert.match(run.stdout, /^ {2}ok {6}everything {2}\(mcp-servers\/everything [^,]+, \d+ tools\)$/m);
+    // The relative command was resolved against the config file's folder (the spawn error names the path).
+    assert.match(
+      run.stdout,
+      new RegExp(`^ {2}FAILED {2}broken {2}.*${path.join(path.dirname(file), "no-such-server.sh").replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`, "m"),
+    );
+    assert.match(run.stdout, /^1 of 2 servers could not be reached$/m);
+
+    const good = await runCli(ROOT, ["check", "--config", await tempConfig("check-good.json", { mcpServers: { everything: everythingStdio() } }), "--connect"]);
+    assert.equal(good.code, 0, good.stdout + good.stderr);
+    assert.match(good.stdout, /^every server answered$/m);
   });
 });
 
@@ -148,6 +230,98 @@ describe("config and flag validation", () => {
   });
 });
 
+describe("emceepee serve: start-up messages and flags", () => {
+  const running: RunningCli[] = [];
+  after(async () => {
+    await Promise.all(running.map((r) => stopChild(r.child)));
+  });
+
+  test("the banner lists every endpoint: /mcp, /all/mcp, /servers/<name>/mcp for each server, /healthz and /readyz", SLOW, async () => {
+    // Nothing connects to these servers (no session, no start-up check): they need not exist.
+    const file = await tempConfig("banner.json", { mcpServers: { alpha: { command: "alpha-server" }, "b-2": { url: "http://127.0.0.1:1/mcp" } } });
+    const served = await startCliServe(ROOT, ["--config", file, "--port", "0", "--log-level", "silent", "--no-upstream-check"]);
+    running.push(served);
+    const base = served.url.replace(/\/mcp$/, "");
+    const out = served.stdout();
+    assert.match(out, /\(upstreams: alpha, b-2\)/);
+    for (const url of [`${base}/mcp`, `${base}/all/mcp`, `${base}/servers/alpha/mcp`, `${base}/servers/b-2/mcp`, `${base}/healthz`, `${base}/readyz`]) {
+      assert.ok(out.includes(url), `${url} missing from the banner:\n${out}`);
+    }
+    assert.doesNotMatch(out, /checking each upstream/, "--no-upstream-check");
+  });
+
+  test("a port in use fails with exit 2 and says to pick another with --port (or --port 0)", SLOW, async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
+    try {
+      const taken = (blocker.address() as net.AddressInfo).port;
+      const run = await runCli(ROOT, ["serve", "--config", await tempConfig("empty.json", { mcpServers: {} }), "--port", String(taken)], {
+        stopWhenStdout: /listening on/,
+      });
+      assert.equal(run.code, 2, run.stderr);
+      assert.match(run.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${taken}: the port is already in use.*--port <n>, or --port 0 for any free port`));
+      assert.doesNotMatch(run.stderr, /EADDRINUSE|at Server\./, "no raw errno or stack");
+    } finally {
+      await new Promise<void>((resolve) => blocker.close(() => resolve()));
+    }
+  });
+
+  test("binding beyond loopback without a token prints a loud warning; with a token it does not", SLOW, async () => {
+    const empty = await tempConfig("empty.json", { mcpServers: {} });
+    const open = await startCliServe(ROOT, ["--config", empty, "--host", "0.0.0.0", "--port", "0", "--log-level", "warn"]);
+    running.push(open);
+    assert.match(open.stderr(), /^emceepee: WARNING: listening on 0\.0\.0\.0, beyond this machine, WITHOUT A TOKEN: .*--token/m);
+    assert.match(open.stderr(), /--allowed-hosts/, "remote clients also need their Host accepted");
+    assert.match(open.stderr(), /"msg":"listening_beyond_loopback_without_token"/);
+    const health = await rawRequest(open.url.replace(/\/mcp$/, "/healthz"), { method: "GET" });
+    assert.equal(health.status, 200, "it still serves");
+
+    const tokened = await startCliServe(ROOT, ["--config", empty, "--host", "0.0.0.0", "--port", "0", "--token", "a-token-of-16-chars-or-more"]);
+    running.push(tokened);
+    assert.doesNotMatch(tokened.stderr(), /WARNING/);
+    const loopback = await startCliServe(ROOT, ["--config", empty, "--port", "0"]);
+    running.push(loopback);
+    assert.doesNotMatch(loopback.stderr(), /WARNING/);
+  });
+
+  test("--allowed-hosts and --allowed-origins widen the Host/Origin checks (and bad values are refused)", SLOW, async () => {
+    const empty = await tempConfig("empty.json", { mcpServers: {} });
+    const served = await startCliServe(ROOT, [
+      "--config",
+      empty,
+      "--port",
+      "0",
+      "--log-level",
+      "silent",
+      "--allowed-hosts",
+      "gw.example,box.internal:9000",
+      "--allowed-origins",
+      "https://app.example.com",
+    ]);
+    running.push(served);
+    const init = (headers: Record<string, string>) => rawRequest(served.url, { headers: { ...MCP_POST_HEADERS, ...headers }, body: initializeBody() });
+    const port = new URL(served.url).port;
+    assert.equal((await init({ Host: `gw.example:${port}` })).status, 200, "an allowed host name, any port");
+    assert.equal((await init({ Host: "box.internal:9000" })).status, 200, "an allowed host:port");
+    const foreign = await init({ Host: `evil.example:${port}` });
+    assert.equal(foreign.status, 403);
+    assert.match(foreign.body, /--allowed-hosts/);
+    assert.equal((await init({ Origin: "https://app.example.com" })).status, 200, "an allowed origin");
+    assert.equal((await init({ Origin: "https://evil.example.com" })).status, 403);
+
+    const without = await startCliServe(ROOT, ["--config", empty, "--port", "0", "--log-level", "silent"]);
+    running.push(without);
+    assert.equal((await rawRequest(without.url, { headers: { ...MCP_POST_HEADERS, Host: "gw.example" }, body: initializeBody() })).status, 403);
+
+    const badOrigin = await runCli(ROOT, ["serve", "--config", empty, "--allowed-origins", "https://app.example.com/path"], { stopWhenStdout: /listening on/ });
+    assert.notEqual(badOrigin.code, 0);
+    assert.match(badOrigin.stderr, /--allowed-origins.*'https:\/\/app\.example\.com\/path' is not an origin; write scheme:\/\/host\[:port\]/);
+    const badHost = await runCli(ROOT, ["serve", "--config", empty, "--allowed-hosts", "http://gw.example"], { stopWhenStdout: /listening on/ });
+    assert.notEqual(badHost.code, 0);
+    assert.match(badHost.stderr, /--allowed-hosts.*'http:\/\/gw\.example' is not a Host header value/);
+  });
+});
+
 describe("emceepee serve --port 0", () => {
   let served: RunningCli | undefined;
   let client: Client | undefined;
@@ -173,7 +347,6 @@ describe("emceepee serve --port 0", () => {
     for (const name of ["list_servers", "list_tools", "execute_tool", "add_server", "remove_server", "get_notifications", "get_logs"]) {
       assert.ok(tools.includes(name), `${name} missing from ${tools.join(", ")}`);
     }
-    await waitConnected(client, "everything");
     const echo = await call(client, "execute_tool", { server: "everything", tool: "echo", args: { message: "from the CLI" } });
     assert.equal(firstText(echo), "Echo: from the CLI");
 
@@ -198,7 +371,8 @@ describe("emceepee stdio (demo config, server-everything)", () => {
     client.onerror = (err) => protocolErrors.push(err);
     await client.connect(transport);
     direct = await connectDirectEverything();
-    await waitConnected(client, "everything");
+    // A first call connects the upstream whether sessions connect eagerly or on first use.
+    assert.equal(firstText(await call(client, "execute_tool", { server: "everything", tool: "echo", args: { message: "up" } })), "Echo: up");
   });
 
   after(async () => {
@@ -279,4 +453,30 @@ test("emceepee stdio exits 0 by itself when stdin ends", SLOW, async () => {
   } finally {
     await stopChild(child);
   }
+});
+
+test("emceepee stdio logs at gateway.logLevel from the config (and --log-level over it)", SLOW, async () => {
+  /** Runs one initialize over stdio and returns what went to stderr. */
+  const stderrOf = async (config: string, extra: string[] = []): Promise<string> => {
+    const child = spawn(process.execPath, [...CLI_ARGS, "stdio", "--config", config, ...extra], { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"] });
+    try {
+      let out = "";
+      let err = "";
+      child.stdout.on("data", (c: Buffer) => (out += c.toString("utf8")));
+      child.stderr.on("data", (c: Buffer) => (err += c.toString("utf8")));
+      child.stdin.write(initializeBody(1) + "\n");
+      await pollFor(async () => (/"id":1/.test(out) ? true : undefined), "the initialize response");
+      child.stdin.end();
+      assert.equal((await waitExit(child, 30_000)).code, 0);
+      return err;
+    } finally {
+      await stopChild(child);
+    }
+  };
+  const info = await stderrOf(await tempConfig("stdio-info.json", { mcpServers: {}, gateway: { logLevel: "info" } }));
+  assert.match(info, /"msg":"session_created"/, "info lines are written when the config says info");
+  const quiet = await stderrOf(await tempConfig("stdio-error.json", { mcpServers: {}, gateway: { logLevel: "error" } }));
+  assert.doesNotMatch(quiet, /"level":30/, "no info lines when the config says error");
+  const flag = await stderrOf(await tempConfig("stdio-error.json", { mcpServers: {}, gateway: { logLevel: "error" } }), ["--log-level", "info"]);
+  assert.match(flag, /"msg":"session_created"/, "--log-level wins over the file");
 });

@@ -53,7 +53,8 @@ async function serveWrapped(upstream: Record<string, unknown> = {}): Promise<{ m
     gateway: { upstream: { killGraceMs: GRACE_MS, ...upstream } },
   };
   await writeFile(file, JSON.stringify(config));
-  const served = await startCliServe(ROOT, ["--config", file, "--port", "0", "--log-level", "info"]);
+  // Without the start-up check: its throwaway upstream would be counted too (ops.test.ts covers the check's processes).
+  const served = await startCliServe(ROOT, ["--config", file, "--port", "0", "--log-level", "info", "--no-upstream-check"]);
   running.push(served);
   const client = await connectClient(served.url);
   await waitConnected(client, "wrapped");

@@ -1,0 +1,75 @@
+#!/usr/bin/env node
+/**
+ * `npm start`: build dist/ only when a source changed since the last build,
+ * then run the CLI in THIS process — so the gateway is the process npm
+ * signals. npm runs a script through `sh -c`, and sh (dash) does not exec
+ * its last command: SIGTERM to npm reaches only sh, which dies and leaves the
+ * gateway running. The `exec` in package.json's start script makes this
+ * process replace sh; npm forwards SIGTERM/SIGINT to it (npm 10/11).
+ *
+ * Because npm shares the terminal's process group and forwards what it got,
+ * a Ctrl-C reaches the gateway twice: run() is told to count a repeat within
+ * REPEAT_WINDOW_MS as the same signal (a second Ctrl-C later still forces).
+ *
+ * Up to date means: the list of inputs (path, size, mtime of src/** and the
+ * tsconfig files) equals the one recorded after the last successful build
+ * here, and dist/cli/program.js exists; otherwise the message names what
+ * changed. The record lives in node_modules/.cache/emceepee/ (not in dist/,
+ * which is published). The first `npm start` after `npm ci` builds once.
+ */
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const ENTRY = path.join(ROOT, "dist/cli/program.js");
+const STAMP = path.join(ROOT, "node_modules/.cache/emceepee/build-inputs");
+const REPEAT_WINDOW_MS = 1000;
+
+function files(dir) {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    return e.isDirectory() ? files(p) : [p];
+  });
+}
+
+/** One line per input: path, size, mtime. */
+function inputs() {
+  const list = [...files(path.join(ROOT, "src")), path.join(ROOT, "tsconfig.json"), path.join(ROOT, "tsconfig.build.json")].sort();
+  return list.map((file) => {
+    const { size, mtimeMs } = statSync(file);
+    return `${path.relative(ROOT, file)}\t${size}\t${mtimeMs}`;
+  });
+}
+
+/** Why a build is needed, or undefined when dist/ is current. */
+function staleness(now, before) {
+  if (before === undefined) return "no build recorded";
+  if (!existsSync(ENTRY)) return `${path.relative(ROOT, ENTRY)} is missing`;
+  const was = new Set(before);
+  const changed = now.filter((line) => !was.has(line)).map((line) => line.split("\t")[0]);
+  if (changed.length) return `changed: ${changed.slice(0, 3).join(", ")}${changed.length > 3 ? ` and ${changed.length - 3} more` : ""}`;
+  return before.length !== now.length ? "a source file was removed" : undefined;
+}
+
+const current = inputs();
+const recorded = existsSync(STAMP) ? readFileSync(STAMP, "utf8").split("\n") : undefined;
+const why = staleness(current, recorded);
+if (why) {
+  process.stderr.write(`emceepee: building dist/ (${why})\n`);
+  try {
+    // The package's own build script (it starts from an empty dist/); npm_execpath is set when npm runs this script.
+    const npm = process.env.npm_execpath;
+    const [command, args] = npm ? [process.execPath, [npm, "run", "--silent", "build"]] : ["npm", ["run", "--silent", "build"]];
+    execFileSync(command, args, { cwd: ROOT, stdio: "inherit", shell: !npm && process.platform === "win32" });
+  } catch {
+    process.stderr.write("emceepee: the build failed (see above); fix it and run npm start again\n");
+    process.exit(2);
+  }
+  mkdirSync(path.dirname(STAMP), { recursive: true });
+  writeFileSync(STAMP, current.join("\n"));
+}
+
+const { run } = await import(pathToFileURL(ENTRY).href);
+await run(process.argv, { repeatWindowMs: REPEAT_WINDOW_MS });

@@ -1,0 +1,75 @@
+/**
+ * Parsers and shared options of the CLI's flags. Each parser rejects a bad
+ * value with what was wrong and what to write (commander prints it with the
+ * flag's name); defaults shown in --help are the config schema's.
+ */
+import { InvalidArgumentError, Option } from "commander";
+import { DEFAULT_SETTINGS } from "../config/schema.js";
+import type { StdioFace } from "../server/gateway.js";
+
+export function port(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || n > 65535) throw new InvalidArgumentError("must be an integer from 0 to 65535");
+  return n;
+}
+
+/** `--allowed-hosts a.example,b.example:8808`: Host header values (name, or name:port), comma-separated. */
+export function hostList(value: string): string[] {
+  const hosts = commaList(value, "--allowed-hosts gateway.internal,gateway.internal:8808");
+  for (const h of hosts) {
+    if (!/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$/.test(h)) {
+      throw new InvalidArgumentError(`'${h}' is not a Host header value; write a host name or address, optionally with :port (e.g. gateway.internal:8808)`);
+    }
+  }
+  return hosts;
+}
+
+/** `--allowed-origins https://app.example.com,http://localhost:3000`: browser origins, comma-separated. */
+export function originList(value: string): string[] {
+  const origins = commaList(value, "--allowed-origins https://app.example.com");
+  for (const o of origins) {
+    let origin: string | undefined;
+    try {
+      const u = new URL(o);
+      origin = u.protocol === "http:" || u.protocol === "https:" ? u.origin : undefined;
+    } catch {
+      origin = undefined;
+    }
+    if (origin !== o) {
+      throw new InvalidArgumentError(`'${o}' is not an origin; write scheme://host[:port] without a path or a trailing slash (e.g. https://app.example.com)`);
+    }
+  }
+  return origins;
+}
+
+function commaList(value: string, example: string): string[] {
+  const items = value
+    .split(",")
+    .map((v) => v.trim())
+    .filter((v) => v !== "");
+  if (!items.length) throw new InvalidArgumentError(`must name at least one; e.g. ${example}`);
+  return items;
+}
+
+export function stdioFace(value: string): StdioFace {
+  if (value === "meta" || value === "all") return { kind: value };
+  const m = /^server:(.+)$/.exec(value);
+  if (m) return { kind: "server", server: m[1]! };
+  throw new InvalidArgumentError("must be meta, all or server:<name>");
+}
+
+export function configOption(): Option {
+  return new Option("-c, --config <file>", "mcpServers JSON config file (default: the embedded demo with server-everything)");
+}
+
+export function logLevelOption(fallback = `gateway.logLevel, else ${DEFAULT_SETTINGS.logLevel}`): Option {
+  return new Option("--log-level <level>", `log level of the JSON logs on stderr (default: ${fallback})`).choices([
+    "trace",
+    "debug",
+    "info",
+    "warn",
+    "error",
+    "fatal",
+    "silent",
+  ]);
+}

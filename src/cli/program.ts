@@ -1,0 +1,141 @@
+/**
+ * The `emceepee` commands: argv → config → createGateway(). With main.ts, the
+ * only place that prints to the terminal or exits the process (exit paths
+ * and reload: lifecycle.ts). `run()` is also what `npm start`
+ * (scripts/start.mjs) calls, in its own process, after building dist/.
+ */
+import { createRequire } from "node:module";
+import path from "node:path";
+import { Command, InvalidArgumentError, Option } from "commander";
+import { loadConfig, type LoadConfigOptions } from "../config/load.js";
+import { DEFAULT_SETTINGS } from "../config/schema.js";
+import { GatewayError, errorMessage } from "../errors.js";
+import { createLogger } from "../logging.js";
+import { createGateway, type StdioFace } from "../server/gateway.js";
+import { banner, exposureWarning, listenFailure } from "./banner.js";
+import { connectEach, describeConfig } from "./check.js";
+import { installExitPaths, reportConfig } from "./lifecycle.js";
+import { configOption, hostList, logLevelOption, originList, port, stdioFace } from "./options.js";
+
+const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
+
+export interface RunOptions {
+  /** See ExitPathOptions.repeatWindowMs (npm start sets it). */
+  repeatWindowMs?: number;
+}
+
+interface ServeOptions {
+  config?: string;
+  host?: string;
+  port?: number;
+  token?: string;
+  logLevel?: string;
+  allowedHosts?: string[];
+  allowedOrigins?: string[];
+  upstreamCheck: boolean;
+}
+
+export function buildProgram(options: RunOptions = {}): Command {
+  const program = new Command()
+    .name("emceepee")
+    .description("A task-aware MCP gateway between MCP clients and any number of MCP servers.")
+    .version(pkg.version, "-V, --version", "print the version and exit")
+    .showHelpAfterError();
+
+  program
+    .command("serve")
+    .description("serve the gateway over Streamable HTTP (meta-tools face at /mcp; SIGHUP reloads the config)")
+    .addOption(configOption())
+    .option("--host <host>", `interface to bind (default: gateway.host, else ${DEFAULT_SETTINGS.host}; 0.0.0.0 for every interface)`)
+    .option("-p, --port <port>", `port to listen on (default: gateway.port, else ${DEFAULT_SETTINGS.port}; 0 for any free port)`, port)
+    .option("--token <token>", "require Authorization: Bearer <token> on every request except /healthz and /readyz (or set EMCEEPEE_TOKEN)")
+    .option("--allowed-hosts <hosts>", "Host header values accepted besides loopback names, comma-separated (replaces gateway.allowedHosts)", hostList)
+    .option("--allowed-origins <origins>", "browser Origins accepted besides loopback ones, comma-separated (replaces gateway.allowedOrigins)", originList)
+    .option("--no-upstream-check", "do not try each upstream once in the background after start")
+    .addOption(logLevelOption())
+    .action(async (opts: ServeOptions) => {
+      const load: LoadConfigOptions = {
+        file: opts.config,
+        overrides: {
+          host: opts.host,
+          port: opts.port,
+          token: opts.token ?? process.env.EMCEEPEE_TOKEN,
+          logLevel: opts.logLevel,
+          allowedHosts: opts.allowedHosts,
+          allowedOrigins: opts.allowedOrigins,
+        },
+      };
+      const config = await loadConfig(load);
+      const logger = createLogger(config.gateway.logLevel);
+      reportConfig(config, logger);
+      const exposed = exposureWarning(config.gateway);
+      if (exposed) {
+        process.stderr.write(`emceepee: ${exposed}\n`);
+        logger.warn({ host: config.gateway.host }, "listening_beyond_loopback_without_token");
+      }
+      const gateway = createGateway(config, { logger });
+      installExitPaths(gateway, { reload: () => loadConfig(load), repeatWindowMs: options.repeatWindowMs });
+      let url: string;
+      try {
+        ({ url } = await gateway.listen());
+      } catch (err) {
+        await gateway.close();
+        throw listenFailure(err, config.gateway.host, config.gateway.port);
+      }
+      process.stdout.write(banner(url, Object.keys(config.mcpServers), opts.upstreamCheck));
+      if (opts.upstreamCheck) void gateway.checkUpstreams();
+    });
+
+  program
+    .command("stdio")
+    .description("serve the gateway over stdin/stdout, for clients that launch MCP servers as processes (SIGHUP reloads the config)")
+    .addOption(configOption())
+    .addOption(
+      new Option("--face <face>", "what the client sees: meta (management tools), all (every upstream, prefixed) or server:<name> (one upstream as is)")
+        .argParser(stdioFace)
+        .default({ kind: "meta" } satisfies StdioFace, "meta"),
+    )
+    .addOption(logLevelOption())
+    .action(async (opts: { config?: string; face: StdioFace; logLevel?: string }) => {
+      const load: LoadConfigOptions = { file: opts.config, overrides: { logLevel: opts.logLevel } };
+      const config = await loadConfig(load);
+      if (opts.face.kind === "server" && !(opts.face.server in config.mcpServers)) {
+        throw new InvalidArgumentError(
+          `--face server:${opts.face.server}: no such server in the config (have: ${Object.keys(config.mcpServers).join(", ") || "none"})`,
+        );
+      }
+      const logger = createLogger(config.gateway.logLevel);
+      reportConfig(config, logger);
+      const gateway = createGateway(config, { logger });
+      const exits = installExitPaths(gateway, { reload: () => loadConfig(load), repeatWindowMs: options.repeatWindowMs });
+      process.stdin.once("end", () => void exits.shutdown(0));
+      await gateway.serveStdio({ face: opts.face });
+    });
+
+  program
+    .command("check")
+    .description("validate a config without serving: exit 0 if valid, 2 if not (with --connect: 1 if an upstream cannot be reached)")
+    .addOption(configOption())
+    .option("--connect", "also start/connect to each upstream once, list its tools and report")
+    .addOption(logLevelOption("error"))
+    .action(async (opts: { config?: string; connect?: boolean; logLevel?: string }) => {
+      const config = await loadConfig({ file: opts.config, overrides: { logLevel: opts.logLevel ?? "error" } });
+      process.stdout.write(describeConfig(config, opts.config ? path.resolve(opts.config) : "the embedded demo config"));
+      if (opts.connect) process.exitCode = await connectEach(config, createLogger(config.gateway.logLevel), (text) => process.stdout.write(text));
+    });
+
+  return program;
+}
+
+/** Parses argv and runs the command; a failure prints `emceepee: <message>` and exits 2. */
+export function run(argv: readonly string[], options: RunOptions = {}): Promise<void> {
+  return buildProgram(options)
+    .parseAsync([...argv])
+    .then(
+      () => undefined,
+      (err: unknown) => {
+        process.stderr.write(`emceepee: ${err instanceof GatewayError ? `${err.code}: ${err.message}` : errorMessage(err)}\n`);
+        process.exit(2);
+      },
+    );
+}
