@@ -224,7 +224,7 @@ describe("sqlite: start-up errors name the file and never fall back to memory", 
     const under = path.join(dir, "plain-file", "state", "emceepee.db");
     const notDir = await rejectsWith(reopen(under), "EMCP_STORE_UNAVAILABLE");
     assert.ok(notDir.message.includes(under), notDir.message);
-    assert.match(notDir.message, /make the file and its folder writable.*--store/i);
+    assert.match(notDir.message, /make the file and its folder writable.*gateway\.store\.path/i);
     assert.equal(notDir.details?.reason, "ENOTDIR");
   });
 

@@ -141,7 +141,7 @@ export class SqliteDb {
       if (current > latest) {
         throw new GatewayError(
           ErrorCodes.STORE_UNAVAILABLE,
-          `the state store ${this.file} has schema version ${current}, newer than this emceepee knows (${latest}); run the newer emceepee, or point gateway.store.path (--store sqlite:<file>) at another file`,
+          `the state store ${this.file} has schema version ${current}, newer than this emceepee knows (${latest}); run the newer emceepee, or set gateway.store.path to another file`,
           { details: { path: this.file, version: current, supported: latest } },
         );
       }
@@ -165,7 +165,7 @@ export function storeError(file: string, doing: string, err: unknown): GatewayEr
   const raw = (err as { code?: unknown } | null)?.code;
   const code = typeof raw === "string" ? raw : "";
   const family = code.replace(/^(SQLITE_[A-Z]+)_.*$/, "$1");
-  const where = "or set gateway.store (--store sqlite:<file>) to another file, or --store memory to run without durable state";
+  const where = 'or set gateway.store.path to another file (or gateway.store.kind to "memory" to run without durable state)';
   let advice: string;
   if (CORRUPT.has(family)) advice = `it is not a readable SQLite database (corrupt, or another kind of file). Move it aside or restore a backup, ${where}`;
   else if (UNWRITABLE.has(family)) advice = `it cannot be opened for writing. Make the file and its folder writable by this user, ${where}`;
