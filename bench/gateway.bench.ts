@@ -139,10 +139,11 @@ function firstText(result: CallToolResult): string {
   return c && c.type === "text" ? c.text : "";
 }
 
-/** Waits until the meta session reports `everything` connected (its upstream is spawned in the background). */
+/** Uses `everything` in the meta session (upstreams start on first use) until it reports it connected. */
 async function waitConnected(client: Client, timeoutMs = 120_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   for (;;) {
+    await metaCall(client, "list_tools", { server: "everything", limit: 1 });
     const servers = jsonBlocks(await metaCall(client, "list_servers")).find((b) => "servers" in b)?.servers as
       Array<{ name: string; status: string }> | undefined;
     if (servers?.find((s) => s.name === "everything")?.status === "connected") return;

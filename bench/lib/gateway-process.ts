@@ -25,17 +25,22 @@ export interface GatewayProcess {
   cpuMs(): number;
   /** Pids of the upstream processes the gateway spawned. */
   upstreamPids(): number[];
+  /** What the gateway wrote to stderr so far (its JSON log lines, when started with a log level). */
+  stderr(): string;
   stop(): Promise<void>;
 }
 
-/** Writes `config` to a temp file and starts `emceepee serve` with it. */
-export async function startGatewayProcess(config: unknown, label: string): Promise<GatewayProcess> {
+/**
+ * Writes `config` to a temp file and starts `emceepee serve` with it.
+ * @param logLevel the gateway's --log-level (default "silent": logging costs CPU)
+ */
+export async function startGatewayProcess(config: unknown, label: string, logLevel = "silent"): Promise<GatewayProcess> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `emceepee-bench-${label}-`));
   const file = path.join(dir, "config.json");
   fs.writeFileSync(file, JSON.stringify(config, null, 2));
   const child = spawn(
     process.execPath,
-    ["--expose-gc", "--import", "tsx", "--import", PROBE, "src/cli/main.ts", "serve", "--config", file, "--port", "0", "--log-level", "silent"],
+    ["--expose-gc", "--import", "tsx", "--import", PROBE, "src/cli/main.ts", "serve", "--config", file, "--port", "0", "--log-level", logLevel],
     { cwd: ROOT, stdio: ["ignore", "pipe", "pipe", "ipc"] },
   );
   let stdout = "";
@@ -88,6 +93,7 @@ export async function startGatewayProcess(config: unknown, label: string): Promi
       return rssBytes(pid);
     },
     cpuMs: () => cpuMs(pid),
+    stderr: () => stderr,
     upstreamPids: () =>
       childPids(pid).filter((p) => {
         try {

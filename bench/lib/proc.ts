@@ -53,6 +53,30 @@ export function childPids(pid: number): number[] {
   return out;
 }
 
+/** Pids of `pid`'s children, their children and so on (one /proc scan). */
+export function descendantPids(pid: number): number[] {
+  const parentOf = new Map<number, number>();
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const f = statFields(Number(entry));
+    if (f) parentOf.set(Number(entry), Number(f[1]));
+  }
+  const out: number[] = [];
+  const wanted = new Set([pid]);
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const [child, parent] of parentOf) {
+      if (wanted.has(parent) && !wanted.has(child)) {
+        wanted.add(child);
+        out.push(child);
+        grew = true;
+      }
+    }
+  }
+  return out;
+}
+
 /** Total CPU ms of several processes. */
 export function totalCpuMs(pids: readonly number[]): number {
   return pids.reduce((sum, pid) => sum + cpuMs(pid), 0);

@@ -234,7 +234,7 @@ describe("list_tools: filter and pages", SLOW, () => {
     const bad = await call(client, "list_tools", { cursor: "not-a-cursor" });
     assert.equal(bad.isError, true);
     assert.equal(errorCodeOf(bad), "EMCP_BAD_ARGUMENTS");
-    const other = await call(client, "list_tools", { cursor: page.next_cursor!, name_contains: "get" });
+    const other = await call(client, "list_tools", { cursor: page.next_cursor, name_contains: "get" });
     assert.equal(errorCodeOf(other), "EMCP_BAD_ARGUMENTS");
     assert.match(allText(other), /belongs to list_tools/);
   });
