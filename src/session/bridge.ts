@@ -2,7 +2,9 @@
  * DownstreamBridge: how a session reaches its own client natively (the
  * transparent face). When a session has no bridge, or the client lacks the
  * capability, server→client requests wait in the session's pending queue
- * instead (visible through the meta-tools face).
+ * instead (visible through the meta-tools face). Requests come with the
+ * origin of the call they belong to, when known: the bridge sends them where
+ * that call lives (ADR 0002 §8), else on its standalone route.
  */
 import type {
   ClientCapabilities,
@@ -12,6 +14,7 @@ import type {
   ElicitResult,
   ListRootsResult,
 } from "@modelcontextprotocol/sdk/types.js";
+import type { CallOrigin } from "../upstream/origin.js";
 
 export interface DownstreamBridge {
   readonly clientCapabilities: ClientCapabilities;
@@ -24,9 +27,9 @@ export interface DownstreamBridge {
    * may ask before it is). Requests go to the client only once it is.
    */
   whenInitialized(signal: AbortSignal, timeoutMs: number): Promise<boolean>;
-  elicit(server: string, params: ElicitRequest["params"], signal: AbortSignal): Promise<ElicitResult>;
-  sample(server: string, params: CreateMessageRequest["params"], signal: AbortSignal): Promise<CreateMessageResult>;
-  listRoots(signal: AbortSignal): Promise<ListRootsResult>;
+  elicit(server: string, params: ElicitRequest["params"], signal: AbortSignal, origin?: CallOrigin): Promise<ElicitResult>;
+  sample(server: string, params: CreateMessageRequest["params"], signal: AbortSignal, origin?: CallOrigin): Promise<CreateMessageResult>;
+  listRoots(signal: AbortSignal, origin?: CallOrigin): Promise<ListRootsResult>;
   /** Forwards an upstream notification (list_changed, resources/updated, message, ...). */
   notify(server: string, method: string, params: Record<string, unknown> | undefined): void;
 }

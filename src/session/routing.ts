@@ -2,8 +2,13 @@
  * ClientRouting: a session's policy for what its upstreams send towards the
  * client. Server→client requests and notifications go natively through the
  * bridge when the client's face shows that server and the client can take
- * them, otherwise into the pending queue / buffers (never dropped). Upstream
- * task ids are translated to the gateway's (or hidden). When a connection
+ * them, otherwise into the pending queue / buffers (never dropped). A
+ * server→client request comes with the origin of the call it belongs to when
+ * the connection could attribute it: the bridge then sends it where that call
+ * lives (its downstream request's stream, or its task's tasks/result), and the
+ * gateway task owning the call reads `input_required` while the request waits
+ * for the client (ADR 0002 §8). Upstream task ids are translated to the
+ * gateway's (or hidden). When a connection
  * drops, the work that depended on it is failed (seed 003 reconciliation) and
  * the pool reconnects it.
  */
@@ -13,6 +18,7 @@ import type { ProxyTaskRecord } from "../store/task-store.js";
 import { relatedTaskId, toMcpTask, withRelatedTask } from "../tasks/mcp-task.js";
 import type { TaskManager } from "../tasks/task-manager.js";
 import type { ListKind, UpstreamHandlers } from "../upstream/connection.js";
+import type { CallOrigin } from "../upstream/origin.js";
 import { canElicit, type DownstreamBridge } from "./bridge.js";
 import type { BufferManager } from "./buffers.js";
 import type { EventSystem } from "./event-system.js";
@@ -42,22 +48,24 @@ export class ClientRouting {
   handlersFor(server: string): UpstreamHandlers {
     const { pending, buffers } = this.host;
     return {
-      onElicit: async (upstreamParams, signal) => {
-        const params = this.relate(server, upstreamParams);
-        const mode = (params as { mode?: string }).mode ?? "form";
+      onElicit: (upstreamParams, signal, origin) =>
+        this.waitingForClient(origin, async () => {
+          const params = this.relate(server, upstreamParams, origin);
+          const mode = (params as { mode?: string }).mode ?? "form";
+          const bridge = await this.initializedBridgeFor(server, signal);
+          if (bridge && canElicit(bridge.clientCapabilities, mode)) return bridge.elicit(server, params, signal, origin);
+          return pending.add("elicitation", server, params, signal);
+        }),
+      onSample: (upstreamParams, signal, origin) =>
+        this.waitingForClient(origin, async () => {
+          const params = this.relate(server, upstreamParams, origin);
+          const bridge = await this.initializedBridgeFor(server, signal);
+          if (bridge?.clientCapabilities.sampling) return bridge.sample(server, params, signal, origin);
+          return pending.add("sampling", server, params, signal);
+        }),
+      onListRoots: async (signal, origin) => {
         const bridge = await this.initializedBridgeFor(server, signal);
-        if (bridge && canElicit(bridge.clientCapabilities, mode)) return bridge.elicit(server, params, signal);
-        return pending.add("elicitation", server, params, signal);
-      },
-      onSample: async (upstreamParams, signal) => {
-        const params = this.relate(server, upstreamParams);
-        const bridge = await this.initializedBridgeFor(server, signal);
-        if (bridge?.clientCapabilities.sampling) return bridge.sample(server, params, signal);
-        return pending.add("sampling", server, params, signal);
-      },
-      onListRoots: async (signal) => {
-        const bridge = await this.initializedBridgeFor(server, signal);
-        if (bridge?.clientCapabilities.roots) return bridge.listRoots(signal);
+        if (bridge?.clientCapabilities.roots) return bridge.listRoots(signal, origin);
         return { roots: [] };
       },
       onNotification: (method, upstreamParams) => {
@@ -118,15 +126,31 @@ export class ClientRouting {
   }
 
   /**
+   * While `forward` waits for the client, the gateway task owning the call
+   * (if any, now or once promoted) reads `input_required`.
+   */
+  private async waitingForClient<T>(origin: CallOrigin | undefined, forward: () => Promise<T>): Promise<T> {
+    const done = origin?.awaitClient();
+    try {
+      return await forward();
+    } finally {
+      done?.();
+    }
+  }
+
+  /**
    * A request an upstream sends inside one of its tasks names that task in
    * `_meta`: the client sees the gateway's task id instead (or nothing, when
-   * the gateway drives that upstream task itself for a blocking call).
+   * the gateway drives that upstream task itself for a blocking call). A
+   * request attributed to a call a gateway task owns names that task (spec:
+   * task-related requests MUST carry related-task metadata).
    */
-  private relate<T extends { _meta?: Record<string, unknown> | undefined }>(server: string, params: T): T {
+  private relate<T extends { _meta?: Record<string, unknown> | undefined }>(server: string, params: T, origin?: CallOrigin): T {
     const upstreamId = relatedTaskId(params._meta);
-    if (upstreamId === undefined) return params;
-    const record = this.host.tasks.findByUpstreamId(server, upstreamId);
+    const record = upstreamId === undefined ? undefined : this.host.tasks.findByUpstreamId(server, upstreamId);
     if (record) return withRelatedTask(params, record.taskId);
+    if (origin?.taskId !== undefined) return withRelatedTask(params, origin.taskId);
+    if (upstreamId === undefined) return params;
     const { [RELATED_TASK_META_KEY]: _hidden, ...meta } = params._meta ?? {};
     const { _meta: _replaced, ...rest } = params;
     return (Object.keys(meta).length ? { ...rest, _meta: meta } : rest) as T;

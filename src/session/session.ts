@@ -10,7 +10,7 @@
  */
 import type { ClientCapabilities, Implementation } from "@modelcontextprotocol/sdk/types.js";
 import { sessionHash, type Logger } from "../logging.js";
-import { TaskManager } from "../tasks/task-manager.js";
+import { isTerminal, TaskManager } from "../tasks/task-manager.js";
 import type { ConnectionStatus, UpstreamConnection } from "../upstream/connection.js";
 import type { DownstreamBridge } from "./bridge.js";
 import { BufferManager } from "./buffers.js";
@@ -41,8 +41,6 @@ export class Session {
   readonly logger: Logger;
   private readonly routing: ClientRouting;
   private readonly upstreams: UpstreamPool;
-  /** Best-effort cleanup (upstream task cancels) that close() waits for before dropping connections. */
-  private readonly cleanups = new Set<Promise<unknown>>();
   private closed = false;
   /** Set by the transparent face once its client has initialized. */
   bridge: DownstreamBridge | undefined;
@@ -83,7 +81,7 @@ export class Session {
     });
     this.tasks.onStatusChange = (record) => {
       this.routing.taskStatusChanged(record);
-      if (record.upstreamTaskId !== undefined) this.upstreams.get(record.server)?.releaseTaskProgress(record.upstreamTaskId);
+      if (record.upstreamTaskId !== undefined && isTerminal(record.status)) this.upstreams.get(record.server)?.releaseUpstreamTask(record.upstreamTaskId);
     };
   }
 
@@ -142,19 +140,10 @@ export class Session {
     this.closed = true;
     this.upstreams.stop();
     this.pending.close("session closed");
+    // Aborting the tasks cancels their upstream tasks; each connection's close() waits for those
+    // cancels (each bounded by tasks.upstreamCancelTimeoutMs) before it disconnects.
     this.tasks.close();
-    // Upstream tasks were just cancelled; each cancel is bounded by upstreamCancelTimeoutMs.
-    await Promise.allSettled([...this.cleanups]);
     this.events.close();
     await this.upstreams.close();
-  }
-
-  trackCleanup(work: Promise<unknown>): void {
-    const settled = work.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.cleanups.add(settled);
-    void settled.then(() => this.cleanups.delete(settled));
   }
 }

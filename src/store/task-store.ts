@@ -33,6 +33,11 @@ export interface ProxyTaskRecord {
   upstreamTaskId?: string;
   pollIntervalMs?: number;
   status: ProxyTaskStatus;
+  /**
+   * A `working` task whose call waits for the client (an elicitation or
+   * sampling request attributed to it): MCP shows it as `input_required`.
+   */
+  inputRequired?: boolean;
   statusMessage?: string;
   createdAt: number;
   lastUpdatedAt: number;

@@ -3,7 +3,9 @@
  * up to timeoutMs; if it answers, return its result unchanged; otherwise
  * create a gateway-owned task that the still-running call settles later.
  * The race timer is cleared on every path; a downstream cancel before
- * promotion cancels the upstream call.
+ * promotion cancels the upstream call. The call's CallOrigin gets the task on
+ * promotion, so an elicitation or sampling request of the call (waiting in
+ * the pending queue) makes the task read `input_required` (ADR 0002 §8).
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
@@ -11,6 +13,7 @@ import type { Clock } from "../clock.js";
 import { ErrorCodes, GatewayError, upstreamCallError } from "../errors.js";
 import type { ProxyTaskRecord } from "../store/task-store.js";
 import type { UpstreamConnection } from "../upstream/connection.js";
+import { CallOrigin } from "../upstream/origin.js";
 import type { TaskManager } from "./task-manager.js";
 
 export type ExecuteOutcome = { kind: "result"; result: CallToolResult } | { kind: "task"; task: ProxyTaskRecord };
@@ -31,8 +34,10 @@ export interface ExecuteOptions {
   signal?: AbortSignal | undefined;
   /** Progress before promotion (forwarded to the downstream caller). */
   onprogress?: ProgressCallback | undefined;
+  /** What caused the call. @default a new origin of no downstream request */
+  origin?: CallOrigin | undefined;
   /** Runs the call (default: a plain tools/call; tools the upstream only runs as tasks pass a driver). */
-  run?: ((o: { signal: AbortSignal; timeoutMs: number; onprogress: ProgressCallback }) => Promise<CallToolResult>) | undefined;
+  run?: ((o: { signal: AbortSignal; timeoutMs: number; onprogress: ProgressCallback; origin: CallOrigin }) => Promise<CallToolResult>) | undefined;
 }
 
 const TIMEOUT = Symbol("timeout");
@@ -41,22 +46,25 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
   if (o.signal?.aborted) {
     throw new GatewayError(ErrorCodes.CANCELLED, `the client cancelled the call to '${o.tool}' before it was sent upstream`);
   }
-  const release = o.tasks.reserveCall();
+  // Closing the session aborts the call (before promotion: here; after: as the task's).
+  const abort = new AbortController();
+  const release = o.tasks.reserveCall(abort);
   // Seed 003 "Log Events": tool_execution_start / _complete / _timeout.
   const log = o.tasks.logger;
   const started = o.clock.now();
   const about = { server: o.connection.name, tool: o.tool };
   log?.debug({ ...about, hasArgs: o.args !== undefined }, "tool_execution_start");
-  const abort = new AbortController();
   const onDownstreamAbort = () => abort.abort("cancelled by the client");
   o.signal?.addEventListener("abort", onDownstreamAbort, { once: true });
   // Set once the call is promoted; onprogress reads it from then on.
   // eslint-disable-next-line prefer-const
   let taskId: string | undefined;
+  const origin = o.origin ?? new CallOrigin();
   const callOptions = {
     signal: abort.signal,
     timeoutMs: o.callTimeoutMs,
     onprogress: (p: Parameters<ProgressCallback>[0]) => (taskId ? o.tasks.setProgress(taskId, p) : o.onprogress?.(p)),
+    origin,
   };
   const call = o.run ? o.run(callOptions) : o.connection.callTool(o.tool, o.args, callOptions);
   let timer: ReturnType<Clock["setTimeout"]> | undefined;
@@ -72,6 +80,8 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     }
   } catch (err) {
     release();
+    // The session closed under the call: say so, not that the upstream failed.
+    if (abort.signal.aborted && abort.signal.reason instanceof GatewayError) throw abort.signal.reason;
     throw upstreamCallError(o.connection.name, o.tool, err);
   } finally {
     o.clock.clearTimeout(timer);
@@ -89,6 +99,8 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     throw err;
   }
   taskId = task.taskId;
+  // What the call already waits for (an elicitation in the pending queue) makes the new task input_required.
+  origin.attachTask(task.taskId, (waiting) => o.tasks.setInputRequired(task.taskId, waiting));
   log?.info({ ...about, taskId, timeoutMs: o.timeoutMs }, "tool_execution_timeout");
   call.then(
     (result) => {
@@ -97,5 +109,5 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     },
     (err) => o.tasks.fail(task.taskId, upstreamCallError(o.connection.name, o.tool, err).message),
   );
-  return { kind: "task", task };
+  return { kind: "task", task: o.tasks.get(task.taskId) };
 }

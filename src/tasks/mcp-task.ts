@@ -12,14 +12,22 @@ export const DEFAULT_POLL_INTERVAL_MS = 1000;
 export function toMcpTask(r: ProxyTaskRecord): Task {
   return {
     taskId: r.taskId,
-    // A tool result with isError is a failed task in MCP terms (its result is still returned by tasks/result).
-    status: r.status === "expired" || (r.status === "completed" && r.result?.isError === true) ? "failed" : r.status,
+    status: mcpStatus(r),
     ttl: r.ttlMs,
     createdAt: new Date(r.createdAt).toISOString(),
     lastUpdatedAt: new Date(r.lastUpdatedAt).toISOString(),
     pollInterval: r.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS,
     ...(r.statusMessage !== undefined ? { statusMessage: r.statusMessage } : {}),
   };
+}
+
+/** The MCP status of a record. */
+export function mcpStatus(r: ProxyTaskRecord): Task["status"] {
+  // A tool result with isError is a failed task in MCP terms (its result is still returned by tasks/result).
+  if (r.status === "expired" || (r.status === "completed" && r.result?.isError === true)) return "failed";
+  // A running task whose call waits for the client (ADR 0002 §8).
+  if (r.status === "working" && r.inputRequired === true) return "input_required";
+  return r.status;
 }
 
 /** Sets (or replaces) the related-task metadata of a result or request params. */

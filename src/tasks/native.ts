@@ -11,16 +11,31 @@
  * - upstream task: the upstream tool is `optional`/`required`. The gateway
  *   creates the upstream task (TTL = min(requested, gateway max, the upstream's own)), keeps only
  *   its id, and polls lazily: tasks/get asks the upstream only when the client
- *   asks; tasks/result is never fetched ahead of the client. Cancel, expiry and
- *   session close cancel the upstream task (best effort, bounded).
+ *   asks (each poll bounded by gateway.upstream.taskPollTimeoutMs, seed 002
+ *   F-005.7); tasks/result is never fetched ahead of the client. Cancel,
+ *   expiry and session close cancel the upstream task (best effort, bounded;
+ *   the connection waits for those cancels before it closes).
+ *
+ * Each call names its CallOrigin (the downstream request, the gateway task),
+ * so what the upstream asks of the client meanwhile reaches the right stream
+ * and the task reads `input_required` while it waits (ADR 0002 §8).
  */
-import { ErrorCode, RELATED_TASK_META_KEY, type CallToolRequest, type CallToolResult, type ProgressToken, type Task } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ErrorCode,
+  RELATED_TASK_META_KEY,
+  type CallToolRequest,
+  type CallToolResult,
+  type ProgressToken,
+  type RequestId,
+  type Task,
+} from "@modelcontextprotocol/sdk/types.js";
 import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { GatewaySettings } from "../config/schema.js";
 import type { Clock } from "../clock.js";
 import { ErrorCodes, GatewayError, errorMessage, isUpstreamAnswer, rpcErrorFromRecord, rpcErrorRecordOf } from "../errors.js";
 import type { ProxyTaskRecord } from "../store/task-store.js";
 import type { UpstreamConnection } from "../upstream/connection.js";
+import { CallOrigin } from "../upstream/origin.js";
 import { DEFAULT_POLL_INTERVAL_MS, toMcpTask, withRelatedTask } from "./mcp-task.js";
 import type { TaskManager } from "./task-manager.js";
 
@@ -31,16 +46,22 @@ export interface NativeTaskContext {
   tasks: TaskManager;
   settings: GatewaySettings;
   clock: Clock;
-  /** Holds best-effort cleanup (upstream cancels) that closing the session should wait for, bounded. */
-  track?: ((work: Promise<unknown>) => void) | undefined;
+  /** The downstream connection the requests come from (a face's SDK Server), named in each call's origin. */
+  downstream?: object | undefined;
   /** Sends a progress notification to the client under its own token (after the call has returned). */
   progress?: ((token: ProgressToken, progress: Parameters<ProgressCallback>[0]) => void) | undefined;
 }
 
 type ToolCallParams = CallToolRequest["params"];
 
-/** Starts a task-augmented tools/call and returns the gateway's task at once. */
-export async function startToolTask(ctx: NativeTaskContext, conn: UpstreamConnection, params: ToolCallParams, upstreamName: string): Promise<Task> {
+/** Starts a task-augmented tools/call (downstream request `requestId`) and returns the gateway's task at once. */
+export async function startToolTask(
+  ctx: NativeTaskContext,
+  conn: UpstreamConnection,
+  params: ToolCallParams,
+  upstreamName: string,
+  requestId?: RequestId,
+): Promise<Task> {
   const { tasks, settings } = ctx;
   const ttlMs = Math.min(params.task?.ttl ?? settings.tasks.defaultTtlMs, settings.tasks.maxTtlMs);
   const { task: _augmentation, ...plain } = params;
@@ -64,9 +85,13 @@ export async function startToolTask(ctx: NativeTaskContext, conn: UpstreamConnec
   const release = tasks.reserveCall();
   try {
     const upstreamTask = (await conn.taskSupport(upstreamName)) !== "forbidden";
-    const record = upstreamTask ? await startUpstreamTask(ctx, conn, call, ttlMs, onprogress) : startGatewayTask(ctx, conn, call, ttlMs, onprogress);
+    // The tools/call is answered at once: only an upstream's own task creation happens inside it.
+    const origin = new CallOrigin({ downstream: ctx.downstream, requestId: upstreamTask ? requestId : undefined });
+    const record = upstreamTask
+      ? await startUpstreamTask(ctx, conn, call, ttlMs, onprogress, origin)
+      : startGatewayTask(ctx, conn, call, ttlMs, onprogress, origin);
     taskId = record.taskId;
-    return toMcpTask(record);
+    return toMcpTask(ctx.tasks.get(record.taskId));
   } finally {
     release();
   }
@@ -78,11 +103,13 @@ function startGatewayTask(
   call: ToolCallParams,
   ttlMs: number,
   onprogress: ProgressCallback,
+  origin: CallOrigin,
 ): ProxyTaskRecord {
   conn.assertConnected(); // throws now, before a record exists, if the connection just dropped
   const abort = new AbortController();
   const record = ctx.tasks.create({ server: conn.name, toolName: call.name, toolArgs: call.arguments ?? {}, ttlMs, abort });
-  conn.callTool(call.name, call.arguments, { signal: abort.signal, timeoutMs: ttlMs, onprogress, _meta: call._meta }).then(
+  attachTask(ctx.tasks, origin, record.taskId);
+  conn.callTool(call.name, call.arguments, { signal: abort.signal, timeoutMs: ttlMs, onprogress, _meta: call._meta, origin }).then(
     (result) => ctx.tasks.complete(record.taskId, result),
     (err) => ctx.tasks.fail(record.taskId, `upstream '${conn.name}': ${errorMessage(err)}`, rpcErrorRecordOf(err)),
   );
@@ -95,13 +122,14 @@ async function startUpstreamTask(
   call: ToolCallParams,
   ttlMs: number,
   onprogress: ProgressCallback,
+  origin: CallOrigin,
 ): Promise<ProxyTaskRecord> {
-  const upstream = await conn.callToolAsTask(call, ttlMs, { onprogress });
-  const cancel = () => ctx.track?.(cancelUpstream(ctx.settings, conn, upstream.taskId));
+  const upstream = await conn.callToolAsTask(call, ttlMs, { onprogress, origin });
+  const cancel = () => void cancelUpstream(ctx.settings, conn, upstream.taskId);
   const abort = new AbortController();
   abort.signal.addEventListener("abort", cancel, { once: true });
   try {
-    return ctx.tasks.create({
+    const record = ctx.tasks.create({
       server: conn.name,
       toolName: call.name,
       toolArgs: call.arguments ?? {},
@@ -111,12 +139,15 @@ async function startUpstreamTask(
       upstreamTaskId: upstream.taskId,
       pollIntervalMs: upstream.pollInterval ?? DEFAULT_POLL_INTERVAL_MS,
     });
+    attachTask(ctx.tasks, origin, record.taskId);
+    return record;
   } catch (err) {
     cancel(); // no gateway task will own it (the session is closing or full)
     throw err;
   }
 }
 
+/** Best effort, bounded by upstreamCancelTimeoutMs; the connection's close() waits for it. */
 function cancelUpstream(settings: GatewaySettings, conn: UpstreamConnection, upstreamTaskId: string): Promise<void> {
   if (conn.status !== "connected") return Promise.resolve();
   return conn.cancelTask(upstreamTaskId, settings.tasks.upstreamCancelTimeoutMs).then(
@@ -140,7 +171,7 @@ export async function getToolTask(
   const conn = await connect(record.server);
   let upstream: Task;
   try {
-    upstream = await conn.getTask(record.upstreamTaskId, signal);
+    upstream = await conn.getTask(record.upstreamTaskId, { signal, timeoutMs: ctx.settings.upstream.taskPollTimeoutMs });
   } catch (err) {
     if (isUpstreamAnswer(err) && err.code === ErrorCode.InvalidParams) {
       ctx.tasks.fail(taskId, `the upstream no longer knows this task: ${err.message}`);
@@ -173,42 +204,62 @@ function applyUpstreamStatus(tasks: TaskManager, record: ProxyTaskRecord, upstre
   }
 }
 
+/** How long and for whom tasks/result (or the meta face's get_task_result) waits. */
+export interface TaskResultOptions {
+  signal?: AbortSignal | undefined;
+  /**
+   * Longest wait before answering EMCP_TASK_STILL_WORKING (the task goes on).
+   * @default the task's remaining TTL
+   */
+  waitMs?: number | undefined;
+  /** The downstream request waiting (what the upstream asks meanwhile rides its stream). */
+  requestId?: RequestId | undefined;
+}
+
 /**
  * tasks/result: waits for the task to end and returns what the tool call
  * returned (its JSON-RPC error is thrown as such). Upstream tasks are asked
  * for their result now; what they ask of the client meanwhile is forwarded.
+ * A wait cut short by `waitMs` leaves the task as it is.
  */
 export async function getToolTaskResult(
   ctx: NativeTaskContext,
   taskId: string,
   connect: (server: string) => Promise<UpstreamConnection>,
-  signal?: AbortSignal,
+  o: TaskResultOptions = {},
 ): Promise<CallToolResult> {
   const record = lookup(ctx, taskId);
+  const remaining = Math.max(1, record.expiresAt - ctx.clock.now());
   // Upstream tasks: whatever the upstream returns for its task (result or JSON-RPC error) is the answer.
   if (record.upstreamTaskId !== undefined && (record.status === "working" || record.resultUpstream === true)) {
     const conn = await connect(record.server);
-    const timeoutMs = record.status === "working" ? Math.max(1, record.expiresAt - ctx.clock.now()) : ctx.settings.upstream.requestTimeoutMs;
+    const timeoutMs = record.status === "working" ? remaining : ctx.settings.upstream.requestTimeoutMs;
+    const origin = new CallOrigin({ downstream: ctx.downstream, requestId: o.requestId });
+    if (record.status === "working") attachTask(ctx.tasks, origin, taskId);
+    const wait = boundedWait(ctx.clock, o.signal, o.waitMs);
     let result: CallToolResult;
     try {
-      result = await conn.getTaskResult(record.upstreamTaskId, { signal, timeoutMs });
+      result = await conn.getTaskResult(record.upstreamTaskId, { signal: wait.signal, timeoutMs, origin });
     } catch (err) {
-      if (!signal?.aborted) {
+      if (wait.timedOut()) throw stillWorking(taskId, o.waitMs);
+      if (!o.signal?.aborted) {
         if (isUpstreamAnswer(err)) ctx.tasks.endUpstream(taskId, "failed", errorMessage(err));
         else ctx.tasks.fail(taskId, `upstream '${record.server}': ${errorMessage(err)}`);
       }
       throw err;
+    } finally {
+      wait.clear();
     }
     ctx.tasks.endUpstream(taskId, result.isError === true ? "failed" : "completed");
     return withRelatedTask(result, taskId);
   }
-  const done = await ctx.tasks.waitForTerminal(taskId, Math.max(0, record.expiresAt - ctx.clock.now()) + 1, signal);
+  const done = await ctx.tasks.waitForTerminal(taskId, Math.min(o.waitMs ?? Infinity, remaining + 1), o.signal);
   switch (done.status) {
     case "completed":
       return withRelatedTask(done.result as CallToolResult, taskId);
     case "working":
     case "input_required":
-      throw new GatewayError(ErrorCodes.TASK_STILL_WORKING, `task ${taskId} is still working; call tasks/result again`, { details: { taskId } });
+      throw stillWorking(taskId, o.waitMs);
     default: {
       const reason = `task ${taskId} ${done.status}: ${done.error ?? done.statusMessage ?? "no result"}`;
       // The upstream's own JSON-RPC error is the call's answer: the boundary passes it through verbatim.
@@ -216,6 +267,42 @@ export async function getToolTaskResult(
       throw new GatewayError(ErrorCodes.TASK_NOT_COMPLETED, reason, { details: { taskId, status: done.status } });
     }
   }
+}
+
+function stillWorking(taskId: string, waitMs: number | undefined): GatewayError {
+  const after = waitMs === undefined ? "" : ` after ${waitMs}ms`;
+  return new GatewayError(
+    ErrorCodes.TASK_STILL_WORKING,
+    `task ${taskId} is still working${after} (nothing is lost); ask for its result again, or wait for its status to change`,
+    { details: { taskId } },
+  );
+}
+
+/** `signal`, also aborted after `waitMs` (when given); clear() drops the timer. */
+function boundedWait(clock: Clock, signal: AbortSignal | undefined, waitMs: number | undefined) {
+  if (waitMs === undefined) return { signal, timedOut: () => false, clear: () => undefined };
+  const abort = new AbortController();
+  let timedOut = false;
+  const onAbort = () => abort.abort(signal?.reason);
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener("abort", onAbort, { once: true });
+  const timer = clock.setTimeout(() => {
+    timedOut = true;
+    abort.abort(`no result within ${waitMs}ms`);
+  }, waitMs);
+  return {
+    signal: abort.signal,
+    timedOut: () => timedOut,
+    clear: () => {
+      clock.clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+    },
+  };
+}
+
+/** The call of `origin` belongs to task `taskId`: it reads input_required while a request of the call waits for the client. */
+function attachTask(tasks: TaskManager, origin: CallOrigin, taskId: string): void {
+  origin.attachTask(taskId, (waiting) => tasks.setInputRequired(taskId, waiting));
 }
 
 /** tasks/cancel: terminal tasks cannot be cancelled; upstream tasks are cancelled upstream too. */
@@ -231,51 +318,75 @@ export function cancelToolTask(ctx: NativeTaskContext, taskId: string): Task {
 
 /**
  * Emulation (seed 004): runs a tool the upstream only runs as a task as one
- * blocking call. While the upstream task runs, its own progress and its
- * status (polled with tasks/get at the upstream's poll interval) become
- * progress keep-alives for the client; queued elicitations arrive through tasks/result and go to
- * the client like any other. The client's cancel cancels the upstream task.
+ * blocking call. It blocks on the upstream's tasks/result, so queued
+ * elicitations arrive inline and go to the client like any other (attributed
+ * to `origin`). Keep-alives, while the upstream task runs:
+ * - with `onprogress` (the client gave a progress token): the upstream's own
+ *   progress, its status (polled with tasks/get at the upstream's poll
+ *   interval) and, between those, a repeat of the last status at least every
+ *   `gateway.tasks.progressKeepAliveMs`. A client with resetTimeoutOnProgress
+ *   keeps waiting as long as these come.
+ * - without a token nothing can be sent inside MCP (progress needs a token);
+ *   over HTTP the request's SSE stream carries comment frames every
+ *   `gateway.http.sseKeepAliveMs` (the SDK transport's keep-alive), which keeps
+ *   proxies and HTTP idle timeouts from closing it, but does not reset a
+ *   client's own request timeout (the SDK client's is 60 s): such a client
+ *   needs a longer `timeout` for long calls (ADR 0002 §7).
+ * The client's cancel cancels the upstream task.
  */
 export async function runUpstreamTaskToEnd(
-  ctx: Pick<NativeTaskContext, "settings" | "clock" | "track">,
+  ctx: Pick<NativeTaskContext, "settings" | "clock">,
   conn: UpstreamConnection,
   call: ToolCallParams,
-  o: { signal?: AbortSignal | undefined; timeoutMs: number; onprogress?: ProgressCallback | undefined },
+  o: { signal?: AbortSignal | undefined; timeoutMs: number; onprogress?: ProgressCallback | undefined; origin?: CallOrigin | undefined },
 ): Promise<CallToolResult> {
   const ttlMs = Math.min(o.timeoutMs, ctx.settings.tasks.maxTtlMs);
+  const { clock } = ctx;
   // One increasing step counter for the upstream's own progress and the keep-alives (the client's
   // token never goes upstream: the call carries the gateway's).
   let step = 0;
   let running = true;
+  let last: string | undefined;
+  let heartbeat: ReturnType<Clock["setTimeout"]> | undefined;
   const report = o.onprogress;
   const progress = (message: string | undefined) => {
-    if (running) report?.({ progress: ++step, ...(message ? { message } : {}) });
+    if (!running || !report) return;
+    if (message !== undefined) last = message;
+    report({ progress: ++step, ...(last !== undefined ? { message: last } : {}) });
+    // The longest silence is progressKeepAliveMs: each notification restarts the wait.
+    clock.clearTimeout(heartbeat);
+    heartbeat = clock.setTimeout(() => progress(undefined), ctx.settings.tasks.progressKeepAliveMs);
   };
   const task = await conn.callToolAsTask(call, ttlMs, {
     signal: o.signal,
     onprogress: (p) => progress(p.message ?? `${p.progress}${p.total !== undefined ? `/${p.total}` : ""}`),
+    origin: o.origin,
   });
-  const onAbort = () => (ctx.track ?? noTrack)(cancelUpstream(ctx.settings, conn, task.taskId));
+  const onAbort = () => void cancelUpstream(ctx.settings, conn, task.taskId);
   o.signal?.addEventListener("abort", onAbort, { once: true });
-  const stopKeepAlive = report
-    ? keepAlive(ctx.clock, conn, task, (t) => progress(t.statusMessage ? `${t.status}: ${t.statusMessage}` : t.status))
-    : () => undefined;
+  let stopPolling = () => undefined as void;
+  if (report) {
+    progress(task.statusMessage ? `${task.status}: ${task.statusMessage}` : task.status);
+    stopPolling = pollStatus(ctx, conn, task, (t) => progress(t.statusMessage ? `${t.status}: ${t.statusMessage}` : t.status));
+  }
   try {
-    const result = await conn.getTaskResult(task.taskId, { signal: o.signal, timeoutMs: ttlMs });
+    const result = await conn.getTaskResult(task.taskId, { signal: o.signal, timeoutMs: ttlMs, origin: o.origin });
     // The client made a plain call: the upstream's task stays out of its result.
     const { _meta, ...rest } = result;
     const { [RELATED_TASK_META_KEY]: _task, ...meta } = _meta ?? {};
     return Object.keys(meta).length ? { ...rest, _meta: meta } : rest;
   } finally {
     running = false;
-    stopKeepAlive();
-    conn.releaseTaskProgress(task.taskId);
+    clock.clearTimeout(heartbeat);
+    stopPolling();
+    conn.releaseUpstreamTask(task.taskId);
     o.signal?.removeEventListener("abort", onAbort);
   }
 }
 
 /** Polls the upstream task and reports each status until stopped (a failed poll just waits for the next). */
-function keepAlive(clock: Clock, conn: UpstreamConnection, task: Task, onstatus: (t: Task) => void): () => void {
+function pollStatus(ctx: Pick<NativeTaskContext, "settings" | "clock">, conn: UpstreamConnection, task: Task, onstatus: (t: Task) => void): () => void {
+  const { clock } = ctx;
   let stopped = false;
   let timer: ReturnType<Clock["setTimeout"]> | undefined;
   const every = (ms: number | undefined) => Math.max(MIN_POLL_INTERVAL_MS, ms ?? DEFAULT_POLL_INTERVAL_MS);
@@ -283,7 +394,7 @@ function keepAlive(clock: Clock, conn: UpstreamConnection, task: Task, onstatus:
     if (!stopped && conn.status === "connected") timer = clock.setTimeout(tick, every(ms));
   };
   const tick = () => {
-    conn.getTask(task.taskId).then(
+    conn.getTask(task.taskId, { timeoutMs: ctx.settings.upstream.taskPollTimeoutMs }).then(
       (t) => {
         if (stopped) return;
         onstatus(t);
@@ -305,10 +416,6 @@ function isWorking(tasks: TaskManager, taskId: string): boolean {
   } catch {
     return false;
   }
-}
-
-function noTrack(work: Promise<unknown>): void {
-  void work;
 }
 
 function lookup(ctx: NativeTaskContext, taskId: string): ProxyTaskRecord {

@@ -1,6 +1,8 @@
 /**
  * TaskManager (seed 000 §1.1, seed 003 §2): the gateway-owned tasks of one
- * session. working → completed | failed | cancelled | expired; every terminal
+ * session. working → completed | failed | cancelled | expired; a working task
+ * whose call waits for the client is flagged `inputRequired` (shown as MCP's
+ * `input_required`, ADR 0002 §8) and counts as working otherwise; every terminal
  * task is kept for `completedRetentionMs` and then deleted. Each task has one
  * TTL timer and, once terminal, one retention timer; both are cleared on every
  * path (including close()). A task's in-flight upstream call is aborted on
@@ -48,6 +50,8 @@ interface Runtime {
 export class TaskManager {
   private readonly runtime = new Map<string, Runtime>();
   private inFlightCalls = 0;
+  /** Upstream calls in flight that are no task (yet): close() aborts them too. */
+  private readonly calls = new Set<AbortController>();
   private closed = false;
   /** Called after every status change of a task (for notifications/tasks/status). */
   onStatusChange: ((record: ProxyTaskRecord) => void) | undefined;
@@ -64,9 +68,10 @@ export class TaskManager {
   /**
    * Reserves capacity for one tool call that may become a task. Throws
    * LIMIT_REACHED when the session already has maxTasksPerSession working
-   * tasks and in-flight calls. Call the returned release() when the call settles.
+   * tasks and in-flight calls. Call the returned release() when the call
+   * settles or becomes a task; until then close() aborts `abort`.
    */
-  reserveCall(): () => void {
+  reserveCall(abort?: AbortController): () => void {
     const working = this.list({ status: "working" }).length;
     if (working + this.inFlightCalls >= this.options.maxTasksPerSession) {
       throw new GatewayError(
@@ -75,13 +80,29 @@ export class TaskManager {
       );
     }
     this.inFlightCalls++;
+    const unguard = abort ? this.abortOnClose(abort) : () => undefined;
     let released = false;
     return () => {
       if (!released) {
         released = true;
         this.inFlightCalls--;
+        unguard();
       }
     };
+  }
+
+  /**
+   * An upstream call of this session that is no task: close() aborts it (so
+   * what it does on abort, e.g. cancelling an upstream task, happens before
+   * the session's connections close). Does not count toward any limit.
+   */
+  abortOnClose(abort: AbortController): () => void {
+    if (this.closed) {
+      abort.abort(sessionClosed());
+      return () => undefined;
+    }
+    this.calls.add(abort);
+    return () => this.calls.delete(abort);
   }
 
   create(input: CreateTaskInput): ProxyTaskRecord {
@@ -128,15 +149,16 @@ export class TaskManager {
     return { ...record };
   }
 
+  /**
+   * `status: "working"` lists every running task, those waiting for input
+   * included; `status: "input_required"` only those.
+   */
   list(filter: { server?: string | undefined; status?: ProxyTaskStatus | undefined; includeCompleted?: boolean | undefined } = {}): ProxyTaskRecord[] {
-    return this.store
-      .listBySession(this.sessionId)
-      .filter(
-        (r) =>
-          isToolTask(r) &&
-          (filter.server === undefined || r.server === filter.server) &&
-          (filter.status !== undefined ? r.status === filter.status : filter.includeCompleted || r.status === "working"),
-      );
+    const matches = (r: ProxyTaskRecord): boolean => {
+      if (filter.status === "input_required") return r.status === "working" && r.inputRequired === true;
+      return filter.status !== undefined ? r.status === filter.status : filter.includeCompleted === true || r.status === "working";
+    };
+    return this.store.listBySession(this.sessionId).filter((r) => isToolTask(r) && (filter.server === undefined || r.server === filter.server) && matches(r));
   }
 
   /** The gateway task mapped onto an upstream task of `server`. */
@@ -177,6 +199,21 @@ export class TaskManager {
     if (status === "completed") return this.finish(taskId, "completed", { resultUpstream: true, ...message }, "task_completed", {});
     const error = `the upstream task ${status}${statusMessage ? `: ${statusMessage}` : ""}`;
     return this.finish(taskId, "failed", { resultUpstream: true, error, statusMessage: error }, "task_failed", { error });
+  }
+
+  /**
+   * The task's call waits for the client (`waiting`), or no longer does: MCP
+   * shows the task `input_required` meanwhile (spec 2025-11-25, tasks), and
+   * the change is announced like any status change.
+   */
+  setInputRequired(taskId: string, waiting: boolean): void {
+    const record = this.store.get(taskId);
+    if (!record || record.status !== "working" || (record.inputRequired === true) === waiting) return;
+    const { inputRequired: _was, ...rest } = record;
+    const updated: ProxyTaskRecord = { ...rest, ...(waiting ? { inputRequired: true } : {}), lastUpdatedAt: this.clock.now() };
+    this.store.put(updated);
+    this.events.logger?.debug({ taskId, server: record.server, waiting }, "task_input_required");
+    this.onStatusChange?.({ ...updated });
   }
 
   /** Records what the upstream last said about an upstream task that is still running. */
@@ -233,6 +270,8 @@ export class TaskManager {
   /** Aborts working calls, clears every timer and deletes this session's records. */
   close(): void {
     this.closed = true;
+    for (const abort of [...this.calls]) abort.abort(sessionClosed());
+    this.calls.clear();
     for (const [taskId, rt] of this.runtime) {
       this.clock.clearTimeout(rt.ttlTimer);
       this.clock.clearTimeout(rt.retentionTimer);
@@ -269,7 +308,8 @@ export class TaskManager {
     const record = this.store.get(taskId);
     const rt = this.runtime.get(taskId);
     if (!record || !rt || record.status !== "working") return false;
-    const updated: ProxyTaskRecord = { ...record, ...patch, status, lastUpdatedAt: this.clock.now() };
+    const { inputRequired: _waiting, ...running } = record;
+    const updated: ProxyTaskRecord = { ...running, ...patch, status, lastUpdatedAt: this.clock.now() };
     this.store.put(updated);
     this.clock.clearTimeout(rt.ttlTimer);
     delete rt.ttlTimer;
@@ -316,6 +356,11 @@ export class TaskManager {
     this.runtime.delete(taskId);
     this.store.delete(taskId);
   }
+}
+
+/** Why close() aborts a call that is no task: callers answer with it (EMCP_CLOSED). */
+function sessionClosed(): GatewayError {
+  return new GatewayError(ErrorCodes.CLOSED, "the session closed while the call was running; nothing of it is kept");
 }
 
 function isToolTask(r: ProxyTaskRecord): boolean {

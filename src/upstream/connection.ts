@@ -4,8 +4,12 @@
  * transport (and a stdio child's slot and stderr tail), answers the
  * upstream's server→client requests through the injected handlers, and
  * reports an unexpected close exactly once. Lifecycle: connect() → (use) →
- * close(). What is sent to the upstream is the request surface it extends
- * (requests.ts); the SDK Client never leaves these two files.
+ * close(); close() first waits for upstream tasks/cancel requests still in
+ * flight (each bounded by its timeout). What is sent to the upstream is the
+ * request surface it extends (requests.ts); the SDK Client never leaves these
+ * two files. Each server→client request reaches the handlers with the origin
+ * of the call it belongs to, when the connection's attribution can tell
+ * (src/mcp/request-attribution.ts), else undefined.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import {
@@ -25,6 +29,7 @@ import {
   type ListRootsResult,
   type LoggingMessageNotification,
   type ServerCapabilities,
+  type RequestId,
   type Task,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
@@ -33,6 +38,9 @@ import { isStdioConfig, type ServerConfig } from "../config/schema.js";
 import type { ChildProcessLimiter } from "./children.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { installOrderedProgress } from "../mcp/ordered-progress.js";
+import { RequestAttribution } from "../mcp/request-attribution.js";
+import { relatedTaskId } from "../tasks/mcp-task.js";
+import type { CallOrigin } from "./origin.js";
 import { UpstreamRequests } from "./requests.js";
 import type { CreatedTransport, TransportFactory } from "./transports.js";
 import type { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
@@ -41,17 +49,22 @@ export type { CallToolOptions, ListKind, TaskSupport } from "./requests.js";
 
 export type ConnectionStatus = "idle" | "connecting" | "connected" | "disconnected" | "error" | "closed";
 
-/** How the owning session answers and records what the upstream sends. */
+/**
+ * How the owning session answers and records what the upstream sends. A
+ * server→client request comes with the origin of the call it belongs to
+ * (undefined: unknown, e.g. sent on a Streamable HTTP upstream's standalone
+ * stream, or while several calls are in flight on a stdio upstream).
+ */
 export interface UpstreamHandlers {
-  onElicit(params: ElicitRequest["params"], signal: AbortSignal): Promise<ElicitResult>;
-  onSample(params: CreateMessageRequest["params"], signal: AbortSignal): Promise<CreateMessageResult>;
+  onElicit(params: ElicitRequest["params"], signal: AbortSignal, origin: CallOrigin | undefined): Promise<ElicitResult>;
+  onSample(params: CreateMessageRequest["params"], signal: AbortSignal, origin: CallOrigin | undefined): Promise<CreateMessageResult>;
   /** Every notification except logging messages and progress. */
   onNotification(method: string, params: Record<string, unknown> | undefined): void;
   onLog(params: LoggingMessageNotification["params"]): void;
   /** A line the stdio child wrote to stderr. */
   onStderr(line: string): void;
   /** Only asked when the connection declares `roots`. */
-  onListRoots(signal: AbortSignal): Promise<ListRootsResult>;
+  onListRoots(signal: AbortSignal, origin: CallOrigin | undefined): Promise<ListRootsResult>;
   /** The connection closed without close() being called. */
   onDisconnect(reason: string): void;
 }
@@ -86,6 +99,7 @@ export class UpstreamConnection extends UpstreamRequests {
   private closing = false;
   private releaseChild: (() => void) | undefined;
   private declared: ClientCapabilities | undefined;
+  private calls: RequestAttribution<CallOrigin> | undefined;
 
   constructor(private readonly options: UpstreamConnectionOptions) {
     super(options.requestTimeoutMs);
@@ -129,18 +143,22 @@ export class UpstreamConnection extends UpstreamRequests {
     }
     this.declared = capabilities;
     const client = new Client(this.options.clientInfo, { capabilities, ...(receiver ? { taskStore: receiver } : {}) });
-    if (this.options.roots) client.setRequestHandler(ListRootsRequestSchema, (_req, extra) => handlers.onListRoots(extra.signal));
+    if (this.options.roots) {
+      client.setRequestHandler(ListRootsRequestSchema, (req, extra) => handlers.onListRoots(extra.signal, this.originOf(extra.requestId, req.params?._meta)));
+    }
     client.setRequestHandler(ElicitRequestSchema, (req, extra) => {
       const { task, ...params } = req.params;
+      const origin = this.originOf(extra.requestId, params._meta);
       if (task && receiver && extra.taskStore)
-        return this.startReceiverTask(receiver, extra.taskStore, task.ttl, (signal) => handlers.onElicit(params, signal));
-      return handlers.onElicit(req.params, extra.signal);
+        return this.startReceiverTask(receiver, extra.taskStore, task.ttl, (signal) => handlers.onElicit(params, signal, origin));
+      return handlers.onElicit(req.params, extra.signal, origin);
     });
     client.setRequestHandler(CreateMessageRequestSchema, (req, extra) => {
       const { task, ...params } = req.params;
+      const origin = this.originOf(extra.requestId, params._meta);
       if (task && receiver && extra.taskStore)
-        return this.startReceiverTask(receiver, extra.taskStore, task.ttl, (signal) => handlers.onSample(params, signal));
-      return handlers.onSample(req.params, extra.signal);
+        return this.startReceiverTask(receiver, extra.taskStore, task.ttl, (signal) => handlers.onSample(params, signal, origin));
+      return handlers.onSample(req.params, extra.signal, origin);
     });
     client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
       handlers.onLog(n.params);
@@ -166,6 +184,10 @@ export class UpstreamConnection extends UpstreamRequests {
       throw this.unavailable(err);
     }
     this.created = created;
+    // Before connect: the attribution wraps transport.send, so every request the SDK sends is seen.
+    const calls = new RequestAttribution<CallOrigin>(created.requestStreams);
+    calls.install(created.transport);
+    this.calls = calls;
     created.stderr?.on("data", (chunk: Buffer) => this.captureStderr(chunk));
     client.onclose = () => this.handleClose();
     client.onerror = (err) => logger.debug({ server: name, err: errorMessage(err) }, "upstream_transport_error");
@@ -208,9 +230,21 @@ export class UpstreamConnection extends UpstreamRequests {
     return { task };
   }
 
+  /**
+   * The call a server→client request belongs to: by the attribution's rules,
+   * else, for a request the upstream sends inside one of its tasks, the call
+   * that created that task.
+   */
+  private originOf(requestId: RequestId, meta: Record<string, unknown> | undefined): CallOrigin | undefined {
+    const upstreamTask = relatedTaskId(meta);
+    return this.calls?.attribute(requestId) ?? (upstreamTask === undefined ? undefined : this.calls?.taskOrigin(upstreamTask));
+  }
+
+  /** Waits for upstream task cancels still in flight (each bounded by its timeout), then closes. */
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    if (this.status === "connected") await this.settleCancels();
     this.status = "closed";
     if (this.client) await this.closeClient(this.client);
   }
@@ -267,5 +301,9 @@ export class UpstreamConnection extends UpstreamRequests {
 
   protected override connectedClient(): Client | undefined {
     return this.status === "connected" ? this.client : undefined;
+  }
+
+  protected override attribution(): RequestAttribution<CallOrigin> | undefined {
+    return this.calls;
   }
 }

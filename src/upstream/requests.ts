@@ -10,6 +10,12 @@
  * tools/list_changed), a digest per list (for reconciliation after a
  * reconnect) and how the upstream runs each tool (taskSupport).
  *
+ * Every request names what caused it (a CallOrigin, when the caller has
+ * one), so the connection's attribution (src/mcp/request-attribution.ts) can
+ * tell which call an upstream's elicitation or sampling request belongs to.
+ * Upstream tasks/cancel requests still in flight are kept, so a closing
+ * connection can wait for them (each is bounded by its own timeout).
+ *
  * UpstreamConnection (connection.ts) extends this class with the lifecycle —
  * connect/close, transport, child process, server→client handlers — and
  * supplies the live SDK client.
@@ -57,7 +63,9 @@ import {
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
 import { createHash } from "node:crypto";
+import type { RequestAttribution } from "../mcp/request-attribution.js";
 import { releaseTaskProgressHandler } from "../mcp/task-progress.js";
+import type { CallOrigin } from "./origin.js";
 
 /** How an upstream runs a tool: as given by its `execution.taskSupport` and its `tasks` capability. */
 export type TaskSupport = "forbidden" | "optional" | "required";
@@ -75,6 +83,8 @@ export interface SendOptions {
   resetTimeoutOnProgress?: boolean | undefined;
   /** Task-augments the request (the upstream answers with CreateTaskResult). */
   task?: { ttl: number } | undefined;
+  /** What caused the request (attribution of the upstream's server→client requests meanwhile). */
+  origin?: CallOrigin | undefined;
 }
 
 /** A plain (not task-augmented) tools/call. */
@@ -87,6 +97,8 @@ export interface CallToolOptions {
   resetTimeoutOnProgress?: boolean | undefined;
   /** The request's `_meta`, forwarded as given (with onprogress, its progress token becomes the gateway's own). */
   _meta?: RequestMeta | undefined;
+  /** What caused the call (see SendOptions.origin). */
+  origin?: CallOrigin | undefined;
 }
 
 type ToolCallParams = Pick<CallToolRequest["params"], "name" | "arguments" | "_meta">;
@@ -99,6 +111,8 @@ export abstract class UpstreamRequests {
   /** A digest of each list as last fetched in full (for reconciliation after a reconnect). */
   readonly listDigests: Partial<Record<ListKind, string>> = {};
   private toolsCache: Promise<Tool[]> | undefined;
+  /** Upstream tasks/cancel requests not yet settled (a closing connection waits for them). */
+  private readonly cancels = new Set<Promise<unknown>>();
 
   protected constructor(private readonly defaultTimeoutMs: number) {}
 
@@ -110,6 +124,9 @@ export abstract class UpstreamRequests {
 
   /** The error every request fails with while the connection is not up. */
   protected abstract unavailable(): Error;
+
+  /** Attributes the live connection's calls (undefined while not connected). */
+  protected abstract attribution(): RequestAttribution<CallOrigin> | undefined;
 
   /** Throws EMCP_UPSTREAM_UNAVAILABLE unless connected (to refuse work before anything is recorded for it). */
   assertConnected(): void {
@@ -129,19 +146,26 @@ export abstract class UpstreamRequests {
     o: SendOptions = {},
   ): Promise<SchemaOutput<S>> {
     const client = this.live();
+    // Every call counts as in flight for attribution, with or without an origin.
+    const call = this.attribution()?.begin(o.origin);
     const options: RequestOptions = {
       timeout: o.timeoutMs ?? this.defaultTimeoutMs,
       ...(o.signal ? { signal: o.signal } : {}),
       ...(o.onprogress ? { onprogress: o.onprogress } : {}),
       ...(o.resetTimeoutOnProgress ? { resetTimeoutOnProgress: true } : {}),
       ...(o.task ? { task: o.task } : {}),
+      ...call?.options,
     };
-    // The SDK methods return exactly what resultSchema parses (the callers pass the matching schema).
-    if (method === "tools/list") return (await client.listTools(params, options)) as SchemaOutput<S>;
-    if (method === "tools/call" && !o.task) {
-      return (await client.callTool(params as ParamsOf<"tools/call">, CallToolResultSchema, options)) as SchemaOutput<S>;
+    try {
+      // The SDK methods return exactly what resultSchema parses (the callers pass the matching schema).
+      if (method === "tools/list") return (await client.listTools(params, options)) as SchemaOutput<S>;
+      if (method === "tools/call" && !o.task) {
+        return (await client.callTool(params as ParamsOf<"tools/call">, CallToolResultSchema, options)) as SchemaOutput<S>;
+      }
+      return await client.request({ method, params }, resultSchema, options);
+    } finally {
+      call?.end();
     }
-    return client.request({ method, params }, resultSchema, options);
   }
 
   private live(): Client {
@@ -160,38 +184,60 @@ export abstract class UpstreamRequests {
       signal: opts.signal,
       onprogress: opts.onprogress,
       resetTimeoutOnProgress: opts.resetTimeoutOnProgress ?? true,
+      origin: opts.origin,
     });
   }
 
-  /** A task-augmented tools/call: the upstream answers with its own task at once. */
+  /**
+   * A task-augmented tools/call: the upstream answers with its own task at
+   * once. Requests the upstream later sends inside that task (naming it in
+   * related-task `_meta`) are attributed to `origin` until releaseUpstreamTask().
+   */
   async callToolAsTask(
     params: ToolCallParams,
     ttlMs: number,
-    opts: { signal?: AbortSignal | undefined; onprogress?: ProgressCallback | undefined } = {},
+    opts: { signal?: AbortSignal | undefined; onprogress?: ProgressCallback | undefined; origin?: CallOrigin | undefined } = {},
   ): Promise<Task> {
     const result = await this.request("tools/call", params, CreateTaskResultSchema, { task: { ttl: ttlMs }, ...opts });
+    if (opts.origin) this.attribution()?.relateTask(result.task.taskId, opts.origin);
     return result.task;
   }
 
-  async getTask(taskId: string, signal?: AbortSignal): Promise<Task> {
-    return this.request("tasks/get", { taskId }, GetTaskResultSchema, { signal });
+  /** A poll (lazy tasks/get, emulation keep-alive), bounded by `timeoutMs` (gateway.upstream.taskPollTimeoutMs). */
+  async getTask(taskId: string, opts: { signal?: AbortSignal | undefined; timeoutMs?: number | undefined } = {}): Promise<Task> {
+    return this.request("tasks/get", { taskId }, GetTaskResultSchema, opts);
   }
 
-  /** Blocks until the upstream task ends; queued elicitations/sampling arrive meanwhile. */
-  async getTaskResult(taskId: string, opts: { signal?: AbortSignal | undefined; timeoutMs: number }): Promise<CallToolResult> {
+  /** Blocks until the upstream task ends; queued elicitations/sampling arrive meanwhile (attributed to `origin`). */
+  async getTaskResult(taskId: string, opts: { signal?: AbortSignal | undefined; timeoutMs: number; origin?: CallOrigin | undefined }): Promise<CallToolResult> {
     return this.request("tasks/result", { taskId }, CallToolResultSchema, opts);
   }
 
+  /** Kept until settled: a closing connection waits for it (settleCancels). */
   async cancelTask(taskId: string, timeoutMs: number): Promise<CancelTaskResult> {
-    return this.request("tasks/cancel", { taskId }, CancelTaskResultSchema, { timeoutMs });
+    const cancel = this.request("tasks/cancel", { taskId }, CancelTaskResultSchema, { timeoutMs });
+    const settled = cancel.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.cancels.add(settled);
+    void settled.then(() => this.cancels.delete(settled));
+    return cancel;
+  }
+
+  /** Resolves once every upstream tasks/cancel sent so far has settled (each is bounded by its timeout). */
+  protected async settleCancels(): Promise<void> {
+    while (this.cancels.size) await Promise.allSettled([...this.cancels]);
   }
 
   /**
-   * Stops progress for one of this upstream's tasks (the gateway calls it
-   * when the task ends; see src/mcp/task-progress.ts). A closed connection
-   * has dropped its handlers already.
+   * Forgets what the connection keeps for one of this upstream's tasks: its
+   * progress handler (src/mcp/task-progress.ts) and its call's origin. The
+   * gateway calls it when the task ends for it. A closed connection has
+   * dropped both already.
    */
-  releaseTaskProgress(taskId: string): void {
+  releaseUpstreamTask(taskId: string): void {
+    this.attribution()?.releaseTask(taskId);
     const client = this.connectedClient();
     if (client) releaseTaskProgressHandler(client, taskId);
   }

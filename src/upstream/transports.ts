@@ -8,6 +8,7 @@ import { getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { SseRequestTap } from "../mcp/sse-request-tap.js";
 import { gatewaySettingsSchema, isStdioConfig, remoteTransportOf, type RemoteServerConfig, type ServerConfig } from "../config/schema.js";
 import type { ProcessGroups } from "./children.js";
 import { GroupStdioClientTransport } from "./stdio-transport.js";
@@ -16,6 +17,12 @@ export interface CreatedTransport {
   transport: Transport;
   /** For stdio upstreams: the child's stderr, captured into the session's logs. */
   stderr?: NodeJS.ReadableStream | null;
+  /**
+   * Streamable HTTP: which of our requests' streams each upstream request
+   * arrived on (src/mcp/sse-request-tap.ts), for attributing server→client
+   * requests to the call they belong to.
+   */
+  requestStreams?: SseRequestTap;
   /** The upstream's MCP session id (streamable HTTP), read after connect. */
   sessionId?: () => string | undefined;
   /** The child's pid (stdio). */
@@ -67,8 +74,9 @@ function remoteTransport(config: RemoteServerConfig): CreatedTransport {
     const eventSourceInit = sseInit(config.headers);
     return { transport: new SSEClientTransport(url, { requestInit, ...(eventSourceInit ? { eventSourceInit } : {}) }) };
   }
-  const transport = new StreamableHTTPClientTransport(url, { requestInit });
-  return { transport, sessionId: () => transport.sessionId };
+  const requestStreams = new SseRequestTap();
+  const transport = new StreamableHTTPClientTransport(url, { requestInit, fetch: requestStreams.fetch });
+  return { transport, requestStreams, sessionId: () => transport.sessionId };
 }
 
 /** EventSource does not take headers directly; pass them through its fetch. */

@@ -264,7 +264,8 @@ export async function promote(
   assert.ok(Array.isArray(pendingOnServer.tasks), "pending_on_server.tasks is an array");
   assert.ok(Array.isArray(pendingOnServer.elicitations_for_server), "pending_on_server.elicitations_for_server is an array");
   assert.equal(typeof task.task_id, "string");
-  assert.equal(task.status, "working");
+  // input_required when the call already waits for an elicitation or sampling request (ADR 0002 §8).
+  assert.ok(task.status === "working" || task.status === "input_required", `a promoted task is running, not ${task.status}`);
   assert.equal(task.server, server);
   assert.equal(task.tool, tool);
   assert.ok(first.text.includes(task.task_id), "the summary names the task id");
@@ -287,7 +288,7 @@ export async function getTask(
 export async function waitTerminal(client: Client, taskId: string, timeoutMs = 30_000): Promise<TaskView> {
   await call(client, "get_task_result", { task_id: taskId, timeout_ms: timeoutMs });
   const { task } = await getTask(client, taskId);
-  assert.notEqual(task.status, "working", `task ${taskId} still working after ${timeoutMs}ms`);
+  assert.ok(task.status !== "working" && task.status !== "input_required", `task ${taskId} still ${task.status} after ${timeoutMs}ms`);
   return task;
 }
 

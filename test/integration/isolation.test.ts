@@ -342,8 +342,9 @@ describe("meta face: B cannot read, answer or cancel A's tasks and pending reque
     // Still pending for A, untouched.
     assert.deepEqual(await pendingIds(A, "elicitations"), [elicitationId]);
     assert.deepEqual(await pendingIds(A, "sampling_requests"), [samplingId]);
-    assert.equal(await taskStatus(A, el.taskId), "working");
-    assert.equal(await taskStatus(A, sm.taskId), "working");
+    // Each waits for A's answer (ADR 0002 §8).
+    assert.equal(await taskStatus(A, el.taskId), "input_required");
+    assert.equal(await taskStatus(A, sm.taskId), "input_required");
 
     // A answers; the upstream gets A's answers (not B's decline / hijack / rejection).
     const e = await A("respond_to_elicitation", { request_id: elicitationId, action: "accept", content: { name: "Alice", check: true, integer: 3 } });

@@ -168,7 +168,7 @@ describe("elicitations through tasks (server-everything)", () => {
     assert.equal(schema.properties.integer?.type, "integer");
 
     const viaTask = await getTask(c, p.taskId);
-    assert.equal(viaTask.task.status, "working");
+    assert.equal(viaTask.task.status, "input_required", "the task waits for the elicitation (ADR 0002 §8)");
     assert.deepEqual(
       viaTask.pending_elicitations_for_server.map((e) => e.requestId),
       [p.requestId],
@@ -238,7 +238,7 @@ describe("elicitations through tasks (server-everything)", () => {
     assert.equal(contentOnDecline.isError, true, "content is only allowed with accept");
 
     assert.equal((await onlyElicitation(c, "everything")).requestId, p.requestId, "still pending after the bad answers");
-    assert.equal((await getTask(c, p.taskId)).task.status, "working", "the task still waits");
+    assert.equal((await getTask(c, p.taskId)).task.status, "input_required", "the task still waits for the answer");
 
     const good = await call(c, "respond_to_elicitation", { request_id: p.requestId, action: "accept", content: { name: "Grace Hopper" } });
     assert.notEqual(good.isError, true, allText(good));
@@ -679,7 +679,7 @@ describe("multi-round elicitation (slow-server elicit-twice)", () => {
     const second = await onlyElicitation(c, "slow");
     assert.notEqual(second.requestId, first.requestId);
     assert.equal(second.message, "second question");
-    assert.equal((await getTask(c, p.taskId)).task.status, "working", "the task keeps working between the rounds");
+    assert.equal((await getTask(c, p.taskId)).task.status, "input_required", "the task waits for the second answer");
     const r2 = await ledger.call(c, "respond_to_elicitation", { request_id: second.requestId, action: "accept", content: { answer: "b" } });
     assert.notEqual(r2.isError, true, allText(r2));
 

@@ -1,9 +1,15 @@
 /**
  * The transparent face's DownstreamBridge: forwards an upstream's
  * server→client requests and notifications to this session's own client.
- * Requests ride the stream of an in-flight client request to the same
- * upstream when there is one (so clients without a standalone GET stream
- * still get them), else the standalone stream.
+ * Where a request goes follows the call it belongs to (its CallOrigin, when
+ * the connection could attribute it, ADR 0002 §8):
+ * - a call serving a request of this client still being answered: that
+ *   request's stream (`relatedRequestId`), as MCP asks;
+ * - a call owned by a task of this face (a gateway-owned task's background
+ *   call): the stream of the client's tasks/result for that task, with the
+ *   task's related-task metadata — queued until the client asks (spec
+ *   2025-11-25: the requestor that sees `input_required` calls tasks/result);
+ * - otherwise (unknown, or a call of another face): the standalone stream.
  */
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
@@ -12,26 +18,100 @@ import {
   ListRootsResultSchema,
   type ClientCapabilities,
   type RequestId,
+  type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
+import type { AnySchema, SchemaOutput } from "@modelcontextprotocol/sdk/server/zod-compat.js";
+import { ErrorCodes, GatewayError } from "../../errors.js";
 import type { DownstreamBridge } from "../../session/bridge.js";
+import type { CallOrigin } from "../../upstream/origin.js";
 import type { Catalog } from "./catalog.js";
 
-export class InflightRequests {
-  private readonly byServer = new Map<string, RequestId[]>();
+interface Queued {
+  send(relatedRequestId: RequestId): void;
+  reject(err: Error): void;
+}
 
-  track(server: string, id: RequestId): () => void {
-    const list = this.byServer.get(server) ?? [];
-    list.push(id);
-    this.byServer.set(server, list);
+/**
+ * The client's requests still being answered on this face, the tasks/result
+ * requests waiting for each task, and the server→client requests queued for
+ * a task until its tasks/result comes.
+ */
+export class DownstreamRoutes {
+  private readonly inflight = new Set<RequestId>();
+  private readonly resultRequests = new Map<string, RequestId[]>();
+  private readonly queued = new Map<string, Set<Queued>>();
+
+  /** Request `id` is being answered until the returned function is called. */
+  track(id: RequestId): () => void {
+    this.inflight.add(id);
+    return () => this.inflight.delete(id);
+  }
+
+  has(id: RequestId): boolean {
+    return this.inflight.has(id);
+  }
+
+  /**
+   * The client's tasks/result `id` waits for task `taskId`: what is queued for
+   * the task goes out on its stream now, and what comes later too, until the
+   * returned function is called.
+   */
+  consume(taskId: string, id: RequestId): () => void {
+    const waiting = this.resultRequests.get(taskId) ?? [];
+    waiting.push(id);
+    this.resultRequests.set(taskId, waiting);
+    const queued = this.queued.get(taskId);
+    this.queued.delete(taskId);
+    for (const q of queued ?? []) q.send(id);
     return () => {
-      const i = list.indexOf(id);
-      if (i >= 0) list.splice(i, 1);
-      if (!list.length) this.byServer.delete(server);
+      const i = waiting.indexOf(id);
+      if (i >= 0) waiting.splice(i, 1);
+      if (!waiting.length && this.resultRequests.get(taskId) === waiting) this.resultRequests.delete(taskId);
     };
   }
 
-  latest(server: string): RequestId | undefined {
-    return this.byServer.get(server)?.at(-1);
+  /**
+   * Runs `send` with the id of a tasks/result waiting for `taskId` — the
+   * latest, now, or the next one to come (bounded by `timeoutMs` and `signal`).
+   */
+  viaTaskResult<T>(taskId: string, signal: AbortSignal, timeoutMs: number, send: (relatedRequestId: RequestId) => Promise<T>): Promise<T> {
+    const current = this.resultRequests.get(taskId)?.at(-1);
+    if (current !== undefined) return send(current);
+    return new Promise<T>((resolve, reject) => {
+      const set = this.queued.get(taskId) ?? new Set<Queued>();
+      this.queued.set(taskId, set);
+      const leave = () => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", onAbort);
+        set.delete(entry);
+        if (!set.size && this.queued.get(taskId) === set) this.queued.delete(taskId);
+      };
+      const entry: Queued = {
+        send: (id) => {
+          leave();
+          send(id).then(resolve, reject);
+        },
+        reject: (err) => {
+          leave();
+          reject(err);
+        },
+      };
+      const onAbort = () => entry.reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason ?? "cancelled")));
+      // As long as a forwarded request waits for its answer (pendingRequests.timeoutMs).
+      const timer = setTimeout(() => entry.reject(new Error(`the client did not call tasks/result for task ${taskId} within ${timeoutMs}ms`)), timeoutMs);
+      timer.unref();
+      set.add(entry);
+      if (signal.aborted) onAbort();
+      else signal.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /** The face closed: nothing queued can reach its client any more. */
+  close(reason: string): void {
+    for (const set of [...this.queued.values()]) for (const q of [...set]) q.reject(new GatewayError(ErrorCodes.CLOSED, reason));
+    this.queued.clear();
+    this.resultRequests.clear();
+    this.inflight.clear();
   }
 }
 
@@ -39,7 +119,7 @@ export function createBridge(
   server: Server,
   clientCapabilities: ClientCapabilities,
   catalog: Catalog,
-  inflight: InflightRequests,
+  routes: DownstreamRoutes,
   requestTimeoutMs: number,
   /** Resolves once the client has sent `initialized`; nothing is sent to it before (see whenInitialized). */
   initialized: Promise<void> = Promise.resolve(),
@@ -61,28 +141,36 @@ export function createBridge(
       /* not advertised on this face */
     }
   };
-  const related = (upstream: string) => {
-    const id = inflight.latest(upstream);
-    return id === undefined ? {} : { relatedRequestId: id };
+  /** Sends one server→client request where the call it belongs to lives (see the header). */
+  const ask = <S extends AnySchema>(
+    request: ServerRequest,
+    schema: S,
+    signal: AbortSignal,
+    origin: CallOrigin | undefined,
+    /** @default the SDK's request timeout */
+    timeout?: number,
+  ): Promise<SchemaOutput<S>> => {
+    const send = (relatedRequestId?: RequestId) =>
+      server.request(request, schema, {
+        signal,
+        ...(timeout !== undefined ? { timeout } : {}),
+        ...(relatedRequestId !== undefined ? { relatedRequestId } : {}),
+      });
+    if (origin?.downstream !== server) return send();
+    if (origin.requestId !== undefined && routes.has(origin.requestId)) return send(origin.requestId);
+    if (origin.taskId !== undefined) return routes.viaTaskResult(origin.taskId, signal, timeout ?? requestTimeoutMs, send);
+    return send();
   };
   return {
     clientCapabilities,
     aggregate: catalog.target.kind === "all",
     serves: (upstream) => (catalog.target.kind === "all" ? catalog.servers().includes(upstream) : catalog.target.server === upstream),
     whenInitialized: (signal, timeoutMs) => (ready ? Promise.resolve(true) : waitInitialized(initialized, signal, timeoutMs)),
-    elicit: async (upstream, params, signal) => {
-      return server.request({ method: "elicitation/create", params }, ElicitResultSchema, { signal, timeout: requestTimeoutMs, ...related(upstream) });
-    },
-    sample: async (upstream, params, signal) => {
-      return server.request({ method: "sampling/createMessage", params }, CreateMessageResultSchema, {
-        signal,
-        timeout: requestTimeoutMs,
-        ...related(upstream),
-      });
-    },
-    listRoots: async (signal) => {
-      return server.request({ method: "roots/list" }, ListRootsResultSchema, { signal });
-    },
+    // Humans answer these: they wait as long as queued ones do (pendingRequests.timeoutMs).
+    elicit: (_upstream, params, signal, origin) => ask({ method: "elicitation/create", params }, ElicitResultSchema, signal, origin, requestTimeoutMs),
+    sample: (_upstream, params, signal, origin) =>
+      ask({ method: "sampling/createMessage", params }, CreateMessageResultSchema, signal, origin, requestTimeoutMs),
+    listRoots: (signal, origin) => ask({ method: "roots/list" }, ListRootsResultSchema, signal, origin),
     notify(upstream, method, params) {
       // Nothing goes to a client before it is initialized (the session's buffers still have it).
       if (ready) send(upstream, method, params);

@@ -9,7 +9,7 @@ import type { ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import { toJsonRpcError } from "../../errors.js";
 import type { GatewayContext } from "../../server/context.js";
 import type { Session } from "../../session/session.js";
-import type { InflightRequests } from "./bridge.js";
+import type { DownstreamRoutes } from "./bridge.js";
 import type { Catalog } from "./catalog.js";
 
 export interface HandlerContext {
@@ -17,7 +17,8 @@ export interface HandlerContext {
   session: Session;
   catalog: Catalog;
   capabilities: ServerCapabilities;
-  inflight: InflightRequests;
+  /** This face's requests in flight and what waits for a task's tasks/result (bridge.ts). */
+  routes: DownstreamRoutes;
   gateway: GatewayContext;
 }
 

@@ -17,7 +17,7 @@ import {
 import type { GatewayContext } from "../../server/context.js";
 import type { Session } from "../../session/session.js";
 import type { UpstreamConnection } from "../../upstream/connection.js";
-import { createBridge, InflightRequests } from "./bridge.js";
+import { createBridge, DownstreamRoutes } from "./bridge.js";
 import { Catalog, type FaceTarget } from "./catalog.js";
 import { registerHandlers } from "./handlers.js";
 import { TASKS_CAPABILITY } from "./tasks.js";
@@ -39,8 +39,8 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   const info: Implementation = single?.serverInfo ?? { name: "emceepee", title: "emceepee (all upstreams)", version: gateway.version };
   const instructions = single ? single.instructions : allInstructions(catalog);
   const server = new Server(info, { capabilities, ...(instructions ? { instructions } : {}) });
-  const inflight = new InflightRequests();
-  registerHandlers({ server, session, catalog, capabilities, inflight, gateway });
+  const routes = new DownstreamRoutes();
+  registerHandlers({ server, session, catalog, capabilities, routes, gateway });
   server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
     for (const c of session.liveConnections()) await c.sendRootsListChanged().catch(() => undefined);
   });
@@ -51,7 +51,7 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   let markInitialized!: () => void;
   const initialized = new Promise<void>((resolve) => (markInitialized = resolve));
   const install = (caps: ClientCapabilities) => {
-    session.bridge = createBridge(server, caps, catalog, inflight, gateway.settings.pendingRequests.timeoutMs, initialized);
+    session.bridge = createBridge(server, caps, catalog, routes, gateway.settings.pendingRequests.timeoutMs, initialized);
   };
   if (o.init) install(o.init.capabilities);
   server.oninitialized = () => {
@@ -60,6 +60,7 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   };
   server.onclose = () => {
     session.bridge = undefined;
+    routes.close("the client's session on this face closed");
   };
   return server;
 }

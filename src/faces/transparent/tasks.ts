@@ -20,6 +20,7 @@ import type { ServerNotification, ServerRequest } from "@modelcontextprotocol/sd
 import { cancelToolTask, getToolTask, getToolTaskResult, runUpstreamTaskToEnd, startToolTask, type NativeTaskContext } from "../../tasks/native.js";
 import { toMcpTask } from "../../tasks/mcp-task.js";
 import type { UpstreamConnection } from "../../upstream/connection.js";
+import { CallOrigin } from "../../upstream/origin.js";
 import { forwardProgress } from "../progress.js";
 import { paginate } from "./catalog.js";
 import { verbatimErrors, type HandlerContext } from "./context.js";
@@ -43,7 +44,7 @@ export function nativeContext(h: HandlerContext): NativeTaskContext {
     tasks: h.session.tasks,
     settings: h.gateway.settings,
     clock: h.gateway.clock,
-    track: (work) => h.session.trackCleanup(work),
+    downstream: h.server,
     progress: (progressToken, p) => h.session.bridge?.notify("", "notifications/progress", { ...p, progressToken }),
   };
 }
@@ -60,27 +61,36 @@ export async function callTool(
   upstreamName: string,
   extra: Extra,
 ): Promise<CallToolResult | CreateTaskResult> {
-  if (params.task) return { task: await startToolTask(nativeContext(h), conn, params, upstreamName) };
-  const progress = forwardProgress(extra, params._meta?.progressToken);
-  const untrack = h.inflight.track(conn.name, extra.requestId);
+  const untrack = h.routes.track(extra.requestId);
+  // Closing the session aborts the call first (an emulated call then cancels its upstream task before the connection closes).
+  const closing = new AbortController();
+  const unguard = h.session.tasks.abortOnClose(closing);
+  const signal = AbortSignal.any([extra.signal, closing.signal]);
   try {
+    if (params.task) return { task: await startToolTask(nativeContext(h), conn, params, upstreamName, extra.requestId) };
+    const progress = forwardProgress(extra, params._meta?.progressToken);
+    // What the upstream asks of the client during this call rides this request's stream (bridge.ts).
+    const origin = new CallOrigin({ downstream: h.server, requestId: extra.requestId });
     const call = { ...params, name: upstreamName };
     const result =
       (await conn.taskSupport(upstreamName)) === "required"
         ? await runUpstreamTaskToEnd(nativeContext(h), conn, call, {
-            signal: extra.signal,
+            signal,
             timeoutMs: h.gateway.settings.tasks.maxTtlMs,
             onprogress: progress.onprogress,
+            origin,
           })
         : await conn.callTool(upstreamName, params.arguments, {
-            signal: extra.signal,
+            signal,
             timeoutMs: h.gateway.settings.tasks.maxTtlMs,
             onprogress: progress.onprogress,
             _meta: params._meta,
+            origin,
           });
     await progress.flush();
     return result;
   } finally {
+    unguard();
     untrack();
   }
 }
@@ -90,12 +100,15 @@ export function registerTaskHandlers(h: HandlerContext, connect: (server: string
   const ctx = nativeContext(h);
   server.setRequestHandler(GetTaskRequestSchema, (req, extra) => getToolTask(ctx, req.params.taskId, connect, extra.signal));
   server.setRequestHandler(GetTaskPayloadRequestSchema, async (req, extra) => {
-    // What the upstream asks of the client while the result is awaited rides this request's stream.
-    const owner = safeServerOf(ctx, req.params.taskId);
-    const untrack = owner === undefined ? () => undefined : h.inflight.track(owner, extra.requestId);
+    // What the upstream asks of the client while the result is awaited rides this request's stream:
+    // an upstream task's requests as they come, a gateway-owned task's queued ones (input_required) too.
+    const { taskId } = req.params;
+    const untrack = h.routes.track(extra.requestId);
+    const stopConsuming = h.routes.consume(taskId, extra.requestId);
     try {
-      return await getToolTaskResult(ctx, req.params.taskId, connect, extra.signal);
+      return await getToolTaskResult(ctx, taskId, connect, { signal: extra.signal, requestId: extra.requestId });
     } finally {
+      stopConsuming();
       untrack();
     }
   });
@@ -105,12 +118,4 @@ export function registerTaskHandlers(h: HandlerContext, connect: (server: string
     return { tasks: page, ...(nextCursor ? { nextCursor } : {}) };
   });
   server.setRequestHandler(CancelTaskRequestSchema, async (req) => cancelToolTask(ctx, req.params.taskId));
-}
-
-function safeServerOf(ctx: NativeTaskContext, taskId: string): string | undefined {
-  try {
-    return ctx.tasks.get(taskId).server;
-  } catch {
-    return undefined;
-  }
 }

@@ -6,6 +6,7 @@
  * (docs/adr/0004-seed-shapes.md).
  */
 import type { ProxyTaskRecord } from "../../../store/task-store.js";
+import { mcpStatus } from "../../../tasks/mcp-task.js";
 import { iso } from "../define.js";
 
 /** The view without `toolArgs` (execute_tool's reply: its caller just sent them). One argument, so `.map(taskView)` works. */
@@ -23,7 +24,8 @@ function view(t: ProxyTaskRecord, withArgs: boolean) {
   const lastUpdatedAt = iso(t.lastUpdatedAt);
   return {
     task_id: t.taskId,
-    status: t.status,
+    // A working task waiting for the client reads input_required (ADR 0002 §8); the meta face keeps its own terminal vocabulary.
+    status: t.status === "working" && mcpStatus(t) === "input_required" ? ("input_required" as const) : t.status,
     server: t.server,
     tool: t.toolName,
     created_at: createdAt,

@@ -1,7 +1,11 @@
 /**
  * list_tasks, get_task, get_task_result, cancel_task (seed 000 §3). Task views
  * carry the seed's ProxyTask names besides the project's (task-view.ts);
- * get_task also answers under the seed's `pending_elicitations`.
+ * get_task also answers under the seed's `pending_elicitations`. A task whose
+ * call waits for an elicitation or sampling request reads `input_required`
+ * (ADR 0002 §8); the request itself is in `pending_client_action`.
+ * get_task_result waits at most `timeout_ms` whoever runs the task (the
+ * gateway, or an upstream whose task the transparent face created).
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
@@ -19,12 +23,17 @@ export const listTasks = defineTool({
   description: "List this session's tasks (tool calls promoted after their timeout). Working tasks only unless include_completed or status is given.",
   input: {
     server: z.string().optional().describe("Only tasks of this server"),
-    status: z.enum(["working", "completed", "failed", "cancelled", "expired"]).optional(),
+    status: z
+      .enum(["working", "input_required", "completed", "failed", "cancelled", "expired"])
+      .optional()
+      .describe("Only tasks in this status (input_required: waiting for an answer to an elicitation or sampling request)"),
     include_completed: z.boolean().default(false).describe("Include ended tasks (kept for a retention period)"),
   },
   annotations: { readOnlyHint: true },
   async run({ session }, { server, status, include_completed }) {
-    return json({ tasks: session.tasks.list({ server, status, includeCompleted: include_completed }).map(taskViewWithArgs) });
+    // The manager's `working` includes tasks waiting for input; here each status lists only its own.
+    const tasks = session.tasks.list({ server, status, includeCompleted: include_completed }).filter((t) => status !== "working" || t.inputRequired !== true);
+    return json({ tasks: tasks.map(taskViewWithArgs) });
   },
 });
 
@@ -59,9 +68,10 @@ export const getTaskResult = defineTool({
   async run({ session, gateway }, { task_id, timeout_ms }, extra) {
     const current = session.tasks.get(task_id);
     if (current.upstreamTaskId !== undefined && (current.status === "working" || current.resultUpstream === true)) {
-      // An upstream task (created through the transparent face): its result is fetched from the upstream now.
+      // An upstream task (created through the transparent face): its result is fetched from the upstream now,
+      // waiting at most timeout_ms (EMCP_TASK_STILL_WORKING then; the upstream task goes on).
       const ctx = { tasks: session.tasks, settings: gateway.settings, clock: gateway.clock };
-      return getToolTaskResult(ctx, task_id, (server) => session.connection(server), extra.signal);
+      return getToolTaskResult(ctx, task_id, (server) => session.connection(server), { signal: extra.signal, waitMs: timeout_ms });
     }
     const wait = timeout_ms ?? Math.max(0, current.expiresAt - gateway.clock.now());
     const task = await session.tasks.waitForTerminal(task_id, wait, extra.signal);
