@@ -33,6 +33,8 @@ interface ServeOptions {
   allowedHosts?: string[];
   allowedOrigins?: string[];
   upstreamCheck: boolean;
+  /** false with --no-access-log (commander's default true means "the file decides"). */
+  accessLog: boolean;
 }
 
 export function buildProgram(options: RunOptions = {}): Command {
@@ -52,6 +54,7 @@ export function buildProgram(options: RunOptions = {}): Command {
     .option("--allowed-hosts <hosts>", "Host header values accepted besides loopback names, comma-separated (replaces gateway.allowedHosts)", hostList)
     .option("--allowed-origins <origins>", "browser Origins accepted besides loopback ones, comma-separated (replaces gateway.allowedOrigins)", originList)
     .option("--no-upstream-check", "do not try each upstream once in the background after start")
+    .option("--no-access-log", "no tool_call line per tool call (sets gateway.accessLog: false)")
     .addOption(logLevelOption())
     .action(async (opts: ServeOptions) => {
       const load: LoadConfigOptions = {
@@ -63,6 +66,7 @@ export function buildProgram(options: RunOptions = {}): Command {
           logLevel: opts.logLevel,
           allowedHosts: opts.allowedHosts,
           allowedOrigins: opts.allowedOrigins,
+          accessLog: opts.accessLog ? undefined : false,
         },
       };
       const config = await loadConfig(load);
@@ -95,9 +99,10 @@ export function buildProgram(options: RunOptions = {}): Command {
         .argParser(stdioFace)
         .default({ kind: "meta" } satisfies StdioFace, "meta"),
     )
+    .option("--no-access-log", "no tool_call line per tool call (sets gateway.accessLog: false)")
     .addOption(logLevelOption())
-    .action(async (opts: { config?: string; face: StdioFace; logLevel?: string }) => {
-      const load: LoadConfigOptions = { file: opts.config, overrides: { logLevel: opts.logLevel } };
+    .action(async (opts: { config?: string; face: StdioFace; logLevel?: string; accessLog: boolean }) => {
+      const load: LoadConfigOptions = { file: opts.config, overrides: { logLevel: opts.logLevel, accessLog: opts.accessLog ? undefined : false } };
       const config = await loadConfig(load);
       if (opts.face.kind === "server" && !(opts.face.server in config.mcpServers)) {
         throw new InvalidArgumentError(

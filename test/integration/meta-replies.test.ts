@@ -14,8 +14,9 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { createLogger, sessionHash } from "../../src/logging.js";
-import { blocks, call, connectClient, everythingStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { ROOT, blocks, call, connectClient, everythingStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { allText, errorCodeOf, eventually, promote } from "../helpers/async-extra.js";
+import { startCliServe, stopChild } from "../helpers/core-extra.js";
 
 const SERVERS = ["one", "two", "three"];
 const SLOW = { timeout: 120_000 };
@@ -293,6 +294,28 @@ describe("access log", SLOW, () => {
       assert.ok((line.durationMs as number) >= 0);
       assert.ok(!("session" in line), "no session id in the access log");
     });
+  });
+
+  test("emceepee serve logs tool_call lines, and none with --no-access-log", async () => {
+    for (const [flags, lines] of [
+      [[], 1],
+      [["--no-access-log"], 0],
+    ] as const) {
+      const served = await startCliServe(ROOT, ["--port", "0", "--log-level", "info", "--no-upstream-check", ...flags]);
+      try {
+        const client = await connectClient(served.url);
+        ok(await call(client, "list_servers"));
+        await client.close();
+      } finally {
+        await stopChild(served.child);
+      }
+      const found = served
+        .stderr()
+        .split("\n")
+        .filter((l) => l.includes('"msg":"tool_call"'));
+      assert.equal(found.length, lines, `${flags.join(" ") || "no flag"}: ${found.join("\n")}`);
+      assert.match(served.stderr(), /"msg":"session_created"/, "the log is on");
+    }
   });
 
   test("gateway.accessLog: false logs no tool_call line", async (t) => {
