@@ -54,7 +54,8 @@ export function wire<T>(value: T): T {
  */
 export async function assertSameAsDirect(gatewayClient: Client, server: string, direct: Client): Promise<void> {
   const directTools = (await direct.listTools()).tools;
-  const listed = await call(gatewayClient, "list_tools", { server });
+  // Every tool on one page (list_tools pages: default limit 10).
+  const listed = await call(gatewayClient, "list_tools", { server, limit: 500 });
   assert.notEqual(listed.isError, true, `list_tools failed: ${JSON.stringify(listed.content)}`);
   const rows = block<Array<{ server: string; tools?: Tool[]; error?: string }>>(listed, "servers");
   assert.ok(rows, `list_tools answered without a servers block: ${JSON.stringify(listed.content)}`);

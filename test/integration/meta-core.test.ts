@@ -91,7 +91,7 @@ describe("meta-tools face over Streamable HTTP (server-everything from the confi
   });
 
   test("list_tools without a server lists the tools of every server", SLOW, async () => {
-    const rows = block<Array<{ server: string; tools?: Array<{ name: string }> }>>(await call(client, "list_tools"), "servers");
+    const rows = block<Array<{ server: string; tools?: Array<{ name: string }> }>>(await call(client, "list_tools", { limit: 500 }), "servers");
     assert.ok(rows);
     assert.deepEqual(
       rows.map((r) => r.server),

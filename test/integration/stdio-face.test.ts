@@ -82,8 +82,10 @@ async function spawnDirect(): Promise<Client> {
   return client;
 }
 
+/** Uses `everything` (upstreams connect on first use) until list_servers shows it connected. */
 async function waitForConnection(meta: Client): Promise<void> {
   for (let i = 0; i < 300; i++) {
+    await meta.callTool({ name: "list_tools", arguments: { server: "everything", limit: 1 } });
     const r = (await meta.callTool({ name: "list_servers", arguments: {} })) as CallToolResult;
     const text = r.content[0]?.type === "text" ? r.content[0].text : "";
     if (text.includes('"status":"connected"')) return;
