@@ -882,8 +882,18 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
       sessionHeaders(),
     );
     assert.equal(initialized.status, 202);
-    // Wait until the raw session's own upstream is connected as well, so its spawn is in the baseline.
+    // Use the raw session's own upstream (upstreams connect on first use) until it is connected, so its spawn is in the baseline.
     const connected = async (): Promise<boolean> => {
+      await send(
+        base,
+        {
+          label: "list_tools",
+          body: rpc({ id: "lt", method: "tools/call", params: { name: "list_tools", arguments: { server: "everything", limit: 1 } } }),
+          expect: "request",
+          id: "lt",
+        },
+        sessionHeaders(),
+      );
       const r = await send(
         base,
         { label: "list_servers", body: rpc({ id: "ls", method: "tools/call", params: { name: "list_servers", arguments: {} } }), expect: "request", id: "ls" },
