@@ -20,6 +20,7 @@ import {
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError, toToolErrorText } from "../../errors.js";
 import type { UpstreamConnection } from "../../upstream/connection.js";
+import { logToolCall, resultOutcome } from "../access-log.js";
 import { paginate } from "./catalog.js";
 import { verbatimErrors, type HandlerContext } from "./context.js";
 import { callTool, honouredTool, registerTaskHandlers } from "./tasks.js";
@@ -76,7 +77,10 @@ export function registerHandlers(h: HandlerContext): void {
     server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
       const { server: upstream, name } = catalog.resolve(req.params.name, "tool");
       assertArgumentsSize(req.params.arguments, h.gateway.settings.tools.maxArgumentsBytes);
-      return callTool(h, await conn(upstream), req.params, name, extra);
+      // The access log's line (access-log.ts); a task-augmented call answered with a task is "promoted".
+      const entry = { face: catalog.target.kind, server: upstream, tool: name };
+      const run = async () => callTool(h, await conn(upstream), req.params, name, extra);
+      return logToolCall(h.gateway, session, entry, extra.signal, run, (r) => ("task" in r ? "promoted" : resultOutcome(r)));
     });
     registerTaskHandlers(h, conn);
   }
