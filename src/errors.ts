@@ -14,7 +14,7 @@
  */
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "./logging.js";
-import type { RpcErrorRecord } from "./store/task-store.js";
+import type { RpcErrorRecord } from "./store/contracts.js";
 
 export const ErrorCodes = {
   /** A value in the config file or CLI flags is invalid. */

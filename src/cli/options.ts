@@ -3,9 +3,11 @@
  * value with what was wrong and what to write (commander prints it with the
  * flag's name); defaults shown in --help are the config schema's.
  */
+import path from "node:path";
 import { InvalidArgumentError, Option } from "commander";
-import { DEFAULT_SETTINGS } from "../config/schema.js";
+import { DEFAULT_SETTINGS, type GatewaySettings } from "../config/schema.js";
 import type { StdioFace } from "../server/gateway.js";
+import { defaultStorePath } from "../store/open.js";
 
 export function port(value: string): number {
   const n = Number(value);
@@ -56,6 +58,31 @@ export function stdioFace(value: string): StdioFace {
   const m = /^server:(.+)$/.exec(value);
   if (m) return { kind: "server", server: m[1]! };
   throw new InvalidArgumentError("must be meta, all or server:<name>");
+}
+
+/**
+ * `--store sqlite:<file>` (a relative file starts at the working directory, as
+ * any command-line path), `--store sqlite` (the per-user file) or `--store memory`.
+ */
+export function store(value: string): GatewaySettings["store"] {
+  const v = value.trim();
+  if (v === "memory") return { kind: "memory" };
+  if (v === "sqlite") return { kind: "sqlite" };
+  const m = /^sqlite:(.+)$/.exec(v);
+  if (m) return { kind: "sqlite", path: path.resolve(m[1]!) };
+  throw new InvalidArgumentError(`must be sqlite:<file>, sqlite (the per-user file ${defaultStorePath()}) or memory (nothing survives a restart)`);
+}
+
+/**
+ * `--store`. `serve` keeps state in SQLite unless told otherwise; `stdio` is
+ * one process per client (its state ends with it), so memory.
+ */
+export function storeOption(command: "serve" | "stdio"): Option {
+  const fallback = command === "serve" ? `sqlite at ${defaultStorePath()}` : "memory (one gateway process per client)";
+  return new Option(
+    "--store <store>",
+    `where tasks, results, events and runtime-added servers are kept: sqlite:<file>, sqlite (${defaultStorePath()}) or memory (default: gateway.store, else ${fallback})`,
+  ).argParser(store);
 }
 
 export function configOption(): Option {

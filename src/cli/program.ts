@@ -8,14 +8,14 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { loadConfig, type LoadConfigOptions } from "../config/load.js";
-import { DEFAULT_SETTINGS } from "../config/schema.js";
+import { DEFAULT_SETTINGS, type GatewaySettings } from "../config/schema.js";
 import { GatewayError, errorMessage } from "../errors.js";
 import { createLogger } from "../logging.js";
 import { createGateway, type StdioFace } from "../server/gateway.js";
 import { banner, exposureWarning, listenFailure } from "./banner.js";
 import { connectEach, describeConfig } from "./check.js";
 import { installExitPaths, reportConfig } from "./lifecycle.js";
-import { configOption, hostList, logLevelOption, originList, port, stdioFace } from "./options.js";
+import { configOption, hostList, logLevelOption, originList, port, stdioFace, storeOption } from "./options.js";
 
 const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
 
@@ -35,6 +35,7 @@ interface ServeOptions {
   upstreamCheck: boolean;
   /** false with --no-access-log (commander's default true means "the file decides"). */
   accessLog: boolean;
+  store?: GatewaySettings["store"];
 }
 
 export function buildProgram(options: RunOptions = {}): Command {
@@ -55,6 +56,7 @@ export function buildProgram(options: RunOptions = {}): Command {
     .option("--allowed-origins <origins>", "browser Origins accepted besides loopback ones, comma-separated (replaces gateway.allowedOrigins)", originList)
     .option("--no-upstream-check", "do not try each upstream once in the background after start")
     .option("--no-access-log", "no tool_call line per tool call (sets gateway.accessLog: false)")
+    .addOption(storeOption("serve"))
     .addOption(logLevelOption())
     .action(async (opts: ServeOptions) => {
       const load: LoadConfigOptions = {
@@ -67,7 +69,10 @@ export function buildProgram(options: RunOptions = {}): Command {
           allowedHosts: opts.allowedHosts,
           allowedOrigins: opts.allowedOrigins,
           accessLog: opts.accessLog ? undefined : false,
+          store: opts.store,
         },
+        // A served gateway keeps its state across restarts unless the file or --store says otherwise.
+        defaults: { store: { kind: "sqlite" } },
       };
       const config = await loadConfig(load);
       const logger = createLogger(config.gateway.logLevel);
@@ -84,7 +89,8 @@ export function buildProgram(options: RunOptions = {}): Command {
         ({ url } = await gateway.listen());
       } catch (err) {
         await gateway.close();
-        throw listenFailure(err, config.gateway.host, config.gateway.port);
+        // The gateway's own start-up errors (EMCP_STORE_UNAVAILABLE: the state store) say what to do already.
+        throw err instanceof GatewayError ? err : listenFailure(err, config.gateway.host, config.gateway.port);
       }
       process.stdout.write(banner(url, Object.keys(config.mcpServers), opts.upstreamCheck));
       if (opts.upstreamCheck) void gateway.checkUpstreams();
@@ -100,9 +106,13 @@ export function buildProgram(options: RunOptions = {}): Command {
         .default({ kind: "meta" } satisfies StdioFace, "meta"),
     )
     .option("--no-access-log", "no tool_call line per tool call (sets gateway.accessLog: false)")
+    .addOption(storeOption("stdio"))
     .addOption(logLevelOption())
-    .action(async (opts: { config?: string; face: StdioFace; logLevel?: string; accessLog: boolean }) => {
-      const load: LoadConfigOptions = { file: opts.config, overrides: { logLevel: opts.logLevel, accessLog: opts.accessLog ? undefined : false } };
+    .action(async (opts: { config?: string; face: StdioFace; logLevel?: string; accessLog: boolean; store?: GatewaySettings["store"] }) => {
+      const load: LoadConfigOptions = {
+        file: opts.config,
+        overrides: { logLevel: opts.logLevel, accessLog: opts.accessLog ? undefined : false, store: opts.store },
+      };
       const config = await loadConfig(load);
       if (opts.face.kind === "server" && !(opts.face.server in config.mcpServers)) {
         throw new InvalidArgumentError(

@@ -15,6 +15,9 @@
  *   when one is set, as a shell would after `cd`. A bare name (`npx`) is left
  *   for the PATH lookup. Clients such as Claude Desktop pick emceepee's
  *   working directory, so it must not decide what these mean.
+ * - A relative `gateway.store.path` starts at the config file's folder too
+ *   (the `--store` flag's is made absolute by the CLI, against its working
+ *   directory, as any command-line path).
  * - Servers with `disabled: true` are dropped and named in `disabledServers`;
  *   keys from other clients that are accepted but not applied come back as
  *   `warnings`. Printing them is the CLI's job.
@@ -32,8 +35,10 @@ import { demoConfig } from "./demo.js";
 export interface LoadConfigOptions {
   /** Path to a JSON config file; the embedded demo config when absent. */
   file?: string | undefined;
-  /** Values from CLI flags (`host`, `port`, `token`, `logLevel`, `allowedHosts`, `allowedOrigins`) that override the file's `gateway` section; undefined values are ignored. */
+  /** Values from CLI flags (`host`, `port`, `token`, `logLevel`, `allowedHosts`, `allowedOrigins`, `store`) that override the file's `gateway` section; undefined values are ignored. */
   overrides?: Record<string, unknown>;
+  /** `gateway` values a command uses when the file does not set that key (serve: `store` → sqlite); undefined values are ignored. */
+  defaults?: Record<string, unknown>;
   env?: NodeJS.ProcessEnv;
 }
 
@@ -77,10 +82,22 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
   const interpolated = interpolateEnv(raw, env, []);
   await readEnvFiles(interpolated, baseDir);
   let parsed = parseConfigDetailed(interpolated, origin);
+  const fileGateway = isObject(interpolated) && isObject(interpolated.gateway) ? interpolated.gateway : {};
+  const defaults = Object.fromEntries(Object.entries(options.defaults ?? {}).filter(([k, v]) => v !== undefined && !Object.hasOwn(fileGateway, k)));
   const overrides = Object.fromEntries(Object.entries(options.overrides ?? {}).filter(([, v]) => v !== undefined));
-  if (Object.keys(overrides).length) parsed = applyOverrides(interpolated as Record<string, unknown>, overrides, env);
+  if (Object.keys(overrides).length || Object.keys(defaults).length) {
+    parsed = applyOverrides(interpolated as Record<string, unknown>, { ...defaults, ...overrides }, env);
+  }
   const mcpServers = Object.fromEntries(Object.entries(parsed.config.mcpServers).map(([name, c]) => [name, resolveRelativePaths(c, baseDir)]));
-  return Object.freeze({ ...parsed.config, mcpServers, warnings: Object.freeze(parsed.warnings), disabledServers: Object.freeze(parsed.disabledServers) });
+  const { store } = parsed.config.gateway;
+  const gateway = store.path === undefined ? parsed.config.gateway : { ...parsed.config.gateway, store: { ...store, path: path.resolve(baseDir, store.path) } };
+  return Object.freeze({
+    ...parsed.config,
+    mcpServers,
+    gateway,
+    warnings: Object.freeze(parsed.warnings),
+    disabledServers: Object.freeze(parsed.disabledServers),
+  });
 }
 
 /** The package folder (this file is src/config/load.ts or dist/config/load.js). */
@@ -139,6 +156,7 @@ const FLAG_OF: Record<string, string> = {
   logLevel: "--log-level",
   allowedHosts: "--allowed-hosts",
   allowedOrigins: "--allowed-origins",
+  store: "--store",
 };
 
 /** The file already passed on its own, so every problem left is an override's: report it as that flag's. */

@@ -12,19 +12,23 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 
 interface ToolErrorInternals {
+  /** Returns a result; ours may return a promise of one (see wrapToolErrors). */
   createToolError?: (message: string) => CallToolResult;
 }
 
 /**
- * Passes every tool-error result `server` builds itself through `decorate`.
- * Throws when the SDK no longer has `createToolError` (the face would
- * otherwise lose its decoration silently).
+ * Passes every tool-error result `server` builds itself through `decorate`,
+ * which may be async: McpServer returns createToolError()'s value from its
+ * async handler, so a promise is awaited (a canary checks it). Throws when
+ * the SDK no longer has `createToolError` (the face would otherwise lose its
+ * decoration silently).
  */
-export function wrapToolErrors(server: McpServer, decorate: (result: CallToolResult) => CallToolResult): void {
+export function wrapToolErrors(server: McpServer, decorate: (result: CallToolResult) => CallToolResult | Promise<CallToolResult>): void {
   const internals = server as unknown as ToolErrorInternals;
   const original = internals.createToolError;
   if (typeof original !== "function") {
     throw new Error("McpServer.createToolError is gone from @modelcontextprotocol/sdk: update src/mcp/tool-errors.ts");
   }
-  internals.createToolError = (message) => decorate(original.call(server, message));
+  // The SDK returns this from an async handler, which awaits a promise: typed as the SDK declares it.
+  internals.createToolError = (message) => decorate(original.call(server, message)) as CallToolResult;
 }

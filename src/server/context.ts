@@ -3,6 +3,7 @@ import type { Clock, IdGenerator } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import type { Logger } from "../logging.js";
 import type { SessionManager } from "../session/session-manager.js";
+import type { Store } from "../store/contracts.js";
 import type { ServerRegistry } from "../upstream/registry.js";
 
 export interface GatewayContext {
@@ -13,4 +14,10 @@ export interface GatewayContext {
   newId: IdGenerator;
   logger: Logger;
   version: string;
+  /**
+   * The state store (docs/adr/0007), opened by the gateway's start (listen()
+   * or serveStdio()) and closed last by close(); reading it before start
+   * throws EMCP_CLOSED.
+   */
+  readonly store: Store;
 }

@@ -1,14 +1,22 @@
 /**
  * EventSystem (seed 003 §1): one per session. Category-1 events are stored in
- * a bounded list and delivered exactly once — in whichever tool response (or
- * await_activity) comes first. Waiters (await_activity) are woken on every
- * new event; all concurrent waiters wake.
+ * the durable EventStore (docs/adr/0007, "Wiring") and delivered exactly once
+ * — in whichever tool response (or await_activity) comes first — because a
+ * delivery is the store's `takeUndelivered`, which marks what it returns
+ * delivered in the same step: across concurrent readers and across restarts
+ * (an event stored before a kill -9 and not delivered is delivered after it;
+ * none twice). Waiters (await_activity) stay in memory and are woken once an
+ * event is stored; all concurrent waiters wake.
  *
- * Two bounds (seed 003 "Event Retention Strategy"): `maxEvents` per session,
- * and `maxTotal` across all sessions, kept by one EventLedger that the
- * SessionManager shares between its sessions. Either evicts the oldest 10%
- * (of that bound); undelivered events lost that way are reported to their
- * session once, as one `events_evicted` notice.
+ * `add()` returns at once (its callers are event handlers that cannot wait);
+ * the appends of one session are written one after another, in order, and
+ * every read first waits for the appends asked for before it. A failed write
+ * is logged (`event_store_write_failed`) and the event is lost; nothing throws.
+ *
+ * Two bounds (seed 003 "Event Retention Strategy"), kept by the store on each
+ * append: `maxEvents` per session and `maxTotal` across all sessions. Either
+ * evicts the oldest 10% (of that bound); undelivered events lost that way are
+ * reported to their session once, as one `events_evicted` notice.
  *
  * Cursor reads (await_activity `sinceEventId`, see docs/adr/0004): the events
  * stored after the cursor, delivered or not; afterwards everything stored
@@ -16,7 +24,9 @@
  * a cursor; a client that passes an older cursor asks for a re-delivery.
  */
 import type { Clock, IdGenerator } from "../clock.js";
+import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
+import type { EventLimits, EventRecord, EventStore, EventTake, EvictedCounts } from "../store/contracts.js";
 
 export type EventType =
   | "notification"
@@ -52,154 +62,79 @@ export interface StoredEvent {
 /** `gateway.events.*` (src/config/schema.ts has each default). */
 export interface EventSystemOptions {
   maxEvents: number;
-  /** Warn once the store is this full (0..1]. */
+  /** Warn once the session's store is this full (0..1]. */
   warningThreshold: number;
-}
-
-export interface EventLedgerOptions {
   /** Events stored across all sessions (gateway.events.maxTotal). */
   maxTotal: number;
-  /** Warn once the total is this full (0..1]. */
-  warningThreshold: number;
 }
 
-/** The part of seed 003's eviction that each bound takes. */
-const EVICT_FRACTION = 0.1;
+/** The store's limits for `gateway.events` settings. */
+export function eventLimits(options: Pick<EventSystemOptions, "maxEvents" | "maxTotal">): EventLimits {
+  return { maxPerSession: options.maxEvents, maxTotal: options.maxTotal };
+}
 
-/**
- * The gateway-wide count of stored events, and their global order: one queue
- * entry per stored event, oldest first. Entries of events a session already
- * dropped (its own bound, or close) go stale and are skipped or compacted
- * away; an owner's live entries are always its oldest stored events.
- */
-export class EventLedger {
-  private queue: Array<{ owner: EventSystem; seq: number }> = [];
-  private head = 0;
-  private stored = 0;
-  private warned = false;
+/** What a session's store holds now (await_activity, tests). */
+export interface EventStats {
+  count: number;
+  undelivered: number;
+  lastEventId?: string;
+}
 
-  constructor(
-    private readonly options: EventLedgerOptions,
-    private readonly logger?: Logger,
-  ) {}
-
-  get maxTotal(): number {
-    return this.options.maxTotal;
-  }
-
-  /** Events stored across all sessions. */
-  get total(): number {
-    return this.stored;
-  }
-
-  /** @internal An EventSystem is about to store one event: evict the oldest gateway-wide when full. */
-  makeRoom(): void {
-    const { maxTotal, warningThreshold } = this.options;
-    if (this.stored >= maxTotal) {
-      this.evictOldest(Math.max(1, Math.ceil(maxTotal * EVICT_FRACTION)));
-      this.warned = false;
-    } else if (!this.warned && this.stored >= maxTotal * warningThreshold) {
-      this.warned = true;
-      this.logger?.warn({ totalCount: this.stored, maxTotal }, "event_store_approaching_limit");
-    }
-  }
-
-  /** @internal `owner` stored the event with this sequence number. */
-  added(owner: EventSystem, seq: number): void {
-    this.queue.push({ owner, seq });
-    this.stored++;
-  }
-
-  /** @internal An owner dropped `n` events by itself (its own bound, or close). */
-  removed(n: number): void {
-    this.stored -= n;
-    this.compact();
-  }
-
-  private evictOldest(k: number): void {
-    const batch = new Map<EventSystem, number>();
-    let evicted = 0;
-    while (evicted < k && this.head < this.queue.length) {
-      const { owner, seq } = this.queue[this.head++]!;
-      if (!owner.holdsSeq(seq)) continue; // stale: the owner dropped it already
-      batch.set(owner, (batch.get(owner) ?? 0) + 1);
-      evicted++;
-    }
-    for (const [owner, n] of batch) owner.evictForLedger(n);
-    this.stored -= evicted;
-    this.logger?.warn({ evictedCount: evicted, sessions: batch.size, reason: "gateway maxTotal", maxTotal: this.options.maxTotal }, "event_store_eviction");
-    this.compact();
-  }
-
-  /** Drops consumed entries, and stale ones once they outnumber the live ones. */
-  private compact(): void {
-    if (this.queue.length - this.head > 2 * this.stored + 64) {
-      this.queue = this.queue.slice(this.head).filter((e) => e.owner.holdsSeq(e.seq));
-      this.head = 0;
-    } else if (this.head > 64 && this.head * 2 >= this.queue.length) {
-      this.queue = this.queue.slice(this.head);
-      this.head = 0;
-    }
-  }
-
-  /** Queue entries held (live and stale), for tests of its bound. */
-  get queueLength(): number {
-    return this.queue.length - this.head;
-  }
+/** When closing a session's events. */
+export interface EventCloseOptions {
+  /** The gateway is shutting down: undelivered events stay for the next start. @default false */
+  keepRecords?: boolean;
 }
 
 type Waiter = (event: StoredEvent | null) => void;
 
 export class EventSystem {
-  private events: StoredEvent[] = [];
-  /** Index into `events` of the first undelivered event. */
-  private undelivered = 0;
-  /** How many events were ever dropped from the front: the sequence number of `events[0]`. */
-  private dropped = 0;
   private readonly waiters = new Set<Waiter>();
+  /** The last append asked for (appends run one after another; reads wait for them). */
+  private tail: Promise<void> = Promise.resolve();
   private warned = false;
-  /** Undelivered events evicted, by the bound that evicted them (reported once, by the next read). */
-  private evictedUndelivered = { session: 0, gateway: 0 };
   private closed = false;
 
   constructor(
+    private readonly sessionId: string,
     private readonly options: EventSystemOptions,
+    private readonly store: EventStore,
     private readonly clock: Clock,
     private readonly newId: IdGenerator,
     /** The session's logger (the session's task and request managers log through it too). */
     readonly logger?: Logger,
-    /** The gateway-wide bound, shared by every session of one SessionManager. */
-    private readonly ledger?: EventLedger,
   ) {}
 
+  /** Stores one event (in the background, in order) and wakes the waiters once it is stored. */
   add(type: EventType, server: string, data: Record<string, unknown> = {}): StoredEvent {
     const event: StoredEvent = { id: this.newId(), type, server, createdAt: this.clock.now(), data };
     if (this.closed) return event; // a closed session stores nothing (nobody can read it)
-    this.enforceLimit();
-    this.ledger?.makeRoom();
-    this.events.push(event);
-    this.ledger?.added(this, this.dropped + this.events.length - 1);
-    for (const waiter of [...this.waiters]) waiter(event);
+    this.tail = this.tail.then(() => this.append(event));
     return event;
   }
 
-  hasNew(): boolean {
-    return this.undelivered < this.events.length || this.evictedCount() > 0;
+  /** Resolves once every event added so far is stored (or failed to be). */
+  flushed(): Promise<void> {
+    return this.tail;
+  }
+
+  async hasNew(): Promise<boolean> {
+    await this.tail;
+    const s = await this.store.stats(this.sessionId);
+    return s.undelivered > 0 || evictedTotal(s.evicted) > 0;
   }
 
   /** Returns the undelivered events and marks them delivered (exactly once). */
-  takeNew(): StoredEvent[] {
-    const fresh = this.events.slice(this.undelivered);
-    const notice = this.takeEvictionNotice();
-    if (notice) fresh.unshift(notice);
-    this.undelivered = this.events.length;
-    return fresh;
+  async takeNew(): Promise<StoredEvent[]> {
+    await this.tail;
+    return this.withNotice(await this.store.takeUndelivered(this.sessionId));
   }
 
   /** Whether a cursor read would return anything (see takeAfter). */
-  hasAfter(cursor: string): boolean {
-    const i = this.indexOf(cursor);
-    return (i >= 0 ? i < this.events.length - 1 : this.events.length > 0) || this.evictedCount() > 0;
+  async hasAfter(cursor: string): Promise<boolean> {
+    await this.tail;
+    const [after, s] = await Promise.all([this.store.listAfter(this.sessionId, cursor), this.store.stats(this.sessionId)]);
+    return after.events.length > 0 || evictedTotal(s.evicted) > 0;
   }
 
   /**
@@ -210,28 +145,24 @@ export class EventSystem {
    * afterwards, including undelivered events up to the cursor (the client
    * says it has them).
    */
-  takeAfter(cursor: string): { events: StoredEvent[]; found: boolean } {
-    const i = this.indexOf(cursor);
-    const out = this.events.slice(i + 1);
-    const notice = this.takeEvictionNotice();
-    if (notice) out.unshift(notice);
-    this.undelivered = this.events.length;
-    if (i < 0) this.logger?.warn({ sinceEventId: cursor, returned: out.length }, "event_cursor_not_found");
-    return { events: out, found: i >= 0 };
+  async takeAfter(cursor: string): Promise<{ events: StoredEvent[]; found: boolean }> {
+    await this.tail;
+    const take = await this.store.takeAfter(this.sessionId, cursor);
+    const events = this.withNotice(take);
+    if (!take.found) this.logger?.warn({ sinceEventId: cursor, returned: events.length }, "event_cursor_not_found");
+    return { events, found: take.found };
   }
 
-  /** Events after a cursor (for inspection / resumption); does not mark delivery. */
-  after(eventId: string | undefined): StoredEvent[] {
-    if (!eventId) return [...this.events];
-    return this.events.filter((e) => e.id > eventId);
+  /** Events after a cursor (all when absent or unknown), for inspection / resumption; does not mark delivery. */
+  async after(eventId: string | undefined): Promise<StoredEvent[]> {
+    await this.tail;
+    return (await this.store.listAfter(this.sessionId, eventId)).events.map(toStoredEvent);
   }
 
-  get size(): number {
-    return this.events.length;
-  }
-
-  get lastEventId(): string | undefined {
-    return this.events.at(-1)?.id;
+  async stats(): Promise<EventStats> {
+    await this.tail;
+    const s = await this.store.stats(this.sessionId);
+    return { count: s.count, undelivered: s.undelivered, ...(s.lastId !== undefined ? { lastEventId: s.lastId } : {}) };
   }
 
   /**
@@ -259,47 +190,66 @@ export class EventSystem {
     return this.waiters.size;
   }
 
-  /** Wakes every waiter with nothing (session closing); their timers are cleared; the store is emptied for good. */
-  close(): void {
+  /**
+   * Wakes every waiter with nothing (session closing; their timers are
+   * cleared), waits for the appends in flight, then deletes the session's
+   * events for good — unless `keepRecords` (the gateway is shutting down).
+   */
+  async close(options: EventCloseOptions = {}): Promise<void> {
+    if (this.closed) return;
     for (const waiter of [...this.waiters]) waiter(null);
-    const n = this.events.length;
     this.closed = true;
-    this.events = [];
-    this.dropped += n;
-    this.undelivered = 0;
-    this.evictedUndelivered = { session: 0, gateway: 0 };
-    if (n) this.ledger?.removed(n);
+    await this.tail;
+    if (options.keepRecords) return;
+    try {
+      await this.store.deleteBySession(this.sessionId);
+    } catch (err) {
+      this.logger?.error({ err: errorMessage(err) }, "event_store_write_failed");
+    }
   }
 
-  /** @internal Whether the ledger's entry `seq` is still stored here. */
-  holdsSeq(seq: number): boolean {
-    return !this.closed && seq >= this.dropped && seq < this.dropped + this.events.length;
+  private async append(event: StoredEvent): Promise<void> {
+    let stored: EventRecord;
+    try {
+      const { event: record, evicted } = await this.store.append(this.sessionId, event, eventLimits(this.options));
+      stored = record;
+      for (const e of evicted) {
+        const reason = e.reason === "session" ? "session maxEvents" : "gateway maxTotal";
+        this.logger?.warn({ evictedCount: e.count, evictedUndelivered: e.undelivered, reason, own: e.sessionId === this.sessionId }, "event_store_eviction");
+        if (e.sessionId === this.sessionId && e.reason === "session") this.warned = false;
+      }
+    } catch (err) {
+      this.logger?.error({ type: event.type, server: event.server, err: errorMessage(err) }, "event_store_write_failed");
+      return;
+    }
+    await this.warnWhenFull(stored.seq);
+    for (const waiter of [...this.waiters]) waiter(event);
   }
 
-  /** @internal The ledger evicts this session's `n` oldest events (they are its oldest gateway-wide). */
-  evictForLedger(n: number): void {
-    const { undelivered } = this.dropFront(n, "gateway");
-    this.logger?.warn({ evictedCount: n, evictedUndelivered: undelivered, reason: "gateway maxTotal" }, "event_store_eviction");
+  /** Logs once when the session's store passes warningThreshold (checked only once it could have: seq ≥ count). */
+  private async warnWhenFull(seq: number): Promise<void> {
+    const { maxEvents, warningThreshold } = this.options;
+    if (this.warned || seq < maxEvents * warningThreshold) return;
+    const { count } = await this.store.stats(this.sessionId).catch(() => ({ count: 0 }));
+    if (count < maxEvents * warningThreshold) return;
+    this.warned = true;
+    this.logger?.warn({ count, maxEvents }, "event_store_approaching_limit");
   }
 
-  private indexOf(cursor: string): number {
-    for (let i = this.events.length - 1; i >= 0; i--) if (this.events[i]!.id === cursor) return i;
-    return -1;
+  /** The take's events, after one `events_evicted` notice when undelivered events were evicted since the last take. */
+  private withNotice(take: EventTake): StoredEvent[] {
+    const events = take.events.map(toStoredEvent);
+    const notice = this.evictionNotice(take.evicted);
+    return notice ? [notice, ...events] : events;
   }
 
-  private evictedCount(): number {
-    return this.evictedUndelivered.session + this.evictedUndelivered.gateway;
-  }
-
-  private takeEvictionNotice(): StoredEvent | undefined {
-    const { session, gateway } = this.evictedUndelivered;
+  private evictionNotice({ session, gateway }: EvictedCounts): StoredEvent | undefined {
     const count = session + gateway;
     if (count === 0) return undefined;
     const why = [
       ...(session ? [`the session's event store is full (maxEvents ${this.options.maxEvents})`] : []),
-      ...(gateway ? [`the gateway's event store is full (gateway.events.maxTotal ${this.ledger?.maxTotal} across all sessions)`] : []),
+      ...(gateway ? [`the gateway's event store is full (gateway.events.maxTotal ${this.options.maxTotal} across all sessions)`] : []),
     ];
-    this.evictedUndelivered = { session: 0, gateway: 0 };
     return {
       id: this.newId(),
       type: "events_evicted",
@@ -313,28 +263,12 @@ export class EventSystem {
       },
     };
   }
+}
 
-  private dropFront(n: number, reason: "session" | "gateway"): { undelivered: number } {
-    const undelivered = Math.max(0, n - this.undelivered);
-    this.events.splice(0, n);
-    this.dropped += n;
-    this.undelivered = Math.max(0, this.undelivered - n);
-    this.evictedUndelivered[reason] += undelivered;
-    return { undelivered };
-  }
+function evictedTotal(e: EvictedCounts): number {
+  return e.session + e.gateway;
+}
 
-  private enforceLimit(): void {
-    const { maxEvents, warningThreshold } = this.options;
-    const count = this.events.length;
-    if (count >= maxEvents) {
-      const evict = Math.max(1, Math.ceil(maxEvents * EVICT_FRACTION));
-      const { undelivered } = this.dropFront(evict, "session");
-      this.ledger?.removed(evict);
-      this.logger?.warn({ evictedCount: evict, evictedUndelivered: undelivered, reason: "session maxEvents", maxEvents }, "event_store_eviction");
-      this.warned = false;
-    } else if (!this.warned && count >= maxEvents * warningThreshold) {
-      this.warned = true;
-      this.logger?.warn({ count, maxEvents }, "event_store_approaching_limit");
-    }
-  }
+function toStoredEvent(r: EventRecord): StoredEvent {
+  return { id: r.id, type: r.type as EventType, server: r.server, createdAt: r.createdAt, data: r.data };
 }

@@ -4,10 +4,18 @@
  * timeout; its timer is cleared on every exit path (response, expiry, upstream
  * cancellation, server gone, session close). Category 4: shown in every tool
  * response while pending.
+ *
+ * Each request is also a record in the durable PendingRequestStore (docs/adr/
+ * 0007, "Wiring"), written before the client hears of it and deleted when it
+ * is answered or settled. The promise resolvers and timers stay here: a
+ * restart cannot answer an upstream call that died with the process, so the
+ * next start rejects every stored request with an event (src/server/
+ * recovery.ts) instead of resuming it.
  */
 import type { CreateMessageRequest, CreateMessageResult, ElicitRequest, ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
-import { ErrorCodes, GatewayError } from "../errors.js";
+import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
+import type { PendingRequestStore } from "../store/contracts.js";
 import type { EventSystem } from "./event-system.js";
 
 export interface PendingKinds {
@@ -32,6 +40,8 @@ interface Entry<K extends PendingKind> extends PendingInfo<K> {
   reject(error: Error): void;
   timer: TimerHandle;
   detach(): void;
+  /** Its record is stored: from then on the client may see and answer it. */
+  stored: boolean;
 }
 
 /** `gateway.pendingRequests.*` (src/config/schema.ts has each default). */
@@ -41,11 +51,21 @@ export interface PendingRequestsOptions {
   maxPerSession: number;
 }
 
+/** When closing a session's pending requests. */
+export interface PendingCloseOptions {
+  /** The gateway is shutting down: the records stay, and the next start rejects them with an event. @default false */
+  keepRecords?: boolean;
+}
+
 export class PendingRequests {
   private readonly entries = new Map<string, Entry<PendingKind>>();
+  /** Store deletes nobody awaits (expiry, upstream cancel, server gone): close() waits for them. */
+  private readonly writes = new Set<Promise<void>>();
 
   constructor(
+    private readonly sessionId: string,
     private readonly options: PendingRequestsOptions,
+    private readonly store: PendingRequestStore,
     private readonly events: EventSystem,
     private readonly clock: Clock,
     private readonly newId: IdGenerator,
@@ -53,7 +73,8 @@ export class PendingRequests {
 
   /**
    * Holds a request until the client answers. The returned promise settles
-   * with the client's answer, or rejects on expiry / server loss / close.
+   * with the client's answer, or rejects on expiry / server loss / close, or
+   * when its record cannot be stored (EMCP_STORE_UNAVAILABLE).
    * `signal` is the upstream's cancellation of its own request.
    */
   add<K extends PendingKind>(kind: K, server: string, params: PendingKinds[K]["params"], signal?: AbortSignal): Promise<PendingKinds[K]["result"]> {
@@ -79,6 +100,7 @@ export class PendingRequests {
         params,
         resolve,
         reject,
+        stored: false,
         timer: this.clock.setTimeout(() => {
           this.events.logger?.warn({ requestId, server, timeoutMs }, `${kind}_timeout`);
           this.settle(
@@ -92,36 +114,61 @@ export class PendingRequests {
       };
       this.entries.set(requestId, entry);
       signal?.addEventListener("abort", onAbort, { once: true });
-      this.events.add(`${kind}_request`, server, { requestId, params: params });
-      // Seed 003 "Log Events": elicitation_received / _responded / _timeout (sampling_* alike).
-      this.events.logger?.info({ requestId, server }, `${kind}_received`);
+      const record = {
+        requestId,
+        sessionId: this.sessionId,
+        kind,
+        server,
+        params: params as Record<string, unknown>,
+        createdAt: now,
+        expiresAt: now + timeoutMs,
+      };
+      void this.track(
+        this.store.put(record).then(
+          async () => {
+            if (this.entries.get(requestId) !== entry) return this.forget(requestId); // settled while it was being stored
+            entry.stored = true;
+            this.events.add(`${kind}_request`, server, { requestId, params: params });
+            // Seed 003 "Log Events": elicitation_received / _responded / _timeout (sampling_* alike).
+            this.events.logger?.info({ requestId, server }, `${kind}_received`);
+          },
+          (err: unknown) => {
+            this.events.logger?.error({ requestId, server, err: errorMessage(err) }, "pending_store_write_failed");
+            if (this.entries.get(requestId) !== entry) return;
+            this.remove(entry);
+            reject(err instanceof Error ? err : new Error(errorMessage(err)));
+          },
+        ),
+      );
     });
   }
 
   /** Delivers the client's answer. Throws UNKNOWN_REQUEST if not pending here. */
-  respond<K extends PendingKind>(kind: K, requestId: string, result: PendingKinds[K]["result"]): PendingInfo<K> {
+  async respond<K extends PendingKind>(kind: K, requestId: string, result: PendingKinds[K]["result"]): Promise<PendingInfo<K>> {
     const entry = this.take(kind, requestId);
+    await this.forget(requestId);
     entry.resolve(result);
     this.events.logger?.info({ requestId, server: entry.server, durationMs: this.clock.now() - entry.receivedAt }, `${kind}_responded`);
     return publicInfo(entry);
   }
 
   /** Rejects one request on the client's behalf; the upstream gets an error. */
-  reject(kind: PendingKind, requestId: string, reason: string): void {
+  async reject(kind: PendingKind, requestId: string, reason: string): Promise<void> {
     const entry = this.take(kind, requestId);
+    await this.forget(requestId);
     entry.reject(new Error(reason));
   }
 
   get<K extends PendingKind>(kind: K, requestId: string): PendingInfo<K> {
     const entry = this.entries.get(requestId);
-    if (!entry || entry.kind !== kind) throw unknownRequest(kind, requestId);
+    if (!entry || entry.kind !== kind || !entry.stored) throw unknownRequest(kind, requestId);
     return publicInfo(entry) as PendingInfo<K>;
   }
 
   list<K extends PendingKind>(kind: K, server?: string): PendingInfo<K>[] {
     const out: PendingInfo<K>[] = [];
     for (const e of this.entries.values()) {
-      if (e.kind === kind && (server === undefined || e.server === server)) out.push(publicInfo(e) as PendingInfo<K>);
+      if (e.stored && e.kind === kind && (server === undefined || e.server === server)) out.push(publicInfo(e) as PendingInfo<K>);
     }
     return out;
   }
@@ -141,17 +188,28 @@ export class PendingRequests {
     return n;
   }
 
-  /** Session closing: reject all without emitting events. */
-  close(reason = "session closed"): void {
+  /**
+   * Session closing: rejects all without emitting events, waits for the
+   * store writes in flight, then deletes the session's records — unless
+   * `keepRecords` (the next start rejects them, with an event).
+   */
+  async close(reason = "session closed", options: PendingCloseOptions = {}): Promise<void> {
     for (const e of [...this.entries.values()]) {
       this.remove(e);
       e.reject(new Error(reason));
+    }
+    while (this.writes.size) await Promise.allSettled([...this.writes]);
+    if (options.keepRecords) return;
+    try {
+      await this.store.deleteBySession(this.sessionId);
+    } catch (err) {
+      this.events.logger?.error({ err: errorMessage(err) }, "pending_store_write_failed");
     }
   }
 
   private take<K extends PendingKind>(kind: K, requestId: string): Entry<K> {
     const entry = this.entries.get(requestId);
-    if (!entry || entry.kind !== kind) throw unknownRequest(kind, requestId);
+    if (!entry || entry.kind !== kind || !entry.stored) throw unknownRequest(kind, requestId);
     this.remove(entry);
     return entry as unknown as Entry<K>;
   }
@@ -165,7 +223,10 @@ export class PendingRequests {
     const entry = this.entries.get(requestId);
     if (!entry) return;
     this.remove(entry);
-    this.events.add(eventType, entry.server, { requestId, ...data });
+    if (entry.stored) {
+      void this.track(this.forget(requestId));
+      this.events.add(eventType, entry.server, { requestId, ...data });
+    }
     entry.reject(error);
   }
 
@@ -173,6 +234,21 @@ export class PendingRequests {
     this.clock.clearTimeout(entry.timer);
     entry.detach();
     this.entries.delete(entry.requestId);
+  }
+
+  /** Deletes the record (a failure is logged: the next start withdraws whatever is left). */
+  private async forget(requestId: string): Promise<void> {
+    try {
+      await this.store.delete(requestId);
+    } catch (err) {
+      this.events.logger?.error({ requestId, err: errorMessage(err) }, "pending_store_write_failed");
+    }
+  }
+
+  private track(p: Promise<void>): Promise<void> {
+    this.writes.add(p);
+    void p.then(() => this.writes.delete(p));
+    return p;
   }
 }
 

@@ -9,12 +9,13 @@
  * gateway task owning the call reads `input_required` while the request waits
  * for the client (ADR 0002 §8). Upstream task ids are translated to the
  * gateway's (or hidden). When a connection
- * drops, the work that depended on it is failed (seed 003 reconciliation) and
+ * drops, the work that depended on it is failed (design UP-5) and
  * the pool reconnects it.
  */
 import { RELATED_TASK_META_KEY } from "@modelcontextprotocol/sdk/types.js";
+import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
-import type { ProxyTaskRecord } from "../store/task-store.js";
+import type { TaskRecord } from "../store/contracts.js";
 import { relatedTaskId, toMcpTask, withRelatedTask } from "../tasks/mcp-task.js";
 import type { TaskManager } from "../tasks/task-manager.js";
 import type { ListKind, UpstreamHandlers } from "../upstream/connection.js";
@@ -69,7 +70,12 @@ export class ClientRouting {
         return { roots: [] };
       },
       onNotification: (method, upstreamParams) => {
-        if (method === "notifications/tasks/status") return this.onUpstreamTaskStatus(server, upstreamParams);
+        if (method === "notifications/tasks/status") {
+          this.onUpstreamTaskStatus(server, upstreamParams).catch((err: unknown) =>
+            this.host.logger.error({ server, err: errorMessage(err) }, "upstream_task_status_failed"),
+          );
+          return;
+        }
         // Task-related notifications name the upstream's task in _meta: the client sees the gateway's id.
         const params = upstreamParams && this.relate(server, upstreamParams);
         buffers.addNotification(server, method, params);
@@ -81,7 +87,11 @@ export class ClientRouting {
         this.bridgeFor(server)?.notify(server, "notifications/message", params);
       },
       onStderr: (line) => buffers.addLog(server, "info", line, "stderr"),
-      onDisconnect: (reason) => this.onUpstreamDisconnect(server, reason),
+      onDisconnect: (reason) => {
+        this.onUpstreamDisconnect(server, reason).catch((err: unknown) =>
+          this.host.logger.error({ server, err: errorMessage(err) }, "upstream_disconnect_reconciliation_failed"),
+        );
+      },
     };
   }
 
@@ -93,7 +103,7 @@ export class ClientRouting {
   }
 
   /** A gateway task changed status: the client hears it under the gateway's id. */
-  taskStatusChanged(record: ProxyTaskRecord): void {
+  taskStatusChanged(record: TaskRecord): void {
     this.host.bridge()?.notify(record.server, "notifications/tasks/status", toMcpTask(record));
   }
 
@@ -147,8 +157,9 @@ export class ClientRouting {
    */
   private relate<T extends { _meta?: Record<string, unknown> | undefined }>(server: string, params: T, origin?: CallOrigin): T {
     const upstreamId = relatedTaskId(params._meta);
-    const record = upstreamId === undefined ? undefined : this.host.tasks.findByUpstreamId(server, upstreamId);
-    if (record) return withRelatedTask(params, record.taskId);
+    // From memory (running tasks only): what the upstream sends keeps its order.
+    const taskId = upstreamId === undefined ? undefined : this.host.tasks.runningByUpstreamId(server, upstreamId);
+    if (taskId !== undefined) return withRelatedTask(params, taskId);
     if (origin?.taskId !== undefined) return withRelatedTask(params, origin.taskId);
     if (upstreamId === undefined) return params;
     const { [RELATED_TASK_META_KEY]: _hidden, ...meta } = params._meta ?? {};
@@ -162,40 +173,41 @@ export class ClientRouting {
    * the client hears about it under the gateway's task id. Upstream ids never
    * reach the client; notices about tasks the gateway does not map are dropped.
    */
-  private onUpstreamTaskStatus(server: string, params: Record<string, unknown> | undefined): void {
+  private async onUpstreamTaskStatus(server: string, params: Record<string, unknown> | undefined): Promise<void> {
     const { tasks } = this.host;
     const upstreamId = typeof params?.taskId === "string" ? params.taskId : undefined;
-    const record = upstreamId === undefined ? undefined : tasks.findByUpstreamId(server, upstreamId);
+    const record = upstreamId === undefined ? undefined : await tasks.findByUpstreamId(server, upstreamId);
     if (!record || record.status !== "working") return;
     const message = typeof params?.statusMessage === "string" ? params.statusMessage : undefined;
     switch (params?.status) {
       case "completed":
       case "failed":
       case "cancelled":
-        tasks.endUpstream(record.taskId, params.status, message);
+        await tasks.endUpstream(record.taskId, params.status, message);
         return;
       default:
-        tasks.noteUpstreamStatus(record.taskId, message);
+        await tasks.noteUpstreamStatus(record.taskId, message);
         this.host.bridge()?.notify(server, "notifications/tasks/status", {
-          ...toMcpTask(tasks.get(record.taskId)),
+          ...toMcpTask(await tasks.get(record.taskId)),
           status: params?.status === "input_required" ? "input_required" : "working",
         });
     }
   }
 
   /**
-   * Seed 003 reconciliation, done when the connection drops: a closed
+   * Invalidation at the drop (design UP-5), not after the reconnect: a closed
    * transport can carry no answer, so working tasks fail and pending
    * elicitations/sampling are rejected now ("state unknown": the upstream may
    * or may not have acted). Then the pool reconnects in the background
    * (reconnection.ts).
    */
-  private onUpstreamDisconnect(server: string, reason: string): void {
+  private async onUpstreamDisconnect(server: string, reason: string): Promise<void> {
     const { host } = this;
     if (host.isClosed()) return;
     const why = `upstream '${server}' disconnected (${reason}); the call's state is unknown — it may or may not have completed upstream`;
-    const failedTasks = host.tasks.failWorkingForServer(server, why);
     const rejected = host.pending.rejectServer(server, why);
+    const failedTasks = await host.tasks.failWorkingForServer(server, why);
+    if (host.isClosed()) return;
     host.dropped(server, { failedTasks: failedTasks.length, rejectedRequests: rejected });
     host.events.add("server_disconnected", server, { reason, failedTasks, rejectedRequests: rejected });
     host.logger.warn({ server, reason, failedTasks: failedTasks.length }, "session_upstream_disconnected");

@@ -11,12 +11,12 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { Clock } from "../clock.js";
 import { ErrorCodes, GatewayError, upstreamCallError } from "../errors.js";
-import type { ProxyTaskRecord } from "../store/task-store.js";
+import type { TaskRecord } from "../store/contracts.js";
 import type { UpstreamConnection } from "../upstream/connection.js";
 import { CallOrigin } from "../upstream/origin.js";
 import type { TaskManager } from "./task-manager.js";
 
-export type ExecuteOutcome = { kind: "result"; result: CallToolResult } | { kind: "task"; task: ProxyTaskRecord };
+export type ExecuteOutcome = { kind: "result"; result: CallToolResult } | { kind: "task"; task: TaskRecord };
 
 export interface ExecuteOptions {
   tasks: TaskManager;
@@ -89,11 +89,12 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
   }
   // From here the working task itself counts toward maxTasksPerSession.
   release();
-  let task: ProxyTaskRecord;
+  let task: TaskRecord;
   try {
-    task = o.tasks.create({ server: o.connection.name, toolName: o.tool, toolArgs: o.args ?? {}, ttlMs: o.ttlMs, abort });
+    // Stored before the client hears of it: the task survives a restart (as failed: its call does not).
+    task = await o.tasks.create({ server: o.connection.name, toolName: o.tool, toolArgs: o.args ?? {}, ttlMs: o.ttlMs, abort });
   } catch (err) {
-    // No task will own the call (the session is closing): cancel it upstream.
+    // No task will own the call (the session is closing, or the store failed): cancel it upstream.
     abort.abort("session closed");
     call.catch(() => undefined);
     throw err;
@@ -102,12 +103,13 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
   // What the call already waits for (an elicitation in the pending queue) makes the new task input_required.
   origin.attachTask(task.taskId, (waiting) => o.tasks.setInputRequired(task.taskId, waiting));
   log?.info({ ...about, taskId, timeoutMs: o.timeoutMs }, "tool_execution_timeout");
-  call.then(
+  // complete()/fail() never reject (a store failure is logged there); the result is stored before anyone hears the task completed.
+  void call.then(
     (result) => {
       log?.debug({ ...about, taskId: task.taskId, durationMs: o.clock.now() - started }, "tool_execution_complete");
       return o.tasks.complete(task.taskId, result);
     },
     (err) => o.tasks.fail(task.taskId, upstreamCallError(o.connection.name, o.tool, err).message),
   );
-  return { kind: "task", task: o.tasks.get(task.taskId) };
+  return { kind: "task", task: await o.tasks.get(task.taskId) };
 }

@@ -4,12 +4,12 @@
  * task reads as `failed` with a status message saying its TTL ran out.
  */
 import { RELATED_TASK_META_KEY, type Task } from "@modelcontextprotocol/sdk/types.js";
-import type { ProxyTaskRecord } from "../store/task-store.js";
+import type { TaskRecord } from "../store/contracts.js";
 
 /** Suggested poll interval when the upstream gave none. */
 export const DEFAULT_POLL_INTERVAL_MS = 1000;
 
-export function toMcpTask(r: ProxyTaskRecord): Task {
+export function toMcpTask(r: TaskRecord): Task {
   return {
     taskId: r.taskId,
     status: mcpStatus(r),
@@ -22,7 +22,7 @@ export function toMcpTask(r: ProxyTaskRecord): Task {
 }
 
 /** The MCP status of a record. */
-export function mcpStatus(r: ProxyTaskRecord): Task["status"] {
+export function mcpStatus(r: TaskRecord): Task["status"] {
   // A tool result with isError is a failed task in MCP terms (its result is still returned by tasks/result).
   if (r.status === "expired" || (r.status === "completed" && r.result?.isError === true)) return "failed";
   // A running task whose call waits for the client (ADR 0002 §8).

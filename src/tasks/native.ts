@@ -33,7 +33,7 @@ import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol
 import type { GatewaySettings } from "../config/schema.js";
 import type { Clock } from "../clock.js";
 import { ErrorCodes, GatewayError, errorMessage, isUpstreamAnswer, rpcErrorFromRecord, rpcErrorRecordOf } from "../errors.js";
-import type { ProxyTaskRecord } from "../store/task-store.js";
+import type { TaskRecord } from "../store/contracts.js";
 import type { UpstreamConnection } from "../upstream/connection.js";
 import { CallOrigin } from "../upstream/origin.js";
 import { DEFAULT_POLL_INTERVAL_MS, toMcpTask, withRelatedTask } from "./mcp-task.js";
@@ -78,7 +78,7 @@ export async function startToolTask(
   let taskId: string | undefined;
   const onprogress: ProgressCallback = (p) => {
     // Progress tokens are only valid while their operation runs: nothing is sent once the task has ended.
-    if (taskId !== undefined && !isWorking(ctx.tasks, taskId)) return;
+    if (taskId !== undefined && !ctx.tasks.isRunning(taskId)) return;
     if (taskId !== undefined) ctx.tasks.setProgress(taskId, p);
     if (token !== undefined) ctx.progress?.(token, p);
   };
@@ -89,27 +89,33 @@ export async function startToolTask(
     const origin = new CallOrigin({ downstream: ctx.downstream, requestId: upstreamTask ? requestId : undefined });
     const record = upstreamTask
       ? await startUpstreamTask(ctx, conn, call, ttlMs, onprogress, origin)
-      : startGatewayTask(ctx, conn, call, ttlMs, onprogress, origin);
+      : await startGatewayTask(ctx, conn, call, ttlMs, onprogress, origin);
     taskId = record.taskId;
-    return toMcpTask(ctx.tasks.get(record.taskId));
+    return toMcpTask(await ctx.tasks.get(record.taskId));
   } finally {
     release();
   }
 }
 
-function startGatewayTask(
+/**
+ * The call starts once its task is stored (a task the client learns about
+ * exists, also after a restart); its result is stored before anyone is told
+ * the task completed.
+ */
+async function startGatewayTask(
   ctx: NativeTaskContext,
   conn: UpstreamConnection,
   call: ToolCallParams,
   ttlMs: number,
   onprogress: ProgressCallback,
   origin: CallOrigin,
-): ProxyTaskRecord {
+): Promise<TaskRecord> {
   conn.assertConnected(); // throws now, before a record exists, if the connection just dropped
   const abort = new AbortController();
-  const record = ctx.tasks.create({ server: conn.name, toolName: call.name, toolArgs: call.arguments ?? {}, ttlMs, abort });
+  const record = await ctx.tasks.create({ server: conn.name, toolName: call.name, toolArgs: call.arguments ?? {}, ttlMs, abort });
   attachTask(ctx.tasks, origin, record.taskId);
-  conn.callTool(call.name, call.arguments, { signal: abort.signal, timeoutMs: ttlMs, onprogress, _meta: call._meta, origin }).then(
+  // complete()/fail() never reject (a store failure is logged there).
+  void conn.callTool(call.name, call.arguments, { signal: abort.signal, timeoutMs: ttlMs, onprogress, _meta: call._meta, origin }).then(
     (result) => ctx.tasks.complete(record.taskId, result),
     (err) => ctx.tasks.fail(record.taskId, `upstream '${conn.name}': ${errorMessage(err)}`, rpcErrorRecordOf(err)),
   );
@@ -123,13 +129,13 @@ async function startUpstreamTask(
   ttlMs: number,
   onprogress: ProgressCallback,
   origin: CallOrigin,
-): Promise<ProxyTaskRecord> {
+): Promise<TaskRecord> {
   const upstream = await conn.callToolAsTask(call, ttlMs, { onprogress, origin });
   const cancel = () => void cancelUpstream(ctx.settings, conn, upstream.taskId);
   const abort = new AbortController();
   abort.signal.addEventListener("abort", cancel, { once: true });
   try {
-    const record = ctx.tasks.create({
+    const record = await ctx.tasks.create({
       server: conn.name,
       toolName: call.name,
       toolArgs: call.arguments ?? {},
@@ -166,7 +172,7 @@ export async function getToolTask(
   connect: (server: string) => Promise<UpstreamConnection>,
   signal?: AbortSignal,
 ): Promise<Task> {
-  const record = lookup(ctx, taskId);
+  const record = await lookup(ctx, taskId);
   if (record.upstreamTaskId === undefined || record.status !== "working") return toMcpTask(record);
   const conn = await connect(record.server);
   let upstream: Task;
@@ -174,8 +180,8 @@ export async function getToolTask(
     upstream = await conn.getTask(record.upstreamTaskId, { signal, timeoutMs: ctx.settings.upstream.taskPollTimeoutMs });
   } catch (err) {
     if (isUpstreamAnswer(err) && err.code === ErrorCode.InvalidParams) {
-      ctx.tasks.fail(taskId, `the upstream no longer knows this task: ${err.message}`);
-      return toMcpTask(lookup(ctx, taskId));
+      await ctx.tasks.fail(taskId, `the upstream no longer knows this task: ${err.message}`);
+      return toMcpTask(await lookup(ctx, taskId));
     }
     // The answer is about the gateway's task, in the gateway's words (the upstream's reply names its own ids).
     throw new GatewayError(ErrorCodes.UPSTREAM_ERROR, `could not ask upstream '${record.server}' about task ${taskId}: ${errorMessage(err)}; retry tasks/get`, {
@@ -184,23 +190,23 @@ export async function getToolTask(
       rpcCode: ErrorCode.InternalError,
     });
   }
-  applyUpstreamStatus(ctx.tasks, record, upstream);
-  const now = lookup(ctx, taskId);
+  await applyUpstreamStatus(ctx.tasks, record, upstream);
+  const now = await lookup(ctx, taskId);
   const view = toMcpTask(now);
   if (now.status === "working" && upstream.status === "input_required") view.status = "input_required";
   if (upstream.pollInterval !== undefined) view.pollInterval = upstream.pollInterval;
   return view;
 }
 
-function applyUpstreamStatus(tasks: TaskManager, record: ProxyTaskRecord, upstream: Task): void {
+async function applyUpstreamStatus(tasks: TaskManager, record: TaskRecord, upstream: Task): Promise<void> {
   switch (upstream.status) {
     case "completed":
     case "failed":
     case "cancelled":
-      tasks.endUpstream(record.taskId, upstream.status, upstream.statusMessage);
+      await tasks.endUpstream(record.taskId, upstream.status, upstream.statusMessage);
       break;
     default:
-      tasks.noteUpstreamStatus(record.taskId, upstream.statusMessage);
+      await tasks.noteUpstreamStatus(record.taskId, upstream.statusMessage);
   }
 }
 
@@ -228,7 +234,7 @@ export async function getToolTaskResult(
   connect: (server: string) => Promise<UpstreamConnection>,
   o: TaskResultOptions = {},
 ): Promise<CallToolResult> {
-  const record = lookup(ctx, taskId);
+  const record = await lookup(ctx, taskId);
   const remaining = Math.max(1, record.expiresAt - ctx.clock.now());
   // Upstream tasks: whatever the upstream returns for its task (result or JSON-RPC error) is the answer.
   if (record.upstreamTaskId !== undefined && (record.status === "working" || record.resultUpstream === true)) {
@@ -243,14 +249,14 @@ export async function getToolTaskResult(
     } catch (err) {
       if (wait.timedOut()) throw stillWorking(taskId, o.waitMs);
       if (!o.signal?.aborted) {
-        if (isUpstreamAnswer(err)) ctx.tasks.endUpstream(taskId, "failed", errorMessage(err));
-        else ctx.tasks.fail(taskId, `upstream '${record.server}': ${errorMessage(err)}`);
+        if (isUpstreamAnswer(err)) await ctx.tasks.endUpstream(taskId, "failed", errorMessage(err));
+        else await ctx.tasks.fail(taskId, `upstream '${record.server}': ${errorMessage(err)}`);
       }
       throw err;
     } finally {
       wait.clear();
     }
-    ctx.tasks.endUpstream(taskId, result.isError === true ? "failed" : "completed");
+    await ctx.tasks.endUpstream(taskId, result.isError === true ? "failed" : "completed");
     return withRelatedTask(result, taskId);
   }
   const done = await ctx.tasks.waitForTerminal(taskId, Math.min(o.waitMs ?? Infinity, remaining + 1), o.signal);
@@ -306,14 +312,14 @@ function attachTask(tasks: TaskManager, origin: CallOrigin, taskId: string): voi
 }
 
 /** tasks/cancel: terminal tasks cannot be cancelled; upstream tasks are cancelled upstream too. */
-export function cancelToolTask(ctx: NativeTaskContext, taskId: string): Task {
-  const record = lookup(ctx, taskId);
+export async function cancelToolTask(ctx: NativeTaskContext, taskId: string): Promise<Task> {
+  const record = await lookup(ctx, taskId);
   if (record.status !== "working") {
     // The SDK's own wording for this case (spec: -32602), which clients match.
     throw new GatewayError(ErrorCodes.TASK_ENDED, `Cannot cancel task in terminal status: ${toMcpTask(record).status}`, { details: { taskId } });
   }
-  ctx.tasks.cancel(taskId, "cancelled by the client (tasks/cancel)");
-  return toMcpTask(lookup(ctx, taskId));
+  await ctx.tasks.cancel(taskId, "cancelled by the client (tasks/cancel)");
+  return toMcpTask(await lookup(ctx, taskId));
 }
 
 /**
@@ -410,18 +416,11 @@ function pollStatus(ctx: Pick<NativeTaskContext, "settings" | "clock">, conn: Up
   };
 }
 
-function isWorking(tasks: TaskManager, taskId: string): boolean {
+async function lookup(ctx: NativeTaskContext, taskId: string): Promise<TaskRecord> {
   try {
-    return tasks.get(taskId).status === "working";
-  } catch {
-    return false;
-  }
-}
-
-function lookup(ctx: NativeTaskContext, taskId: string): ProxyTaskRecord {
-  try {
-    return ctx.tasks.get(taskId);
+    return await ctx.tasks.get(taskId);
   } catch (err) {
+    if (err instanceof GatewayError && err.code !== ErrorCodes.UNKNOWN_TASK) throw err; // the store failed: say so
     // The SDK's own wording for an unknown task (spec: -32602), which clients match.
     throw new GatewayError(ErrorCodes.UNKNOWN_TASK, `Task not found: ${taskId}`, { details: { taskId }, cause: err });
   }

@@ -5,25 +5,33 @@
  * `tasks/get|result|list|cancel` from this store while the request waits for
  * the downstream client. It implements the SDK's TaskStore (the SDK's
  * Protocol answers the task requests and sends notifications/tasks/status)
- * over the gateway's TaskRecordStore, scoped to one session and one upstream.
- * Each task has one TTL timer; at expiry its forwarded request is aborted and
- * the record deleted. close() clears everything.
+ * over the gateway's durable TaskStore (kind `receiver`), scoped to one
+ * session and one upstream.
+ *
+ * Each record carries its absolute expiry as `retainUntil`, so a row whose
+ * process died is deleted by the gateway's sweep at the same time its TTL
+ * timer would have (a restart neither extends nor forgets it). In memory
+ * stay the TTL timer and the abort controller of the forwarded request; at
+ * expiry the request is aborted and the row deleted. Status changes are
+ * compare-and-set. close() (the connection is gone) ends everything.
  *
  * The SDK answers the upstream with whatever these methods throw, so their
  * GatewayErrors go through the one JSON-RPC boundary (`rpc()`) first.
  */
-import type { TaskStore, CreateTaskOptions } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
+import type { TaskStore as SdkTaskStore, CreateTaskOptions } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
 import { ErrorCode, type Request, type RequestId, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
 import { DEFAULT_SETTINGS } from "../config/schema.js";
-import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
-import type { ProxyTaskRecord, TaskRecordStore } from "../store/task-store.js";
+import { ErrorCodes, GatewayError, errorMessage, toJsonRpcError } from "../errors.js";
+import type { Logger } from "../logging.js";
+import type { TaskRecord, TaskStore } from "../store/contracts.js";
+import { ACTIVE_STATUSES, isActive } from "../store/policy.js";
 import { toMcpTask } from "./mcp-task.js";
 
 export interface ReceiverTaskOptions {
   sessionId: string;
   server: string;
-  store: TaskRecordStore;
+  store: TaskStore;
   clock: Clock;
   newId: IdGenerator;
   /** TTL when the upstream asks for none, and the cap on what it asks. */
@@ -31,17 +39,23 @@ export interface ReceiverTaskOptions {
   maxTtlMs: number;
   /** Live receiver tasks this upstream may hold at once (beyond it, the request is refused). @default gateway.tasks.maxTasksPerSession */
   maxLive?: number | undefined;
+  /** Where failed background deletes are reported. */
+  logger?: Logger | undefined;
 }
 
 interface Runtime {
   ttlTimer: TimerHandle;
   abort: AbortController;
+  /** Not ended yet (counts toward maxLive). */
+  live: boolean;
 }
 
 const PAGE_SIZE = 100;
 
-export class ReceiverTaskStore implements TaskStore {
+export class ReceiverTaskStore implements SdkTaskStore {
   private readonly runtime = new Map<string, Runtime>();
+  /** Deletes in flight (expiry), awaited by close(). */
+  private readonly deletes = new Set<Promise<void>>();
 
   constructor(private readonly o: ReceiverTaskOptions) {}
 
@@ -56,12 +70,9 @@ export class ReceiverTaskStore implements TaskStore {
     return rpc(() => this.create(params, request));
   }
 
-  private create(params: CreateTaskOptions, request: Request): Task {
+  private async create(params: CreateTaskOptions, request: Request): Promise<Task> {
     const max = this.o.maxLive ?? DEFAULT_SETTINGS.tasks.maxTasksPerSession;
-    const live = [...this.runtime.keys()].filter((id) => {
-      const r = this.o.store.get(id);
-      return r !== undefined && !isDone(r);
-    }).length;
+    const live = [...this.runtime.values()].filter((rt) => rt.live).length;
     if (live >= max) {
       throw new GatewayError(ErrorCodes.LIMIT_REACHED, `this client already holds ${max} tasks for '${this.o.server}'; wait for some to end`, {
         details: { server: this.o.server, max },
@@ -70,7 +81,7 @@ export class ReceiverTaskStore implements TaskStore {
     }
     const now = this.o.clock.now();
     const ttlMs = Math.min(params.ttl ?? this.o.defaultTtlMs, this.o.maxTtlMs);
-    const record: ProxyTaskRecord = {
+    const record: TaskRecord = {
       taskId: this.o.newId(),
       sessionId: this.o.sessionId,
       kind: "receiver",
@@ -84,32 +95,46 @@ export class ReceiverTaskStore implements TaskStore {
       lastUpdatedAt: now,
       ttlMs,
       expiresAt: now + ttlMs,
+      retainUntil: now + ttlMs,
       ...(params.pollInterval !== undefined ? { pollIntervalMs: params.pollInterval } : {}),
     };
-    this.o.store.put(record);
-    this.runtime.set(record.taskId, {
-      ttlTimer: this.o.clock.setTimeout(() => this.expire(record.taskId), ttlMs),
-      abort: new AbortController(),
-    });
+    // Counted at once, so concurrent creates cannot pass the limit together.
+    const rt: Runtime = { ttlTimer: this.o.clock.setTimeout(() => this.expire(record.taskId), ttlMs), abort: new AbortController(), live: true };
+    this.runtime.set(record.taskId, rt);
+    try {
+      await this.o.store.create(record);
+    } catch (err) {
+      this.o.clock.clearTimeout(rt.ttlTimer);
+      this.runtime.delete(record.taskId);
+      throw err;
+    }
     return toMcpTask(record);
   }
 
   async getTask(taskId: string): Promise<Task | null> {
-    const record = this.find(taskId);
-    return record ? toMcpTask(record) : null;
+    return rpc(async () => {
+      const record = await this.find(taskId);
+      return record ? toMcpTask(record) : null;
+    });
   }
 
   async storeTaskResult(taskId: string, status: "completed" | "failed", result: Result): Promise<void> {
-    return rpc(() => {
-      const record = this.requireWorking(taskId);
-      const { statusMessage: _waiting, ...rest } = record;
-      this.o.store.put({ ...rest, status, result: result, lastUpdatedAt: this.o.clock.now() });
+    return rpc(async () => {
+      await this.requireWorking(taskId);
+      const ended = await this.o.store.transition(taskId, {
+        from: ACTIVE_STATUSES,
+        to: status,
+        patch: { result, lastUpdatedAt: this.o.clock.now() },
+        unset: ["statusMessage"],
+      });
+      if (!ended) throw await this.alreadyEnded(taskId);
+      this.ended(taskId);
     });
   }
 
   async getTaskResult(taskId: string): Promise<Result> {
-    return rpc(() => {
-      const record = this.require(taskId);
+    return rpc(async () => {
+      const record = await this.require(taskId);
       if (record.result) return record.result;
       throw new GatewayError(ErrorCodes.TASK_NOT_COMPLETED, `task ${taskId} ${record.status}: ${record.statusMessage ?? "it has no result"}`, {
         details: { taskId, status: record.status },
@@ -118,80 +143,110 @@ export class ReceiverTaskStore implements TaskStore {
   }
 
   async updateTaskStatus(taskId: string, status: Task["status"], statusMessage?: string): Promise<void> {
-    return rpc(() => this.update(taskId, status, statusMessage));
-  }
-
-  private update(taskId: string, status: Task["status"], statusMessage: string | undefined): void {
-    const record = this.requireWorking(taskId);
-    this.o.store.put({
-      ...record,
-      status,
-      lastUpdatedAt: this.o.clock.now(),
-      ...(statusMessage !== undefined ? { statusMessage } : {}),
+    return rpc(async () => {
+      await this.requireWorking(taskId);
+      const patch = { lastUpdatedAt: this.o.clock.now(), ...(statusMessage !== undefined ? { statusMessage } : {}) };
+      const updated = isActive(status)
+        ? await this.o.store.patch(taskId, patch, { ifStatus: ACTIVE_STATUSES })
+        : await this.o.store.transition(taskId, { from: ACTIVE_STATUSES, to: status, patch });
+      if (!updated) throw await this.alreadyEnded(taskId);
+      if (isActive(status)) return;
+      this.ended(taskId);
+      if (status === "cancelled" || status === "failed") this.runtime.get(taskId)?.abort.abort(statusMessage ?? `task ${status}`);
     });
-    if (status === "cancelled" || status === "failed") this.runtime.get(taskId)?.abort.abort(statusMessage ?? `task ${status}`);
   }
 
   async listTasks(cursor?: string): Promise<{ tasks: Task[]; nextCursor?: string }> {
-    const all = this.o.store.listBySession(this.o.sessionId).filter((r) => r.kind === "receiver" && r.server === this.o.server);
-    const start = cursor ? all.findIndex((r) => r.taskId > cursor) : 0;
-    if (cursor && start < 0) return { tasks: [] };
-    const page = all.slice(start, start + PAGE_SIZE);
-    const next = start + PAGE_SIZE < all.length ? page.at(-1)?.taskId : undefined;
-    return { tasks: page.map(toMcpTask), ...(next ? { nextCursor: next } : {}) };
+    return rpc(async () => {
+      const page = (
+        await this.o.store.listBySession(this.o.sessionId, {
+          kind: "receiver",
+          server: this.o.server,
+          ...(cursor ? { afterTaskId: cursor } : {}),
+          limit: PAGE_SIZE + 1,
+        })
+      ).filter((r) => this.visible(r));
+      const more = page.length > PAGE_SIZE;
+      const tasks = page.slice(0, PAGE_SIZE);
+      return { tasks: tasks.map(toMcpTask), ...(more ? { nextCursor: tasks.at(-1)!.taskId } : {}) };
+    });
   }
 
-  /** Live receiver tasks (for tests and list_servers). */
+  /** Receiver tasks with a TTL timer here (for tests and list_servers). */
   get size(): number {
     return this.runtime.size;
   }
 
-  close(): void {
-    for (const taskId of [...this.runtime.keys()]) this.forget(taskId, "the session closed");
+  /** The connection is gone (or the session ended): every task is aborted and its row deleted. */
+  async close(): Promise<void> {
+    const ids = [...this.runtime.keys()];
+    for (const taskId of ids) this.dropRuntime(taskId, "the connection to the upstream closed");
+    await Promise.allSettled([...this.deletes, ...ids.map((id) => this.o.store.delete(id))]);
   }
 
   private expire(taskId: string): void {
-    this.forget(taskId, "task expired: its TTL ran out before the client answered");
+    this.dropRuntime(taskId, "task expired: its TTL ran out before the client answered");
+    const done = this.o.store.delete(taskId).then(
+      () => undefined,
+      (err: unknown) => this.o.logger?.error({ taskId, err: errorMessage(err) }, "task_store_write_failed"),
+    );
+    this.deletes.add(done);
+    void done.then(() => this.deletes.delete(done));
   }
 
-  private forget(taskId: string, reason: string): void {
+  private dropRuntime(taskId: string, reason: string): void {
     const rt = this.runtime.get(taskId);
-    if (rt) {
-      this.o.clock.clearTimeout(rt.ttlTimer);
-      rt.abort.abort(reason);
-    }
+    if (!rt) return;
+    this.o.clock.clearTimeout(rt.ttlTimer);
+    rt.abort.abort(reason);
     this.runtime.delete(taskId);
-    this.o.store.delete(taskId);
   }
 
-  private find(taskId: string): ProxyTaskRecord | undefined {
-    const r = this.o.store.get(taskId);
-    return r && r.sessionId === this.o.sessionId && r.kind === "receiver" && r.server === this.o.server ? r : undefined;
+  private ended(taskId: string): void {
+    const rt = this.runtime.get(taskId);
+    if (rt) rt.live = false;
   }
 
-  private require(taskId: string): ProxyTaskRecord {
-    const r = this.find(taskId);
+  private async alreadyEnded(taskId: string): Promise<GatewayError> {
+    const r = await this.require(taskId);
+    return new GatewayError(ErrorCodes.TASK_ENDED, `task ${taskId} already ended (${r.status})`, { details: { taskId, status: r.status } });
+  }
+
+  /** This session's and upstream's receiver task, not past its expiry. */
+  private visible(r: TaskRecord): boolean {
+    return (
+      r.sessionId === this.o.sessionId &&
+      r.kind === "receiver" &&
+      r.server === this.o.server &&
+      (r.retainUntil === undefined || r.retainUntil > this.o.clock.now())
+    );
+  }
+
+  private async find(taskId: string): Promise<TaskRecord | undefined> {
+    const r = await this.o.store.get(taskId);
+    return r && this.visible(r) ? r : undefined;
+  }
+
+  private async require(taskId: string): Promise<TaskRecord> {
+    const r = await this.find(taskId);
     // The SDK's own wording for an unknown task (spec: -32602).
     if (!r) throw new GatewayError(ErrorCodes.UNKNOWN_TASK, `Task not found: ${taskId}`, { details: { taskId } });
     return r;
   }
 
-  private requireWorking(taskId: string): ProxyTaskRecord {
-    const r = this.require(taskId);
-    if (isDone(r)) throw new GatewayError(ErrorCodes.TASK_ENDED, `task ${taskId} already ended (${r.status})`, { details: { taskId, status: r.status } });
+  private async requireWorking(taskId: string): Promise<TaskRecord> {
+    const r = await this.require(taskId);
+    if (!isActive(r.status))
+      throw new GatewayError(ErrorCodes.TASK_ENDED, `task ${taskId} already ended (${r.status})`, { details: { taskId, status: r.status } });
     return r;
   }
 }
 
 /** Runs a store operation for the SDK: what it throws leaves as a JSON-RPC error (the one boundary). */
-function rpc<T>(operation: () => T): Promise<T> {
+async function rpc<T>(operation: () => Promise<T>): Promise<T> {
   try {
-    return Promise.resolve(operation());
+    return await operation();
   } catch (err) {
-    return Promise.reject(toJsonRpcError(err));
+    throw toJsonRpcError(err);
   }
-}
-
-function isDone(r: ProxyTaskRecord): boolean {
-  return r.status === "completed" || r.status === "failed" || r.status === "cancelled" || r.status === "expired";
 }

@@ -1,19 +1,35 @@
 /**
- * TaskManager (seed 000 §1.1, seed 003 §2): the gateway-owned tasks of one
- * session. working → completed | failed | cancelled | expired; a working task
- * whose call waits for the client is flagged `inputRequired` (shown as MCP's
- * `input_required`, ADR 0002 §8) and counts as working otherwise; every terminal
- * task is kept for `completedRetentionMs` and then deleted. Each task has one
- * TTL timer and, once terminal, one retention timer; both are cleared on every
- * path (including close()). A task's in-flight upstream call is aborted on
- * cancel, expiry and close (the SDK then sends notifications/cancelled).
+ * TaskManager (seed 000 §1.1, seed 003 §2): the gateway-owned tool tasks of
+ * one session. working → completed | failed | cancelled | expired; a working
+ * task whose call waits for the client is flagged `inputRequired` (shown as
+ * MCP's `input_required`, ADR 0002 §8) and counts as working otherwise.
+ *
+ * Records live in the durable TaskStore (docs/adr/0007, "Wiring"); this owns
+ * only what cannot be stored: each working task's TTL timer, the abort
+ * controller of its upstream call and the waiters of get_task_result. Every
+ * status change is one compare-and-set (`transition`), awaited before anyone
+ * hears of it: waiters, events and status notifications see only committed
+ * states, and `working → completed` never overwrites a `cancelled` that won.
+ * An ended task gets an absolute `retainUntil` (end + completedRetentionMs,
+ * never before its TTL ran out) and reads as gone from then on; the gateway's
+ * sweep deletes the row (`deleteExpired`), and `enforceRetention` bounds the
+ * ended tasks a session keeps. A working task carries a backstop retainUntil
+ * (its expiry + the retention) so that a row whose process died is deleted
+ * even if no one ever settles it.
+ *
+ * Store failures never crash the process: what a caller asked for directly
+ * (create, get, list, cancel) rejects with EMCP_STORE_UNAVAILABLE; a
+ * background transition (a call that finished) is logged and the task stays
+ * as stored (its TTL timer tries again). close() aborts and clears
+ * everything in memory and, when the session really ended, deletes its rows.
  */
 import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
 import { DEFAULT_SETTINGS } from "../config/schema.js";
-import { ErrorCodes, GatewayError } from "../errors.js";
+import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { EventSystem } from "../session/event-system.js";
-import { TERMINAL_STATUSES, type ProxyTaskRecord, type ProxyTaskStatus, type RpcErrorRecord, type TaskRecordStore } from "../store/task-store.js";
+import type { ProxyTaskStatus, RpcErrorRecord, TaskPatch, TaskQuery, TaskRecord, TaskStore } from "../store/contracts.js";
+import { ACTIVE_STATUSES, isActive } from "../store/policy.js";
 
 /** `gateway.tasks.*` (src/config/schema.ts has each default). */
 export interface TaskManagerOptions {
@@ -40,26 +56,51 @@ export interface CreateTaskInput {
   pollIntervalMs?: number | undefined;
 }
 
-interface Runtime {
-  ttlTimer?: TimerHandle;
-  retentionTimer?: TimerHandle;
-  abort?: AbortController;
-  waiters: Set<(record: ProxyTaskRecord) => void>;
+/** How a session's tasks end with it (Session.close). */
+export interface TaskCloseOptions {
+  /**
+   * The gateway is shutting down, not the session: the records stay for the
+   * next start (recovery settles what was running), and upstream tasks are
+   * not cancelled (they can be asked about again). @default false
+   */
+  keepRecords?: boolean;
 }
 
+/** What only this process knows about a working task. */
+interface Runtime {
+  ttlTimer?: TimerHandle;
+  abort?: AbortController;
+  /** The upstream task it runs as (`byUpstream` key); a shutdown leaves it running upstream. */
+  upstreamKey?: string;
+  /** The last inputRequired flag asked for (status notifications only on a change). */
+  inputRequired: boolean;
+  /** get_task_result waiters: the ended record, or undefined when the session closed under them. */
+  waiters: Set<(ended: TaskRecord | undefined) => void>;
+}
+
+type EndStatus = Exclude<ProxyTaskStatus, "working" | "input_required">;
+type EndEvent = "task_completed" | "task_failed" | "task_cancelled" | "task_expired";
+
 export class TaskManager {
+  /** Working tasks of this session that this process runs (or re-attached). */
   private readonly runtime = new Map<string, Runtime>();
+  /** The running upstream tasks by `server` and upstream task id (sync lookups for what upstreams send). */
+  private readonly byUpstream = new Map<string, string>();
   private inFlightCalls = 0;
   /** Upstream calls in flight that are no task (yet): close() aborts them too. */
   private readonly calls = new Set<AbortController>();
+  /** Store writes nobody awaits (progress, input_required, ends of background calls): close() waits for them. */
+  private readonly writes = new Set<Promise<unknown>>();
+  /** Field updates run one after another, so the last one asked for is the one stored. */
+  private serial: Promise<unknown> = Promise.resolve();
   private closed = false;
-  /** Called after every status change of a task (for notifications/tasks/status). */
-  onStatusChange: ((record: ProxyTaskRecord) => void) | undefined;
+  /** Called after every committed status change of a task (for notifications/tasks/status). */
+  onStatusChange: ((record: TaskRecord) => void) | undefined;
 
   constructor(
     private readonly sessionId: string,
     private readonly options: TaskManagerOptions,
-    private readonly store: TaskRecordStore,
+    private readonly store: TaskStore,
     private readonly events: EventSystem,
     private readonly clock: Clock,
     private readonly newId: IdGenerator,
@@ -72,7 +113,7 @@ export class TaskManager {
    * settles or becomes a task; until then close() aborts `abort`.
    */
   reserveCall(abort?: AbortController): () => void {
-    const working = this.list({ status: "working" }).length;
+    const working = this.runtime.size;
     if (working + this.inFlightCalls >= this.options.maxTasksPerSession) {
       throw new GatewayError(
         ErrorCodes.LIMIT_REACHED,
@@ -105,13 +146,15 @@ export class TaskManager {
     return () => this.calls.delete(abort);
   }
 
-  create(input: CreateTaskInput): ProxyTaskRecord {
-    if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, "the session is closing");
+  /** Stores a new working task (awaited: it exists once this resolves) and starts its TTL timer. */
+  async create(input: CreateTaskInput): Promise<TaskRecord> {
+    if (this.closed) throw closing();
     const now = this.clock.now();
     const ttlMs = Math.min(input.ttlMs ?? this.options.defaultTtlMs, this.options.maxTtlMs);
-    const record: ProxyTaskRecord = {
+    const record: TaskRecord = {
       taskId: this.newId(),
       sessionId: this.sessionId,
+      kind: "tool",
       server: input.server,
       toolName: input.toolName,
       toolArgs: input.toolArgs,
@@ -120,15 +163,24 @@ export class TaskManager {
       lastUpdatedAt: now,
       ttlMs,
       expiresAt: now + ttlMs,
+      // Backstop: deleted even if no process ever settles it (ended tasks get their own below).
+      retainUntil: now + ttlMs + this.options.completedRetentionMs,
       ...(input.upstreamTaskId !== undefined ? { upstreamTaskId: input.upstreamTaskId } : {}),
       ...(input.pollIntervalMs !== undefined ? { pollIntervalMs: input.pollIntervalMs } : {}),
     };
-    this.store.put(record);
-    const rt: Runtime = { abort: input.abort, waiters: new Set() };
-    rt.ttlTimer = this.clock.setTimeout(() => this.expire(record.taskId), ttlMs);
-    this.runtime.set(record.taskId, rt);
+    // Counted (reserveCall) and aborted by close() while the write is in flight.
+    const rt: Runtime = { abort: input.abort, inputRequired: false, waiters: new Set() };
+    this.attach(record, rt);
+    try {
+      await this.track(this.store.create(record));
+    } catch (err) {
+      this.detach(record.taskId);
+      throw err;
+    }
+    if (this.runtime.get(record.taskId) !== rt) throw closing(); // close() ran meanwhile
+    rt.ttlTimer = this.clock.setTimeout(() => void this.expire(record.taskId), ttlMs);
     this.events.add("task_created", record.server, { taskId: record.taskId, toolName: record.toolName, ttlMs });
-    return { ...record };
+    return record;
   }
 
   /** The session's logger (its event system carries it). */
@@ -136,41 +188,58 @@ export class TaskManager {
     return this.events.logger;
   }
 
-  /** Throws UNKNOWN_TASK for ids that do not exist or belong to another session. */
-  get(taskId: string): ProxyTaskRecord {
-    const record = this.store.get(taskId);
-    if (!record || record.sessionId !== this.sessionId || !isToolTask(record)) {
+  /** Throws UNKNOWN_TASK for ids that do not exist, belong to another session or are past their retention. */
+  async get(taskId: string): Promise<TaskRecord> {
+    const record = await this.store.get(taskId);
+    if (!record || !this.visible(record)) {
       throw new GatewayError(
         ErrorCodes.UNKNOWN_TASK,
         `no task '${taskId}' in this session (tasks are deleted ${this.options.completedRetentionMs}ms after they end); call list_tasks with include_completed: true to see what exists`,
         { details: { taskId } },
       );
     }
-    return { ...record };
+    return record;
+  }
+
+  /** Whether the task is working and run (or re-attached) by this process: no store read. */
+  isRunning(taskId: string): boolean {
+    return this.runtime.has(taskId);
+  }
+
+  /**
+   * The running task mapped onto `upstreamTaskId` of `server`, from memory:
+   * for translating what an upstream sends while it runs, in order, without
+   * waiting for a store read.
+   */
+  runningByUpstreamId(server: string, upstreamTaskId: string): string | undefined {
+    return this.byUpstream.get(upstreamKey(server, upstreamTaskId));
   }
 
   /**
    * `status: "working"` lists every running task, those waiting for input
    * included; `status: "input_required"` only those.
    */
-  list(filter: { server?: string | undefined; status?: ProxyTaskStatus | undefined; includeCompleted?: boolean | undefined } = {}): ProxyTaskRecord[] {
-    const matches = (r: ProxyTaskRecord): boolean => {
-      if (filter.status === "input_required") return r.status === "working" && r.inputRequired === true;
-      return filter.status !== undefined ? r.status === filter.status : filter.includeCompleted === true || r.status === "working";
-    };
-    return this.store.listBySession(this.sessionId).filter((r) => isToolTask(r) && (filter.server === undefined || r.server === filter.server) && matches(r));
+  async list(
+    filter: { server?: string | undefined; status?: ProxyTaskStatus | undefined; includeCompleted?: boolean | undefined } = {},
+  ): Promise<TaskRecord[]> {
+    const query: TaskQuery = { kind: "tool" };
+    if (filter.server !== undefined) query.server = filter.server;
+    if (filter.status !== undefined) query.status = [filter.status === "input_required" ? "working" : filter.status];
+    else if (filter.includeCompleted !== true) query.status = ["working"];
+    const records = await this.store.listBySession(this.sessionId, query);
+    return records.filter((r) => this.visible(r) && (filter.status !== "input_required" || r.inputRequired === true));
   }
 
-  /** The gateway task mapped onto an upstream task of `server`. */
-  findByUpstreamId(server: string, upstreamTaskId: string): ProxyTaskRecord | undefined {
-    return this.list({ server, includeCompleted: true }).find((r) => r.upstreamTaskId === upstreamTaskId);
+  /** The gateway task mapped onto an upstream task of `server` (indexed). */
+  async findByUpstreamId(server: string, upstreamTaskId: string): Promise<TaskRecord | undefined> {
+    const record = await this.store.findByUpstreamTask(this.sessionId, server, upstreamTaskId);
+    return record && this.visible(record) ? record : undefined;
   }
 
+  /** Records the progress of a call this session runs (in the background, in order; a write failure is logged). */
   setProgress(taskId: string, progress: { progress: number; total?: number | undefined; message?: string | undefined }): void {
-    const record = this.store.get(taskId);
-    if (!record || record.status !== "working") return;
-    this.store.put({
-      ...record,
+    if (!this.runtime.has(taskId)) return; // ended, or not this session's
+    const patch: TaskPatch = {
       progress: {
         progress: progress.progress,
         ...(progress.total !== undefined ? { total: progress.total } : {}),
@@ -178,68 +247,79 @@ export class TaskManager {
       },
       lastUpdatedAt: this.clock.now(),
       ...(progress.message ? { statusMessage: progress.message } : {}),
-    });
+    };
+    void this.inOrder("record progress", taskId, () => this.store.patch(taskId, patch, { ifStatus: ["working"] }));
   }
 
-  complete(taskId: string, result: Record<string, unknown>): boolean {
+  complete(taskId: string, result: Record<string, unknown>): Promise<boolean> {
     const resultBytes = Buffer.byteLength(JSON.stringify(result));
-    return this.finish(taskId, "completed", { result, resultBytes }, "task_completed", { isError: result.isError === true });
+    return this.end(taskId, "completed", { result, resultBytes }, "task_completed", { isError: result.isError === true });
   }
 
-  fail(taskId: string, error: string, rpcError?: RpcErrorRecord): boolean {
-    return this.finish(taskId, "failed", { error, statusMessage: error, ...(rpcError ? { rpcError } : {}) }, "task_failed", { error });
+  fail(taskId: string, error: string, rpcError?: RpcErrorRecord): Promise<boolean> {
+    return this.end(taskId, "failed", { error, statusMessage: error, ...(rpcError ? { rpcError } : {}) }, "task_failed", { error });
   }
 
   /**
    * An upstream task ended upstream: its result (or error) stays there until
    * the client asks for it with tasks/result.
    */
-  endUpstream(taskId: string, status: "completed" | "failed" | "cancelled", statusMessage?: string): boolean {
+  endUpstream(taskId: string, status: "completed" | "failed" | "cancelled", statusMessage?: string): Promise<boolean> {
     const message = statusMessage ? { statusMessage } : {};
-    if (status === "completed") return this.finish(taskId, "completed", { resultUpstream: true, ...message }, "task_completed", {});
+    if (status === "completed") return this.end(taskId, "completed", { resultUpstream: true, ...message }, "task_completed", {});
     const error = `the upstream task ${status}${statusMessage ? `: ${statusMessage}` : ""}`;
-    return this.finish(taskId, "failed", { resultUpstream: true, error, statusMessage: error }, "task_failed", { error });
+    return this.end(taskId, "failed", { resultUpstream: true, error, statusMessage: error }, "task_failed", { error });
   }
 
   /**
    * The task's call waits for the client (`waiting`), or no longer does: MCP
    * shows the task `input_required` meanwhile (spec 2025-11-25, tasks), and
-   * the change is announced like any status change.
+   * the change is announced like any status change, once stored.
    */
   setInputRequired(taskId: string, waiting: boolean): void {
-    const record = this.store.get(taskId);
-    if (!record || record.status !== "working" || (record.inputRequired === true) === waiting) return;
-    const { inputRequired: _was, ...rest } = record;
-    const updated: ProxyTaskRecord = { ...rest, ...(waiting ? { inputRequired: true } : {}), lastUpdatedAt: this.clock.now() };
-    this.store.put(updated);
-    this.events.logger?.debug({ taskId, server: record.server, waiting }, "task_input_required");
-    this.onStatusChange?.({ ...updated });
+    const rt = this.runtime.get(taskId);
+    if (!rt || rt.inputRequired === waiting) return;
+    rt.inputRequired = waiting;
+    const patch: TaskPatch = { lastUpdatedAt: this.clock.now(), ...(waiting ? { inputRequired: true } : {}) };
+    void this.inOrder("record input_required", taskId, async () => {
+      const updated = await this.store.patch(taskId, patch, { ifStatus: ["working"], ...(waiting ? {} : { unset: ["inputRequired"] as const }) });
+      if (!updated) return;
+      this.events.logger?.debug({ taskId, server: updated.server, waiting }, "task_input_required");
+      this.onStatusChange?.(updated);
+    });
   }
 
   /** Records what the upstream last said about an upstream task that is still running. */
-  noteUpstreamStatus(taskId: string, statusMessage: string | undefined): void {
-    const record = this.store.get(taskId);
-    if (!record || record.status !== "working" || statusMessage === undefined || statusMessage === record.statusMessage) return;
-    this.store.put({ ...record, statusMessage, lastUpdatedAt: this.clock.now() });
+  async noteUpstreamStatus(taskId: string, statusMessage: string | undefined): Promise<void> {
+    if (statusMessage === undefined) return;
+    await this.inOrder("record the upstream's status", taskId, async () => {
+      const record = await this.store.get(taskId);
+      if (!record || !this.visible(record) || record.status !== "working" || record.statusMessage === statusMessage) return;
+      await this.store.patch(taskId, { statusMessage, lastUpdatedAt: this.clock.now() }, { ifStatus: ["working"] });
+    });
   }
 
-  /** Cancels a working task and its upstream call. */
-  cancel(taskId: string, reason = "cancelled by the client"): { success: boolean; message: string } {
-    const record = this.get(taskId);
-    if (record.status !== "working") {
-      return { success: false, message: `task ${taskId} is already ${record.status}; nothing to cancel` };
+  /**
+   * Cancels a working task, then its upstream call (the cancel is stored
+   * first: the call's own end cannot overwrite it). A store failure is the
+   * caller's error (EMCP_STORE_UNAVAILABLE); the task then runs on.
+   */
+  async cancel(taskId: string, reason = "cancelled by the client"): Promise<{ success: boolean; message: string }> {
+    let record = await this.get(taskId);
+    if (record.status === "working") {
+      if (await this.end(taskId, "cancelled", { statusMessage: reason }, "task_cancelled", { reason }, "throw")) {
+        return { success: true, message: `task ${taskId} cancelled; the upstream was sent notifications/cancelled` };
+      }
+      record = await this.get(taskId); // it ended meanwhile
     }
-    this.runtime.get(taskId)?.abort?.abort(reason);
-    this.finish(taskId, "cancelled", { statusMessage: reason }, "task_cancelled", { reason });
-    return { success: true, message: `task ${taskId} cancelled; the upstream was sent notifications/cancelled` };
+    return { success: false, message: `task ${taskId} is already ${record.status}; nothing to cancel` };
   }
 
-  /** The server is gone: fail its working tasks. */
-  failWorkingForServer(server: string, reason: string): string[] {
+  /** The server is gone: fail its working tasks (each stored as failed before its call is aborted). */
+  async failWorkingForServer(server: string, reason: string): Promise<string[]> {
     const failed: string[] = [];
-    for (const r of this.list({ server, status: "working" })) {
-      this.runtime.get(r.taskId)?.abort?.abort(reason);
-      if (this.fail(r.taskId, reason)) failed.push(r.taskId);
+    for (const r of await this.list({ server, status: "working" })) {
+      if (await this.end(r.taskId, "failed", { error: reason, statusMessage: reason }, "task_failed", { error: reason })) failed.push(r.taskId);
     }
     return failed;
   }
@@ -248,83 +328,176 @@ export class TaskManager {
    * Resolves with the record once it is terminal, or with the current (working)
    * record after timeoutMs / on abort.
    */
-  waitForTerminal(taskId: string, timeoutMs: number, signal?: AbortSignal): Promise<ProxyTaskRecord> {
-    const record = this.get(taskId);
-    if (record.status !== "working") return Promise.resolve(record);
+  async waitForTerminal(taskId: string, timeoutMs: number, signal?: AbortSignal): Promise<TaskRecord> {
+    const record = await this.get(taskId);
+    if (record.status !== "working") return record;
     const rt = this.runtime.get(taskId);
-    if (!rt) return Promise.resolve(record);
+    // Ended since the read (runtime goes when the end is committed), or run by no one here: read again.
+    if (!rt) return this.get(taskId).catch(() => record);
     return new Promise((resolve) => {
-      const done = (r: ProxyTaskRecord) => {
+      const done = (ended: TaskRecord | undefined) => {
         this.clock.clearTimeout(timer);
         rt.waiters.delete(done);
         signal?.removeEventListener("abort", onAbort);
-        resolve(r);
+        resolve(ended ?? { ...record, status: "cancelled", statusMessage: "session closed" });
       };
-      const onAbort = () => done(this.store.get(taskId) ?? record);
+      const onAbort = () => {
+        rt.waiters.delete(done);
+        this.clock.clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        this.store.get(taskId).then(
+          (r) => resolve(r ?? record),
+          () => resolve(record),
+        );
+      };
       const timer = this.clock.setTimeout(onAbort, timeoutMs);
       rt.waiters.add(done);
       signal?.addEventListener("abort", onAbort, { once: true });
     });
   }
 
-  /** Aborts working calls, clears every timer and deletes this session's records. */
-  close(): void {
+  /**
+   * A resumed session's stored working tasks (those a restart left running:
+   * upstream tasks on HTTP upstreams) get their TTL timers back, from their
+   * absolute expiry — a restart neither extends nor forgets a TTL. Returns
+   * how many were re-attached.
+   */
+  async restore(): Promise<number> {
+    if (this.closed) throw closing();
+    let n = 0;
+    for (const r of await this.list({ status: "working" })) {
+      if (this.runtime.has(r.taskId)) continue;
+      const rt: Runtime = { inputRequired: r.inputRequired === true, waiters: new Set() };
+      rt.ttlTimer = this.clock.setTimeout(() => void this.expire(r.taskId), Math.max(0, r.expiresAt - this.clock.now()));
+      this.attach(r, rt);
+      n++;
+    }
+    return n;
+  }
+
+  /**
+   * Aborts working calls, clears every timer and wakes every waiter, then
+   * waits for the writes in flight; deletes the session's records unless
+   * `keepRecords` (the gateway is shutting down; see TaskCloseOptions).
+   */
+  async close(options: TaskCloseOptions = {}): Promise<void> {
+    if (this.closed) return;
     this.closed = true;
     for (const abort of [...this.calls]) abort.abort(sessionClosed());
     this.calls.clear();
-    for (const [taskId, rt] of this.runtime) {
+    for (const rt of this.runtime.values()) {
       this.clock.clearTimeout(rt.ttlTimer);
-      this.clock.clearTimeout(rt.retentionTimer);
-      rt.abort?.abort("session closed");
-      const record = this.store.get(taskId);
-      for (const w of [...rt.waiters]) if (record) w({ ...record, status: "cancelled", statusMessage: "session closed" });
-      this.store.delete(taskId);
+      if (!(options.keepRecords && rt.upstreamKey !== undefined)) rt.abort?.abort("session closed");
+      for (const w of [...rt.waiters]) w(undefined);
     }
     this.runtime.clear();
+    this.byUpstream.clear();
+    while (this.writes.size) await Promise.allSettled([...this.writes]);
+    if (options.keepRecords) return;
+    try {
+      await this.store.deleteBySession(this.sessionId);
+    } catch (err) {
+      this.logger?.error({ err: errorMessage(err) }, "task_store_write_failed");
+    }
   }
 
   /** Number of live timers (for leak tests). */
   get timerCount(): number {
     let n = 0;
-    for (const rt of this.runtime.values()) n += (rt.ttlTimer ? 1 : 0) + (rt.retentionTimer ? 1 : 0);
+    for (const rt of this.runtime.values()) n += rt.ttlTimer ? 1 : 0;
     return n;
   }
 
-  private expire(taskId: string): void {
-    const record = this.store.get(taskId);
-    if (!record || record.status !== "working") return;
-    const reason = `task expired: its TTL of ${record.ttlMs}ms ran out before the upstream answered`;
-    this.runtime.get(taskId)?.abort?.abort(reason);
-    this.finish(taskId, "expired", { error: reason, statusMessage: reason }, "task_expired", { ttlMs: record.ttlMs });
+  private async expire(taskId: string): Promise<void> {
+    const rt = this.runtime.get(taskId);
+    if (!rt) return;
+    delete rt.ttlTimer;
+    let ended = false;
+    try {
+      const record = await this.store.get(taskId);
+      if (!record) {
+        this.detach(taskId); // deleted meanwhile: nothing left to expire
+        return;
+      }
+      const reason = `task expired: its TTL of ${record.ttlMs}ms ran out before the upstream answered`;
+      ended = await this.end(taskId, "expired", { error: reason, statusMessage: reason }, "task_expired", { ttlMs: record.ttlMs });
+    } catch (err) {
+      this.logger?.error({ taskId, err: errorMessage(err) }, "task_store_write_failed");
+    }
+    if (!ended && this.runtime.get(taskId) === rt) {
+      // Not stored (the store failed): try again later rather than leave the task running forever.
+      rt.ttlTimer = this.clock.setTimeout(() => void this.expire(taskId), Math.max(1_000, this.options.completedRetentionMs / 10));
+    }
   }
 
+  /**
+   * finish(), then abort the task's call if it was still running (its own end
+   * then loses the compare-and-set). With `errors: "throw"` a store failure
+   * rejects (the caller asked for this change) instead of being logged.
+   */
+  private async end(
+    taskId: string,
+    status: EndStatus,
+    patch: TaskPatch,
+    eventType: EndEvent,
+    eventData: Record<string, unknown>,
+    errors: "log" | "throw" = "log",
+  ): Promise<boolean> {
+    const rt = this.runtime.get(taskId);
+    const ended = await this.finish(taskId, status, patch, eventType, eventData, errors);
+    if (ended && status !== "completed") rt?.abort?.abort(String(patch.statusMessage ?? status));
+    return ended !== undefined;
+  }
+
+  /**
+   * The one way a task ends: a compare-and-set from a running status. Only
+   * the winner clears the runtime, wakes the waiters, adds the event and
+   * tells onStatusChange — all after the write committed. Returns the new
+   * record, or undefined when the task was not running (or not this
+   * session's) or the store failed (logged, or thrown with `errors: "throw"`;
+   * the task stays as stored).
+   */
   private finish(
     taskId: string,
-    status: Exclude<ProxyTaskStatus, "working">,
-    patch: Partial<ProxyTaskRecord>,
-    eventType: "task_completed" | "task_failed" | "task_cancelled" | "task_expired",
+    status: EndStatus,
+    patch: TaskPatch,
+    eventType: EndEvent,
     eventData: Record<string, unknown>,
-  ): boolean {
-    const record = this.store.get(taskId);
-    const rt = this.runtime.get(taskId);
-    if (!record || !rt || record.status !== "working") return false;
-    const { inputRequired: _waiting, ...running } = record;
-    const updated: ProxyTaskRecord = { ...running, ...patch, status, lastUpdatedAt: this.clock.now() };
-    this.store.put(updated);
-    this.clock.clearTimeout(rt.ttlTimer);
-    delete rt.ttlTimer;
-    delete rt.abort;
-    // Kept for the retention period, and never deleted before its TTL (counted from creation) is over.
-    const keepMs = Math.max(this.options.completedRetentionMs, record.createdAt + record.ttlMs - this.clock.now());
-    rt.retentionTimer = this.clock.setTimeout(() => this.forget(taskId), keepMs);
-    this.events.add(eventType, record.server, { taskId, toolName: record.toolName, ...eventData });
-    // Seed 003 "Log Events" (task_completed, task_failed; cancelled and expired alike), named as the events.
-    const level = status === "failed" || status === "expired" ? "warn" : "info";
-    this.events.logger?.[level]({ taskId, server: record.server, tool: record.toolName, ...eventData }, eventType);
-    for (const w of [...rt.waiters]) w({ ...updated });
-    this.onStatusChange?.({ ...updated });
-    this.enforceRetentionBounds(taskId);
-    return true;
+    errors: "log" | "throw",
+  ): Promise<TaskRecord | undefined> {
+    if (this.closed) return Promise.resolve(undefined);
+    return this.track(
+      (async (): Promise<TaskRecord | undefined> => {
+        try {
+          const current = await this.store.get(taskId);
+          if (!current || current.sessionId !== this.sessionId || !isActive(current.status)) return undefined;
+          const now = this.clock.now();
+          // Kept for the retention period, and never deleted before its TTL (counted from creation) is over.
+          const retainUntil = Math.max(now + this.options.completedRetentionMs, current.createdAt + current.ttlMs);
+          const updated = await this.store.transition(taskId, {
+            from: ACTIVE_STATUSES,
+            to: status,
+            patch: { ...patch, lastUpdatedAt: now, retainUntil },
+            unset: ["inputRequired"],
+          });
+          if (!updated) return undefined;
+          const rt = this.detach(taskId);
+          if (rt) this.clock.clearTimeout(rt.ttlTimer);
+          this.events.add(eventType, updated.server, { taskId, toolName: updated.toolName, ...eventData });
+          // Seed 003 "Log Events" (task_completed, task_failed; cancelled and expired alike), named as the events.
+          const level = status === "failed" || status === "expired" ? "warn" : "info";
+          this.logger?.[level]({ taskId, server: updated.server, tool: updated.toolName, ...eventData }, eventType);
+          for (const w of [...(rt?.waiters ?? [])]) w(updated);
+          this.onStatusChange?.(updated);
+          void this.track(this.enforceRetention(taskId));
+          return updated;
+        } catch (err) {
+          this.logger?.error({ taskId, status, err: errorMessage(err) }, "task_store_write_failed");
+          if (errors === "throw") throw err;
+          return undefined;
+        }
+      })(),
+    );
   }
 
   /**
@@ -332,30 +505,66 @@ export class TaskManager {
    * many result bytes. The task that just ended is never deleted for its
    * own size: its client may be about to ask for the result.
    */
-  private enforceRetentionBounds(justEnded: string): void {
-    const maxCount = this.options.maxRetainedPerSession ?? DEFAULT_SETTINGS.tasks.maxRetainedPerSession;
-    const maxBytes = this.options.maxRetainedResultBytes ?? DEFAULT_SETTINGS.tasks.maxRetainedResultBytes;
-    const ended = this.store
-      .listBySession(this.sessionId)
-      .filter((r) => isToolTask(r) && r.status !== "working")
-      .sort((a, b) => a.lastUpdatedAt - b.lastUpdatedAt);
-    let bytes = ended.reduce((n, r) => n + (r.resultBytes ?? 0), 0);
-    let count = ended.length;
-    for (const r of ended) {
-      if (count <= maxCount && bytes <= maxBytes) break;
-      if (r.taskId === justEnded) continue;
-      this.forget(r.taskId);
-      count--;
-      bytes -= r.resultBytes ?? 0;
+  private async enforceRetention(justEnded: string): Promise<void> {
+    try {
+      await this.store.enforceRetention(this.sessionId, {
+        maxCount: this.options.maxRetainedPerSession ?? DEFAULT_SETTINGS.tasks.maxRetainedPerSession,
+        maxBytes: this.options.maxRetainedResultBytes ?? DEFAULT_SETTINGS.tasks.maxRetainedResultBytes,
+        keep: justEnded,
+        kind: "tool",
+      });
+    } catch (err) {
+      this.logger?.error({ err: errorMessage(err) }, "task_store_write_failed");
     }
   }
 
-  private forget(taskId: string): void {
-    const rt = this.runtime.get(taskId);
-    if (rt) this.clock.clearTimeout(rt.retentionTimer);
-    this.runtime.delete(taskId);
-    this.store.delete(taskId);
+  private attach(record: TaskRecord, rt: Runtime): void {
+    if (record.upstreamTaskId !== undefined) {
+      rt.upstreamKey = upstreamKey(record.server, record.upstreamTaskId);
+      this.byUpstream.set(rt.upstreamKey, record.taskId);
+    }
+    this.runtime.set(record.taskId, rt);
   }
+
+  private detach(taskId: string): Runtime | undefined {
+    const rt = this.runtime.get(taskId);
+    this.runtime.delete(taskId);
+    if (rt?.upstreamKey !== undefined) this.byUpstream.delete(rt.upstreamKey);
+    return rt;
+  }
+
+  /** Runs field updates one after another (each sees the previous); a failure is logged, never thrown. */
+  private inOrder(what: string, taskId: string, op: () => Promise<unknown>): Promise<void> {
+    const run = this.serial.then(op).then(
+      () => undefined,
+      (err: unknown) => this.logger?.error({ taskId, err: errorMessage(err) }, `task_store_write_failed: ${what}`),
+    );
+    this.serial = run;
+    return this.track(run);
+  }
+
+  /** Remembers a write until it settles (close() waits for them). */
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.writes.add(p);
+    const forget = () => this.writes.delete(p);
+    p.then(forget, forget);
+    return p;
+  }
+
+  /** This session's tool task, not past its retention. */
+  private visible(r: TaskRecord): boolean {
+    return (
+      r.sessionId === this.sessionId && (r.kind ?? "tool") === "tool" && (r.retainUntil === undefined || r.retainUntil > this.clock.now() || isActive(r.status))
+    );
+  }
+}
+
+function upstreamKey(server: string, upstreamTaskId: string): string {
+  return `${server}\u0000${upstreamTaskId}`;
+}
+
+function closing(): GatewayError {
+  return new GatewayError(ErrorCodes.CLOSED, "the session is closing");
 }
 
 /** Why close() aborts a call that is no task: callers answer with it (EMCP_CLOSED). */
@@ -363,10 +572,6 @@ function sessionClosed(): GatewayError {
   return new GatewayError(ErrorCodes.CLOSED, "the session closed while the call was running; nothing of it is kept");
 }
 
-function isToolTask(r: ProxyTaskRecord): boolean {
-  return (r.kind ?? "tool") === "tool";
-}
-
 export function isTerminal(status: ProxyTaskStatus): boolean {
-  return TERMINAL_STATUSES.includes(status);
+  return !isActive(status);
 }

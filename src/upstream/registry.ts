@@ -4,9 +4,15 @@
  * A name is added once; replace() swaps its config (add_server's update,
  * seed 003's ServerConfigRegistry.addConfig), and sameServerConfig() says
  * whether two configs mean the same server (add_server is then idempotent).
+ *
+ * Two sources: the config file (`addedBy: "config"`, registered at start and
+ * on reload; never stored — the file is their source) and add_server (stored
+ * as ServerRecords by the SessionManager; restoreRuntime() brings them back
+ * at start, after the file's, which wins a name both have).
  */
 import { ErrorCodes, GatewayError } from "../errors.js";
 import { isStdioConfig, remoteTransportOf, type ServerConfig } from "../config/schema.js";
+import type { ServerRecord } from "../store/contracts.js";
 
 export interface RegisteredServer {
   name: string;
@@ -63,9 +69,42 @@ export class ServerRegistry {
     return [...this.servers.values()];
   }
 
+  /**
+   * Registers stored runtime servers (start-up, after the config file's).
+   * A name the registry already has (the config file declares it now) stays
+   * the file's: returned in `shadowed` for the caller to log. `refuse` may
+   * turn one down (the operator's policy changed since it was added): it
+   * returns why, and the server is returned in `refused`.
+   */
+  restoreRuntime(
+    records: readonly ServerRecord[],
+    refuse: (record: ServerRecord) => string | undefined = () => undefined,
+  ): { restored: string[]; shadowed: string[]; refused: Array<{ name: string; reason: string }> } {
+    const out = { restored: [] as string[], shadowed: [] as string[], refused: [] as Array<{ name: string; reason: string }> };
+    for (const record of records) {
+      if (this.servers.has(record.name)) {
+        out.shadowed.push(record.name);
+        continue;
+      }
+      const reason = refuse(record);
+      if (reason !== undefined) {
+        out.refused.push({ name: record.name, reason });
+        continue;
+      }
+      this.servers.set(record.name, { name: record.name, config: record.config, addedAt: record.addedAt, addedBy: record.addedBy });
+      out.restored.push(record.name);
+    }
+    return out;
+  }
+
   names(): string[] {
     return [...this.servers.keys()];
   }
+}
+
+/** A runtime-added entry as the ServerStore keeps it. */
+export function toServerRecord(entry: RegisteredServer): ServerRecord {
+  return { name: entry.name, config: entry.config, addedAt: entry.addedAt, addedBy: entry.addedBy };
 }
 
 /** A description of where a server lives that never includes secrets (env, headers). */

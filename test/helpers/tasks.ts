@@ -7,7 +7,9 @@
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { CallToolResultSchema, CreateTaskResultSchema, McpError, type CallToolResult, type Task } from "@modelcontextprotocol/sdk/types.js";
-import { MemoryTaskRecordStore, type ProxyTaskRecord } from "../../src/store/task-store.js";
+import { systemClock } from "../../src/clock.js";
+import type { Store, TaskRecord, TaskStore, TaskTransition } from "../../src/store/contracts.js";
+import { createMemoryStore } from "../../src/store/memory/index.js";
 import type { Session } from "../../src/session/session.js";
 import type { TestGateway } from "./gateway.js";
 import { connectDirect as connectTransparentDirect, connectFace as connectTransparentFace, type Peer, type PeerOptions } from "./transparent.js";
@@ -17,15 +19,68 @@ export const LONG = { timeout: 60_000 };
 
 export type { Peer, PeerOptions, WireMessage } from "./transparent.js";
 
-/** The in-memory task store, remembering every gateway task id and every upstream task id it was given. */
-export class RecordingTaskStore extends MemoryTaskRecordStore {
+/**
+ * A memory store whose task store remembers every gateway task id and every
+ * upstream task id it was given. Inject `bundle` (`{ store: recording.bundle }`).
+ */
+export class RecordingTaskStore implements TaskStore {
   readonly gatewayIds = new Set<string>();
   readonly upstreamIds = new Set<string>();
+  /** The whole store to inject into a gateway, with this as its task store. */
+  readonly bundle: Store;
+  private readonly inner: TaskStore;
 
-  override put(record: ProxyTaskRecord): void {
+  constructor() {
+    const memory = createMemoryStore(systemClock);
+    this.inner = memory.tasks;
+    this.bundle = { ...memory, tasks: this };
+  }
+
+  private note(record: { taskId: string; upstreamTaskId?: string }): void {
     this.gatewayIds.add(record.taskId);
     if (record.upstreamTaskId !== undefined) this.upstreamIds.add(record.upstreamTaskId);
-    super.put(record);
+  }
+
+  create(record: TaskRecord): Promise<void> {
+    this.note(record);
+    return this.inner.create(record);
+  }
+
+  async transition(taskId: string, change: TaskTransition): Promise<TaskRecord | undefined> {
+    const r = await this.inner.transition(taskId, change);
+    if (r) this.note(r);
+    return r;
+  }
+
+  async patch(...args: Parameters<TaskStore["patch"]>): Promise<TaskRecord | undefined> {
+    const r = await this.inner.patch(...args);
+    if (r) this.note(r);
+    return r;
+  }
+
+  get(taskId: string) {
+    return this.inner.get(taskId);
+  }
+  delete(taskId: string) {
+    return this.inner.delete(taskId);
+  }
+  listBySession(...args: Parameters<TaskStore["listBySession"]>) {
+    return this.inner.listBySession(...args);
+  }
+  findByUpstreamTask(...args: Parameters<TaskStore["findByUpstreamTask"]>) {
+    return this.inner.findByUpstreamTask(...args);
+  }
+  listWorking() {
+    return this.inner.listWorking();
+  }
+  deleteExpired(now: number) {
+    return this.inner.deleteExpired(now);
+  }
+  enforceRetention(...args: Parameters<TaskStore["enforceRetention"]>) {
+    return this.inner.enforceRetention(...args);
+  }
+  deleteBySession(sessionId: string) {
+    return this.inner.deleteBySession(sessionId);
   }
 }
 
@@ -50,8 +105,8 @@ export function sessionOf(gw: TestGateway, peer: Peer): Session {
 }
 
 /** The upstream task id the gateway keeps for one of its tasks (never shown downstream). */
-export function upstreamIdOf(gw: TestGateway, peer: Peer, taskId: string): string | undefined {
-  return sessionOf(gw, peer).tasks.get(taskId).upstreamTaskId;
+export async function upstreamIdOf(gw: TestGateway, peer: Peer, taskId: string): Promise<string | undefined> {
+  return (await sessionOf(gw, peer).tasks.get(taskId)).upstreamTaskId;
 }
 
 // ---------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 /**
- * Integration tests of the async meta-tools (seed 000): execute_tool timeout
+ * Integration tests of the async meta-tools (design MF-6..MF-16): execute_tool timeout
  * promotion to tasks, task tools, elicitations (form and URL), sampling,
  * await_activity and the session envelope (exactly-once events, pending
  * client actions), upstream loss, cancellation, TTL expiry and the
@@ -371,8 +371,8 @@ describe("session envelope and await_activity", () => {
       "task_created delivered with the promotion",
     );
     const session = sessionOf(gw, c);
-    await eventually("the task to end while no call is in flight", () => (session.tasks.get(q.taskId).status === "completed" ? true : undefined));
-    assert.equal(session.events.hasNew(), true, "its task_completed event is undelivered");
+    await eventually("the task to end while no call is in flight", async () => ((await session.tasks.get(q.taskId)).status === "completed" ? true : undefined));
+    assert.equal(await session.events.hasNew(), true, "its task_completed event is undelivered");
     const a = await awaitActivity(c, 20_000);
     assert.deepEqual(a.triggers, [{ type: "immediate" }]);
     const events = activityEvents(a);
@@ -450,7 +450,7 @@ describe("session envelope and await_activity", () => {
       assert.deepEqual(
         pendingAction(r)?.elicitations.map((e) => e.requestId),
         [requestId],
-        `${name} with invalid arguments still carries pending_client_action (seed 000: pending client actions are in ALL tool responses): ${allText(r)}`,
+        `${name} with invalid arguments still carries pending_client_action (design MF-13: pending client actions are in every tool response): ${allText(r)}`,
       );
     }
     const answer = await call(c, "respond_to_elicitation", { request_id: requestId, action: "cancel" });

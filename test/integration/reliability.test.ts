@@ -1,5 +1,5 @@
 /**
- * Upstream faults with real processes (issue 6): an upstream killed mid-call
+ * Upstream faults with real processes (design UP-5..UP-10): an upstream killed mid-call
  * is reconnected with backoff and reconciled; wrapper upstreams leave no
  * orphans when a session ends or the gateway shuts down; the child-process
  * cap refuses clearly; hanging and garbage-speaking upstreams fail with
@@ -17,7 +17,6 @@ import { allText, awaitUntil, errorCodeOf, EventLedger, promote, sessionOf, wait
 import { initializeBody, MCP_POST_HEADERS, pollFor } from "../helpers/core-extra.js";
 import { connectFace, startTask, upstreamIdOf } from "../helpers/tasks.js";
 import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
-import { MemoryTaskRecordStore } from "../../src/store/task-store.js";
 import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
 
 const wrapped = (marker: string) => ({ command: process.execPath, args: [path.join(FIXTURES, "forking-server.mjs"), everythingServerEntry(), marker] });
@@ -179,7 +178,7 @@ describe("shutdown, idle expiry and churn", () => {
     gateways.push(gw);
     const peer = await connectFace(gw.url.replace(/\/mcp$/, "/servers/everything/mcp"));
     const task = await startTask(peer.client, "simulate-research-query", { topic: "shutdown" });
-    const upstreamId = upstreamIdOf(gw, peer, task.taskId);
+    const upstreamId = await upstreamIdOf(gw, peer, task.taskId);
     assert.ok(upstreamId);
     await gw.gateway.context.sessions.destroy(peer.sessionId, "test");
     assert.ok(
@@ -226,17 +225,24 @@ describe("shutdown, idle expiry and churn", () => {
     await after.text();
   });
 
-  test("200 sessions opened and closed leave no sessions, bindings, task records or timers behind", async () => {
-    const store = new MemoryTaskRecordStore();
-    const gw = await startGateway({ mcpServers: {} }, { taskStore: store });
+  test("200 sessions opened and closed leave no sessions, bindings, stored tasks, events or requests, or timers behind", async () => {
+    const gw = await startGateway({ mcpServers: {} });
     gateways.push(gw);
+    const { store } = gw.gateway.context;
+    const ids: string[] = [];
     for (let i = 0; i < 200; i++) {
       const c = await connectClient(gw.url);
       await call(c, "list_servers");
+      ids.push((c.transport as StreamableHTTPClientTransport).sessionId!);
       await (c.transport as StreamableHTTPClientTransport).terminateSession();
       await c.close();
     }
     assert.equal(gw.gateway.context.sessions.size, 0);
-    assert.equal(store.size, 0);
+    // A session's rows go as its close() finishes, which the DELETE does not wait for.
+    await pollFor(async () => ((await store.events.total()) === 0 ? true : undefined), "every session's events to be deleted", 10_000);
+    for (const id of ids) {
+      assert.deepEqual(await store.tasks.listBySession(id), []);
+      assert.deepEqual(await store.pending.listBySession(id), []);
+    }
   });
 });

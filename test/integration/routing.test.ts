@@ -209,7 +209,7 @@ describe("bounded waits on upstream tasks", () => {
       (e: unknown) => e as { code?: number; message: string },
     );
     assert.match(err.message, /could not ask upstream 'tasks' about task .*retry tasks\/get/);
-    assert.equal(sessionOf(gw, peer).tasks.get(task.taskId).status, "working", "a poll that timed out does not fail the task (seed 002 F-005.12)");
+    assert.equal((await sessionOf(gw, peer).tasks.get(task.taskId)).status, "working", "a poll that timed out does not fail the task (design TK-11)");
   });
 });
 

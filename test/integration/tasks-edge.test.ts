@@ -22,7 +22,7 @@ after(async () => {
 });
 
 async function gateway(raw: Parameters<typeof startGateway>[0], store = new RecordingTaskStore()): Promise<{ gw: TestGateway; store: RecordingTaskStore }> {
-  const gw = await startGateway(raw, { taskStore: store });
+  const gw = await startGateway(raw, { store: store.bundle });
   gateways.push(gw);
   return { gw, store };
 }

@@ -52,7 +52,7 @@ const open: Array<{ close(): Promise<void> }> = [];
 
 before(async () => {
   store = new RecordingTaskStore();
-  gw = await startGateway({}, { taskStore: store });
+  gw = await startGateway({}, { store: store.bundle });
   base = gw.url.replace(/\/mcp$/, "");
   direct = await connectDirect();
 });
@@ -134,7 +134,7 @@ describe("transparent face: task-augmented tools/call of an upstream task tool",
       const { task, statuses, result } = run;
       assert.equal(task.status, "working");
       assert.match(task.taskId, ULID);
-      const upstreamId = upstreamIdOf(gw, p, task.taskId);
+      const upstreamId = await upstreamIdOf(gw, p, task.taskId);
       assert.ok(upstreamId, "the gateway task is mapped onto an upstream task");
       assert.notEqual(upstreamId, task.taskId);
       // Progress: the upstream's status messages show through tasks/get, and change.
@@ -158,7 +158,7 @@ describe("transparent face: task-augmented tools/call of an upstream task tool",
       elicit: () => ({ action: "accept", content: { interpretation: "programming" } }),
     });
     const task = await startTask(p.client, RESEARCH, { topic: "python", ambiguous: true });
-    const upstreamId = upstreamIdOf(gw, p, task.taskId);
+    const upstreamId = await upstreamIdOf(gw, p, task.taskId);
     await pollTask(p.client, task.taskId, (t) => t.status === "input_required", "input_required");
     assert.equal(p.elicitations.length, 0, "the elicitation waits for tasks/result");
     const result = await taskResult(p.client, task.taskId);
@@ -176,7 +176,7 @@ describe("transparent face: task-augmented tools/call of an upstream task tool",
   test("tasks/cancel cancels the upstream task too", async () => {
     const p = await peer("/servers/everything/mcp");
     const task = await startTask(p.client, RESEARCH, { topic: "cancel me" });
-    const upstreamId = upstreamIdOf(gw, p, task.taskId);
+    const upstreamId = await upstreamIdOf(gw, p, task.taskId);
     assert.ok(upstreamId);
     await pollTask(p.client, task.taskId, (t) => t.statusMessage !== undefined, "started");
     const cancelled = await p.client.experimental.tasks.cancelTask(task.taskId, LONG);
@@ -193,15 +193,15 @@ describe("transparent face: task-augmented tools/call of an upstream task tool",
     assertOnlyGatewayIds(p);
   });
 
-  test("TTL expiry ends the task (failed, says it expired), cancels the upstream task, then the record is freed", async () => {
+  test("TTL expiry ends the task (failed, says it expired), cancels the upstream task, then the gateway's sweep deletes the record", async () => {
     const expiring = new RecordingTaskStore();
-    const gw2 = await startGateway({ gateway: { tasks: { completedRetentionMs: 1000 } } }, { taskStore: expiring });
+    const gw2 = await startGateway({ gateway: { tasks: { completedRetentionMs: 1000 }, sessions: { sweepIntervalMs: 300 } } }, { store: expiring.bundle });
     const p = await connectFace(`${gw2.url.replace(/\/mcp$/, "")}/servers/everything/mcp`);
     try {
       const session = sessionOf(gw2, p);
       const task = await startTask(p.client, RESEARCH, { topic: "too slow" }, 1500);
       assert.equal(task.ttl, 1500);
-      const upstreamId = upstreamIdOf(gw2, p, task.taskId);
+      const upstreamId = await upstreamIdOf(gw2, p, task.taskId);
       assert.ok(upstreamId);
       // The expiry is announced; tasks/get then shows it (within the retention period).
       const notice = await waitFor(
@@ -224,7 +224,7 @@ describe("transparent face: task-augmented tools/call of an upstream task tool",
         }
       }, "the expired task to be freed");
       assert.match(String(gone), /not found/i);
-      assert.equal(expiring.get(task.taskId), undefined);
+      await waitFor(async () => ((await expiring.get(task.taskId)) === undefined ? true : undefined), "the sweep to delete the row");
       assert.equal(session.tasks.timerCount, 0);
     } finally {
       await p.close();
@@ -238,7 +238,7 @@ describe("transparent face: gateway-owned tasks", () => {
     const p = await peer("/servers/everything/mcp");
     const task = await startTask(p.client, "echo", { message: "hello tasks" });
     assert.match(task.taskId, ULID);
-    assert.equal(upstreamIdOf(gw, p, task.taskId), undefined, "no upstream task behind echo");
+    assert.equal(await upstreamIdOf(gw, p, task.taskId), undefined, "no upstream task behind echo");
     const statuses = await pollTask(p.client, task.taskId, isTerminalTask, "terminal");
     assert.equal(statuses.at(-1)?.status, "completed");
     const result = await taskResult(p.client, task.taskId);
@@ -316,7 +316,7 @@ describe("receiver tasks: the upstream's task-augmented sampling and elicitation
       "a queued sampling request",
     );
     assert.match(JSON.stringify(sampling.messages), /queued prompt/);
-    const receivers = store.listBySession(p.sessionId).filter((r) => r.kind === "receiver");
+    const receivers = (await store.listBySession(p.sessionId)).filter((r) => r.kind === "receiver");
     assert.equal(receivers.length, 2, "both requests are receiver tasks while they wait");
     assert.ok(
       receivers.every((r) => r.status === "working"),

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import type { IdGenerator } from "../../src/clock.js";
 import { BufferManager } from "../../src/session/buffers.js";
 import { EventSystem } from "../../src/session/event-system.js";
+import { createMemoryStore } from "../../src/store/memory/index.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { settle } from "../helpers/promises.js";
 
@@ -13,7 +14,7 @@ function counterIds(prefix: string): IdGenerator {
 
 function setup(maxNotificationsPerServer = 3, maxLogsPerServer = 4) {
   const clock = new ManualClock();
-  const events = new EventSystem({ maxEvents: 1000, warningThreshold: 0.8 }, clock, counterIds("ev"));
+  const events = new EventSystem("s1", { maxEvents: 1000, warningThreshold: 0.8, maxTotal: 10_000 }, createMemoryStore(clock).events, clock, counterIds("ev"));
   const buffers = new BufferManager({ maxNotificationsPerServer, maxLogsPerServer }, events, clock);
   return { clock, events, buffers };
 }
@@ -87,15 +88,15 @@ describe("BufferManager: notifications", () => {
     assert.deepEqual(woke?.data, { method: "notifications/message", params: { x: 1 } });
     assert.equal(clock.pendingTimers, 0);
     buffers.addNotification("a", "bare", undefined);
-    const evs = events.takeNew();
+    const evs = await events.takeNew();
     assert.equal(evs.length, 2);
     assert.deepEqual(evs[1]?.data, { method: "bare" });
   });
 
-  test("ring overflow still emits one event per notification", () => {
+  test("ring overflow still emits one event per notification", async () => {
     const { events, buffers } = setup(2);
     for (let i = 0; i < 5; i++) buffers.addNotification("a", `m${i}`, undefined);
-    assert.equal(events.takeNew().length, 5);
+    assert.equal((await events.takeNew()).length, 5);
   });
 });
 
@@ -146,8 +147,8 @@ describe("BufferManager: logs", () => {
     for (let i = 0; i < 10; i++) await Promise.resolve();
     assert.equal(woke, false);
     assert.equal(events.waiterCount, 1);
-    assert.equal(events.hasNew(), false);
-    assert.equal(events.size, 0);
+    assert.equal(await events.hasNew(), false);
+    assert.equal((await events.stats()).count, 0);
     clock.advance(1000);
     assert.equal(await settle(wait), null);
     assert.equal(clock.pendingTimers, 0);

@@ -13,31 +13,34 @@ import type { IdGenerator } from "../../src/clock.js";
 import { DownstreamRoutes } from "../../src/faces/transparent/bridge.js";
 import { SseRequestTap } from "../../src/mcp/sse-request-tap.js";
 import { EventSystem } from "../../src/session/event-system.js";
-import { MemoryTaskRecordStore, type ProxyTaskRecord } from "../../src/store/task-store.js";
+import type { TaskRecord } from "../../src/store/contracts.js";
+import { createMemoryStore } from "../../src/store/memory/index.js";
 import { toMcpTask } from "../../src/tasks/mcp-task.js";
 import { TaskManager } from "../../src/tasks/task-manager.js";
 import { CallOrigin } from "../../src/upstream/origin.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
+import { flush } from "../helpers/promises.js";
 
 function counterIds(prefix: string): IdGenerator {
   let n = 0;
   return () => `${prefix}-${String(++n).padStart(6, "0")}`;
 }
 
-function taskManager() {
+async function taskManager() {
   const clock = new ManualClock();
-  const events = new EventSystem({ maxEvents: 1000, warningThreshold: 0.8 }, clock, counterIds("ev"));
+  const store = createMemoryStore(clock);
+  const events = new EventSystem("s1", { maxEvents: 1000, warningThreshold: 0.8, maxTotal: 10_000 }, store.events, clock, counterIds("ev"));
   const tm = new TaskManager(
     "s1",
     { defaultTtlMs: 10_000, maxTtlMs: 60_000, completedRetentionMs: 1_000, maxTasksPerSession: 10 },
-    new MemoryTaskRecordStore(),
+    store.tasks,
     events,
     clock,
     counterIds("task"),
   );
-  const changes: ProxyTaskRecord[] = [];
+  const changes: TaskRecord[] = [];
   tm.onStatusChange = (r) => changes.push(r);
-  const task = tm.create({ server: "srv", toolName: "t", toolArgs: {}, abort: new AbortController() });
+  const task = await tm.create({ server: "srv", toolName: "t", toolArgs: {}, abort: new AbortController() });
   return { clock, tm, task, changes };
 }
 
@@ -71,46 +74,50 @@ describe("CallOrigin", () => {
 });
 
 describe("TaskManager: input_required", () => {
-  test("a working task flagged input_required reads so in MCP, is listed under it, and is announced; answered, it is working again", () => {
-    const { clock, tm, task, changes } = taskManager();
+  test("a working task flagged input_required reads so in MCP, is listed under it, and is announced; answered, it is working again", async () => {
+    const { clock, tm, task, changes } = await taskManager();
     tm.setInputRequired(task.taskId, true);
-    assert.equal(toMcpTask(tm.get(task.taskId)).status, "input_required");
-    assert.equal(tm.get(task.taskId).status, "working", "the record stays working: TTL, cancel and limits treat it as running");
+    await flush();
+    assert.equal(toMcpTask(await tm.get(task.taskId)).status, "input_required");
+    assert.equal((await tm.get(task.taskId)).status, "working", "the record stays working: TTL, cancel and limits treat it as running");
     assert.deepEqual(
-      tm.list({ status: "input_required" }).map((t) => t.taskId),
+      (await tm.list({ status: "input_required" })).map((t) => t.taskId),
       [task.taskId],
     );
     assert.deepEqual(
-      tm.list({ status: "working" }).map((t) => t.taskId),
+      (await tm.list({ status: "working" })).map((t) => t.taskId),
       [task.taskId],
       "the manager's working includes tasks waiting for input",
     );
     tm.setInputRequired(task.taskId, true); // no change, no announcement
+    await flush();
     assert.deepEqual(
       changes.map((r) => toMcpTask(r).status),
       ["input_required"],
     );
     tm.setInputRequired(task.taskId, false);
-    assert.equal(toMcpTask(tm.get(task.taskId)).status, "working");
-    assert.deepEqual(tm.list({ status: "input_required" }), []);
+    await flush();
+    assert.equal(toMcpTask(await tm.get(task.taskId)).status, "working");
+    assert.deepEqual(await tm.list({ status: "input_required" }), []);
     assert.deepEqual(
       changes.map((r) => toMcpTask(r).status),
       ["input_required", "working"],
     );
-    tm.close();
+    await tm.close();
     assert.equal(clock.pendingTimers, 0);
   });
 
-  test("a task that ends while waiting ends as it ended (the flag goes); an ended task is never flagged", () => {
-    const { clock, tm, task } = taskManager();
+  test("a task that ends while waiting ends as it ended (the flag goes); an ended task is never flagged", async () => {
+    const { clock, tm, task } = await taskManager();
     tm.setInputRequired(task.taskId, true);
-    tm.cancel(task.taskId);
-    const ended = tm.get(task.taskId);
+    await tm.cancel(task.taskId);
+    const ended = await tm.get(task.taskId);
     assert.equal(ended.status, "cancelled");
     assert.equal(ended.inputRequired, undefined);
     assert.equal(toMcpTask(ended).status, "cancelled");
     tm.setInputRequired(task.taskId, true);
-    assert.equal(tm.get(task.taskId).inputRequired, undefined);
+    await flush();
+    assert.equal((await tm.get(task.taskId)).inputRequired, undefined);
     clock.advance(10_000); // kept at least its TTL
     assert.equal(clock.pendingTimers, 0);
   });

@@ -5,7 +5,7 @@ import { ErrorCode, McpError, type CallToolResult } from "@modelcontextprotocol/
 import type { IdGenerator } from "../../src/clock.js";
 import { ErrorCodes, GatewayError, upstreamCallError } from "../../src/errors.js";
 import { EventSystem } from "../../src/session/event-system.js";
-import { MemoryTaskRecordStore } from "../../src/store/task-store.js";
+import { createMemoryStore } from "../../src/store/memory/index.js";
 import { executeWithPromotion, type ExecuteOptions, type ExecuteOutcome } from "../../src/tasks/execute.js";
 import { TaskManager, type TaskManagerOptions } from "../../src/tasks/task-manager.js";
 import type { UpstreamConnection } from "../../src/upstream/connection.js";
@@ -56,9 +56,9 @@ const RESULT: CallToolResult = { content: [{ type: "text", text: "answer" }] };
 
 function setup(taskOptions: Partial<TaskManagerOptions> = {}) {
   const clock = new ManualClock();
-  const events = new EventSystem({ maxEvents: 1000, warningThreshold: 0.8 }, clock, counterIds("ev"));
-  const store = new MemoryTaskRecordStore();
-  const tasks = new TaskManager("s1", { ...TASK_OPTIONS, ...taskOptions }, store, events, clock, counterIds("task"));
+  const store = createMemoryStore(clock);
+  const events = new EventSystem("s1", { maxEvents: 1000, warningThreshold: 0.8, maxTotal: 10_000 }, store.events, clock, counterIds("ev"));
+  const tasks = new TaskManager("s1", { ...TASK_OPTIONS, ...taskOptions }, store.tasks, events, clock, counterIds("task"));
   const fake = new FakeConnection();
   const run = (extra: Partial<ExecuteOptions> = {}) =>
     executeWithPromotion({
@@ -120,9 +120,9 @@ describe("executeWithPromotion: before the timeout", () => {
     fake.last.resolve(RESULT);
     await flush();
     assert.deepEqual(state.value, { kind: "result", result: RESULT });
-    assert.deepEqual(tasks.list({ includeCompleted: true }), []);
+    assert.deepEqual(await tasks.list({ includeCompleted: true }), []);
     assert.equal(clock.pendingTimers, 0);
-    assert.deepEqual(events.takeNew(), []);
+    assert.deepEqual(await events.takeNew(), []);
     assertSlotFree("released after the result");
   });
 
@@ -139,7 +139,7 @@ describe("executeWithPromotion: before the timeout", () => {
       assert.equal(err.details?.["upstreamCode"], ErrorCode.InvalidParams);
       return true;
     });
-    assert.deepEqual(tasks.list({ includeCompleted: true }), []);
+    assert.deepEqual(await tasks.list({ includeCompleted: true }), []);
     assert.equal(clock.pendingTimers, 0);
     assertSlotFree();
   });
@@ -176,7 +176,7 @@ describe("executeWithPromotion: before the timeout", () => {
     });
     assert.equal(clock.pendingTimers, 0);
     assert.equal(getEventListeners(ctrl.signal, "abort").length, 0);
-    assert.deepEqual(tasks.list({ includeCompleted: true }), []);
+    assert.deepEqual(await tasks.list({ includeCompleted: true }), []);
     assertSlotFree();
   });
 
@@ -193,7 +193,7 @@ describe("executeWithPromotion: before the timeout", () => {
       return true;
     });
     assert.equal(fake.calls.length, 0, "no upstream call for an already-cancelled request");
-    assert.deepEqual(tasks.list({ includeCompleted: true }), []);
+    assert.deepEqual(await tasks.list({ includeCompleted: true }), []);
     assert.equal(clock.pendingTimers, 0);
     assertSlotFree("no reservation held");
   });
@@ -223,23 +223,21 @@ describe("executeWithPromotion: promotion", () => {
     assert.equal(task.ttlMs, 5_000);
     assert.equal(clock.pendingTimers, 1, "the race timer is gone; only the task's TTL timer");
     assert.deepEqual(
-      events.takeNew().map((e) => e.type),
+      (await events.takeNew()).map((e) => e.type),
       ["task_created"],
     );
 
     fake.last.resolve(RESULT);
     await flush();
-    const done = tasks.get(task.taskId);
+    const done = await tasks.get(task.taskId);
     assert.equal(done.status, "completed");
     assert.deepEqual(done.result, RESULT);
     assert.deepEqual(
-      events.takeNew().map((e) => e.type),
+      (await events.takeNew()).map((e) => e.type),
       ["task_completed"],
     );
-    assert.equal(clock.pendingTimers, 1, "retention timer only");
+    assert.equal(clock.pendingTimers, 0, "no timer once ended (retention is an absolute time in the record)");
     assertSlotFree("released once the promoted call settled");
-    clock.advance(TASK_OPTIONS.completedRetentionMs);
-    assert.equal(clock.pendingTimers, 0);
   });
 
   test("timeout first: a later rejection fails the task with the mapped message", async () => {
@@ -249,17 +247,17 @@ describe("executeWithPromotion: promotion", () => {
     await flush();
     const task = asTask(state.value);
     assert.equal(task.ttlMs, TASK_OPTIONS.defaultTtlMs, "default TTL when none requested");
-    events.takeNew();
+    await events.takeNew();
     fake.last.reject(new McpError(ErrorCode.ConnectionClosed, "Connection closed"));
     await flush();
-    const failed = tasks.get(task.taskId);
+    const failed = await tasks.get(task.taskId);
     assert.equal(failed.status, "failed");
     assert.match(failed.error ?? "", /upstream 'slow' closed the connection during 'compute'/);
     assert.deepEqual(
-      events.takeNew().map((e) => e.type),
+      (await events.takeNew()).map((e) => e.type),
       ["task_failed"],
     );
-    assert.equal(clock.pendingTimers, 1);
+    assert.equal(clock.pendingTimers, 0);
     assertSlotFree();
   });
 
@@ -271,7 +269,7 @@ describe("executeWithPromotion: promotion", () => {
     asTask(state.value);
     fake.last.resolve(RESULT);
     await flush();
-    assert.equal(clock.pendingTimers, 1);
+    assert.equal(clock.pendingTimers, 0);
   });
 
   test("after promotion the downstream signal no longer matters", async () => {
@@ -284,10 +282,10 @@ describe("executeWithPromotion: promotion", () => {
     assert.equal(getEventListeners(ctrl.signal, "abort").length, 0, "listener removed at promotion");
     ctrl.abort();
     assert.equal(fake.last.opts.signal?.aborted, false);
-    assert.equal(tasks.get(task.taskId).status, "working");
+    assert.equal((await tasks.get(task.taskId)).status, "working");
     fake.last.resolve(RESULT);
     await flush();
-    assert.equal(tasks.get(task.taskId).status, "completed");
+    assert.equal((await tasks.get(task.taskId)).status, "completed");
   });
 
   test("progress after promotion is recorded on the task, not forwarded", async () => {
@@ -298,9 +296,10 @@ describe("executeWithPromotion: promotion", () => {
     await flush();
     const task = asTask(state.value);
     fake.last.opts.onprogress?.({ progress: 2, total: 4, message: "half" });
+    await flush();
     assert.deepEqual(seen, []);
-    assert.deepEqual(tasks.get(task.taskId).progress, { progress: 2, total: 4, message: "half" });
-    tasks.close();
+    assert.deepEqual((await tasks.get(task.taskId)).progress, { progress: 2, total: 4, message: "half" });
+    await tasks.close();
   });
 
   test("cancel_task on a promoted task aborts the upstream call; the late rejection changes nothing", async () => {
@@ -309,10 +308,10 @@ describe("executeWithPromotion: promotion", () => {
     clock.advance(TIMEOUT);
     await flush();
     const task = asTask(state.value);
-    assert.equal(tasks.cancel(task.taskId).success, true);
+    assert.equal((await tasks.cancel(task.taskId)).success, true);
     assert.equal(fake.last.opts.signal?.aborted, true);
     await flush();
-    const r = tasks.get(task.taskId);
+    const r = await tasks.get(task.taskId);
     assert.equal(r.status, "cancelled");
     assert.equal(r.error, undefined);
     assertSlotFree();
@@ -325,9 +324,9 @@ describe("executeWithPromotion: promotion", () => {
     await flush();
     const task = asTask(state.value);
     clock.advance(2_000);
-    assert.equal(fake.last.opts.signal?.aborted, true);
     await flush();
-    assert.equal(tasks.get(task.taskId).status, "expired");
+    assert.equal(fake.last.opts.signal?.aborted, true);
+    assert.equal((await tasks.get(task.taskId)).status, "expired");
     assertSlotFree();
   });
 
@@ -340,7 +339,7 @@ describe("executeWithPromotion: promotion", () => {
     clock.advance(TIMEOUT);
     await flush();
     asTask(state.value);
-    assert.equal(tasks.list({ status: "working" }).length, 1);
+    assert.equal((await tasks.list({ status: "working" })).length, 1);
     let second: (() => void) | undefined;
     assert.doesNotThrow(() => {
       second = tasks.reserveCall();
@@ -353,7 +352,7 @@ describe("executeWithPromotion: promotion", () => {
   test("a session closed while waiting: promotion fails with EMCP_CLOSED and leaves no timers", async () => {
     const { clock, tasks, run } = setup();
     const state = track(run());
-    tasks.close();
+    await tasks.close();
     clock.advance(TIMEOUT);
     await flush();
     assert.ok(state.error instanceof GatewayError);

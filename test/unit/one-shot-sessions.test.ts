@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { parseConfig } from "../../src/config/load.js";
 import { silentLogger } from "../../src/logging.js";
 import { SessionManager } from "../../src/session/session-manager.js";
-import { MemoryTaskRecordStore } from "../../src/store/task-store.js";
+import { createMemoryStore } from "../../src/store/memory/index.js";
 import { ServerRegistry } from "../../src/upstream/registry.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { flush } from "../helpers/promises.js";
@@ -36,7 +36,7 @@ function setup() {
     transportFactory: () => {
       throw new Error("no upstream is configured: nothing may connect");
     },
-    taskStore: new MemoryTaskRecordStore(),
+    store: createMemoryStore(clock),
     clientInfo: { name: "test", version: "1" },
   });
   const destroyed: string[] = [];

@@ -1,5 +1,5 @@
 /**
- * The session envelope (seed 000 "Response Formats"): every meta-tool
+ * The session envelope (design MF-13, EV-2): every meta-tool
  * response carries the category-1 events not yet delivered (exactly once) and
  * the category-4 pending client actions (every time, while they exist). In
  * gateway-made replies both go into `structuredContent` too.
@@ -15,7 +15,7 @@ import { isGatewayMade, iso } from "./define.js";
 
 export function formatEvent(e: StoredEvent) {
   const createdAt = iso(e.createdAt);
-  // `createdAt` is seed 003's StoredEvent name; `created_at` the project's.
+  // Both spellings (design MF-19): the project's `created_at` and its camelCase alias `createdAt`.
   return { id: e.id, type: e.type, server: e.server, created_at: createdAt, createdAt, data: e.data };
 }
 
@@ -72,8 +72,8 @@ export function pendingClientAction(session: Session) {
   };
 }
 
-export function withEnvelope(session: Session, result: CallToolResult): CallToolResult {
-  const events = session.events.takeNew();
+export async function withEnvelope(session: Session, result: CallToolResult): Promise<CallToolResult> {
+  const events = await session.events.takeNew();
   const pending = pendingClientAction(session);
   const added: Record<string, unknown> = {};
   if (events.length) added.events_since_last_response = formatEvents(events);

@@ -1,5 +1,5 @@
 /**
- * Native MCP tasks on the transparent face (spec 2025-11-25, seed 004):
+ * Native MCP tasks on the transparent face (MCP 2025-11-25 tasks; design TK-7, TK-8, TK-15):
  * tasks/get, tasks/result, tasks/list and tasks/cancel over the session's
  * tasks, plus the two ways a tools/call meets a task — a task-augmented call
  * (CreateTaskResult at once, for every upstream tool) and emulation (a plain
@@ -113,7 +113,7 @@ export function registerTaskHandlers(h: HandlerContext, connect: (server: string
     }
   });
   server.setRequestHandler(ListTasksRequestSchema, async (req) => {
-    const all = ctx.tasks.list({ includeCompleted: true }).map(toMcpTask);
+    const all = (await ctx.tasks.list({ includeCompleted: true })).map(toMcpTask);
     const { page, nextCursor } = paginate(all, req.params?.cursor);
     return { tasks: page, ...(nextCursor ? { nextCursor } : {}) };
   });

@@ -1,13 +1,13 @@
 /**
- * await_activity (seed 000 §4, seed 003 §6): returns at once when undelivered
+ * await_activity (design MF-14): returns at once when undelivered
  * events exist, else waits for the first event or the timeout. Delivers the
  * events itself (exactly once), with the category-3 and category-4 snapshots.
  *
- * `sinceEventId` (seed 003's AwaitActivityOptions; `since_event_id` too) is a
+ * `sinceEventId` (design MF-18; `since_event_id` too) is a
  * cursor: the events stored after it are returned whether delivered before or
  * not, so a client that lost a response can ask again; an unknown cursor
  * (evicted) returns everything stored and says so in `cursor`. Semantics in
- * docs/adr/0004-seed-shapes.md.
+ * docs/adr/0004-reply-shapes.md.
  *
  * Identical list_changed notifications of a server in one reply are shown
  * once with `count` (envelope.ts formatEvents); `lastEventId` is still the
@@ -52,18 +52,18 @@ export const awaitActivity = defineTool({
     const cursor = sinceEventId ?? since_event_id;
     const { defaultTimeoutMs, maxTimeoutMs } = gateway.settings.awaitActivity;
     const timeoutMs = Math.min(timeout_ms ?? defaultTimeoutMs, maxTimeoutMs);
-    const read = () => (cursor === undefined ? { events: session.events.takeNew(), found: true } : session.events.takeAfter(cursor));
+    const read = async () => (cursor === undefined ? { events: await session.events.takeNew(), found: true } : session.events.takeAfter(cursor));
     let triggers: Trigger[];
     let taken: { events: StoredEvent[]; found: boolean };
-    if (cursor === undefined ? session.events.hasNew() : session.events.hasAfter(cursor)) {
+    if (await (cursor === undefined ? session.events.hasNew() : session.events.hasAfter(cursor))) {
       triggers = [{ type: "immediate" }];
-      taken = read();
+      taken = await read();
     } else {
       const woke = await session.events.waitForNext(timeoutMs, extra.signal);
-      taken = read();
+      taken = await read();
       triggers = woke === null ? [{ type: "timeout" }] : triggersFor(taken.events.length ? taken.events : [woke]);
     }
-    const activity = buildActivity(session, gateway.registry.names(), triggers, taken.events);
+    const activity = await buildActivity(session, gateway.registry.names(), triggers, taken.events);
     if (cursor === undefined) return json(activity);
     const cursorInfo = taken.found
       ? { sinceEventId: cursor, found: true }
@@ -86,17 +86,19 @@ function triggersFor(events: StoredEvent[]): Trigger[] {
   return [...seen.values()];
 }
 
-function buildActivity(session: Session, servers: string[], triggers: Trigger[], events: StoredEvent[]) {
+async function buildActivity(session: Session, servers: string[], triggers: Trigger[], events: StoredEvent[]) {
   const byServer = new Map<string, FormattedEvent[]>();
   for (const e of formatEvents(events)) {
     const list = byServer.get(e.server) ?? [];
     list.push(e);
     byServer.set(e.server, list);
   }
+  // One read of the session's working tasks, grouped by server in the registry's order.
+  const working = await session.tasks.list({ status: "working" });
   const pending_server = servers
     .map((server) => ({
       server,
-      working_tasks: session.tasks.list({ server, status: "working" }).map((t) => ({ taskId: t.taskId, toolName: t.toolName, status: t.status })),
+      working_tasks: working.filter((t) => t.server === server).map((t) => ({ taskId: t.taskId, toolName: t.toolName, status: t.status })),
     }))
     .filter((p) => p.working_tasks.length > 0);
   return {

@@ -70,7 +70,7 @@ export const respondToElicitation = defineTool({
     } else if (content && action !== "accept") {
       throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `\`content\` is only allowed with action 'accept'; the elicitation is still pending`);
     }
-    session.pending.respond("elicitation", request_id, result);
+    await session.pending.respond("elicitation", request_id, result);
     return json({ success: true, requestId: request_id, action }, `Elicitation ${request_id} answered (${action}).`);
   },
 });

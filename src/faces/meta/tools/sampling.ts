@@ -39,7 +39,7 @@ export const respondToSampling = defineTool({
   async run({ session }, { request_id, text, content, model, stop_reason, error }) {
     session.pending.get("sampling", request_id);
     if (error !== undefined) {
-      session.pending.reject("sampling", request_id, error);
+      await session.pending.reject("sampling", request_id, error);
       return json({ success: true, requestId: request_id, rejected: true }, `Sampling request ${request_id} rejected.`);
     }
     if ((text === undefined) === (content === undefined)) {
@@ -54,7 +54,7 @@ export const respondToSampling = defineTool({
     if (!parsed.success) {
       throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `invalid sampling answer: ${parsed.error.message}; the request is still pending`);
     }
-    session.pending.respond("sampling", request_id, parsed.data);
+    await session.pending.respond("sampling", request_id, parsed.data);
     return json({ success: true, requestId: request_id }, `Sampling request ${request_id} answered.`);
   },
 });

@@ -1,7 +1,7 @@
 /**
  * add_server, remove_server, list_servers. Responses carry the project's
- * field names and the seeds' (seed 003 ServerInfo and SessionManager.addServer);
- * docs/adr/0004-seed-shapes.md lists both.
+ * field names and their camelCase aliases (design MF-19);
+ * docs/adr/0004-reply-shapes.md lists both.
  *
  * Also the runtime server policy (docs/adr/0006): what a client may add,
  * replace or remove, by `gateway.servers.*` and whether the gateway is bound
@@ -58,7 +58,7 @@ export const addServer = defineTool({
         outcome,
         status: conn.status,
         serverInfo: conn.serverInfo,
-        // Seed 003 (SessionManager.addServer): the server's capabilities and its tools as ToolInfo.
+        // The alias shape (design MF-19): the server's capabilities and its tools (name, description, inputSchema).
         capabilities: conn.capabilities ?? {},
         tools: tools.map((t) => ({
           name: t.name,
@@ -96,6 +96,7 @@ export const listServers = defineTool({
   input: {},
   annotations: { readOnlyHint: true },
   async run({ session, gateway }) {
+    const working = await session.tasks.list({ status: "working" });
     const servers = gateway.registry.list().map((entry) => {
       const view = session.view(entry.name);
       const target = describeTarget(entry.config);
@@ -103,7 +104,7 @@ export const listServers = defineTool({
       return {
         name: entry.name,
         ...target,
-        // Seed 003 ServerInfo.url: remote servers only (without credentials or query); stdio servers have none.
+        // The alias `url` (design MF-19): remote servers only (without credentials or query); stdio servers have none.
         ...(target.transport !== "stdio" ? { url: target.target } : {}),
         source: entry.addedBy === "config" ? "config" : "runtime",
         status: view.status,
@@ -111,7 +112,7 @@ export const listServers = defineTool({
         ...(connectedAt !== undefined ? { connected_at: connectedAt, connectedAt } : {}),
         ...(view.lastError !== undefined ? { last_error: view.lastError, lastError: view.lastError } : {}),
         ...(view.serverInfo ? { server_info: view.serverInfo } : {}),
-        working_tasks: session.tasks.list({ server: entry.name, status: "working" }).length,
+        working_tasks: working.filter((t) => t.server === entry.name).length,
       };
     });
     return json({ servers });

@@ -1,25 +1,24 @@
 /**
- * The view of a task record that meta-tool responses show: seed 000's JSON
- * examples name its fields in snake_case (`task_id`, `created_at`, ...), its
- * `ProxyTask` type in camelCase (`taskId`, `toolName`, `toolArgs`, `ttl`, ...);
- * both are present so a client written against either reads it
- * (docs/adr/0004-seed-shapes.md).
+ * The view of a task record that meta-tool responses show, in both spellings
+ * (design MF-19): the project's snake_case (`task_id`, `created_at`, ...) and
+ * the camelCase aliases (`taskId`, `toolName`, `toolArgs`, `ttl`, ...), so a
+ * client written against either reads it (docs/adr/0004-reply-shapes.md).
  */
-import type { ProxyTaskRecord } from "../../../store/task-store.js";
+import type { TaskRecord } from "../../../store/contracts.js";
 import { mcpStatus } from "../../../tasks/mcp-task.js";
 import { iso } from "../define.js";
 
 /** The view without `toolArgs` (execute_tool's reply: its caller just sent them). One argument, so `.map(taskView)` works. */
-export function taskView(t: ProxyTaskRecord) {
+export function taskView(t: TaskRecord) {
   return view(t, false);
 }
 
-/** The view with seed 000's `toolArgs` (list_tasks, get_task). */
-export function taskViewWithArgs(t: ProxyTaskRecord) {
+/** The view with the alias `toolArgs` (list_tasks, get_task). */
+export function taskViewWithArgs(t: TaskRecord) {
   return view(t, true);
 }
 
-function view(t: ProxyTaskRecord, withArgs: boolean) {
+function view(t: TaskRecord, withArgs: boolean) {
   const createdAt = iso(t.createdAt);
   const lastUpdatedAt = iso(t.lastUpdatedAt);
   return {
@@ -35,7 +34,7 @@ function view(t: ProxyTaskRecord, withArgs: boolean) {
     ...(t.statusMessage !== undefined ? { status_message: t.statusMessage } : {}),
     ...(t.progress ? { progress: t.progress } : {}),
     ...(t.error !== undefined ? { error: t.error } : {}),
-    // Seed 000 ProxyTask.
+    // camelCase aliases (design MF-19).
     taskId: t.taskId,
     toolName: t.toolName,
     ...(withArgs ? { toolArgs: t.toolArgs } : {}),

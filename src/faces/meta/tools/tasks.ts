@@ -1,7 +1,7 @@
 /**
- * list_tasks, get_task, get_task_result, cancel_task (seed 000 §3). Task views
- * carry the seed's ProxyTask names besides the project's (task-view.ts);
- * get_task also answers under the seed's `pending_elicitations`. A task whose
+ * list_tasks, get_task, get_task_result, cancel_task (design MF-10). Task
+ * views carry camelCase aliases besides the project's names (design MF-19,
+ * task-view.ts); get_task also answers under `pending_elicitations`. A task whose
  * call waits for an elicitation or sampling request reads `input_required`
  * (ADR 0002 §8); the request itself is in `pending_client_action`.
  * get_task_result waits at most `timeout_ms` whoever runs the task (the
@@ -32,7 +32,9 @@ export const listTasks = defineTool({
   annotations: { readOnlyHint: true },
   async run({ session }, { server, status, include_completed }) {
     // The manager's `working` includes tasks waiting for input; here each status lists only its own.
-    const tasks = session.tasks.list({ server, status, includeCompleted: include_completed }).filter((t) => status !== "working" || t.inputRequired !== true);
+    const tasks = (await session.tasks.list({ server, status, includeCompleted: include_completed })).filter(
+      (t) => status !== "working" || t.inputRequired !== true,
+    );
     return json({ tasks: tasks.map(taskViewWithArgs) });
   },
 });
@@ -45,12 +47,12 @@ export const getTask = defineTool({
   input: { task_id: taskId },
   annotations: { readOnlyHint: true },
   async run({ session }, { task_id }) {
-    const task = session.tasks.get(task_id);
+    const task = await session.tasks.get(task_id);
     const pending = session.pending.list("elicitation", task.server);
     return json({
       task: taskViewWithArgs(task),
       pending_elicitations_for_server: pending.map(elicitationSummary),
-      // Seed 000 §3 (`pending_elicitations: ElicitationInfo[]`, seed 003's ElicitationRequestInfo).
+      // The alias shape (design MF-19): requestId, server, timestamp, params.
       pending_elicitations: pending.map((p) => ({ requestId: p.requestId, server: p.server, timestamp: iso(p.receivedAt), params: p.params })),
     });
   },
@@ -66,7 +68,7 @@ export const getTaskResult = defineTool({
     timeout_ms: z.number().int().min(0).max(3_600_000).optional().describe("Longest wait in ms"),
   },
   async run({ session, gateway }, { task_id, timeout_ms }, extra) {
-    const current = session.tasks.get(task_id);
+    const current = await session.tasks.get(task_id);
     if (current.upstreamTaskId !== undefined && (current.status === "working" || current.resultUpstream === true)) {
       // An upstream task (created through the transparent face): its result is fetched from the upstream now,
       // waiting at most timeout_ms (EMCP_TASK_STILL_WORKING then; the upstream task goes on).
@@ -99,7 +101,7 @@ export const cancelTask = defineTool({
   input: { task_id: taskId },
   annotations: { destructiveHint: true },
   async run({ session }, { task_id }) {
-    const outcome = session.tasks.cancel(task_id);
+    const outcome = await session.tasks.cancel(task_id);
     return json(outcome, outcome.message);
   },
 });

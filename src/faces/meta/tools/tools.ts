@@ -147,7 +147,7 @@ export const executeTool = defineTool({
     await assertToolExists(ctx, server, tool);
     const timeoutMs = timeout_ms ?? gateway.settings.tools.defaultTimeoutMs;
     const progress = forwardProgress(extra, extra._meta?.progressToken);
-    // Tools the upstream only runs as tasks: the gateway drives the upstream task (seed 004 emulation).
+    // Tools the upstream only runs as tasks: the gateway drives the upstream task (design MF-9, TK-15).
     const required = (await conn.taskSupport(tool)) === "required";
     const outcome = await executeWithPromotion({
       ...(required ? { run: (o) => runUpstreamTaskToEnd(gateway, conn, { name: tool, ...(args ? { arguments: args } : {}) }, o) } : {}),
@@ -166,7 +166,7 @@ export const executeTool = defineTool({
     if (outcome.kind === "result") return outcome.result;
     const { task } = outcome;
     // The newest working tasks only: listing all of them made the N-th promotion an O(N) reply.
-    const working = session.tasks.list({ server, status: "working" });
+    const working = await session.tasks.list({ server, status: "working" });
     const elicitations = session.pending.list("elicitation", server);
     const sampling = session.pending.list("sampling", server);
     return promoted(

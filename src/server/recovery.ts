@@ -1,0 +1,176 @@
+/**
+ * What the gateway does with its state store at start and while it runs
+ * (docs/adr/0007, "Wiring"): settling what a previous process left behind,
+ * and the sweep that deletes rows whose time has come.
+ *
+ * At start, before any session exists, recoverState():
+ * - brings back the servers add_server stored (after the config file's; the
+ *   file wins a name both have; one the operator's policy no longer allows
+ *   is not restored, and both are logged);
+ * - settles every task still `working` in the store. Its runtime (the call,
+ *   the connection, the timer) died with the process, so:
+ *   a gateway-owned call → `failed`, "the gateway restarted while this call
+ *   ran; its result is unknown" (never silently `working`); a task mapped
+ *   onto an upstream task of an HTTP upstream stays `working` (it runs on
+ *   upstream and can be asked about again with its upstream session; one
+ *   past its TTL is `expired`); one of a stdio upstream → `failed` (the
+ *   process ended with the gateway); a receiver task → `failed` (the
+ *   upstream connection that asked is gone). Each tool task that ends gets
+ *   an event in its session, so the next response or await_activity
+ *   delivers it, once;
+ * - rejects every stored pending elicitation/sampling request (its upstream
+ *   call ended with the process) with an `<kind>_rejected` event;
+ * - deletes what expired meanwhile.
+ *
+ * sweepStore() deletes expired tasks and pending requests; the gateway runs
+ * it every sessions.sweepIntervalMs.
+ */
+import type { Clock, IdGenerator } from "../clock.js";
+import { isStdioConfig, type GatewaySettings } from "../config/schema.js";
+import { errorMessage } from "../errors.js";
+import { isLoopbackHost } from "../http/guards.js";
+import type { Logger } from "../logging.js";
+import { eventLimits, type EventType } from "../session/event-system.js";
+import type { ServerRecord, Store, TaskPatch, TaskRecord } from "../store/contracts.js";
+import { ACTIVE_STATUSES } from "../store/policy.js";
+import type { ServerRegistry } from "../upstream/registry.js";
+
+/** The status message of a gateway-owned call that was running when the gateway stopped. */
+export const RESTARTED_CALL = "the gateway restarted while this call ran; its result is unknown";
+/** Why a stored elicitation/sampling request is rejected at start. */
+export const RESTARTED_REQUEST = "the gateway restarted while this request waited; its upstream call ended";
+
+export interface RecoveryDeps {
+  store: Store;
+  registry: ServerRegistry;
+  settings: GatewaySettings;
+  clock: Clock;
+  newId: IdGenerator;
+  logger: Logger;
+}
+
+export interface RecoveryReport {
+  /** Gateway-owned calls, stdio upstream tasks and receiver tasks that ended as failed. */
+  failedTasks: number;
+  /** Upstream tasks of HTTP upstreams past their TTL. */
+  expiredTasks: number;
+  /** Upstream tasks of HTTP upstreams left working (to be asked about again). */
+  keptTasks: number;
+  rejectedRequests: number;
+  restoredServers: string[];
+  /** Stored runtime servers whose name the config file now has (the file's config is used). */
+  shadowedServers: string[];
+  /** Stored runtime servers the current settings no longer allow. */
+  refusedServers: Array<{ name: string; reason: string }>;
+  /** Rows past their retention or expiry, deleted. */
+  deletedTasks: number;
+}
+
+export async function recoverState(deps: RecoveryDeps): Promise<RecoveryReport> {
+  const { store, registry, settings, logger } = deps;
+  const servers = registry.restoreRuntime(await store.servers.list(), (record) => runtimeServerRefusal(settings, record));
+  for (const name of servers.shadowed) logger.warn({ server: name }, "stored_server_shadowed_by_config");
+  for (const { name, reason } of servers.refused) logger.warn({ server: name, reason }, "stored_server_not_restored");
+  const report: RecoveryReport = {
+    failedTasks: 0,
+    expiredTasks: 0,
+    keptTasks: 0,
+    rejectedRequests: 0,
+    restoredServers: servers.restored,
+    shadowedServers: servers.shadowed,
+    refusedServers: servers.refused,
+    deletedTasks: 0,
+  };
+  for (const task of await store.tasks.listWorking()) await settleTask(deps, task, report);
+  for (const request of await store.pending.listAll()) {
+    // Whoever deletes it answers it: here, with the reason and an event for its session.
+    if (!(await store.pending.delete(request.requestId))) continue;
+    report.rejectedRequests++;
+    await addEvent(deps, request.sessionId, `${request.kind}_rejected`, request.server, { requestId: request.requestId, reason: RESTARTED_REQUEST });
+  }
+  report.deletedTasks = (await sweepStore(store, deps.clock.now())).tasks;
+  return report;
+}
+
+async function settleTask(deps: RecoveryDeps, task: TaskRecord, report: RecoveryReport): Promise<void> {
+  const now = deps.clock.now();
+  const entry = deps.registry.get(task.server);
+  if ((task.kind ?? "tool") === "receiver") {
+    if (await end(deps, task, "failed", "the gateway restarted while this request waited for its client; the upstream connection that sent it is gone")) {
+      report.failedTasks++;
+    }
+    return;
+  }
+  if (task.upstreamTaskId !== undefined && entry && !isStdioConfig(entry.config)) {
+    if (task.expiresAt > now) {
+      report.keptTasks++;
+      return;
+    }
+    const reason = `task expired: its TTL of ${task.ttlMs}ms ran out while the gateway was restarting`;
+    if (await end(deps, task, "expired", reason)) {
+      report.expiredTasks++;
+      await addEvent(deps, task.sessionId, "task_expired", task.server, { taskId: task.taskId, toolName: task.toolName, ttlMs: task.ttlMs });
+    }
+    return;
+  }
+  const reason =
+    task.upstreamTaskId === undefined
+      ? RESTARTED_CALL
+      : entry
+        ? `the gateway restarted, and upstream '${task.server}' runs over stdio: its process ended with the gateway, and this task with it`
+        : `the gateway restarted, and upstream '${task.server}' is no longer configured; the task's state is unknown`;
+  if (await end(deps, task, "failed", reason)) {
+    report.failedTasks++;
+    await addEvent(deps, task.sessionId, "task_failed", task.server, { taskId: task.taskId, toolName: task.toolName, error: reason });
+  }
+}
+
+/** One compare-and-set from a running status; false when another writer ended it first. */
+async function end(deps: RecoveryDeps, task: TaskRecord, status: "failed" | "expired", reason: string): Promise<boolean> {
+  const now = deps.clock.now();
+  const retention = task.kind === "receiver" ? 0 : deps.settings.tasks.completedRetentionMs;
+  const patch: TaskPatch = {
+    error: reason,
+    statusMessage: reason,
+    lastUpdatedAt: now,
+    // Kept for the retention period, never deleted before its TTL (from creation) is over.
+    retainUntil: Math.max(now + retention, task.createdAt + task.ttlMs),
+  };
+  const ended = await deps.store.tasks.transition(task.taskId, { from: ACTIVE_STATUSES, to: status, patch, unset: ["inputRequired"] });
+  if (ended) deps.logger.warn({ taskId: task.taskId, server: task.server, tool: task.toolName, status, reason }, "task_settled_at_start");
+  return ended !== undefined;
+}
+
+async function addEvent(deps: RecoveryDeps, sessionId: string, type: EventType, server: string, data: Record<string, unknown>): Promise<void> {
+  const event = { id: deps.newId(), type, server, createdAt: deps.clock.now(), data };
+  await deps.store.events.append(sessionId, event, eventLimits(deps.settings.events));
+}
+
+/**
+ * Whether a stored runtime server may come back under the current settings
+ * (the rules add_server applies, docs/adr/0006): undefined when it may, else why not.
+ */
+export function runtimeServerRefusal(settings: GatewaySettings, record: ServerRecord): string | undefined {
+  const { servers, host, token } = settings;
+  if (isStdioConfig(record.config) && !servers.allowRuntimeStdio) return "gateway.servers.allowRuntimeStdio is false now";
+  if (!isStdioConfig(record.config) && !servers.allowRuntimeRemote) return "gateway.servers.allowRuntimeRemote is false now";
+  if (token === undefined && !isLoopbackHost(host)) return `the gateway listens on ${host}, beyond loopback, without a token`;
+  return undefined;
+}
+
+/** Deletes tasks past `retainUntil` and pending requests past `expiresAt`; returns how many. */
+export async function sweepStore(store: Store, now: number): Promise<{ tasks: number; pending: number }> {
+  const tasks = await store.tasks.deleteExpired(now);
+  const pending = await store.pending.deleteExpired(now);
+  return { tasks: tasks.length, pending: pending.length };
+}
+
+/** sweepStore() for a timer: a failure is logged, never thrown. */
+export async function sweepStoreLogged(store: Store, now: number, logger: Logger): Promise<void> {
+  try {
+    const deleted = await sweepStore(store, now);
+    if (deleted.tasks || deleted.pending) logger.debug(deleted, "store_swept");
+  } catch (err) {
+    logger.error({ err: errorMessage(err) }, "store_sweep_failed");
+  }
+}
