@@ -29,6 +29,7 @@ import {
 import { z } from "zod";
 import { installOrderedProgress } from "../../src/mcp/ordered-progress.js";
 import { RequestAttribution } from "../../src/mcp/request-attribution.js";
+import { openStandaloneStream, primeServerTransport } from "../../src/mcp/resume-session.js";
 import { onResponseSent } from "../../src/mcp/response-sent.js";
 import { SseRequestTap } from "../../src/mcp/sse-request-tap.js";
 import { releaseTaskProgressHandler } from "../../src/mcp/task-progress.js";
@@ -110,6 +111,13 @@ describe("SDK members the workarounds in src/mcp/ touch", () => {
     assert.ok(
       hasMethod(McpServer.prototype, "createToolError"),
       "@modelcontextprotocol/sdk: McpServer.createToolError is gone; src/mcp/tool-errors.ts cannot add the session envelope to tool errors the SDK answers itself",
+    );
+  });
+
+  test("StreamableHTTPClientTransport._startOrAuthSse (src/mcp/resume-session.ts: the standalone stream of a continued session)", () => {
+    assert.ok(
+      hasMethod(StreamableHTTPClientTransport.prototype, "_startOrAuthSse"),
+      "StreamableHTTPClientTransport._startOrAuthSse is gone: revisit openStandaloneStream in src/mcp/resume-session.ts",
     );
   });
 
@@ -355,6 +363,69 @@ describe("attribution (src/mcp/request-attribution.ts, src/mcp/sse-request-tap.t
         ],
         "StreamableHTTPClientTransport no longer calls the given fetch for POSTs with the message as body, or no longer reads its SSE responses through it: src/mcp/sse-request-tap.ts cannot place server→client requests",
       );
+    } finally {
+      await client.close();
+      await server.close();
+      await new Promise((resolve) => http.close(resolve));
+    }
+  });
+});
+
+describe("session resumption (src/mcp/resume-session.ts)", () => {
+  test("a primed transport serves a client that continues its session without initialize; unsolicited messages reach it once its standalone stream is open", async () => {
+    const stored = { protocolVersion: "2025-06-18", capabilities: { roots: { listChanged: true } }, clientInfo: { name: "resumed-client", version: "7.0.0" } };
+    const server = new McpServer({ name: "canary", version: "1.0.0" }, { capabilities: { logging: {} } });
+    let initialized = 0;
+    server.server.oninitialized = () => initialized++;
+    server.registerTool("ping-me", {}, async () => {
+      // Unrelated to the request: the SDK server sends it on the standalone GET stream only.
+      await server.server.notification({ method: "notifications/message", params: { level: "info", data: "standalone" } });
+      return { content: [{ type: "text", text: "pong" }] };
+    });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => "stored-session" });
+    await server.connect(transport);
+    const http = createServer((req, res) => void transport.handleRequest(req, res));
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    const url = new URL(`http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`);
+    const post = (body: unknown, headers: Record<string, string> = {}) =>
+      fetch(url, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers }, body: JSON.stringify(body) });
+    const client = new Client({ name: "canary", version: "1.0.0" });
+    try {
+      // Without priming, the transport refuses the session's requests.
+      const refused = await post({ jsonrpc: "2.0", id: 1, method: "tools/list" }, { "mcp-session-id": "stored-session", "mcp-protocol-version": stored.protocolVersion });
+      assert.equal(refused.status, 400, "an SDK transport that was never initialized no longer refuses requests: is priming still needed?");
+      await refused.body?.cancel();
+
+      await primeServerTransport(transport, stored);
+      assert.equal(transport.sessionId, "stored-session", "the primed transport must use the id its sessionIdGenerator returns");
+      assert.deepEqual(server.server.getClientCapabilities(), stored.capabilities, "the replayed initialize must give the server the stored capabilities");
+      assert.deepEqual(server.server.getClientVersion(), stored.clientInfo);
+      assert.equal(initialized, 1, "the replayed notifications/initialized must reach the server's oninitialized");
+      const again = await post({ jsonrpc: "2.0", id: 2, method: "initialize", params: stored });
+      assert.equal(again.status, 400, "a primed transport must count as initialized (a second initialize is refused)");
+      await again.body?.cancel();
+
+      // The client side: a transport created with the stored id skips initialize.
+      const clientTransport = new StreamableHTTPClientTransport(url, { sessionId: "stored-session" });
+      const messages: string[] = [];
+      client.fallbackNotificationHandler = async (n) => void messages.push(String((n.params as { data?: unknown } | undefined)?.data));
+      await client.connect(clientTransport);
+      clientTransport.setProtocolVersion(stored.protocolVersion);
+      assert.equal(client.getServerCapabilities(), undefined, "Client.connect initialized a transport that has a sessionId: continuing a session needs no workaround for capabilities any more");
+      const opened: unknown[] = [];
+      assert.equal(
+        openStandaloneStream(clientTransport, (err) => opened.push(err)),
+        true,
+      );
+      // Until the GET stream is up, an unsolicited message is dropped: call until one arrives.
+      const end = Date.now() + 5_000;
+      while (!messages.includes("standalone")) {
+        if (Date.now() > end) assert.fail(`no message on the standalone stream (errors: ${JSON.stringify(opened.map(String))})`);
+        const result = await client.callTool({ name: "ping-me" }, CallToolResultSchema, { timeout: 5_000 });
+        assert.deepEqual(result.content, [{ type: "text", text: "pong" }]);
+        await turn();
+      }
+      assert.deepEqual(opened, []);
     } finally {
       await client.close();
       await server.close();
