@@ -8,7 +8,9 @@
  *
  * Also owns what is derived from responses: the tool-list cache (dropped on
  * tools/list_changed), a digest per list (for reconciliation after a
- * reconnect) and how the upstream runs each tool (taskSupport).
+ * reconnect) and how the upstream runs each tool (taskSupport); and it tells
+ * the connection which subscriptions and logging level the upstream accepted
+ * (set again on a later connection: ADR 0007).
  *
  * Every request names what caused it (a CallOrigin, when the caller has
  * one), so the connection's attribution (src/mcp/request-attribution.ts) can
@@ -311,11 +313,15 @@ export abstract class UpstreamRequests {
   }
 
   async subscribeResource(uri: string, _meta?: RequestMeta): Promise<EmptyResult> {
-    return this.request("resources/subscribe", { uri, ...(_meta ? { _meta } : {}) }, EmptyResultSchema);
+    const result = await this.request("resources/subscribe", { uri, ...(_meta ? { _meta } : {}) }, EmptyResultSchema);
+    this.subscriptionChanged(uri, true);
+    return result;
   }
 
   async unsubscribeResource(uri: string, _meta?: RequestMeta): Promise<EmptyResult> {
-    return this.request("resources/unsubscribe", { uri, ...(_meta ? { _meta } : {}) }, EmptyResultSchema);
+    const result = await this.request("resources/unsubscribe", { uri, ...(_meta ? { _meta } : {}) }, EmptyResultSchema);
+    this.subscriptionChanged(uri, false);
+    return result;
   }
 
   async getPrompt(name: string, args: Record<string, string> | undefined, _meta?: RequestMeta): Promise<GetPromptResult> {
@@ -327,8 +333,16 @@ export abstract class UpstreamRequests {
   }
 
   async setLoggingLevel(level: LoggingLevel): Promise<EmptyResult> {
-    return this.request("logging/setLevel", { level }, EmptyResultSchema);
+    const result = await this.request("logging/setLevel", { level }, EmptyResultSchema);
+    this.loggingLevelSet(level);
+    return result;
   }
+
+  /** The upstream accepted a resources/subscribe (true) or unsubscribe (false): the owner may keep it. */
+  protected subscriptionChanged(_uri: string, _subscribed: boolean): void {}
+
+  /** The upstream accepted a logging/setLevel: the owner may keep it. */
+  protected loggingLevelSet(_level: LoggingLevel): void {}
 
   /** A notification, not a request: nothing to time out or answer. */
   async sendRootsListChanged(): Promise<void> {

@@ -2,10 +2,13 @@
  * Transport factory: turns one server config into an SDK client transport.
  * Injectable (GatewayDeps.transportFactory) so tests can link in-memory peers.
  * stdio upstreams get our own GroupStdioClientTransport (each in its own
- * process group, ended as a whole: children.ts), not the SDK's.
+ * process group, ended as a whole: children.ts), not the SDK's. A Streamable
+ * HTTP transport can continue a stored upstream session (`sessionId`, after a
+ * gateway restart: ADR 0007) and end one (DELETE, when its session ends).
  */
 import { getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { openStandaloneStream } from "../mcp/resume-session.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { SseRequestTap } from "../mcp/sse-request-tap.js";
@@ -25,6 +28,17 @@ export interface CreatedTransport {
   requestStreams?: SseRequestTap;
   /** The upstream's MCP session id (streamable HTTP), read after connect. */
   sessionId?: () => string | undefined;
+  /** The protocol version the upstream session uses (streamable HTTP), read after connect. */
+  protocolVersion?: () => string | undefined;
+  /**
+   * Streamable HTTP created with `sessionId`: after `client.connect()` (which
+   * then skips initialize), sets the session's protocol version header.
+   */
+  continueSession?(protocolVersion: string): void;
+  /** Continued session: opens the standalone GET stream; false when the SDK cannot (src/mcp/resume-session.ts). */
+  openStandaloneStream?(onError: (err: unknown) => void): boolean;
+  /** Streamable HTTP: ends the upstream session (HTTP DELETE). */
+  terminateSession?(): Promise<void>;
   /** The child's pid (stdio). */
   pid?: () => number | null;
   /**
@@ -35,7 +49,12 @@ export interface CreatedTransport {
   terminate?(graceMs?: number): Promise<void>;
 }
 
-export type TransportFactory = (name: string, config: ServerConfig) => CreatedTransport;
+export interface TransportOptions {
+  /** Continue this upstream session (Streamable HTTP only; other transports ignore it). */
+  sessionId?: string | undefined;
+}
+
+export type TransportFactory = (name: string, config: ServerConfig, options?: TransportOptions) => CreatedTransport;
 
 export interface TransportFactoryOptions {
   /** gateway.upstream.killGraceMs */
@@ -46,7 +65,7 @@ export interface TransportFactoryOptions {
 
 /** The transports the gateway uses for real upstreams. */
 export function createTransportFactory(options: TransportFactoryOptions): TransportFactory {
-  return (_name, config) => {
+  return (_name, config, transportOptions = {}) => {
     if (isStdioConfig(config)) {
       const transport = new GroupStdioClientTransport({
         command: config.command,
@@ -58,7 +77,7 @@ export function createTransportFactory(options: TransportFactoryOptions): Transp
       });
       return { transport, stderr: transport.stderr, pid: () => transport.pid, terminate: (graceMs) => transport.terminate(graceMs) };
     }
-    return remoteTransport(config);
+    return remoteTransport(config, transportOptions.sessionId);
   };
 }
 
@@ -67,7 +86,7 @@ export const defaultTransportFactory: TransportFactory = createTransportFactory(
   killGraceMs: gatewaySettingsSchema.parse({}).upstream.killGraceMs,
 });
 
-function remoteTransport(config: RemoteServerConfig): CreatedTransport {
+function remoteTransport(config: RemoteServerConfig, sessionId: string | undefined): CreatedTransport {
   const url = new URL(config.url);
   const requestInit: RequestInit = config.headers ? { headers: config.headers } : {};
   if (remoteTransportOf(config) === "sse") {
@@ -75,8 +94,16 @@ function remoteTransport(config: RemoteServerConfig): CreatedTransport {
     return { transport: new SSEClientTransport(url, { requestInit, ...(eventSourceInit ? { eventSourceInit } : {}) }) };
   }
   const requestStreams = new SseRequestTap();
-  const transport = new StreamableHTTPClientTransport(url, { requestInit, fetch: requestStreams.fetch });
-  return { transport, requestStreams, sessionId: () => transport.sessionId };
+  const transport = new StreamableHTTPClientTransport(url, { requestInit, fetch: requestStreams.fetch, ...(sessionId !== undefined ? { sessionId } : {}) });
+  return {
+    transport,
+    requestStreams,
+    sessionId: () => transport.sessionId,
+    protocolVersion: () => transport.protocolVersion,
+    continueSession: (protocolVersion) => transport.setProtocolVersion(protocolVersion),
+    openStandaloneStream: (onError) => openStandaloneStream(transport, onError),
+    terminateSession: () => transport.terminateSession(),
+  };
 }
 
 /** EventSource does not take headers directly; pass them through its fetch. */
