@@ -96,7 +96,7 @@ export const gatewaySettingsSchema = z.strictObject({
     .strictObject({
       maxEvents: z.number().int().min(10).default(1000),
       warningThreshold: z.number().gt(0).lte(1).default(0.8),
-      /** Gateway-wide cap on stored events across all sessions (seed 003): beyond it the oldest 10% gateway-wide are evicted. */
+      /** Gateway-wide cap on stored events across all sessions (design EV-4): beyond it the oldest 10% gateway-wide are evicted. */
       maxTotal: z.number().int().min(10).default(10_000),
     })
     .prefault({}),
@@ -138,7 +138,7 @@ export const gatewaySettingsSchema = z.strictObject({
       connectTimeoutMs: positiveMs.default(30_000),
       /** Timeout for short upstream requests (lists, reads, prompts). */
       requestTimeoutMs: positiveMs.default(60_000),
-      /** Bound on one lazy tasks/get poll of an upstream task (seed 002 F-005.7); on timeout the client may retry. */
+      /** Bound on one lazy tasks/get poll of an upstream task (design TK-10); on timeout the client may retry and the task is unchanged (TK-11). */
       taskPollTimeoutMs: positiveMs.default(10_000),
       /** Gateway-wide cap on running stdio upstream processes. */
       maxChildProcesses: z.number().int().positive().default(256),

@@ -1,5 +1,5 @@
 /**
- * BufferManager (seed 003 §3): per-session, per-server ring buffers.
+ * BufferManager (design EV-5): per-session, per-server ring buffers.
  * Notifications are also category-1 events (they wake await_activity);
  * logs are category 2: on demand through get_logs only, never a trigger.
  */

@@ -1,5 +1,5 @@
 /**
- * Reconnection of one session's upstreams (seed 003): after a drop, connect
+ * Reconnection of one session's upstreams (design UP-6..UP-8): after a drop, connect
  * again in the background with capped exponential backoff and jitter; when a
  * connection to a dropped server succeeds (in the background or on use),
  * detect a restart, refresh the server's lists, report which changed
@@ -96,7 +96,7 @@ export class Reconnections {
     state.attempt++;
     const attempt = state.attempt;
     const delayMs = backoffDelay(policy, attempt, host.random);
-    // Seed 003 "Log Events": server_reconnecting / server_reconnect_failed.
+    // Operator log events (design EV-13): server_reconnecting / server_reconnect_failed.
     host.logger.info({ server, attempt, delayMs }, "server_reconnecting");
     state.timer = host.clock.setTimeout(() => {
       delete state.timer;

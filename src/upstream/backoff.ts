@@ -1,5 +1,5 @@
 /**
- * Capped exponential backoff with jitter for upstream reconnection (seed 003):
+ * Capped exponential backoff with jitter for upstream reconnection (design UP-6):
  * attempt n waits initialDelayMs·2^(n-1), capped at maxDelayMs, spread by
  * ±jitter so that many sessions reconnecting to one restarted upstream do not
  * arrive together.

@@ -44,7 +44,7 @@ const promotions = new WeakSet<CallToolResult>();
 
 /**
  * A gateway-made result: an optional summary line, the value as one compact
- * JSON text block (as in seed 000), and the same value as `structuredContent`.
+ * JSON text block, and the same value as `structuredContent`.
  */
 export function json(value: Record<string, unknown>, summary?: string): CallToolResult {
   const content: CallToolResult["content"] = [];

@@ -1,8 +1,8 @@
 /**
- * The `emceepee://diagrams` resource (seed 000 "New Resource: Mermaid
- * Diagrams"): static mermaid sources of the gateway's state machines. The
- * seed's five come first, in its order; then the machines the seeds did not
- * draw but the gateway has, each derived from the code it names:
+ * The `emceepee://diagrams` resource (design MF-16): static mermaid sources
+ * of the gateway's state machines. The five of the meta face come first, in
+ * a fixed order; then the other machines the gateway has, each derived from
+ * the code it names:
  * MCP tasks as clients see them (src/tasks/mcp-task.ts, native.ts),
  * receiver tasks (src/tasks/receiver-tasks.ts) and upstream reconnection
  * (src/session/reconnection.ts).

@@ -29,7 +29,7 @@ const envelope = {
   pending_client_action: row({ elicitations: z.array(elicitationSummary), sampling_requests: z.array(samplingSummary) }).optional(),
 };
 
-/** task-view.ts: the project's and seed 000's names. */
+/** task-view.ts: the project's names and their camelCase aliases (design MF-19). */
 const task = row({ task_id: str, status: str, server: str, tool: str, taskId: str, toolName: str });
 
 /** One row per server of a fan-out list (fanout.ts): its items, or the error that server gave. */
