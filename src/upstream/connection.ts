@@ -408,7 +408,10 @@ export class UpstreamConnection extends UpstreamRequests {
     const terminate = () => created.terminateSession!();
     let timer: NodeJS.Timeout | undefined;
     const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(TERMINATE_TIMEOUT_MS, this.options.requestTimeoutMs))));
-    await Promise.race([terminate().catch((err: unknown) => this.options.logger.debug({ server: this.name, err: errorMessage(err) }, "upstream_session_delete_failed")), bound]);
+    await Promise.race([
+      terminate().catch((err: unknown) => this.options.logger.debug({ server: this.name, err: errorMessage(err) }, "upstream_session_delete_failed")),
+      bound,
+    ]);
     clearTimeout(timer);
   }
 

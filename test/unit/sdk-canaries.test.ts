@@ -388,11 +388,18 @@ describe("session resumption (src/mcp/resume-session.ts)", () => {
     await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
     const url = new URL(`http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`);
     const post = (body: unknown, headers: Record<string, string> = {}) =>
-      fetch(url, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers }, body: JSON.stringify(body) });
+      fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers },
+        body: JSON.stringify(body),
+      });
     const client = new Client({ name: "canary", version: "1.0.0" });
     try {
       // Without priming, the transport refuses the session's requests.
-      const refused = await post({ jsonrpc: "2.0", id: 1, method: "tools/list" }, { "mcp-session-id": "stored-session", "mcp-protocol-version": stored.protocolVersion });
+      const refused = await post(
+        { jsonrpc: "2.0", id: 1, method: "tools/list" },
+        { "mcp-session-id": "stored-session", "mcp-protocol-version": stored.protocolVersion },
+      );
       assert.equal(refused.status, 400, "an SDK transport that was never initialized no longer refuses requests: is priming still needed?");
       await refused.body?.cancel();
 
@@ -411,7 +418,11 @@ describe("session resumption (src/mcp/resume-session.ts)", () => {
       client.fallbackNotificationHandler = async (n) => void messages.push(String((n.params as { data?: unknown } | undefined)?.data));
       await client.connect(clientTransport);
       clientTransport.setProtocolVersion(stored.protocolVersion);
-      assert.equal(client.getServerCapabilities(), undefined, "Client.connect initialized a transport that has a sessionId: continuing a session needs no workaround for capabilities any more");
+      assert.equal(
+        client.getServerCapabilities(),
+        undefined,
+        "Client.connect initialized a transport that has a sessionId: continuing a session needs no workaround for capabilities any more",
+      );
       const opened: unknown[] = [];
       assert.equal(
         openStandaloneStream(clientTransport, (err) => opened.push(err)),
