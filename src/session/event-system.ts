@@ -12,6 +12,9 @@
  * the appends of one session are written one after another, in order, and
  * every read first waits for the appends asked for before it. A failed write
  * is logged (`event_store_write_failed`) and the event is lost; nothing throws.
+ * `batch()` makes the events of one change (an upstream drop: its failed
+ * tasks, rejected requests and `server_disconnected`) readable and wake the
+ * waiters together, as one change, although each is stored on its own.
  *
  * Two bounds (seed 003 "Event Retention Strategy"), kept by the store on each
  * append: `maxEvents` per session and `maxTotal` across all sessions. Either
@@ -92,6 +95,12 @@ export class EventSystem {
   private readonly waiters = new Set<Waiter>();
   /** The last append asked for (appends run one after another; reads wait for them). */
   private tail: Promise<void> = Promise.resolve();
+  /** batch() nesting; while > 0, stored events wake nobody and reads wait for `released`. */
+  private holding = 0;
+  private released: Promise<void> = Promise.resolve();
+  private release: (() => void) | undefined;
+  /** The first event stored during a batch: the waiters' wake-up once it ends. */
+  private heldWake: StoredEvent | undefined;
   private warned = false;
   private closed = false;
 
@@ -118,21 +127,48 @@ export class EventSystem {
     return this.tail;
   }
 
-  async hasNew(): Promise<boolean> {
+  /**
+   * Runs `work`; the events it adds are read and wake the waiters together,
+   * once it finished (readers meanwhile wait for it), so a change made of
+   * several events is seen whole.
+   */
+  async batch<T>(work: () => Promise<T>): Promise<T> {
+    if (this.holding++ === 0) this.released = new Promise((resolve) => (this.release = resolve));
+    try {
+      return await work();
+    } finally {
+      if (--this.holding === 0) {
+        await this.tail;
+        const wake = this.heldWake;
+        this.heldWake = undefined;
+        this.release?.();
+        this.release = undefined;
+        if (wake) for (const waiter of [...this.waiters]) waiter(wake);
+      }
+    }
+  }
+
+  /** What every read waits for: the appends asked for, and a batch under way. */
+  private async settled(): Promise<void> {
     await this.tail;
+    await this.released;
+  }
+
+  async hasNew(): Promise<boolean> {
+    await this.settled();
     const s = await this.store.stats(this.sessionId);
     return s.undelivered > 0 || evictedTotal(s.evicted) > 0;
   }
 
   /** Returns the undelivered events and marks them delivered (exactly once). */
   async takeNew(): Promise<StoredEvent[]> {
-    await this.tail;
+    await this.settled();
     return this.withNotice(await this.store.takeUndelivered(this.sessionId));
   }
 
   /** Whether a cursor read would return anything (see takeAfter). */
   async hasAfter(cursor: string): Promise<boolean> {
-    await this.tail;
+    await this.settled();
     const [after, s] = await Promise.all([this.store.listAfter(this.sessionId, cursor), this.store.stats(this.sessionId)]);
     return after.events.length > 0 || evictedTotal(s.evicted) > 0;
   }
@@ -146,7 +182,7 @@ export class EventSystem {
    * says it has them).
    */
   async takeAfter(cursor: string): Promise<{ events: StoredEvent[]; found: boolean }> {
-    await this.tail;
+    await this.settled();
     const take = await this.store.takeAfter(this.sessionId, cursor);
     const events = this.withNotice(take);
     if (!take.found) this.logger?.warn({ sinceEventId: cursor, returned: events.length }, "event_cursor_not_found");
@@ -223,6 +259,10 @@ export class EventSystem {
       return;
     }
     await this.warnWhenFull(stored.seq);
+    if (this.holding > 0) {
+      this.heldWake ??= event;
+      return;
+    }
     for (const waiter of [...this.waiters]) waiter(event);
   }
 

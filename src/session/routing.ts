@@ -205,11 +205,14 @@ export class ClientRouting {
     const { host } = this;
     if (host.isClosed()) return;
     const why = `upstream '${server}' disconnected (${reason}); the call's state is unknown — it may or may not have completed upstream`;
-    const rejected = host.pending.rejectServer(server, why);
-    const failedTasks = await host.tasks.failWorkingForServer(server, why);
-    if (host.isClosed()) return;
-    host.dropped(server, { failedTasks: failedTasks.length, rejectedRequests: rejected });
-    host.events.add("server_disconnected", server, { reason, failedTasks, rejectedRequests: rejected });
-    host.logger.warn({ server, reason, failedTasks: failedTasks.length }, "session_upstream_disconnected");
+    // One change for the client: the failed tasks, rejected requests and server_disconnected are seen together.
+    await host.events.batch(async () => {
+      const rejected = host.pending.rejectServer(server, why);
+      const failedTasks = await host.tasks.failWorkingForServer(server, why);
+      if (host.isClosed()) return;
+      host.dropped(server, { failedTasks: failedTasks.length, rejectedRequests: rejected });
+      host.events.add("server_disconnected", server, { reason, failedTasks, rejectedRequests: rejected });
+      host.logger.warn({ server, reason, failedTasks: failedTasks.length }, "session_upstream_disconnected");
+    });
   }
 }

@@ -68,6 +68,13 @@ export interface TaskCloseOptions {
 
 /** What only this process knows about a working task. */
 interface Runtime {
+  server: string;
+  /**
+   * An end was asked for and is being stored: later ends of the same task
+   * (its aborted call failing, say) lose at once, so the first one asked wins
+   * deterministically within the process (the store's compare-and-set decides across processes).
+   */
+  ending?: boolean;
   ttlTimer?: TimerHandle;
   abort?: AbortController;
   /** The upstream task it runs as (`byUpstream` key); a shutdown leaves it running upstream. */
@@ -169,7 +176,7 @@ export class TaskManager {
       ...(input.pollIntervalMs !== undefined ? { pollIntervalMs: input.pollIntervalMs } : {}),
     };
     // Counted (reserveCall) and aborted by close() while the write is in flight.
-    const rt: Runtime = { abort: input.abort, inputRequired: false, waiters: new Set() };
+    const rt: Runtime = { server: record.server, abort: input.abort, inputRequired: false, waiters: new Set() };
     this.attach(record, rt);
     try {
       await this.track(this.store.create(record));
@@ -311,16 +318,25 @@ export class TaskManager {
         return { success: true, message: `task ${taskId} cancelled; the upstream was sent notifications/cancelled` };
       }
       record = await this.get(taskId); // it ended meanwhile
+      if (record.status === "working") return { success: false, message: `task ${taskId} is ending already (its outcome is being stored); nothing to cancel` };
     }
     return { success: false, message: `task ${taskId} is already ${record.status}; nothing to cancel` };
   }
 
-  /** The server is gone: fail its working tasks (each stored as failed before its call is aborted). */
+  /**
+   * The server is gone: fail its working tasks (each stored as failed before
+   * its call is aborted). The ends of the tasks running here are asked for at
+   * once, before this awaits anything, so they win over their calls' own
+   * failures (the connection drop rejects those calls too).
+   */
   async failWorkingForServer(server: string, reason: string): Promise<string[]> {
-    const failed: string[] = [];
-    for (const r of await this.list({ server, status: "working" })) {
-      if (await this.end(r.taskId, "failed", { error: reason, statusMessage: reason }, "task_failed", { error: reason })) failed.push(r.taskId);
-    }
+    const patch: TaskPatch = { error: reason, statusMessage: reason };
+    const end = async (taskId: string) => ((await this.end(taskId, "failed", patch, "task_failed", { error: reason })) ? [taskId] : []);
+    const running = [...this.runtime].flatMap(([taskId, rt]) => (rt.server === server ? [taskId] : []));
+    const failed = (await Promise.all(running.map(end))).flat();
+    // Stored working tasks no runtime here knows of (a resumed session's, not re-attached).
+    const others = (await this.list({ server, status: "working" })).filter((r) => !running.includes(r.taskId));
+    for (const r of others) failed.push(...(await end(r.taskId)));
     return failed;
   }
 
@@ -367,7 +383,7 @@ export class TaskManager {
     let n = 0;
     for (const r of await this.list({ status: "working" })) {
       if (this.runtime.has(r.taskId)) continue;
-      const rt: Runtime = { inputRequired: r.inputRequired === true, waiters: new Set() };
+      const rt: Runtime = { server: r.server, inputRequired: r.inputRequired === true, waiters: new Set() };
       rt.ttlTimer = this.clock.setTimeout(() => void this.expire(r.taskId), Math.max(0, r.expiresAt - this.clock.now()));
       this.attach(r, rt);
       n++;
@@ -444,7 +460,14 @@ export class TaskManager {
     errors: "log" | "throw" = "log",
   ): Promise<boolean> {
     const rt = this.runtime.get(taskId);
-    const ended = await this.finish(taskId, status, patch, eventType, eventData, errors);
+    if (rt?.ending) return false;
+    if (rt) rt.ending = true;
+    let ended: TaskRecord | undefined;
+    try {
+      ended = await this.finish(taskId, status, patch, eventType, eventData, errors);
+    } finally {
+      if (rt && !ended) rt.ending = false; // not stored: a later end may try again
+    }
     if (ended && status !== "completed") rt?.abort?.abort(String(patch.statusMessage ?? status));
     return ended !== undefined;
   }

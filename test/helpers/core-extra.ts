@@ -6,8 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
+import os from "node:os";
+import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
@@ -117,9 +120,9 @@ export async function stopChild(child: ChildProcess): Promise<void> {
   }
 }
 
-/** server-everything in Streamable HTTP mode on a free port; resolves once it listens. */
-export async function startEverythingHttp(timeoutMs = 30_000): Promise<ChildServer> {
-  const port = await freePort();
+/** server-everything in Streamable HTTP mode on `port` (default: a free one); resolves once it listens. */
+export async function startEverythingHttp(timeoutMs = 30_000, fixedPort?: number): Promise<ChildServer> {
+  const port = fixedPort ?? (await freePort());
   const child = spawn(process.execPath, [everythingServerEntry(), "streamableHttp"], {
     env: { ...process.env, PORT: String(port) },
     stdio: ["ignore", "pipe", "pipe"],
@@ -280,6 +283,23 @@ export async function listServers(client: Client): Promise<ServerRow[]> {
 /** How to run the CLI from source, from the repository root. */
 export const CLI_ARGS = ["--import", "tsx", "src/cli/main.ts"] as const;
 
+let stateRoot: string | undefined;
+let stateDirs = 0;
+
+/**
+ * The environment of a CLI child: its own XDG_STATE_HOME (a fresh folder per
+ * child, removed when the test process exits), so `serve`'s default state file
+ * is never the user's and two children never share one; `env` on top.
+ */
+export function cliEnv(env: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  if (!stateRoot) {
+    const root = mkdtempSync(path.join(os.tmpdir(), "emceepee-test-state-"));
+    stateRoot = root;
+    process.once("exit", () => rmSync(root, { recursive: true, force: true }));
+  }
+  return { ...process.env, XDG_STATE_HOME: path.join(stateRoot, String(++stateDirs)), ...env };
+}
+
 export interface CliRun {
   code: number | null;
   signal: NodeJS.Signals | null;
@@ -292,9 +312,13 @@ export interface CliRun {
  * `stopWhenStdout`, a child whose stdout matches it is stopped at once (for
  * runs that are expected to fail but might start serving instead).
  */
-export async function runCli(cwd: string, args: string[], options: { timeoutMs?: number; stopWhenStdout?: RegExp } = {}): Promise<CliRun> {
+export async function runCli(
+  cwd: string,
+  args: string[],
+  options: { timeoutMs?: number; stopWhenStdout?: RegExp; env?: NodeJS.ProcessEnv } = {},
+): Promise<CliRun> {
   const timeoutMs = options.timeoutMs ?? 60_000;
-  const child = spawn(process.execPath, [...CLI_ARGS, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...CLI_ARGS, ...args], { cwd, env: cliEnv(options.env), stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout?.on("data", (c: Buffer) => {
@@ -320,9 +344,9 @@ export interface RunningCli {
   stderr(): string;
 }
 
-/** Starts `emceepee serve <args>` and resolves with the URL it prints once listening. */
-export async function startCliServe(cwd: string, args: string[], timeoutMs = 60_000): Promise<RunningCli> {
-  const child = spawn(process.execPath, [...CLI_ARGS, "serve", ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
+/** Starts `emceepee serve <args>` (environment: cliEnv(env)) and resolves with the URL it prints once listening. */
+export async function startCliServe(cwd: string, args: string[], timeoutMs = 60_000, env?: NodeJS.ProcessEnv): Promise<RunningCli> {
+  const child = spawn(process.execPath, [...CLI_ARGS, "serve", ...args], { cwd, env: cliEnv(env), stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout?.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
