@@ -41,7 +41,8 @@ export async function startGatewayProcess(config: unknown, label: string, logLev
   const child = spawn(
     process.execPath,
     ["--expose-gc", "--import", "tsx", "--import", PROBE, "src/cli/main.ts", "serve", "--config", file, "--port", "0", "--log-level", logLevel],
-    { cwd: ROOT, stdio: ["ignore", "pipe", "pipe", "ipc"] },
+    // serve keeps its state in SQLite by default: in the bench's own folder, never the user's file.
+    { cwd: ROOT, env: { ...process.env, XDG_STATE_HOME: dir }, stdio: ["ignore", "pipe", "pipe", "ipc"] },
   );
   let stdout = "";
   let stderr = "";

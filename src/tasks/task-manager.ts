@@ -379,10 +379,10 @@ export class TaskManager {
    * how many were re-attached.
    */
   async restore(): Promise<number> {
-    if (this.closed) throw closing();
     let n = 0;
-    for (const r of await this.list({ status: "working" })) {
-      if (this.runtime.has(r.taskId)) continue;
+    const working = this.closed ? [] : await this.list({ status: "working" });
+    for (const r of working) {
+      if (this.closed || this.runtime.has(r.taskId)) continue;
       const rt: Runtime = { server: r.server, inputRequired: r.inputRequired === true, waiters: new Set() };
       rt.ttlTimer = this.clock.setTimeout(() => void this.expire(r.taskId), Math.max(0, r.expiresAt - this.clock.now()));
       this.attach(r, rt);

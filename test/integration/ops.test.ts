@@ -19,6 +19,7 @@ import { UNAVAILABLE_META_KEY } from "../../src/faces/transparent/handlers.js";
 import { FIXTURES, ROOT, call, connectClient, everythingStdio } from "../helpers/gateway.js";
 import {
   MCP_POST_HEADERS,
+  cliEnv,
   firstText,
   initializeBody,
   jsonRpcMessages,
@@ -264,7 +265,8 @@ describe("SIGHUP reloads the config", () => {
 describe("npm start", () => {
   /** `npm start -- <args>` in its own process group (as a terminal would run it). */
   function npmStart(args: string[]) {
-    const child = spawn("npm", ["start", "--", ...args], { cwd: ROOT, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    // Its own state file (serve keeps state in SQLite by default), never the user's.
+    const child = spawn("npm", ["start", "--", ...args], { cwd: ROOT, env: cliEnv(), detached: true, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));

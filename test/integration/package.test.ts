@@ -16,7 +16,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { ROOT, call, connectClient, waitConnected } from "../helpers/gateway.js";
-import { firstText, listServers, pollFor, stopChild, waitExit } from "../helpers/core-extra.js";
+import { cliEnv, firstText, listServers, pollFor, stopChild, waitExit } from "../helpers/core-extra.js";
 import { processesWith, waitForNoProcesses } from "../helpers/processes.js";
 
 const SLOW = { timeout: 120_000 };
@@ -157,7 +157,12 @@ describe("npx emceepee, from the installed package", () => {
   });
 
   test("serve --port 0 answers MCP with the demo upstream, and SIGTERM ends it with exit 0 and no process left", SLOW, async () => {
-    const npx = spawn("npx", ["--no", "--", "emceepee", "serve", "--port", "0", "--log-level", "warn"], { cwd: app, stdio: ["ignore", "pipe", "pipe"] });
+    // Its own state file (serve keeps state in SQLite by default), never the user's.
+    const npx = spawn("npx", ["--no", "--", "emceepee", "serve", "--port", "0", "--log-level", "warn"], {
+      cwd: app,
+      env: cliEnv(),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     const out = collect(npx);
     try {
       const url = await pollFor(async () => /listening on (http:\/\/\S+)/.exec(out.stdout())?.[1], `the URL on stdout (stderr: ${out.stderr()})`, 60_000);
