@@ -13,16 +13,29 @@
  * An attachable endpoint (the meta face) accepts `?session=<id>` on
  * initialize to attach to an existing session of another face, e.g. to answer
  * the elicitations queued for a transparent-face client that cannot take them.
+ *
+ * Restarts (ADR 0007, "Sessions across restarts"): an owner session's record
+ * (face, negotiated protocol version, clientInfo, capabilities) is stored
+ * before its initialize is answered. A request whose Mcp-Session-Id this
+ * process does not know, but the store does — made on this endpoint, not
+ * expired — resumes the session without a new initialize: the SessionManager
+ * rebuilds the Session, the face's server is built again, and a synthetic
+ * initialize puts a new transport into the initialized state
+ * (src/mcp/resume-session.ts). Concurrent first requests share one
+ * resumption. SSE replay stays in memory: a Last-Event-ID this process never
+ * issued gets a clear 400 (the stream's request did not survive), not a hang.
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { isInitializeRequest, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { isInitializeRequest, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { errorMessage } from "../errors.js";
+import { primeServerTransport, type StoredInitialize } from "../mcp/resume-session.js";
 import { onResponseSent } from "../mcp/response-sent.js";
 import type { GatewayContext } from "../server/context.js";
 import type { Session } from "../session/session.js";
+import type { FaceRecord } from "../store/contracts.js";
 import { BoundedEventStore } from "./event-store.js";
 import { BodyTooLargeError, readBody, sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
 
@@ -42,6 +55,8 @@ export interface EndpointOptions {
   connectAll: boolean;
   /** Accept `?session=<id>` to attach to an existing session. */
   attachable?: boolean;
+  /** The face this endpoint serves, as session records name it: a stored session resumes only where it was created. */
+  kind: FaceRecord;
 }
 
 interface Binding {
@@ -52,10 +67,22 @@ interface Binding {
   owner: boolean;
   /** Ids of this binding's requests still being answered. */
   inflight: Set<string>;
+  /** SSE messages kept for Last-Event-ID replay. */
+  replay: BoundedEventStore;
+}
+
+/** Why a resumption could not produce a binding: the HTTP status to answer with, and the error. */
+class ResumeFailed {
+  constructor(
+    readonly status: number,
+    readonly error: unknown,
+  ) {}
 }
 
 export class McpEndpoint {
   private readonly bindings = new Map<string, Binding>();
+  /** Resumptions of stored sessions under way, by session id (concurrent first requests share one). */
+  private readonly resumptions = new Map<string, Promise<Binding | ResumeFailed | undefined>>();
 
   constructor(
     private readonly gateway: GatewayContext,
@@ -70,7 +97,8 @@ export class McpEndpoint {
     const header = req.headers["mcp-session-id"];
     const sessionId = Array.isArray(header) ? header[0] : header;
     if (sessionId !== undefined) {
-      const binding = this.bindings.get(sessionId);
+      const binding = this.bindings.get(sessionId) ?? (await this.resumed(sessionId));
+      if (binding instanceof ResumeFailed) return sendErrorReply(res, binding.status, binding.error, this.gateway.logger);
       if (!binding) {
         return sendJsonRpcError(
           res,
@@ -81,6 +109,14 @@ export class McpEndpoint {
       }
       this.gateway.sessions.requestArrived(binding.session);
       res.once("close", this.gateway.sessions.responseOpened(binding.session));
+      if (req.method === "GET" && (await unknownLastEventId(req, binding))) {
+        return sendJsonRpcError(
+          res,
+          400,
+          -32000,
+          "Bad Request: Last-Event-ID is not an event of this session's streams here: the gateway restarted since it was sent (SSE replay is not kept across restarts) or it was evicted (gateway.http.replayMaxEvents/replayMaxBytes). That stream cannot be resumed; its request, if it was still running, ended with the restart. Open a new GET stream without Last-Event-ID and send the request again.",
+        );
+      }
       if (req.method !== "POST") return binding.transport.handleRequest(req, res);
       const parsed = await this.readJson(req, res);
       if (parsed === NO_BODY) return;
@@ -128,7 +164,14 @@ export class McpEndpoint {
     let owner = true;
     if (attachTo) {
       const existing = this.gateway.sessions.get(attachTo);
-      if (!existing) return sendJsonRpcError(res, 404, -32001, `Session not found: cannot attach to '${attachTo}'`);
+      if (!existing) {
+        return sendJsonRpcError(
+          res,
+          404,
+          -32001,
+          `Session not found: cannot attach to '${attachTo}' (after a gateway restart, a session is back once its own client sends a request)`,
+        );
+      }
       session = existing;
       owner = false;
     } else {
@@ -146,16 +189,41 @@ export class McpEndpoint {
       if (owner) await this.gateway.sessions.destroy(session.id, "face could not start");
       return sendErrorReply(res, 502, err, this.gateway.logger);
     }
+    if (owner) {
+      const { protocolVersion, clientInfo, capabilities } = body.params;
+      const start = { face: this.options.kind, protocolVersion: negotiated(protocolVersion), clientInfo, clientCapabilities: capabilities };
+      try {
+        // Stored before the client learns the id: a session it was told about can always resume.
+        await this.gateway.sessions.persist(session, start);
+      } catch (err) {
+        await this.gateway.sessions.destroy(session.id, "its record could not be stored");
+        await server.close().catch(() => undefined);
+        return sendErrorReply(res, 503, err, this.gateway.logger);
+      }
+    }
     const transportId = owner ? session.id : randomUUID();
+    const transport = this.newTransport(transportId, session, server, owner);
+    await server.connect(transport);
+    await transport.handleRequest(req, res, body);
+    if (!this.bindings.has(transportId)) {
+      // The transport rejected the initialize: keep nothing.
+      if (owner) await this.gateway.sessions.destroy(session.id, "initialize failed");
+      await server.close().catch(() => undefined);
+    }
+  }
+
+  /** A transport whose initialize (real or replayed) binds `transportId` to the session and face server. */
+  private newTransport(transportId: string, session: Session, server: FaceServer, owner: boolean): StreamableHTTPServerTransport {
     const inflight = new Set<string>();
+    const replay = new BoundedEventStore(this.gateway.settings.http.replayMaxEvents, this.gateway.settings.http.replayMaxBytes);
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => transportId,
       maxRequestBodySize: this.gateway.settings.http.maxBodyBytes,
       // SSE comment frames keep idle streams (a long call without progress) open through proxies.
       keepAliveMs: this.gateway.settings.http.sseKeepAliveMs,
-      eventStore: new BoundedEventStore(this.gateway.settings.http.replayMaxEvents, this.gateway.settings.http.replayMaxBytes),
+      eventStore: replay,
       onsessioninitialized: (id) => {
-        this.bindings.set(id, { transport, server, session, owner, inflight });
+        this.bindings.set(id, { transport, server, session, owner, inflight, replay });
       },
     });
     onResponseSent(transport, (id) => inflight.delete(JSON.stringify(id)));
@@ -165,13 +233,56 @@ export class McpEndpoint {
       this.bindings.delete(transportId);
       if (binding.owner) void this.gateway.sessions.destroy(session.id, "client closed the session");
     };
-    await server.connect(transport);
-    await transport.handleRequest(req, res, body);
-    if (!this.bindings.has(transportId)) {
-      // The transport rejected the initialize: keep nothing.
-      if (owner) await this.gateway.sessions.destroy(session.id, "initialize failed");
-      await server.close().catch(() => undefined);
+    return transport;
+  }
+
+  /** The binding of a stored session this process does not know yet (see the header); one resumption per id at a time. */
+  private resumed(sessionId: string): Promise<Binding | ResumeFailed | undefined> {
+    let pending = this.resumptions.get(sessionId);
+    if (!pending) {
+      pending = this.resume(sessionId).finally(() => this.resumptions.delete(sessionId));
+      this.resumptions.set(sessionId, pending);
     }
+    return pending;
+  }
+
+  private async resume(sessionId: string): Promise<Binding | ResumeFailed | undefined> {
+    const { sessions, logger } = this.gateway;
+    let resumed;
+    try {
+      resumed = await sessions.resume(sessionId, this.options.kind);
+    } catch (err) {
+      return new ResumeFailed(503, err);
+    }
+    if (!resumed) return undefined;
+    const { session, record } = resumed;
+    const init: StoredInitialize = {
+      protocolVersion: record.protocolVersion,
+      capabilities: record.clientCapabilities,
+      clientInfo: (record.clientInfo as StoredInitialize["clientInfo"] | undefined) ?? { name: "unknown", version: "unknown" },
+    };
+    // A failed resumption keeps the record (and what the session kept): the next request tries again.
+    const giveUp = async (status: number, err: unknown, server?: FaceServer): Promise<ResumeFailed> => {
+      await sessions.destroy(session.id, "resumption failed", { keepRecords: true });
+      await server?.close().catch(() => undefined);
+      return new ResumeFailed(status, err);
+    };
+    let server: FaceServer;
+    try {
+      server = await this.options.face(session, init);
+    } catch (err) {
+      return giveUp(502, err);
+    }
+    const transport = this.newTransport(session.id, session, server, true);
+    try {
+      await server.connect(transport);
+      await primeServerTransport(transport, init);
+    } catch (err) {
+      logger.error({ err: errorMessage(err) }, "session_resume_failed");
+      return giveUp(500, err, server);
+    }
+    session.logger.info({ face: record.face.kind, idleMs: this.gateway.clock.now() - record.lastActivityAt }, "session_resumed");
+    return this.bindings.get(session.id);
   }
 
   /** A session was destroyed (idle expiry, shutdown, owner closed): close its transports here. */
@@ -202,6 +313,18 @@ export class McpEndpoint {
 }
 
 const NO_BODY = Symbol("no body");
+
+/** The protocol version the SDK server answers an initialize with (the client's when supported, else the latest). */
+function negotiated(requested: string): string {
+  return SUPPORTED_PROTOCOL_VERSIONS.includes(requested) ? requested : LATEST_PROTOCOL_VERSION;
+}
+
+/** A GET resuming a stream with a Last-Event-ID this binding never issued (or has evicted). */
+async function unknownLastEventId(req: IncomingMessage, binding: Binding): Promise<boolean> {
+  const header = req.headers["last-event-id"];
+  const lastEventId = Array.isArray(header) ? header[0] : header;
+  return lastEventId !== undefined && lastEventId !== "" && (await binding.replay.getStreamIdForEventId(lastEventId)) === undefined;
+}
 
 /** The ids (as JSON, so 1 and "1" differ) of the requests in a POST body — one message or a batch. */
 function requestIds(body: unknown): string[] {

@@ -12,6 +12,13 @@
  * checkUpstreams() and reload() are the operator's: a one-off reachability
  * check per server (upstream-check.ts) and a re-read config applied to the
  * config-file servers (reload.ts).
+ *
+ * The state store (`gateway.store`, docs/adr/0007) is opened once, by the
+ * first listen()/serveStdio(), before any session exists: then recovery.ts
+ * settles what a previous process left in it and brings back the servers
+ * added at runtime, and a sweep timer deletes expired rows. A store that
+ * cannot be opened fails the start (EMCP_STORE_UNAVAILABLE), never falls back
+ * to memory. close() closes it last; an injected `deps.store` is the caller's.
  */
 import type http from "node:http";
 import { createRequire } from "node:module";
@@ -26,11 +33,13 @@ import { createHttpServer, listen } from "../http/server.js";
 import { silentLogger, type Logger } from "../logging.js";
 import { SessionManager } from "../session/session-manager.js";
 import type { Session } from "../session/session.js";
-import { MemoryTaskRecordStore, type TaskRecordStore } from "../store/task-store.js";
+import type { Store } from "../store/contracts.js";
+import { openStore } from "../store/open.js";
 import { ChildProcessLimiter, ProcessGroups } from "../upstream/children.js";
 import { ServerRegistry } from "../upstream/registry.js";
 import { createTransportFactory, type TransportFactory } from "../upstream/transports.js";
 import type { GatewayContext } from "./context.js";
+import { recoverState, sweepStoreLogged } from "./recovery.js";
 import { changedSettings, reloadServers, type ReloadReport } from "./reload.js";
 import { UpstreamChecker, type UpstreamCheckResult } from "./upstream-check.js";
 
@@ -59,7 +68,8 @@ export interface GatewayDeps {
   newId?: IdGenerator;
   logger?: Logger;
   transportFactory?: TransportFactory;
-  taskStore?: TaskRecordStore;
+  /** The state store, already open (tests, benches); else `gateway.store` is opened at start. Closing it stays the caller's. */
+  store?: Store;
 }
 
 export interface Gateway {
@@ -103,6 +113,12 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   const transportFactory = deps.transportFactory ?? createTransportFactory({ killGraceMs: settings.upstream.killGraceMs, groups });
   const children = new ChildProcessLimiter(settings.upstream.maxChildProcesses);
   const clientInfo = { name: "emceepee", version: pkg.version };
+  // Opened by start(); sessions exist only after it, so every reader below finds it open.
+  let store: Store | undefined = deps.store;
+  const openedStore = (): Store => {
+    if (!store) throw new GatewayError(ErrorCodes.CLOSED, "the state store is not open: the gateway has not started (listen() or serveStdio())");
+    return store;
+  };
   const sessions = new SessionManager({
     registry,
     settings,
@@ -110,22 +126,37 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     newId,
     logger,
     transportFactory,
-    taskStore: deps.taskStore ?? new MemoryTaskRecordStore(),
+    get store() {
+      return openedStore();
+    },
     clientInfo,
     children,
   });
   const checker = new UpstreamChecker({ transportFactory, children, clientInfo, settings, logger });
-  const context: GatewayContext = { registry, sessions, settings, clock, newId, logger, version: pkg.version };
+  const context: GatewayContext = {
+    registry,
+    sessions,
+    settings,
+    clock,
+    newId,
+    logger,
+    version: pkg.version,
+    get store() {
+      return openedStore();
+    },
+  };
   const meta = new McpEndpoint(context, {
     face: (session) => createMetaServer({ session, gateway: context }),
     // Lazy by default: listing servers must not spawn them; a session connects a server on first use.
     connectAll: settings.upstream.eagerConnect,
     attachable: true,
+    kind: { kind: "meta" },
   });
   const separator = settings.transparent.separator;
   const all = new McpEndpoint(context, {
     face: (session, init) => createTransparentServer({ session, gateway: context, target: { kind: "all", separator }, init }),
     connectAll: false,
+    kind: { kind: "all" },
   });
   const perServer = new Map<string, McpEndpoint>();
   const serverEndpoint = (name: string): McpEndpoint | undefined => {
@@ -138,6 +169,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
             throw singleFaceUnavailable(name, session, err);
           }),
         connectAll: false,
+        kind: { kind: "server", server: name },
       });
       perServer.set(name, endpoint);
     }
@@ -160,7 +192,11 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   let state: GatewayState = "starting";
   let reloading: Promise<unknown> = Promise.resolve();
   let currentSettings: GatewaySettings = settings;
-  sessions.start();
+  let starting: Promise<void> | undefined;
+  let sweepTimer: ReturnType<Clock["setTimeout"]> | undefined;
+  let sweeping: Promise<void> = Promise.resolve();
+  // A function, so that checks after an await read the state then (not the narrowed one before it).
+  const closingNow = () => state === "closing";
   const probes = {
     // Liveness and readiness only: no counts, names or versions (these answer without a token).
     "/healthz": () => ({ status: 200, body: { status: "ok" } }),
@@ -168,6 +204,29 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       state === "ready" ? { status: 200, body: { status: "ready" } } : { status: 503, body: { status: state === "closing" ? "shutting_down" : "starting" } },
   };
   const unavailable = () => (state === "closing" ? "the gateway is shutting down; reconnect when it is back" : undefined);
+
+  /** Opens the store, settles what the last process left in it, then starts the sweeps. Once. */
+  function start(): Promise<void> {
+    starting ??= (async () => {
+      if (state === "closing") throw new GatewayError(ErrorCodes.CLOSED, "the gateway is shutting down");
+      store ??= await openStore(settings.store, { clock });
+      const report = await recoverState({ store, registry, settings, clock, newId, logger });
+      logger.info({ store: store.kind, location: store.location, ...report }, "state_recovered");
+      if (closingNow()) return; // close() ran meanwhile: no timers
+      sessions.start();
+      scheduleSweep();
+    })();
+    return starting;
+  }
+
+  /** Deletes expired task and pending-request rows every sessions.sweepIntervalMs. */
+  function scheduleSweep(): void {
+    sweepTimer = clock.setTimeout(() => {
+      sweeping = sweepStoreLogged(openedStore(), clock.now(), logger).then(() => {
+        if (!closingNow()) scheduleSweep();
+      });
+    }, settings.sessions.sweepIntervalMs);
+  }
 
   async function checkUpstreams(names?: readonly string[]): Promise<UpstreamCheckResult[]> {
     const wanted = names ?? registry.list().flatMap((e) => (e.addedBy === "config" ? [e.name] : []));
@@ -189,6 +248,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       return state;
     },
     async listen() {
+      await start();
       httpServer = createHttpServer(settings, { ...routes, probes, unavailable }, logger);
       const address = await listen(httpServer, settings.host, settings.port);
       if (state === "starting") state = "ready";
@@ -208,6 +268,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       return run;
     },
     async serveStdio({ face = { kind: "meta" } as StdioFace, stdin = process.stdin, stdout = process.stdout } = {}) {
+      await start();
       // One session per process: it lives as long as stdin, never expired as one-shot.
       const session = sessions.create({ connect: face.kind === "meta" && settings.upstream.eagerConnect, oneShot: false });
       const server =
@@ -231,6 +292,9 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         // Seed 003 "Log Events": registry_shutdown_start / registry_shutdown_complete.
         logger.info({ serverCount: registry.names().length, sessionCount: sessions.size }, "registry_shutdown_start");
         await checker.close();
+        // A start in progress finishes first (its store is then closed below).
+        await starting?.catch(() => undefined);
+        clock.clearTimeout(sweepTimer);
         await Promise.allSettled(endpoints().map((e) => e.close()));
         await stdioClose?.().catch(() => undefined);
         await sessions.close();
@@ -243,6 +307,9 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
             server.closeAllConnections();
           });
         }
+        await sweeping;
+        // Last: everything above may still write (sessions keep their records for the next start).
+        if (store && !deps.store) await store.close().catch((err: unknown) => logger.error({ err: errorMessage(err) }, "store_close_failed"));
         logger.info({}, "registry_shutdown_complete");
         logger.info("gateway_closed");
       })();

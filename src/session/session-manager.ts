@@ -1,9 +1,11 @@
 /**
  * SessionManager (seed 003 §7.3): creates and destroys sessions, expires idle
  * ones, and applies server add/update/remove to every session. The server
- * registry and the gateway-wide event ledger (events.maxTotal) are shared;
- * connections, events and tasks are per session. Changes to one server name
- * run one at a time.
+ * registry and the state store are shared; connections, events and tasks are
+ * per session. Changes to one server name run one at a time; a runtime-added
+ * server's change is written to the store (ServerStore) before it counts, so
+ * a restart brings back exactly the servers added and not removed
+ * (docs/adr/0007, "Wiring").
  *
  * Expiry: an established session expires after `sessions.idleTimeoutMs`
  * without activity. A session whose client never came back after its first
@@ -13,15 +15,41 @@
  * (a request being answered, or the client's GET stream: it is still there).
  * The HTTP endpoint reports requests and responses (requestArrived,
  * responseOpened); stdio sessions are created with `oneShot: false`.
+ *
+ * Across restarts (ADR 0007, "Sessions across restarts"): an HTTP session's
+ * record is stored at initialize (persist), its activity written at most once
+ * per STORED_TOUCH_INTERVAL_MS, and deleted when the session ends (not when
+ * the gateway shuts down). resume() rebuilds a session this process does not
+ * know from its record, unless it expired meanwhile; the sweep also deletes
+ * stored sessions that expired without coming back.
  */
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { ServerConfig } from "../config/schema.js";
-import { ErrorCodes, GatewayError } from "../errors.js";
+import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import type { TimerHandle } from "../clock.js";
 import { sessionHash } from "../logging.js";
-import { describeTarget, sameServerConfig, type RegisteredServer } from "../upstream/registry.js";
-import { EventLedger } from "./event-system.js";
-import { Session, type SessionDeps } from "./session.js";
+import { describeTarget, sameServerConfig, toServerRecord, type RegisteredServer } from "../upstream/registry.js";
+import type { FaceRecord, SessionRecord } from "../store/contracts.js";
+import { Session, type SessionCloseOptions, type SessionDeps } from "./session.js";
+
+/**
+ * Activity is written to a session's record at most this often (not per
+ * request). A restarted gateway may therefore see a session as idle up to
+ * this much earlier than it was.
+ */
+export const STORED_TOUCH_INTERVAL_MS = 1_000;
+
+/** Stored sessions the sweep deletes per round (the next round takes the rest). */
+const STORED_SWEEP_BATCH = 100;
+
+/** What an HTTP session's initialize said, stored for its resumption. */
+export type SessionStart = Pick<SessionRecord, "face" | "protocolVersion" | "clientInfo" | "clientCapabilities">;
+
+/** A session rebuilt from its record, and the record (its face: the caller checks it is its own). */
+export interface ResumedSession {
+  session: Session;
+  record: SessionRecord;
+}
 
 /** What add_server did: a new name, a new config for a runtime-added name, or nothing (same config). */
 export type AddServerOutcome = "added" | "updated" | "unchanged";
@@ -39,6 +67,8 @@ interface Liveness {
   oneShot: boolean;
   /** HTTP responses of the session still open (requests in flight, GET streams). */
   openResponses: number;
+  /** When activity was last written to the session's record. */
+  storedTouchAt: number;
 }
 
 export class SessionManager {
@@ -48,18 +78,17 @@ export class SessionManager {
   private closed = false;
   /** The tail of the add/update/remove operations queued per server name. */
   private readonly serverChanges = new Map<string, Promise<unknown>>();
-  /** Gateway-wide bound on stored events, shared by every session (seed 003: 10,000 across sessions). */
-  readonly eventLedger: EventLedger;
   /** Called after a session is destroyed (the HTTP layer closes its transport). */
   onDestroyed: ((sessionId: string) => void) | undefined;
+  /** Resumptions under way, by session id (concurrent first requests share one). */
+  private readonly resuming = new Map<string, Promise<ResumedSession | undefined>>();
+  /** The sweep of stored sessions under way (close() waits for it). */
+  private storedSweep: Promise<unknown> | undefined;
 
   constructor(
     private readonly deps: SessionDeps,
     private readonly options: SessionManagerOptions = { connectEagerly: true },
-  ) {
-    const { maxTotal, warningThreshold } = deps.settings.events;
-    this.eventLedger = deps.eventLedger ?? new EventLedger({ maxTotal, warningThreshold }, deps.logger);
-  }
+  ) {}
 
   start(): void {
     this.scheduleSweep();
@@ -76,12 +105,72 @@ export class SessionManager {
     if (this.sessions.size >= maxSessions) {
       throw new GatewayError(ErrorCodes.LIMIT_REACHED, `the gateway already has ${maxSessions} sessions (gateway.sessions.maxSessions)`);
     }
-    const session = new Session(id, { ...this.deps, eventLedger: this.eventLedger }, options.downstreamCapabilities);
+    const session = new Session(id, this.deps, options.downstreamCapabilities);
     this.sessions.set(id, session);
-    this.liveness.set(id, { established: false, oneShot: options.oneShot ?? true, openResponses: 0 });
+    this.liveness.set(id, { established: false, oneShot: options.oneShot ?? true, openResponses: 0, storedTouchAt: session.createdAt });
     this.deps.logger.info({ sessionHash: sessionHash(id) }, "session_created");
     if (options.connect ?? this.options.connectEagerly) session.connectAllInBackground();
     return session;
+  }
+
+  /**
+   * Stores a new HTTP session's record (what its initialize said), so that it
+   * can resume after a gateway restart. Throws EMCP_STORE_UNAVAILABLE when
+   * the store cannot write it (the caller refuses the session).
+   */
+  async persist(session: Session, start: SessionStart): Promise<void> {
+    const now = this.deps.clock.now();
+    await this.deps.store.sessions.put(session.record.toRecord({ ...start, createdAt: session.createdAt, lastActivityAt: now }));
+    const live = this.liveness.get(session.id);
+    if (live) live.storedTouchAt = now;
+  }
+
+  /**
+   * A session this process does not know, rebuilt from its stored record
+   * (after a gateway restart): the same id, client capabilities, logging
+   * level, subscriptions and upstream sessions; counted as established (its
+   * client came back). Undefined when there is no record, it was made on
+   * another face than `face`, the gateway is closing, the session is live
+   * here already, or it expired (idle for sessions.idleTimeoutMs by its
+   * stored activity: it is deleted with all it kept, never resurrected).
+   * Concurrent calls share one resumption. Throws EMCP_STORE_UNAVAILABLE
+   * (store) or EMCP_LIMIT_REACHED (maxSessions).
+   */
+  resume(id: string, face: FaceRecord): Promise<ResumedSession | undefined> {
+    const key = `${JSON.stringify(face)} ${id}`;
+    const inflight = this.resuming.get(key);
+    if (inflight) return inflight;
+    const run = this.rebuild(id, face).finally(() => this.resuming.delete(key));
+    this.resuming.set(key, run);
+    return run;
+  }
+
+  private async rebuild(id: string, face: FaceRecord): Promise<ResumedSession | undefined> {
+    if (this.closed || this.sessions.has(id)) return undefined;
+    const { clock, settings, store, logger } = this.deps;
+    const record = await store.sessions.get(id);
+    if (!record || JSON.stringify(record.face) !== JSON.stringify(face) || this.closed || this.sessions.has(id)) return undefined;
+    const idleMs = clock.now() - record.lastActivityAt;
+    if (idleMs >= settings.sessions.idleTimeoutMs) {
+      logger.info({ sessionHash: sessionHash(id), idleMs }, "stored_session_expired");
+      await this.forgetStored(id);
+      return undefined;
+    }
+    if (this.sessions.size >= settings.sessions.maxSessions) {
+      throw new GatewayError(ErrorCodes.LIMIT_REACHED, `the gateway already has ${settings.sessions.maxSessions} sessions (gateway.sessions.maxSessions)`);
+    }
+    const session = new Session(id, this.deps, record.clientCapabilities, record);
+    this.sessions.set(id, session);
+    this.liveness.set(id, { established: true, oneShot: true, openResponses: 0, storedTouchAt: 0 });
+    try {
+      // Its working tasks (upstream tasks that outlived the restart) get their TTL timers back.
+      await session.tasks.restore();
+    } catch (err) {
+      await this.destroy(id, "resumption failed", { keepRecords: true });
+      throw err;
+    }
+    this.touchStored(session);
+    return { session, record };
   }
 
   get(id: string): Session | undefined {
@@ -106,6 +195,17 @@ export class SessionManager {
     if (live && !live.established && session.lastActivityAt - session.createdAt > this.deps.settings.sessions.firstExchangeMs) {
       live.established = true;
     }
+    this.touchStored(session);
+  }
+
+  /** Writes the session's activity to its record, at most once per STORED_TOUCH_INTERVAL_MS (a session without a record: no-op). */
+  private touchStored(session: Session): void {
+    const live = this.liveness.get(session.id);
+    if (!live || session.lastActivityAt - live.storedTouchAt < STORED_TOUCH_INTERVAL_MS) return;
+    live.storedTouchAt = session.lastActivityAt;
+    this.deps.store.sessions
+      .touch(session.id, session.lastActivityAt)
+      .catch((err: unknown) => session.logger.error({ err: errorMessage(err) }, "session_store_write_failed"));
   }
 
   /** An HTTP response of the session is open; call the returned function once it closes. */
@@ -119,7 +219,9 @@ export class SessionManager {
       open = false;
       live.openResponses--;
       // The one-shot wait counts from the end of the last response, not from its request.
-      if (!session.isClosed) session.touch();
+      if (session.isClosed) return;
+      session.touch();
+      this.touchStored(session);
     };
   }
 
@@ -128,12 +230,15 @@ export class SessionManager {
     return this.liveness.get(id)?.established;
   }
 
-  async destroy(id: string, reason = "closed"): Promise<void> {
+  /** Ends a session; `keepRecords`: the gateway is shutting down (see SessionCloseOptions). */
+  async destroy(id: string, reason = "closed", options: SessionCloseOptions = {}): Promise<void> {
     const session = this.sessions.get(id);
     if (!session) return;
     this.sessions.delete(id);
     this.liveness.delete(id);
-    await session.close();
+    // Ended for good: neither a request meanwhile nor a restart may bring it back (shutting down keeps it for the next start).
+    if (!options.keepRecords) await this.deleteRecord(id);
+    await session.close(options);
     this.deps.logger.info({ sessionHash: sessionHash(id), reason }, "session_destroyed");
     this.onDestroyed?.(id);
   }
@@ -158,9 +263,12 @@ export class SessionManager {
       }
       authorize(existing);
       if (existing) return this.updateServer(caller, existing, config);
-      registry.add({ name, config, addedAt: clock.now(), addedBy: caller.id });
+      const entry: RegisteredServer = { name, config, addedAt: clock.now(), addedBy: caller.id };
+      registry.add(entry);
       try {
         await caller.connection(name);
+        // Stored only once reachable: a restart brings back what add_server kept, nothing half-added.
+        await this.deps.store.servers.put(toServerRecord(entry));
       } catch (err) {
         registry.remove(name);
         await caller.disconnect(name, "add_server failed");
@@ -206,10 +314,13 @@ export class SessionManager {
     // Sessions not connected now could connect to the new config while the caller tries it; a rollback must undo that.
     const connectedBefore = new Set(this.list().filter((s) => s.view(name).status === "connected"));
     // A config-file server stays one when replaced (allowed by the policy): the file's config comes back on reload or restart.
-    registry.replace({ name, config, addedAt: clock.now(), addedBy: previous.addedBy === "config" ? "config" : caller.id });
+    const entry: RegisteredServer = { name, config, addedAt: clock.now(), addedBy: previous.addedBy === "config" ? "config" : caller.id };
+    registry.replace(entry);
     await caller.disconnect(name, reason);
     try {
       await caller.connection(name);
+      // A runtime server's new config is what a restart brings back (a config-file server's is never stored).
+      if (entry.addedBy !== "config") await this.deps.store.servers.put(toServerRecord(entry));
     } catch (err) {
       registry.replace(previous);
       const touched = this.list().filter((s) => s === caller || !connectedBefore.has(s));
@@ -232,7 +343,10 @@ export class SessionManager {
    */
   removeServer(caller: Session | undefined, name: string, authorize?: (entry: RegisteredServer) => void): Promise<number> {
     return this.oneAtATime(name, async () => {
-      authorize?.(this.deps.registry.require(name));
+      const entry = this.deps.registry.require(name);
+      authorize?.(entry);
+      // Deleted first: if the store fails nothing changes, and a removed server never comes back after a restart.
+      if (entry.addedBy !== "config") await this.deps.store.servers.delete(name);
       this.deps.registry.remove(name);
       const sessions = [...this.sessions.values()];
       await Promise.allSettled(
@@ -280,17 +394,61 @@ export class SessionManager {
     return n;
   }
 
+  /**
+   * Deletes stored sessions idle for sessions.idleTimeoutMs that are not live
+   * here — they ended while no gateway ran — with everything they kept
+   * (tasks, events, pending requests, SSE replay). Failures are logged.
+   */
+  async sweepStored(): Promise<number> {
+    const { clock, settings, store, logger } = this.deps;
+    let n = 0;
+    try {
+      const expired = await store.sessions.listExpired(clock.now() - settings.sessions.idleTimeoutMs, STORED_SWEEP_BATCH);
+      for (const record of expired) {
+        if (this.closed) break;
+        if (this.sessions.has(record.sessionId) || [...this.resuming.keys()].some((k) => k.endsWith(` ${record.sessionId}`))) continue;
+        logger.info({ sessionHash: sessionHash(record.sessionId), idleMs: clock.now() - record.lastActivityAt }, "stored_session_expired");
+        await this.forgetStored(record.sessionId);
+        n++;
+      }
+    } catch (err) {
+      logger.error({ err: errorMessage(err) }, "session_store_sweep_failed");
+    }
+    return n;
+  }
+
+  /** A stored session that is not live here: its record and everything it kept. */
+  private async forgetStored(id: string): Promise<void> {
+    const { store, logger } = this.deps;
+    const kinds = [store.tasks, store.events, store.pending, store.replay];
+    const results = await Promise.allSettled([...kinds.map((k) => k.deleteBySession(id)), store.sessions.delete(id)]);
+    for (const r of results) {
+      if (r.status === "rejected") logger.error({ sessionHash: sessionHash(id), err: errorMessage(r.reason) }, "session_store_write_failed");
+    }
+  }
+
+  private async deleteRecord(id: string): Promise<void> {
+    try {
+      await this.deps.store.sessions.delete(id);
+    } catch (err) {
+      this.deps.logger.error({ sessionHash: sessionHash(id), err: errorMessage(err) }, "session_store_write_failed");
+    }
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     this.deps.clock.clearTimeout(this.sweepTimer);
     this.sweepTimer = undefined;
-    await Promise.allSettled([...this.sessions.keys()].map((id) => this.destroy(id, "gateway shutdown")));
+    await this.storedSweep;
+    // The sessions' records stay for the next start (docs/adr/0007, "Wiring").
+    await Promise.allSettled([...this.sessions.keys()].map((id) => this.destroy(id, "gateway shutdown", { keepRecords: true })));
   }
 
   private scheduleSweep(): void {
     if (this.closed) return;
     this.sweepTimer = this.deps.clock.setTimeout(() => {
       this.sweep();
+      this.storedSweep ??= this.sweepStored().finally(() => (this.storedSweep = undefined));
       this.scheduleSweep();
     }, this.deps.settings.sessions.sweepIntervalMs);
   }

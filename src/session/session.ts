@@ -7,21 +7,37 @@
  * connections and reconnects them; ClientRouting (routing.ts) decides where
  * what the upstreams send goes. The session owns both, wires them to its
  * tasks, events, buffers and pending queue, and owns the lifecycle.
+ *
+ * Across gateway restarts (ADR 0007, "Sessions across restarts") the session
+ * keeps its SessionStore record current (SessionRecordKeeper below): the
+ * client's logging level and resource subscriptions as the upstreams accept
+ * them, and each HTTP upstream's session. A session resumed from its record
+ * continues those upstream sessions on first use and sets level and
+ * subscriptions again on upstreams that start afresh.
  */
-import type { ClientCapabilities, Implementation } from "@modelcontextprotocol/sdk/types.js";
+import type { ClientCapabilities, Implementation, LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
+import { errorMessage } from "../errors.js";
 import { sessionHash, type Logger } from "../logging.js";
+import type { SessionPatch, SessionRecord, SessionStore, UpstreamInitRecord } from "../store/contracts.js";
 import { isTerminal, TaskManager } from "../tasks/task-manager.js";
-import type { ConnectionStatus, UpstreamConnection } from "../upstream/connection.js";
+import type { ConnectionPersistence, ConnectionStatus, UpstreamConnection, UpstreamSessionSnapshot } from "../upstream/connection.js";
 import type { DownstreamBridge } from "./bridge.js";
 import { BufferManager } from "./buffers.js";
-import { EventSystem, type EventLedger } from "./event-system.js";
+import { EventSystem } from "./event-system.js";
 import { PendingRequests } from "./pending-requests.js";
 import { ClientRouting } from "./routing.js";
 import { UpstreamPool, type UpstreamPoolDeps } from "./upstream-pool.js";
 
-export interface SessionDeps extends UpstreamPoolDeps {
-  /** Gateway-wide bound on stored events (the SessionManager shares one between its sessions). */
-  eventLedger?: EventLedger | undefined;
+export type SessionDeps = UpstreamPoolDeps;
+
+/** How a session ends (close()). */
+export interface SessionCloseOptions {
+  /**
+   * The gateway is shutting down, not the session: its tasks, undelivered
+   * events and pending requests stay in the store for the next start
+   * (docs/adr/0007, "Wiring"). @default false: the session ended for good, its records go
+   */
+  keepRecords?: boolean;
 }
 
 export interface ConnectionView {
@@ -44,22 +60,27 @@ export class Session {
   private closed = false;
   /** Set by the transparent face once its client has initialized. */
   bridge: DownstreamBridge | undefined;
+  /** This session's record in the SessionStore (see the header). */
+  readonly record: SessionRecordKeeper;
 
   constructor(
     readonly id: string,
     private readonly deps: SessionDeps,
     /** The downstream client's capabilities, when known before connecting upstream. */
     readonly downstreamCapabilities?: ClientCapabilities,
+    /** The stored record of a session resumed after a gateway restart. */
+    resumed?: SessionRecord,
   ) {
     const { settings, clock, newId } = deps;
     // Never the id itself in logs: it is a bearer secret (logging.ts).
     this.logger = deps.logger.child({ sessionHash: sessionHash(id) });
-    this.createdAt = clock.now();
-    this.lastActivityAt = this.createdAt;
-    this.events = new EventSystem(settings.events, clock, newId, this.logger, deps.eventLedger);
+    this.createdAt = resumed?.createdAt ?? clock.now();
+    this.lastActivityAt = resumed ? clock.now() : this.createdAt;
+    this.record = new SessionRecordKeeper(id, deps.store.sessions, this.logger, resumed);
+    this.events = new EventSystem(id, settings.events, deps.store.events, clock, newId, this.logger);
     this.buffers = new BufferManager(settings.buffers, this.events, clock);
-    this.pending = new PendingRequests(settings.pendingRequests, this.events, clock, newId);
-    this.tasks = new TaskManager(id, settings.tasks, deps.taskStore, this.events, clock, newId);
+    this.pending = new PendingRequests(id, settings.pendingRequests, deps.store.pending, this.events, clock, newId);
+    this.tasks = new TaskManager(id, settings.tasks, deps.store.tasks, this.events, clock, newId);
     this.routing = new ClientRouting({
       tasks: this.tasks,
       pending: this.pending,
@@ -78,11 +99,20 @@ export class Session {
       connected: (server, conn) => this.events.add("server_connected", server, { serverInfo: conn.serverInfo ?? null }),
       listChanged: (server, kind) => this.routing.listChanged(server, kind),
       reconnected: (server, report) => this.events.add("server_reconnected", server, { ...report }),
+      persistenceFor: (server) =>
+        this.record.persistenceFor(server, async (reason) => {
+          // The upstream tasks of the lost upstream session cannot be asked about any more.
+          await this.tasks
+            .failWorkingForServer(server, reason)
+            .catch((err: unknown) => this.logger.error({ server, err: errorMessage(err) }, "task_store_write_failed"));
+        }),
     });
     this.tasks.onStatusChange = (record) => {
       this.routing.taskStatusChanged(record);
       if (record.upstreamTaskId !== undefined && isTerminal(record.status)) this.upstreams.get(record.server)?.releaseUpstreamTask(record.upstreamTaskId);
     };
+    // A resumed session's tasks that the restart left working (upstream tasks) get their TTL timers back.
+    if (resumed) this.tasks.restore().catch((err: unknown) => this.logger.error({ err: errorMessage(err) }, "task_restore_failed"));
   }
 
   get isClosed(): boolean {
@@ -124,9 +154,9 @@ export class Session {
 
   /** Drops the connection to a removed server: fail its tasks, reject its requests. */
   async disconnect(name: string, reason: string): Promise<void> {
-    await this.upstreams.remove(name, () => {
-      this.tasks.failWorkingForServer(name, reason);
+    await this.upstreams.remove(name, async () => {
       this.pending.rejectServer(name, reason);
+      await this.tasks.failWorkingForServer(name, reason);
     });
   }
 
@@ -135,15 +165,148 @@ export class Session {
     this.routing.serverSetChanged();
   }
 
-  async close(): Promise<void> {
+  async close(options: SessionCloseOptions = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.upstreams.stop();
-    this.pending.close("session closed");
+    await this.pending.close("session closed", options);
     // Aborting the tasks cancels their upstream tasks; each connection's close() waits for those
     // cancels (each bounded by tasks.upstreamCancelTimeoutMs) before it disconnects.
-    this.tasks.close();
-    this.events.close();
-    await this.upstreams.close();
+    await this.tasks.close(options);
+    await this.events.close(options);
+    // Kept for a restart, an HTTP upstream's session stays open upstream (its tasks live there); else it is DELETEd.
+    await this.upstreams.close(options.keepRecords && this.deps.store.kind !== "memory" ? "suspend" : "end");
+    await this.record.settled();
   }
+}
+
+/**
+ * A session's record in the SessionStore, kept current while it runs: the
+ * client's logging level, its resource subscriptions by server, and each HTTP
+ * upstream's session (id and initialize result). The SessionManager writes
+ * the record at initialize (toRecord) and deletes it when the session ends;
+ * this keeper only updates it. Writes run one after another, each writing
+ * whole fields from memory (so the last one wins), and never throw: a failed
+ * write is logged and costs only resumability.
+ */
+export class SessionRecordKeeper {
+  private level: LoggingLevel | undefined;
+  private readonly subscriptions = new Map<string, Set<string>>();
+  private readonly upstreamSessions = new Map<string, UpstreamSessionSnapshot>();
+  /** Stored upstream sessions not yet continued (each is tried by the first connection to its server). */
+  private readonly resumable = new Map<string, UpstreamSessionSnapshot>();
+  /** Whether a record exists to update (written at initialize, or resumed). */
+  private stored: boolean;
+  private tail: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly sessionId: string,
+    private readonly store: SessionStore,
+    private readonly logger: Logger,
+    resumed?: SessionRecord,
+  ) {
+    this.stored = resumed !== undefined;
+    if (!resumed) return;
+    this.level = resumed.logLevel as LoggingLevel | undefined;
+    for (const [server, uris] of Object.entries(resumed.subscriptions)) this.subscriptions.set(server, new Set(uris));
+    for (const [server, sessionId] of Object.entries(resumed.upstreamSessionIds)) {
+      const init = resumed.upstreamInit?.[server];
+      if (!init) continue;
+      const snapshot = fromInitRecord(sessionId, init);
+      this.upstreamSessions.set(server, snapshot);
+      this.resumable.set(server, snapshot);
+    }
+  }
+
+  /** The client's logging level, as the upstreams accepted it. */
+  get logLevel(): LoggingLevel | undefined {
+    return this.level;
+  }
+
+  /** The record to store at initialize; from then on this keeper updates it. */
+  toRecord(start: Pick<SessionRecord, "face" | "protocolVersion" | "clientInfo" | "clientCapabilities" | "createdAt" | "lastActivityAt">): SessionRecord {
+    this.stored = true;
+    return { sessionId: this.sessionId, ...start, ...this.fields(), ...(this.level !== undefined ? { logLevel: this.level } : {}) };
+  }
+
+  /** How a connection to `server` reads and reports what outlives it; `lost`: its stored upstream session is gone. */
+  persistenceFor(server: string, lost: (reason: string) => Promise<void>): ConnectionPersistence {
+    return {
+      resume: () => this.resumable.get(server),
+      logLevel: () => this.level,
+      subscriptions: () => [...(this.subscriptions.get(server) ?? [])],
+      sessionOpened: (snapshot) => {
+        this.resumable.delete(server);
+        const before = this.upstreamSessions.get(server);
+        this.upstreamSessions.set(server, snapshot);
+        if (JSON.stringify(before) !== JSON.stringify(snapshot)) this.write(this.fields());
+      },
+      sessionLost: (_previous, reason) => {
+        this.resumable.delete(server);
+        this.upstreamSessions.delete(server);
+        this.write(this.fields());
+        return lost(reason);
+      },
+      subscriptionChanged: (uri, subscribed) => {
+        const uris = this.subscriptions.get(server) ?? new Set<string>();
+        if (uris.has(uri) === subscribed) return;
+        if (subscribed) uris.add(uri);
+        else uris.delete(uri);
+        if (uris.size) this.subscriptions.set(server, uris);
+        else this.subscriptions.delete(server);
+        this.write({ subscriptions: this.fields().subscriptions });
+      },
+      loggingLevelSet: (level) => {
+        if (level === this.level) return;
+        this.level = level;
+        this.write({ logLevel: level });
+      },
+    };
+  }
+
+  /** Resolves once every queued write has run. */
+  settled(): Promise<void> {
+    return this.tail;
+  }
+
+  private fields(): Pick<SessionRecord, "subscriptions" | "upstreamSessionIds" | "upstreamInit"> {
+    const upstreamSessionIds: Record<string, string> = {};
+    const upstreamInit: Record<string, UpstreamInitRecord> = {};
+    for (const [server, snapshot] of this.upstreamSessions) {
+      upstreamSessionIds[server] = snapshot.sessionId;
+      upstreamInit[server] = toInitRecord(snapshot);
+    }
+    const subscriptions = Object.fromEntries([...this.subscriptions].map(([server, uris]) => [server, [...uris]]));
+    return { subscriptions, upstreamSessionIds, upstreamInit };
+  }
+
+  private write(patch: SessionPatch): void {
+    if (!this.stored) return;
+    this.tail = this.tail.then(async () => {
+      try {
+        await this.store.update(this.sessionId, patch);
+      } catch (err) {
+        this.logger.error({ err: errorMessage(err), fields: Object.keys(patch) }, "session_store_write_failed");
+      }
+    });
+  }
+}
+
+function toInitRecord(s: UpstreamSessionSnapshot): UpstreamInitRecord {
+  return {
+    protocolVersion: s.protocolVersion,
+    capabilities: s.capabilities,
+    serverInfo: s.serverInfo,
+    ...(s.instructions !== undefined ? { instructions: s.instructions } : {}),
+  };
+}
+
+function fromInitRecord(sessionId: string, r: UpstreamInitRecord): UpstreamSessionSnapshot {
+  return {
+    sessionId,
+    protocolVersion: r.protocolVersion,
+    capabilities: r.capabilities,
+    serverInfo: r.serverInfo,
+    ...(r.instructions !== undefined ? { instructions: r.instructions } : {}),
+  };
 }

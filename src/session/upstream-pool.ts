@@ -11,10 +11,10 @@ import type { Clock, IdGenerator } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { Logger } from "../logging.js";
-import type { TaskRecordStore } from "../store/task-store.js";
+import type { Store } from "../store/contracts.js";
 import { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
 import type { ChildProcessLimiter } from "../upstream/children.js";
-import { UpstreamConnection, type ListKind, type UpstreamHandlers } from "../upstream/connection.js";
+import { UpstreamConnection, type CloseMode, type ConnectionPersistence, type ListKind, type UpstreamHandlers } from "../upstream/connection.js";
 import type { ServerRegistry } from "../upstream/registry.js";
 import type { TransportFactory } from "../upstream/transports.js";
 import { Reconnections, type ReconnectReport } from "./reconnection.js";
@@ -27,7 +27,8 @@ export interface UpstreamPoolDeps {
   newId: IdGenerator;
   logger: Logger;
   transportFactory: TransportFactory;
-  taskStore: TaskRecordStore;
+  /** The gateway's state store (docs/adr/0007): each session's tasks, events and pending requests live there. */
+  store: Store;
   clientInfo: Implementation;
   /** Gateway-wide cap on stdio children. */
   children?: ChildProcessLimiter | undefined;
@@ -48,6 +49,8 @@ export interface UpstreamPoolHost {
   /** A list of `server` changed across a reconnect. */
   listChanged(server: string, kind: ListKind): void;
   reconnected(server: string, report: ReconnectReport): void;
+  /** What a new connection to `server` continues or sets again (upstream session, logging level, subscriptions: ADR 0007). */
+  persistenceFor?(server: string): ConnectionPersistence | undefined;
 }
 
 export class UpstreamPool {
@@ -55,6 +58,8 @@ export class UpstreamPool {
   private readonly connecting = new Map<string, Promise<UpstreamConnection>>();
   /** Receiver tasks per upstream (they die with the connection that created them). */
   private readonly receivers = new Map<string, ReceiverTaskStore>();
+  /** Receiver stores of dropped connections still deleting their rows. */
+  private readonly closingReceivers = new Set<Promise<void>>();
   private readonly reconnections: Reconnections;
   private closed = false;
 
@@ -93,11 +98,12 @@ export class UpstreamPool {
     const inflight = this.connecting.get(name);
     if (inflight) return inflight;
     const { settings } = this.deps;
-    this.receivers.get(name)?.close();
+    this.closeReceivers(name);
     const receiverTasks = new ReceiverTaskStore({
       sessionId: this.host.sessionId,
       server: name,
-      store: this.deps.taskStore,
+      store: this.deps.store.tasks,
+      logger: this.host.logger,
       clock: this.deps.clock,
       newId: this.deps.newId,
       defaultTtlMs: settings.tasks.defaultTtlMs,
@@ -117,6 +123,7 @@ export class UpstreamPool {
       requestTimeoutMs: settings.upstream.requestTimeoutMs,
       logger: this.host.logger,
       roots: this.host.roots,
+      persistence: this.host.persistenceFor?.(name),
     });
     this.connections.set(name, conn);
     const attempt = conn
@@ -150,13 +157,13 @@ export class UpstreamPool {
    * reaches it), lets `settle` fail what ran on it, then closes its receiver
    * tasks and the connection.
    */
-  async remove(name: string, settle: () => void): Promise<void> {
+  async remove(name: string, settle: () => Promise<void>): Promise<void> {
     this.reconnections.stop(name);
     const conn = this.connections.get(name);
     this.connections.delete(name);
     this.connecting.delete(name);
-    settle();
-    this.receivers.get(name)?.close();
+    await settle();
+    await this.receivers.get(name)?.close();
     this.receivers.delete(name);
     await conn?.close();
   }
@@ -166,8 +173,17 @@ export class UpstreamPool {
    * receiver tasks end with it, and it is reconnected in the background.
    */
   dropped(server: string, counts: { failedTasks: number; rejectedRequests: number }): void {
-    this.receivers.get(server)?.close();
+    this.closeReceivers(server);
     this.reconnections.onDrop(server, this.connections.get(server), counts);
+  }
+
+  /** Ends the receiver tasks of `server`'s last connection (their rows are deleted in the background; close() waits). */
+  private closeReceivers(server: string): void {
+    const receivers = this.receivers.get(server);
+    if (!receivers) return;
+    const done = receivers.close();
+    this.closingReceivers.add(done);
+    void done.then(() => this.closingReceivers.delete(done));
   }
 
   /** No new connections, no reconnects; open connections stay until close(). */
@@ -176,13 +192,13 @@ export class UpstreamPool {
     this.reconnections.close();
   }
 
-  /** stop(), then ends every receiver task and closes every connection. */
-  async close(): Promise<void> {
+  /** stop(), then ends every receiver task and closes every connection ("suspend": their upstream sessions stay open). */
+  async close(mode: CloseMode = "end"): Promise<void> {
     this.stop();
-    for (const r of this.receivers.values()) r.close();
+    await Promise.allSettled([...[...this.receivers.values()].map((r) => r.close()), ...this.closingReceivers]);
     this.receivers.clear();
     const conns = [...this.connections.values()];
     this.connections.clear();
-    await Promise.allSettled(conns.map((c) => c.close()));
+    await Promise.allSettled(conns.map((c) => c.close(mode)));
   }
 }

@@ -26,14 +26,63 @@
  *   EMCP_INTERNAL for a caller's bug (a duplicate id).
  */
 import type { ServerConfig } from "../config/schema.js";
-import type { ProxyTaskRecord, ProxyTaskStatus } from "./task-store.js";
-
-export type { ProxyTaskStatus, RpcErrorRecord } from "./task-store.js";
 
 // ---------------------------------------------------------------- tasks
 
-/** A gateway task (tool call or receiver task) as stored. */
-export interface TaskRecord extends ProxyTaskRecord {
+/**
+ * A task's status as stored. `input_required` is MCP's; the gateway keeps a
+ * tool task whose call waits for the client `working` with `inputRequired`.
+ */
+export type ProxyTaskStatus = "working" | "input_required" | "completed" | "failed" | "cancelled" | "expired";
+
+/** A JSON-RPC error as the upstream sent it (kept so tasks/result can return it unchanged). */
+export interface RpcErrorRecord {
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+/**
+ * A gateway task (tool call or receiver task) as stored. Every record names
+ * the session that owns it; lookups by another session read "not found".
+ */
+export interface TaskRecord {
+  taskId: string;
+  sessionId: string;
+  /**
+   * `tool`: a tool call run by the gateway (meta promotion, or a task-augmented
+   * call of a tool the upstream runs synchronously) or mapped onto an upstream
+   * task. `receiver`: a task-augmented sampling/elicitation request an upstream
+   * sent to the gateway (seed 001). Absent means `tool`.
+   */
+  kind?: "tool" | "receiver";
+  server: string;
+  /** The tool name; for receiver tasks the request method. */
+  toolName: string;
+  toolArgs: Record<string, unknown>;
+  /** The upstream's own task id when the call runs as an upstream task (never shown downstream). */
+  upstreamTaskId?: string;
+  pollIntervalMs?: number;
+  status: ProxyTaskStatus;
+  /**
+   * A `working` task whose call waits for the client (an elicitation or
+   * sampling request attributed to it): MCP shows it as `input_required`.
+   */
+  inputRequired?: boolean;
+  statusMessage?: string;
+  createdAt: number;
+  lastUpdatedAt: number;
+  ttlMs: number;
+  expiresAt: number;
+  progress?: { progress: number; total?: number; message?: string };
+  /** The result (plain JSON). Absent for upstream tasks: their result stays upstream until asked for. */
+  result?: Record<string, unknown>;
+  /** JSON size of `result` (retention is bounded in bytes per session). */
+  resultBytes?: number;
+  /** The task ended upstream: tasks/result asks the upstream for what it returned. */
+  resultUpstream?: boolean;
+  error?: string;
+  rpcError?: RpcErrorRecord;
   /**
    * For tasks mapped onto an upstream task: the upstream's MCP session id
    * (HTTP upstreams) the upstream task belongs to, so it can be asked about
@@ -142,8 +191,22 @@ export interface SessionRecord {
   subscriptions: Record<string, string[]>;
   /** The upstreams' MCP session ids (HTTP upstreams), by server. */
   upstreamSessionIds: Record<string, string>;
+  /**
+   * What each of those upstream sessions negotiated at initialize, by server:
+   * a session continued after a restart is not initialized again, so this is
+   * all the gateway knows of its capabilities.
+   */
+  upstreamInit?: Record<string, UpstreamInitRecord>;
   createdAt: number;
   lastActivityAt: number;
+}
+
+/** An upstream's initialize result, as kept for continuing its session. */
+export interface UpstreamInitRecord {
+  protocolVersion: string;
+  capabilities: Record<string, unknown>;
+  serverInfo: { name: string; version: string } & Record<string, unknown>;
+  instructions?: string;
 }
 
 export type SessionPatch = Partial<Omit<SessionRecord, "sessionId" | "createdAt">>;
