@@ -22,6 +22,10 @@
  * the gateway shuts down). resume() rebuilds a session this process does not
  * know from its record, unless it expired meanwhile; the sweep also deletes
  * stored sessions that expired without coming back.
+ *
+ * Over 400 lines: creation, resumption and expiry share the live-session
+ * maps, and server changes reach every live session; the stored-session part
+ * (persist, resume, sweepStored) is the next to move out if it grows.
  */
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { ServerConfig } from "../config/schema.js";

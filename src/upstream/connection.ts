@@ -20,6 +20,11 @@
  * subscriptions are reported as the upstream accepts them and set again on a
  * new upstream session. close("end") ends the upstream session (HTTP DELETE);
  * close("suspend") keeps it for the restart that follows.
+ *
+ * Over 400 lines because attaching, continuing a stored session, the
+ * fallback to a new one and close all read and write the same lifecycle
+ * fields (client, transport, status, closing); the next split would move the
+ * server→client handler set-up (newClient, receiver tasks) out.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
