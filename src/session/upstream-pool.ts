@@ -109,6 +109,7 @@ export class UpstreamPool {
       defaultTtlMs: settings.tasks.defaultTtlMs,
       maxTtlMs: settings.tasks.maxTtlMs,
       maxLive: settings.tasks.maxTasksPerSession,
+      maxRetained: settings.tasks.maxRetainedPerSession,
     });
     this.receivers.set(name, receiverTasks);
     const conn = new UpstreamConnection({

@@ -143,6 +143,7 @@ async function startUpstreamTask(
       ttlMs: typeof upstream.ttl === "number" ? Math.min(ttlMs, upstream.ttl) : ttlMs,
       abort,
       upstreamTaskId: upstream.taskId,
+      upstreamSessionId: conn.upstreamSessionId,
       pollIntervalMs: upstream.pollInterval ?? DEFAULT_POLL_INTERVAL_MS,
     });
     attachTask(ctx.tasks, origin, record.taskId);

@@ -39,6 +39,8 @@ export interface ReceiverTaskOptions {
   maxTtlMs: number;
   /** Live receiver tasks this upstream may hold at once (beyond it, the request is refused). @default gateway.tasks.maxTasksPerSession */
   maxLive?: number | undefined;
+  /** Ended receiver tasks the session keeps (the oldest rows go first beyond it). @default gateway.tasks.maxRetainedPerSession */
+  maxRetained?: number | undefined;
   /** Where failed background deletes are reported. */
   logger?: Logger | undefined;
 }
@@ -202,9 +204,22 @@ export class ReceiverTaskStore implements SdkTaskStore {
     this.runtime.delete(taskId);
   }
 
+  /** The task ended: it no longer counts as live, and the session's ended receiver tasks stay bounded in the store. */
   private ended(taskId: string): void {
     const rt = this.runtime.get(taskId);
     if (rt) rt.live = false;
+    const retention = {
+      maxCount: this.o.maxRetained ?? DEFAULT_SETTINGS.tasks.maxRetainedPerSession,
+      maxBytes: DEFAULT_SETTINGS.tasks.maxRetainedResultBytes,
+      keep: taskId,
+      kind: "receiver" as const,
+    };
+    const done = this.o.store.enforceRetention(this.o.sessionId, retention).then(
+      () => undefined,
+      (err: unknown) => this.o.logger?.error({ taskId, err: errorMessage(err) }, "task_store_write_failed"),
+    );
+    this.deletes.add(done);
+    void done.then(() => this.deletes.delete(done));
   }
 
   private async alreadyEnded(taskId: string): Promise<GatewayError> {

@@ -53,6 +53,8 @@ export interface CreateTaskInput {
   abort: AbortController;
   /** Set when the call runs as an upstream task (its id never leaves the gateway). */
   upstreamTaskId?: string | undefined;
+  /** The upstream's MCP session the upstream task belongs to (HTTP upstreams), kept with the task. */
+  upstreamSessionId?: string | undefined;
   pollIntervalMs?: number | undefined;
 }
 
@@ -81,8 +83,8 @@ interface Runtime {
   upstreamKey?: string;
   /** The last inputRequired flag asked for (status notifications only on a change). */
   inputRequired: boolean;
-  /** get_task_result waiters: the ended record, or undefined when the session closed under them. */
-  waiters: Set<(ended: TaskRecord | undefined) => void>;
+  /** get_task_result waiters: the ended record, or undefined when the session closed under them (made on first use: most tasks have none). */
+  waiters?: Set<(ended: TaskRecord | undefined) => void>;
 }
 
 type EndStatus = Exclude<ProxyTaskStatus, "working" | "input_required">;
@@ -173,10 +175,11 @@ export class TaskManager {
       // Backstop: deleted even if no process ever settles it (ended tasks get their own below).
       retainUntil: now + ttlMs + this.options.completedRetentionMs,
       ...(input.upstreamTaskId !== undefined ? { upstreamTaskId: input.upstreamTaskId } : {}),
+      ...(input.upstreamSessionId !== undefined ? { upstreamSessionId: input.upstreamSessionId } : {}),
       ...(input.pollIntervalMs !== undefined ? { pollIntervalMs: input.pollIntervalMs } : {}),
     };
     // Counted (reserveCall) and aborted by close() while the write is in flight.
-    const rt: Runtime = { server: record.server, abort: input.abort, inputRequired: false, waiters: new Set() };
+    const rt: Runtime = { server: record.server, abort: input.abort, inputRequired: false };
     this.attach(record, rt);
     try {
       await this.track(this.store.create(record));
@@ -353,12 +356,12 @@ export class TaskManager {
     return new Promise((resolve) => {
       const done = (ended: TaskRecord | undefined) => {
         this.clock.clearTimeout(timer);
-        rt.waiters.delete(done);
+        rt.waiters?.delete(done);
         signal?.removeEventListener("abort", onAbort);
         resolve(ended ?? { ...record, status: "cancelled", statusMessage: "session closed" });
       };
       const onAbort = () => {
-        rt.waiters.delete(done);
+        rt.waiters?.delete(done);
         this.clock.clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
         this.store.get(taskId).then(
@@ -367,7 +370,7 @@ export class TaskManager {
         );
       };
       const timer = this.clock.setTimeout(onAbort, timeoutMs);
-      rt.waiters.add(done);
+      (rt.waiters ??= new Set()).add(done);
       signal?.addEventListener("abort", onAbort, { once: true });
     });
   }
@@ -383,7 +386,7 @@ export class TaskManager {
     const working = this.closed ? [] : await this.list({ status: "working" });
     for (const r of working) {
       if (this.closed || this.runtime.has(r.taskId)) continue;
-      const rt: Runtime = { server: r.server, inputRequired: r.inputRequired === true, waiters: new Set() };
+      const rt: Runtime = { server: r.server, inputRequired: r.inputRequired === true };
       rt.ttlTimer = this.clock.setTimeout(() => void this.expire(r.taskId), Math.max(0, r.expiresAt - this.clock.now()));
       this.attach(r, rt);
       n++;
@@ -404,7 +407,7 @@ export class TaskManager {
     for (const rt of this.runtime.values()) {
       this.clock.clearTimeout(rt.ttlTimer);
       if (!(options.keepRecords && rt.upstreamKey !== undefined)) rt.abort?.abort("session closed");
-      for (const w of [...rt.waiters]) w(undefined);
+      for (const w of [...(rt.waiters ?? [])]) w(undefined);
     }
     this.runtime.clear();
     this.byUpstream.clear();

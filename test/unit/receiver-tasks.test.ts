@@ -120,3 +120,32 @@ test("listTasks pages by 100 with a cursor", async () => {
   assert.deepEqual([...first.tasks, ...second.tasks].map((t) => t.taskId).sort(), [...ids].sort());
   await tasks.close();
 });
+
+test("ended receiver tasks are bounded per session in the store (oldest rows first, never the one that just ended)", async () => {
+  const clock = new ManualClock();
+  const store = createMemoryStore(clock);
+  let n = 0;
+  const tasks = new ReceiverTaskStore({
+    sessionId: "s1",
+    server: "up",
+    store: store.tasks,
+    clock,
+    newId: () => `T${++n}`,
+    defaultTtlMs: 60_000,
+    maxTtlMs: 60_000,
+    maxRetained: 2,
+  });
+  const ids: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    const t = await tasks.createTask({}, i, elicit);
+    ids.push(t.taskId);
+    clock.advance(1);
+    await tasks.storeTaskResult(t.taskId, "completed", { action: "decline" });
+    await flush();
+  }
+  assert.deepEqual(
+    (await store.tasks.listBySession("s1")).map((r) => r.taskId),
+    ids.slice(2),
+  );
+  await tasks.close();
+});
