@@ -200,6 +200,7 @@ export class TaskManager {
 
   /** Throws UNKNOWN_TASK for ids that do not exist, belong to another session or are past their retention. */
   async get(taskId: string): Promise<TaskRecord> {
+    await this.serial; // reads see the field updates asked for before them (input_required, progress)
     const record = await this.store.get(taskId);
     if (!record || !this.visible(record)) {
       throw new GatewayError(
@@ -236,6 +237,7 @@ export class TaskManager {
     if (filter.server !== undefined) query.server = filter.server;
     if (filter.status !== undefined) query.status = [filter.status === "input_required" ? "working" : filter.status];
     else if (filter.includeCompleted !== true) query.status = ["working"];
+    await this.serial;
     const records = await this.store.listBySession(this.sessionId, query);
     return records.filter((r) => this.visible(r) && (filter.status !== "input_required" || r.inputRequired === true));
   }
