@@ -206,6 +206,28 @@ describe("the workarounds still work against the real SDK (InMemoryTransport)", 
     await server.close();
   });
 
+  test("wrapToolErrors: an async decorator's result is what the client gets (McpServer awaits createToolError's value)", async () => {
+    const server = new McpServer({ name: "canary", version: "1.0.0" });
+    server.registerTool("echo", { inputSchema: { text: z.string() } }, ({ text }) => ({ content: [{ type: "text", text }] }));
+    wrapToolErrors(server, async (result) => {
+      await new Promise((r) => setImmediate(r));
+      return { ...result, content: [...result.content, { type: "text", text: "decorated later" }] };
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const client = new Client({ name: "canary", version: "1.0.0" });
+    await client.connect(clientSide);
+    const bad = (await client.callTool({ name: "echo", arguments: { text: 42 } })) as CallToolResult;
+    assert.equal(bad.isError, true);
+    assert.deepEqual(
+      bad.content.at(-1),
+      { type: "text", text: "decorated later" },
+      "McpServer no longer awaits createToolError's value: the meta face's envelope (an async read of the event store) would be lost from SDK-made tool errors (src/mcp/tool-errors.ts)",
+    );
+    await client.close();
+    await server.close();
+  });
+
   test("onResponseSent: every response a Server sends (results and errors) is seen, with its id", async () => {
     const server = new Server({ name: "canary", version: "1.0.0" }, { capabilities: {} });
     const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
