@@ -289,7 +289,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       closing ??= (async () => {
         // From here /readyz says 503 and MCP requests get 503 (probes keep answering until the listener closes, last).
         state = "closing";
-        // Seed 003 "Log Events": registry_shutdown_start / registry_shutdown_complete.
+        // Operator log events (design EV-13): registry_shutdown_start / registry_shutdown_complete.
         logger.info({ serverCount: registry.names().length, sessionCount: sessions.size }, "registry_shutdown_start");
         await checker.close();
         // A start in progress finishes first (its store is then closed below).

@@ -1,5 +1,5 @@
 /**
- * EventSystem (seed 003 §1): one per session. Category-1 events are stored in
+ * EventSystem (design EV-3): one per session. Category-1 events are stored in
  * the durable EventStore (docs/adr/0007, "Wiring") and delivered exactly once
  * — in whichever tool response (or await_activity) comes first — because a
  * delivery is the store's `takeUndelivered`, which marks what it returns
@@ -16,7 +16,7 @@
  * tasks, rejected requests and `server_disconnected`) readable and wake the
  * waiters together, as one change, although each is stored on its own.
  *
- * Two bounds (seed 003 "Event Retention Strategy"), kept by the store on each
+ * Two bounds (design EV-4), kept by the store on each
  * append: `maxEvents` per session and `maxTotal` across all sessions. Either
  * evicts the oldest 10% (of that bound); undelivered events lost that way are
  * reported to their session once, as one `events_evicted` notice.
@@ -176,8 +176,8 @@ export class EventSystem {
   /**
    * Cursor read: the stored events after `cursor`, delivered before or not
    * (a re-delivery the client asked for). A cursor not in the store (evicted,
-   * or never an id of this session) reads everything stored, as seed 003's
-   * getEventsAfter does; `found` says which. Everything stored is delivered
+   * or never an id of this session) reads everything stored, so nothing is
+   * skipped (design MF-18); `found` says which. Everything stored is delivered
    * afterwards, including undelivered events up to the cursor (the client
    * says it has them).
    */

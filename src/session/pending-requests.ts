@@ -1,5 +1,5 @@
 /**
- * PendingRequests (seed 000 §1.2-1.3, seed 003 §4): server→client requests
+ * PendingRequests (design EV-6, MF-11): server→client requests
  * (elicitations, sampling) held for the session's client. Each has its own
  * timeout; its timer is cleared on every exit path (response, expiry, upstream
  * cancellation, server gone, session close). Category 4: shown in every tool
@@ -129,7 +129,7 @@ export class PendingRequests {
             if (this.entries.get(requestId) !== entry) return this.forget(requestId); // settled while it was being stored
             entry.stored = true;
             this.events.add(`${kind}_request`, server, { requestId, params: params });
-            // Seed 003 "Log Events": elicitation_received / _responded / _timeout (sampling_* alike).
+            // Operator log events (design EV-13): elicitation_received / _responded / _timeout (sampling_* alike).
             this.events.logger?.info({ requestId, server }, `${kind}_received`);
           },
           (err: unknown) => {

@@ -1,5 +1,5 @@
 /**
- * SessionManager (seed 003 §7.3): creates and destroys sessions, expires idle
+ * SessionManager (design EV-1, EV-8, UP-2): creates and destroys sessions, expires idle
  * ones, and applies server add/update/remove to every session. The server
  * registry and the state store are shared; connections, events and tasks are
  * per session. Changes to one server name run one at a time; a runtime-added
@@ -59,7 +59,7 @@ export interface ResumedSession {
 export type AddServerOutcome = "added" | "updated" | "unchanged";
 
 export interface SessionManagerOptions {
-  /** Connect new sessions to every configured server at once (seed 003) or on first use. */
+  /** Connect new sessions to every configured server at once (design UP-3, `eagerConnect`) or on first use. */
   connectEagerly: boolean;
 }
 
@@ -303,7 +303,7 @@ export class SessionManager {
   }
 
   /**
-   * Seed 003's registry update: the new config replaces the old one for every
+   * add_server's update (design UP-11): the new config replaces the old one for every
    * session. The caller reconnects with it first; if that fails the previous
    * config is put back and the error returned (the caller's old connection is
    * gone either way, and reconnects on next use). Then every other session

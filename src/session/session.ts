@@ -1,5 +1,5 @@
 /**
- * Session: everything one downstream client owns (seed 003 §7.2) — its own
+ * Session: everything one downstream client owns (design EV-1) — its own
  * upstream connections, event system, buffers, pending client requests and
  * tasks. Nothing here is visible to another session. close() frees it all.
  *

@@ -53,7 +53,7 @@ export interface TaskRecord {
    * `tool`: a tool call run by the gateway (meta promotion, or a task-augmented
    * call of a tool the upstream runs synchronously) or mapped onto an upstream
    * task. `receiver`: a task-augmented sampling/elicitation request an upstream
-   * sent to the gateway (seed 001). Absent means `tool`.
+   * sent to the gateway (design TK-17). Absent means `tool`.
    */
   kind?: "tool" | "receiver";
   server: string;
@@ -269,7 +269,7 @@ export interface EventTake {
 
 export interface EventStore {
   /**
-   * Stores one event. First, as seed 003's retention has it: a session at
+   * Stores one event. First, as event retention has it (design EV-4): a session at
    * `maxPerSession` loses its oldest 10% (of that bound), and a gateway at
    * `maxTotal` loses its oldest 10% (of that bound) across all sessions.
    * Returns the stored event and what was evicted.

@@ -7,7 +7,7 @@
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { ProxyTaskStatus, TaskPatch, TaskRecord } from "./contracts.js";
 
-/** Seed 003's retention: a full bound evicts this part of itself at once. */
+/** Event retention (design EV-4): a full bound evicts this part of itself at once. */
 export const EVICT_FRACTION = 0.1;
 
 /** How many events a full bound of `bound` evicts (at least one). */

@@ -1,5 +1,5 @@
 /**
- * Timeout-based task promotion (seed 000 §2): start the upstream call, wait
+ * Timeout-based task promotion (design MF-6..MF-8): start the upstream call, wait
  * up to timeoutMs; if it answers, return its result unchanged; otherwise
  * create a gateway-owned task that the still-running call settles later.
  * The race timer is cleared on every path; a downstream cancel before
@@ -49,7 +49,7 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
   // Closing the session aborts the call (before promotion: here; after: as the task's).
   const abort = new AbortController();
   const release = o.tasks.reserveCall(abort);
-  // Seed 003 "Log Events": tool_execution_start / _complete / _timeout.
+  // Operator log events (design EV-13): tool_execution_start / _complete / _timeout.
   const log = o.tasks.logger;
   const started = o.clock.now();
   const about = { server: o.connection.name, tool: o.tool };

@@ -1,5 +1,5 @@
 /**
- * MCP-native task operations over one session's TaskManager (seeds 002, 004),
+ * MCP-native task operations over one session's TaskManager (design TK-7..TK-15),
  * shared by the transparent face (tasks/* requests, task-augmented
  * tools/call, emulation) and the meta-tools face (execute_tool on tools an
  * upstream only runs as tasks).
@@ -11,8 +11,8 @@
  * - upstream task: the upstream tool is `optional`/`required`. The gateway
  *   creates the upstream task (TTL = min(requested, gateway max, the upstream's own)), keeps only
  *   its id, and polls lazily: tasks/get asks the upstream only when the client
- *   asks (each poll bounded by gateway.upstream.taskPollTimeoutMs, seed 002
- *   F-005.7); tasks/result is never fetched ahead of the client. Cancel,
+ *   asks (each poll bounded by gateway.upstream.taskPollTimeoutMs, design
+ *   TK-10); tasks/result is never fetched ahead of the client. Cancel,
  *   expiry and session close cancel the upstream task (best effort, bounded;
  *   the connection waits for those cancels before it closes).
  *
@@ -324,7 +324,7 @@ export async function cancelToolTask(ctx: NativeTaskContext, taskId: string): Pr
 }
 
 /**
- * Emulation (seed 004): runs a tool the upstream only runs as a task as one
+ * Emulation (design TK-15): runs a tool the upstream only runs as a task as one
  * blocking call. It blocks on the upstream's tasks/result, so queued
  * elicitations arrive inline and go to the client like any other (attributed
  * to `origin`). Keep-alives, while the upstream task runs:

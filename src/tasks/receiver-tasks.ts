@@ -1,5 +1,5 @@
 /**
- * Receiver tasks (seed 001): when an upstream sends a task-augmented
+ * Receiver tasks (design TK-17): when an upstream sends a task-augmented
  * `sampling/createMessage` or `elicitation/create`, the gateway — the client
  * of that upstream — answers with a task at once and serves the upstream's
  * `tasks/get|result|list|cancel` from this store while the request waits for

@@ -1,5 +1,5 @@
 /**
- * TaskManager (seed 000 §1.1, seed 003 §2): the gateway-owned tool tasks of
+ * TaskManager (design TK-1..TK-6): the gateway-owned tool tasks of
  * one session. working → completed | failed | cancelled | expired; a working
  * task whose call waits for the client is flagged `inputRequired` (shown as
  * MCP's `input_required`, ADR 0002 §8) and counts as working otherwise.
@@ -512,7 +512,7 @@ export class TaskManager {
           const rt = this.detach(taskId);
           if (rt) this.clock.clearTimeout(rt.ttlTimer);
           this.events.add(eventType, updated.server, { taskId, toolName: updated.toolName, ...eventData });
-          // Seed 003 "Log Events" (task_completed, task_failed; cancelled and expired alike), named as the events.
+          // Operator log events (design EV-13): task_completed, task_failed (cancelled and expired alike), named as the events.
           const level = status === "failed" || status === "expired" ? "warn" : "info";
           this.logger?.[level]({ taskId, server: updated.server, tool: updated.toolName, ...eventData }, eventType);
           for (const w of [...(rt?.waiters ?? [])]) w(updated);

@@ -21,105 +21,40 @@
  * new upstream session. close("end") ends the upstream session (HTTP DELETE);
  * close("suspend") keeps it for the restart that follows.
  *
- * Over 400 lines because attaching, continuing a stored session, the
- * fallback to a new one and close all read and write the same lifecycle
- * fields (client, transport, status, closing); the next split would move the
- * server→client handler set-up (newClient, receiver tasks) out.
+ * The SDK client's server→client side (capabilities, handlers, receiver
+ * tasks, origin attribution) is set up in client-handlers.ts; the steps of
+ * continuing, restoring and ending an upstream session are in
+ * session-continuation.ts. This file keeps the lifecycle fields (client,
+ * transport, status, closing) that attaching, the fallback and close share.
  */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import {
-  CreateMessageRequestSchema,
-  ElicitRequestSchema,
-  ListRootsRequestSchema,
-  LoggingMessageNotificationSchema,
-  type ClientCapabilities,
-  type ClientNotification,
-  type ClientRequest,
-  type Result,
-  type CreateMessageRequest,
-  type CreateMessageResult,
-  type ElicitRequest,
-  type ElicitResult,
-  type Implementation,
-  type ListRootsResult,
-  type LoggingLevel,
-  type LoggingMessageNotification,
-  type ServerCapabilities,
-  type RequestId,
-  type Task,
-  LATEST_PROTOCOL_VERSION,
-} from "@modelcontextprotocol/sdk/types.js";
-import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { ClientCapabilities, Implementation, LoggingLevel, ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "../logging.js";
 import { isStdioConfig, type ServerConfig } from "../config/schema.js";
 import type { ChildProcessLimiter } from "./children.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { installOrderedProgress } from "../mcp/ordered-progress.js";
 import { RequestAttribution } from "../mcp/request-attribution.js";
-import { relatedTaskId } from "../tasks/mcp-task.js";
+import { newUpstreamClient, type UpstreamHandlers } from "./client-handlers.js";
 import type { CallOrigin } from "./origin.js";
 import { UpstreamRequests } from "./requests.js";
+import {
+  continueSession,
+  restore,
+  snapshot,
+  terminateSession,
+  type CloseMode,
+  type ConnectionPersistence,
+  type UpstreamSessionSnapshot,
+} from "./session-continuation.js";
 import type { CreatedTransport, TransportFactory } from "./transports.js";
 import type { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
 
 export type { CallToolOptions, ListKind, TaskSupport } from "./requests.js";
+export type { UpstreamHandlers } from "./client-handlers.js";
+export type { CloseMode, ConnectionPersistence, UpstreamSessionSnapshot } from "./session-continuation.js";
 
 export type ConnectionStatus = "idle" | "connecting" | "connected" | "disconnected" | "error" | "closed";
-
-/**
- * How the owning session answers and records what the upstream sends. A
- * server→client request comes with the origin of the call it belongs to
- * (undefined: unknown, e.g. sent on a Streamable HTTP upstream's standalone
- * stream, or while several calls are in flight on a stdio upstream).
- */
-export interface UpstreamHandlers {
-  onElicit(params: ElicitRequest["params"], signal: AbortSignal, origin: CallOrigin | undefined): Promise<ElicitResult>;
-  onSample(params: CreateMessageRequest["params"], signal: AbortSignal, origin: CallOrigin | undefined): Promise<CreateMessageResult>;
-  /** Every notification except logging messages and progress. */
-  onNotification(method: string, params: Record<string, unknown> | undefined): void;
-  onLog(params: LoggingMessageNotification["params"]): void;
-  /** A line the stdio child wrote to stderr. */
-  onStderr(line: string): void;
-  /** Only asked when the connection declares `roots`. */
-  onListRoots(signal: AbortSignal, origin: CallOrigin | undefined): Promise<ListRootsResult>;
-  /** The connection closed without close() being called. */
-  onDisconnect(reason: string): void;
-}
-
-/** An upstream session (Streamable HTTP) as the gateway keeps it: its id and what its initialize negotiated. */
-export interface UpstreamSessionSnapshot {
-  sessionId: string;
-  protocolVersion: string;
-  capabilities: ServerCapabilities;
-  serverInfo: Implementation;
-  instructions?: string | undefined;
-}
-
-/**
- * What the owner (the session) keeps for this upstream across connections
- * and gateway restarts. The getters are read when the connection opens.
- */
-export interface ConnectionPersistence {
-  /** An upstream session to continue instead of initializing a new one (once, after a gateway restart). */
-  resume(): UpstreamSessionSnapshot | undefined;
-  /** The client's logging level, set again on a new upstream session. */
-  logLevel(): LoggingLevel | undefined;
-  /** The resource URIs the client subscribed to on this upstream, subscribed again on a new upstream session. */
-  subscriptions(): readonly string[];
-  /** A Streamable HTTP connection opened (or continued) this upstream session. */
-  sessionOpened(snapshot: UpstreamSessionSnapshot): void;
-  /** The session `resume()` named is gone upstream (a new one replaces it): what ran in it is lost. The connection waits for it. */
-  sessionLost(previousSessionId: string, reason: string): Promise<void> | void;
-  subscriptionChanged(uri: string, subscribed: boolean): void;
-  loggingLevelSet(level: LoggingLevel): void;
-}
-
-/** "end": the owner's session ended (the upstream session is DELETEd); "suspend": the gateway stops and the session resumes after its restart. */
-export type CloseMode = "end" | "suspend";
-
-/** Bound on the DELETE that ends an upstream session (a gone upstream must not hold up a close). */
-const TERMINATE_TIMEOUT_MS = 5_000;
 
 export interface UpstreamConnectionOptions {
   name: string;
@@ -132,7 +67,7 @@ export interface UpstreamConnectionOptions {
   logger: Logger;
   /** Declare `roots` to the upstream (only when the downstream client has roots). */
   roots?: ClientCapabilities["roots"] | undefined;
-  /** Serves the upstream's task-augmented sampling/elicitation requests (seed 001). */
+  /** Serves the upstream's task-augmented sampling/elicitation requests (design TK-17). */
   receiverTasks?: ReceiverTaskStore | undefined;
   /** Caps stdio children gateway-wide. */
   children?: ChildProcessLimiter | undefined;
@@ -215,9 +150,9 @@ export class UpstreamConnection extends UpstreamRequests {
     this.lastError = undefined;
     logger.info({ server: name, serverInfo: this.serverInfo, ...(continued ? { continuedSession: true } : {}) }, "upstream_connected");
     const sessionId = this.created?.sessionId?.();
-    if (sessionId !== undefined) persistence?.sessionOpened(continued ? resume : this.snapshot(sessionId, client));
+    if (sessionId !== undefined) persistence?.sessionOpened(continued ? resume : snapshot(name, sessionId, client, this.created));
     // A continued upstream session still has them; a new one (a new process, a new session) needs them again.
-    if (!continued) await this.restore();
+    if (!continued) await restore(this.options, this);
   }
 
   /**
@@ -256,138 +191,31 @@ export class UpstreamConnection extends UpstreamRequests {
     }
   }
 
-  /**
-   * The transport was created with a stored session id, so the client skipped
-   * initialize: set the session's protocol version and ask the upstream
-   * whether it still knows the session (a ping). True: continued. False: the
-   * upstream answered 404 (MCP's "session not found"; server-everything says
-   * 400), the stored session is gone and this client is discarded. Any other
-   * failure throws EMCP_UPSTREAM_UNAVAILABLE (the session stays stored, to be
-   * tried again on next use).
-   */
+  /** Continues stored upstream session `resume` (see session-continuation.ts); false: it is gone upstream and this client is discarded. */
   private async continueSession(resume: UpstreamSessionSnapshot): Promise<boolean> {
-    const { name, logger, persistence } = this.options;
     const client = this.client!;
-    const created = this.created!;
-    created.continueSession?.(resume.protocolVersion);
-    try {
-      await client.ping({ timeout: this.options.connectTimeoutMs });
-    } catch (err) {
-      if (!(err instanceof StreamableHTTPError && (err.code === 404 || err.code === 400))) {
-        this.fail(this.describeFailure(errorMessage(err)));
-        this.closing = true;
-        await this.closeClient(client);
-        throw this.unavailable(err);
-      }
-      const reason = `upstream '${name}' no longer knows its MCP session from before the gateway restarted (HTTP ${err.code}); a new session replaced it, and what ran in the old one (its tasks) is lost`;
-      logger.warn({ server: name, status: err.code }, "upstream_session_lost");
-      // Not connected yet: handleClose ignores this close.
-      await client.close().catch(() => undefined);
-      // Before the connection is used: nothing may ask the new session about the old one's tasks.
-      await persistence?.sessionLost(resume.sessionId, reason);
-      return false;
-    }
-    this.continued = resume;
-    const opened = created.openStandaloneStream?.((err) => logger.debug({ server: name, err: errorMessage(err) }, "upstream_standalone_stream_failed"));
-    if (opened === false) logger.warn({ server: name }, "sdk_standalone_stream_unavailable");
-    return true;
+    const continued = await continueSession(this.options, client, this.created!, resume, async (err) => {
+      this.fail(this.describeFailure(errorMessage(err)));
+      this.closing = true;
+      await this.closeClient(client);
+      throw this.unavailable(err);
+    });
+    if (continued) this.continued = resume;
+    return continued;
   }
 
-  /** What a new upstream session negotiated, as kept for continuing it. */
-  private snapshot(sessionId: string, client: Client): UpstreamSessionSnapshot {
-    const instructions = client.getInstructions();
-    return {
-      sessionId,
-      protocolVersion: this.created?.protocolVersion?.() ?? LATEST_PROTOCOL_VERSION,
-      capabilities: client.getServerCapabilities() ?? {},
-      serverInfo: client.getServerVersion() ?? { name: this.name, version: "unknown" },
-      ...(instructions !== undefined ? { instructions } : {}),
-    };
-  }
-
-  /** A new upstream session: the client's logging level and subscriptions, set again (failures logged, not thrown). */
-  private async restore(): Promise<void> {
-    const persistence = this.options.persistence;
-    if (!persistence) return;
-    const { name, logger } = this.options;
-    const level = persistence.logLevel();
-    if (level !== undefined && this.capabilities?.logging) {
-      await this.setLoggingLevel(level).catch((err: unknown) => logger.warn({ server: name, level, err: errorMessage(err) }, "upstream_restore_failed"));
-    }
-    for (const uri of persistence.subscriptions()) {
-      await this.subscribeResource(uri).catch((err: unknown) => logger.warn({ server: name, uri, err: errorMessage(err) }, "upstream_restore_failed"));
-    }
-  }
-
-  /** An SDK client with this connection's capabilities and server→client handlers. */
+  /** An SDK client with this connection's capabilities and server→client handlers (client-handlers.ts). */
   private newClient(): Client {
-    const { handlers } = this.options;
-    const receiver = this.options.receiverTasks;
-    const capabilities: ClientCapabilities = { elicitation: { form: {}, url: {} }, sampling: {} };
-    if (this.options.roots) capabilities.roots = this.options.roots;
-    if (receiver) {
-      capabilities.tasks = { list: {}, cancel: {}, requests: { elicitation: { create: {} }, sampling: { createMessage: {} } } };
-    }
-    this.declared = capabilities;
-    const client = new Client(this.options.clientInfo, { capabilities, ...(receiver ? { taskStore: receiver } : {}) });
-    if (this.options.roots) {
-      client.setRequestHandler(ListRootsRequestSchema, (req, extra) => handlers.onListRoots(extra.signal, this.originOf(extra.requestId, req.params?._meta)));
-    }
-    client.setRequestHandler(ElicitRequestSchema, (req, extra) => {
-      const { task, ...params } = req.params;
-      const origin = this.originOf(extra.requestId, params._meta);
-      if (task && receiver && extra.taskStore)
-        return this.startReceiverTask(receiver, extra.taskStore, task.ttl, (signal) => handlers.onElicit(params, signal, origin));
-      return handlers.onElicit(req.params, extra.signal, origin);
+    const { client, declared } = newUpstreamClient({
+      clientInfo: this.options.clientInfo,
+      handlers: this.options.handlers,
+      roots: this.options.roots,
+      receiverTasks: this.options.receiverTasks,
+      attribution: () => this.calls,
+      toolsChanged: () => this.toolsChanged(),
     });
-    client.setRequestHandler(CreateMessageRequestSchema, (req, extra) => {
-      const { task, ...params } = req.params;
-      const origin = this.originOf(extra.requestId, params._meta);
-      if (task && receiver && extra.taskStore)
-        return this.startReceiverTask(receiver, extra.taskStore, task.ttl, (signal) => handlers.onSample(params, signal, origin));
-      return handlers.onSample(req.params, extra.signal, origin);
-    });
-    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
-      handlers.onLog(n.params);
-    });
-    client.fallbackNotificationHandler = async (n) => {
-      if (n.method === "notifications/tools/list_changed") this.toolsChanged();
-      handlers.onNotification(n.method, n.params);
-    };
+    this.declared = declared;
     return client;
-  }
-
-  /**
-   * Answers a task-augmented request at once with a task; the request itself
-   * goes to the downstream client in the background and its answer (or
-   * failure) is stored for the upstream's tasks/result. The SDK's request
-   * task store sends notifications/tasks/status on each change.
-   */
-  private async startReceiverTask(
-    receiver: ReceiverTaskStore,
-    taskStore: NonNullable<RequestHandlerExtra<ClientRequest, ClientNotification>["taskStore"]>,
-    ttl: number | null | undefined,
-    forward: (signal: AbortSignal) => Promise<Result>,
-  ): Promise<{ task: Task }> {
-    const task = await taskStore.createTask(ttl === undefined || ttl === null ? {} : { ttl });
-    forward(receiver.signalFor(task.taskId))
-      .then(
-        (result) => taskStore.storeTaskResult(task.taskId, "completed", result),
-        (err) => taskStore.updateTaskStatus(task.taskId, "failed", errorMessage(err)),
-      )
-      // The task may have been cancelled or expired meanwhile: nothing left to record.
-      .catch(() => undefined);
-    return { task };
-  }
-
-  /**
-   * The call a server→client request belongs to: by the attribution's rules,
-   * else, for a request the upstream sends inside one of its tasks, the call
-   * that created that task.
-   */
-  private originOf(requestId: RequestId, meta: Record<string, unknown> | undefined): CallOrigin | undefined {
-    const upstreamTask = relatedTaskId(meta);
-    return this.calls?.attribute(requestId) ?? (upstreamTask === undefined ? undefined : this.calls?.taskOrigin(upstreamTask));
   }
 
   /**
@@ -400,24 +228,10 @@ export class UpstreamConnection extends UpstreamRequests {
     this.closing = true;
     if (this.status === "connected") {
       await this.settleCancels();
-      if (mode === "end") await this.terminateSession();
+      if (mode === "end") await terminateSession(this.options, this.created);
     }
     this.status = "closed";
     if (this.client) await this.closeClient(this.client);
-  }
-
-  /** DELETE of the upstream session (Streamable HTTP), bounded by TERMINATE_TIMEOUT_MS; failures are only logged. */
-  private async terminateSession(): Promise<void> {
-    const created = this.created;
-    if (!created?.terminateSession) return;
-    const terminate = () => created.terminateSession!();
-    let timer: NodeJS.Timeout | undefined;
-    const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(TERMINATE_TIMEOUT_MS, this.options.requestTimeoutMs))));
-    await Promise.race([
-      terminate().catch((err: unknown) => this.options.logger.debug({ server: this.name, err: errorMessage(err) }, "upstream_session_delete_failed")),
-      bound,
-    ]);
-    clearTimeout(timer);
   }
 
   /** Closes the SDK client and waits until the stdio child's whole process group is gone. */

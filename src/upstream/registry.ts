@@ -2,7 +2,7 @@
  * ServerRegistry: the server configurations shared by all sessions
  * (name → config). Sessions own their connections; this owns only configs.
  * A name is added once; replace() swaps its config (add_server's update,
- * seed 003's ServerConfigRegistry.addConfig), and sameServerConfig() says
+ * design UP-11), and sameServerConfig() says
  * whether two configs mean the same server (add_server is then idempotent).
  *
  * Two sources: the config file (`addedBy: "config"`, registered at start and
