@@ -22,73 +22,22 @@
  * background transition (a call that finished) is logged and the task stays
  * as stored (its TTL timer tries again). close() aborts and clears
  * everything in memory and, when the session really ended, deletes its rows.
+ *
+ * How a task ends (the compare-and-set, expiry, retention) is in
+ * task-ends.ts; the in-memory runtime and the write queue in task-runtime.ts.
  */
-import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
-import { DEFAULT_SETTINGS } from "../config/schema.js";
+import type { Clock, IdGenerator } from "../clock.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { EventSystem } from "../session/event-system.js";
 import type { ProxyTaskStatus, RpcErrorRecord, TaskPatch, TaskQuery, TaskRecord, TaskStore } from "../store/contracts.js";
-import { ACTIVE_STATUSES, isActive } from "../store/policy.js";
+import { isActive } from "../store/policy.js";
+import { endTask, expireTask, visible, waitForEnd, type TaskScope } from "./task-ends.js";
+import { noteUpstreamStatus, setInputRequired, setProgress, type ProgressUpdate } from "./task-fields.js";
+import { attach, detach, TaskWrites, upstreamKey, type Runtime } from "./task-runtime.js";
+import type { CreateTaskInput, TaskCloseOptions, TaskManagerOptions } from "./task-types.js";
 
-/** `gateway.tasks.*` (src/config/schema.ts has each default). */
-export interface TaskManagerOptions {
-  defaultTtlMs: number;
-  maxTtlMs: number;
-  completedRetentionMs: number;
-  /** Working tasks plus not-yet-promoted calls. */
-  maxTasksPerSession: number;
-  /** Ended tasks kept per session; the oldest go first. @default DEFAULT_SETTINGS.tasks.maxRetainedPerSession */
-  maxRetainedPerSession?: number;
-  /** Bytes of results kept per session; the oldest ended tasks go first. @default DEFAULT_SETTINGS.tasks.maxRetainedResultBytes */
-  maxRetainedResultBytes?: number;
-}
-
-export interface CreateTaskInput {
-  server: string;
-  toolName: string;
-  toolArgs: Record<string, unknown>;
-  ttlMs?: number | undefined;
-  /** Aborts the upstream call behind the task (for upstream tasks: cancels the upstream task). */
-  abort: AbortController;
-  /** Set when the call runs as an upstream task (its id never leaves the gateway). */
-  upstreamTaskId?: string | undefined;
-  /** The upstream's MCP session the upstream task belongs to (HTTP upstreams), kept with the task. */
-  upstreamSessionId?: string | undefined;
-  pollIntervalMs?: number | undefined;
-}
-
-/** How a session's tasks end with it (Session.close). */
-export interface TaskCloseOptions {
-  /**
-   * The gateway is shutting down, not the session: the records stay for the
-   * next start (recovery settles what was running), and upstream tasks are
-   * not cancelled (they can be asked about again). @default false
-   */
-  keepRecords?: boolean;
-}
-
-/** What only this process knows about a working task. */
-interface Runtime {
-  server: string;
-  /**
-   * An end was asked for and is being stored: later ends of the same task
-   * (its aborted call failing, say) lose at once, so the first one asked wins
-   * deterministically within the process (the store's compare-and-set decides across processes).
-   */
-  ending?: boolean;
-  ttlTimer?: TimerHandle;
-  abort?: AbortController;
-  /** The upstream task it runs as (`byUpstream` key); a shutdown leaves it running upstream. */
-  upstreamKey?: string;
-  /** The last inputRequired flag asked for (status notifications only on a change). */
-  inputRequired: boolean;
-  /** get_task_result waiters: the ended record, or undefined when the session closed under them (made on first use: most tasks have none). */
-  waiters?: Set<(ended: TaskRecord | undefined) => void>;
-}
-
-type EndStatus = Exclude<ProxyTaskStatus, "working" | "input_required">;
-type EndEvent = "task_completed" | "task_failed" | "task_cancelled" | "task_expired";
+export type { CreateTaskInput, TaskCloseOptions, TaskManagerOptions } from "./task-types.js";
 
 export class TaskManager {
   /** Working tasks of this session that this process runs (or re-attached). */
@@ -99,10 +48,10 @@ export class TaskManager {
   /** Upstream calls in flight that are no task (yet): close() aborts them too. */
   private readonly calls = new Set<AbortController>();
   /** Store writes nobody awaits (progress, input_required, ends of background calls): close() waits for them. */
-  private readonly writes = new Set<Promise<unknown>>();
-  /** Field updates run one after another, so the last one asked for is the one stored. */
-  private serial: Promise<unknown> = Promise.resolve();
+  private readonly writes = new TaskWrites(() => this.logger);
   private closed = false;
+  /** What the task ends (task-ends.ts) read and write. */
+  private readonly scope: TaskScope;
   /** Called after every committed status change of a task (for notifications/tasks/status). */
   onStatusChange: ((record: TaskRecord) => void) | undefined;
 
@@ -113,7 +62,20 @@ export class TaskManager {
     private readonly events: EventSystem,
     private readonly clock: Clock,
     private readonly newId: IdGenerator,
-  ) {}
+  ) {
+    this.scope = {
+      sessionId,
+      options,
+      store,
+      events,
+      clock,
+      runtime: this.runtime,
+      byUpstream: this.byUpstream,
+      writes: this.writes,
+      isClosed: () => this.closed,
+      statusChanged: (record) => this.onStatusChange?.(record),
+    };
+  }
 
   /**
    * Reserves capacity for one tool call that may become a task. Throws
@@ -180,15 +142,15 @@ export class TaskManager {
     };
     // Counted (reserveCall) and aborted by close() while the write is in flight.
     const rt: Runtime = { server: record.server, abort: input.abort, inputRequired: false };
-    this.attach(record, rt);
+    attach(this.scope, record, rt);
     try {
-      await this.track(this.store.create(record));
+      await this.writes.track(this.store.create(record));
     } catch (err) {
-      this.detach(record.taskId);
+      detach(this.scope, record.taskId);
       throw err;
     }
     if (this.runtime.get(record.taskId) !== rt) throw closing(); // close() ran meanwhile
-    rt.ttlTimer = this.clock.setTimeout(() => void this.expire(record.taskId), ttlMs);
+    rt.ttlTimer = this.clock.setTimeout(() => void expireTask(this.scope, record.taskId), ttlMs);
     this.events.add("task_created", record.server, { taskId: record.taskId, toolName: record.toolName, ttlMs });
     return record;
   }
@@ -200,9 +162,9 @@ export class TaskManager {
 
   /** Throws UNKNOWN_TASK for ids that do not exist, belong to another session or are past their retention. */
   async get(taskId: string): Promise<TaskRecord> {
-    await this.serial; // reads see the field updates asked for before them (input_required, progress)
+    await this.writes.ordered; // reads see the field updates asked for before them (input_required, progress)
     const record = await this.store.get(taskId);
-    if (!record || !this.visible(record)) {
+    if (!record || !visible(this.scope, record)) {
       throw new GatewayError(
         ErrorCodes.UNKNOWN_TASK,
         `no task '${taskId}' in this session (tasks are deleted ${this.options.completedRetentionMs}ms after they end); call list_tasks with include_completed: true to see what exists`,
@@ -237,39 +199,29 @@ export class TaskManager {
     if (filter.server !== undefined) query.server = filter.server;
     if (filter.status !== undefined) query.status = [filter.status === "input_required" ? "working" : filter.status];
     else if (filter.includeCompleted !== true) query.status = ["working"];
-    await this.serial;
+    await this.writes.ordered;
     const records = await this.store.listBySession(this.sessionId, query);
-    return records.filter((r) => this.visible(r) && (filter.status !== "input_required" || r.inputRequired === true));
+    return records.filter((r) => visible(this.scope, r) && (filter.status !== "input_required" || r.inputRequired === true));
   }
 
   /** The gateway task mapped onto an upstream task of `server` (indexed). */
   async findByUpstreamId(server: string, upstreamTaskId: string): Promise<TaskRecord | undefined> {
     const record = await this.store.findByUpstreamTask(this.sessionId, server, upstreamTaskId);
-    return record && this.visible(record) ? record : undefined;
+    return record && visible(this.scope, record) ? record : undefined;
   }
 
-  /** Records the progress of a call this session runs (in the background, in order; a write failure is logged). */
-  setProgress(taskId: string, progress: { progress: number; total?: number | undefined; message?: string | undefined }): void {
-    if (!this.runtime.has(taskId)) return; // ended, or not this session's
-    const patch: TaskPatch = {
-      progress: {
-        progress: progress.progress,
-        ...(progress.total !== undefined ? { total: progress.total } : {}),
-        ...(progress.message !== undefined ? { message: progress.message } : {}),
-      },
-      lastUpdatedAt: this.clock.now(),
-      ...(progress.message ? { statusMessage: progress.message } : {}),
-    };
-    void this.inOrder("record progress", taskId, () => this.store.patch(taskId, patch, { ifStatus: ["working"] }));
+  /** Records the progress of a call this session runs (task-fields.ts). */
+  setProgress(taskId: string, progress: ProgressUpdate): void {
+    setProgress(this.scope, taskId, progress);
   }
 
   complete(taskId: string, result: Record<string, unknown>): Promise<boolean> {
     const resultBytes = Buffer.byteLength(JSON.stringify(result));
-    return this.end(taskId, "completed", { result, resultBytes }, "task_completed", { isError: result.isError === true });
+    return endTask(this.scope, taskId, "completed", { result, resultBytes }, "task_completed", { isError: result.isError === true });
   }
 
   fail(taskId: string, error: string, rpcError?: RpcErrorRecord): Promise<boolean> {
-    return this.end(taskId, "failed", { error, statusMessage: error, ...(rpcError ? { rpcError } : {}) }, "task_failed", { error });
+    return endTask(this.scope, taskId, "failed", { error, statusMessage: error, ...(rpcError ? { rpcError } : {}) }, "task_failed", { error });
   }
 
   /**
@@ -278,37 +230,19 @@ export class TaskManager {
    */
   endUpstream(taskId: string, status: "completed" | "failed" | "cancelled", statusMessage?: string): Promise<boolean> {
     const message = statusMessage ? { statusMessage } : {};
-    if (status === "completed") return this.end(taskId, "completed", { resultUpstream: true, ...message }, "task_completed", {});
+    if (status === "completed") return endTask(this.scope, taskId, "completed", { resultUpstream: true, ...message }, "task_completed", {});
     const error = `the upstream task ${status}${statusMessage ? `: ${statusMessage}` : ""}`;
-    return this.end(taskId, "failed", { resultUpstream: true, error, statusMessage: error }, "task_failed", { error });
+    return endTask(this.scope, taskId, "failed", { resultUpstream: true, error, statusMessage: error }, "task_failed", { error });
   }
 
-  /**
-   * The task's call waits for the client (`waiting`), or no longer does: MCP
-   * shows the task `input_required` meanwhile (spec 2025-11-25, tasks), and
-   * the change is announced like any status change, once stored.
-   */
+  /** The task's call waits for the client, or no longer does: shown as `input_required` (task-fields.ts). */
   setInputRequired(taskId: string, waiting: boolean): void {
-    const rt = this.runtime.get(taskId);
-    if (!rt || rt.inputRequired === waiting) return;
-    rt.inputRequired = waiting;
-    const patch: TaskPatch = { lastUpdatedAt: this.clock.now(), ...(waiting ? { inputRequired: true } : {}) };
-    void this.inOrder("record input_required", taskId, async () => {
-      const updated = await this.store.patch(taskId, patch, { ifStatus: ["working"], ...(waiting ? {} : { unset: ["inputRequired"] as const }) });
-      if (!updated) return;
-      this.events.logger?.debug({ taskId, server: updated.server, waiting }, "task_input_required");
-      this.onStatusChange?.(updated);
-    });
+    setInputRequired(this.scope, taskId, waiting);
   }
 
-  /** Records what the upstream last said about an upstream task that is still running. */
-  async noteUpstreamStatus(taskId: string, statusMessage: string | undefined): Promise<void> {
-    if (statusMessage === undefined) return;
-    await this.inOrder("record the upstream's status", taskId, async () => {
-      const record = await this.store.get(taskId);
-      if (!record || !this.visible(record) || record.status !== "working" || record.statusMessage === statusMessage) return;
-      await this.store.patch(taskId, { statusMessage, lastUpdatedAt: this.clock.now() }, { ifStatus: ["working"] });
-    });
+  /** Records what the upstream last said about an upstream task that is still running (task-fields.ts). */
+  noteUpstreamStatus(taskId: string, statusMessage: string | undefined): Promise<void> {
+    return noteUpstreamStatus(this.scope, taskId, statusMessage);
   }
 
   /**
@@ -319,7 +253,7 @@ export class TaskManager {
   async cancel(taskId: string, reason = "cancelled by the client"): Promise<{ success: boolean; message: string }> {
     let record = await this.get(taskId);
     if (record.status === "working") {
-      if (await this.end(taskId, "cancelled", { statusMessage: reason }, "task_cancelled", { reason }, "throw")) {
+      if (await endTask(this.scope, taskId, "cancelled", { statusMessage: reason }, "task_cancelled", { reason }, "throw")) {
         return { success: true, message: `task ${taskId} cancelled; the upstream was sent notifications/cancelled` };
       }
       record = await this.get(taskId); // it ended meanwhile
@@ -336,7 +270,7 @@ export class TaskManager {
    */
   async failWorkingForServer(server: string, reason: string): Promise<string[]> {
     const patch: TaskPatch = { error: reason, statusMessage: reason };
-    const end = async (taskId: string) => ((await this.end(taskId, "failed", patch, "task_failed", { error: reason })) ? [taskId] : []);
+    const end = async (taskId: string) => ((await endTask(this.scope, taskId, "failed", patch, "task_failed", { error: reason })) ? [taskId] : []);
     const running = [...this.runtime].flatMap(([taskId, rt]) => (rt.server === server ? [taskId] : []));
     const failed = (await Promise.all(running.map(end))).flat();
     // Stored working tasks no runtime here knows of (a resumed session's, not re-attached).
@@ -355,26 +289,7 @@ export class TaskManager {
     const rt = this.runtime.get(taskId);
     // Ended since the read (runtime goes when the end is committed), or run by no one here: read again.
     if (!rt) return this.get(taskId).catch(() => record);
-    return new Promise((resolve) => {
-      const done = (ended: TaskRecord | undefined) => {
-        this.clock.clearTimeout(timer);
-        rt.waiters?.delete(done);
-        signal?.removeEventListener("abort", onAbort);
-        resolve(ended ?? { ...record, status: "cancelled", statusMessage: "session closed" });
-      };
-      const onAbort = () => {
-        rt.waiters?.delete(done);
-        this.clock.clearTimeout(timer);
-        signal?.removeEventListener("abort", onAbort);
-        this.store.get(taskId).then(
-          (r) => resolve(r ?? record),
-          () => resolve(record),
-        );
-      };
-      const timer = this.clock.setTimeout(onAbort, timeoutMs);
-      (rt.waiters ??= new Set()).add(done);
-      signal?.addEventListener("abort", onAbort, { once: true });
-    });
+    return waitForEnd(this.scope, rt, record, timeoutMs, signal);
   }
 
   /**
@@ -389,8 +304,8 @@ export class TaskManager {
     for (const r of working) {
       if (this.closed || this.runtime.has(r.taskId)) continue;
       const rt: Runtime = { server: r.server, inputRequired: r.inputRequired === true };
-      rt.ttlTimer = this.clock.setTimeout(() => void this.expire(r.taskId), Math.max(0, r.expiresAt - this.clock.now()));
-      this.attach(r, rt);
+      rt.ttlTimer = this.clock.setTimeout(() => void expireTask(this.scope, r.taskId), Math.max(0, r.expiresAt - this.clock.now()));
+      attach(this.scope, r, rt);
       n++;
     }
     return n;
@@ -413,7 +328,7 @@ export class TaskManager {
     }
     this.runtime.clear();
     this.byUpstream.clear();
-    while (this.writes.size) await Promise.allSettled([...this.writes]);
+    await this.writes.settle();
     if (options.keepRecords) return;
     try {
       await this.store.deleteBySession(this.sessionId);
@@ -428,167 +343,6 @@ export class TaskManager {
     for (const rt of this.runtime.values()) n += rt.ttlTimer ? 1 : 0;
     return n;
   }
-
-  private async expire(taskId: string): Promise<void> {
-    const rt = this.runtime.get(taskId);
-    if (!rt) return;
-    delete rt.ttlTimer;
-    let ended = false;
-    try {
-      const record = await this.store.get(taskId);
-      if (!record) {
-        this.detach(taskId); // deleted meanwhile: nothing left to expire
-        return;
-      }
-      const reason = `task expired: its TTL of ${record.ttlMs}ms ran out before the upstream answered`;
-      ended = await this.end(taskId, "expired", { error: reason, statusMessage: reason }, "task_expired", { ttlMs: record.ttlMs });
-    } catch (err) {
-      this.logger?.error({ taskId, err: errorMessage(err) }, "task_store_write_failed");
-    }
-    if (!ended && this.runtime.get(taskId) === rt) {
-      // Not stored (the store failed): try again later rather than leave the task running forever.
-      rt.ttlTimer = this.clock.setTimeout(() => void this.expire(taskId), Math.max(1_000, this.options.completedRetentionMs / 10));
-    }
-  }
-
-  /**
-   * finish(), then abort the task's call if it was still running (its own end
-   * then loses the compare-and-set). With `errors: "throw"` a store failure
-   * rejects (the caller asked for this change) instead of being logged.
-   */
-  private async end(
-    taskId: string,
-    status: EndStatus,
-    patch: TaskPatch,
-    eventType: EndEvent,
-    eventData: Record<string, unknown>,
-    errors: "log" | "throw" = "log",
-  ): Promise<boolean> {
-    const rt = this.runtime.get(taskId);
-    if (rt?.ending) return false;
-    if (rt) rt.ending = true;
-    let ended: TaskRecord | undefined;
-    try {
-      ended = await this.finish(taskId, status, patch, eventType, eventData, errors);
-    } finally {
-      if (rt && !ended) rt.ending = false; // not stored: a later end may try again
-    }
-    if (ended && status !== "completed") rt?.abort?.abort(String(patch.statusMessage ?? status));
-    return ended !== undefined;
-  }
-
-  /**
-   * The one way a task ends: a compare-and-set from a running status. Only
-   * the winner clears the runtime, wakes the waiters, adds the event and
-   * tells onStatusChange — all after the write committed. Returns the new
-   * record, or undefined when the task was not running (or not this
-   * session's) or the store failed (logged, or thrown with `errors: "throw"`;
-   * the task stays as stored).
-   */
-  private finish(
-    taskId: string,
-    status: EndStatus,
-    patch: TaskPatch,
-    eventType: EndEvent,
-    eventData: Record<string, unknown>,
-    errors: "log" | "throw",
-  ): Promise<TaskRecord | undefined> {
-    if (this.closed) return Promise.resolve(undefined);
-    return this.track(
-      (async (): Promise<TaskRecord | undefined> => {
-        try {
-          const current = await this.store.get(taskId);
-          if (!current || current.sessionId !== this.sessionId || !isActive(current.status)) return undefined;
-          const now = this.clock.now();
-          // Kept for the retention period, and never deleted before its TTL (counted from creation) is over.
-          const retainUntil = Math.max(now + this.options.completedRetentionMs, current.createdAt + current.ttlMs);
-          const updated = await this.store.transition(taskId, {
-            from: ACTIVE_STATUSES,
-            to: status,
-            patch: { ...patch, lastUpdatedAt: now, retainUntil },
-            unset: ["inputRequired"],
-          });
-          if (!updated) return undefined;
-          const rt = this.detach(taskId);
-          if (rt) this.clock.clearTimeout(rt.ttlTimer);
-          this.events.add(eventType, updated.server, { taskId, toolName: updated.toolName, ...eventData });
-          // Operator log events (design EV-13): task_completed, task_failed (cancelled and expired alike), named as the events.
-          const level = status === "failed" || status === "expired" ? "warn" : "info";
-          this.logger?.[level]({ taskId, server: updated.server, tool: updated.toolName, ...eventData }, eventType);
-          for (const w of [...(rt?.waiters ?? [])]) w(updated);
-          this.onStatusChange?.(updated);
-          void this.track(this.enforceRetention(taskId));
-          return updated;
-        } catch (err) {
-          this.logger?.error({ taskId, status, err: errorMessage(err) }, "task_store_write_failed");
-          if (errors === "throw") throw err;
-          return undefined;
-        }
-      })(),
-    );
-  }
-
-  /**
-   * Deletes the oldest ended tasks while the session keeps too many, or too
-   * many result bytes. The task that just ended is never deleted for its
-   * own size: its client may be about to ask for the result.
-   */
-  private async enforceRetention(justEnded: string): Promise<void> {
-    try {
-      await this.store.enforceRetention(this.sessionId, {
-        maxCount: this.options.maxRetainedPerSession ?? DEFAULT_SETTINGS.tasks.maxRetainedPerSession,
-        maxBytes: this.options.maxRetainedResultBytes ?? DEFAULT_SETTINGS.tasks.maxRetainedResultBytes,
-        keep: justEnded,
-        kind: "tool",
-      });
-    } catch (err) {
-      this.logger?.error({ err: errorMessage(err) }, "task_store_write_failed");
-    }
-  }
-
-  private attach(record: TaskRecord, rt: Runtime): void {
-    if (record.upstreamTaskId !== undefined) {
-      rt.upstreamKey = upstreamKey(record.server, record.upstreamTaskId);
-      this.byUpstream.set(rt.upstreamKey, record.taskId);
-    }
-    this.runtime.set(record.taskId, rt);
-  }
-
-  private detach(taskId: string): Runtime | undefined {
-    const rt = this.runtime.get(taskId);
-    this.runtime.delete(taskId);
-    if (rt?.upstreamKey !== undefined) this.byUpstream.delete(rt.upstreamKey);
-    return rt;
-  }
-
-  /** Runs field updates one after another (each sees the previous); a failure is logged, never thrown. */
-  private inOrder(what: string, taskId: string, op: () => Promise<unknown>): Promise<void> {
-    const run = this.serial.then(op).then(
-      () => undefined,
-      (err: unknown) => this.logger?.error({ taskId, err: errorMessage(err) }, `task_store_write_failed: ${what}`),
-    );
-    this.serial = run;
-    return this.track(run);
-  }
-
-  /** Remembers a write until it settles (close() waits for them). */
-  private track<T>(p: Promise<T>): Promise<T> {
-    this.writes.add(p);
-    const forget = () => this.writes.delete(p);
-    p.then(forget, forget);
-    return p;
-  }
-
-  /** This session's tool task, not past its retention. */
-  private visible(r: TaskRecord): boolean {
-    return (
-      r.sessionId === this.sessionId && (r.kind ?? "tool") === "tool" && (r.retainUntil === undefined || r.retainUntil > this.clock.now() || isActive(r.status))
-    );
-  }
-}
-
-function upstreamKey(server: string, upstreamTaskId: string): string {
-  return `${server}\u0000${upstreamTaskId}`;
 }
 
 function closing(): GatewayError {
