@@ -1,11 +1,9 @@
 /**
  * SessionManager (design EV-1, EV-8, UP-2): creates and destroys sessions, expires idle
- * ones, and applies server add/update/remove to every session. The server
- * registry and the state store are shared; connections, events and tasks are
- * per session. Changes to one server name run one at a time; a runtime-added
- * server's change is written to the store (ServerStore) before it counts, so
- * a restart brings back exactly the servers added and not removed
- * (docs/adr/0007, "Wiring").
+ * ones, and exposes the server add/update/remove that server-changes.ts
+ * applies to every session (one name at a time, stored before it counts;
+ * docs/adr/0007, "Wiring"). The server registry and the state store are
+ * shared; connections, events and tasks are per session.
  *
  * Expiry: an established session expires after `sessions.idleTimeoutMs`
  * without activity. A session whose client never came back after its first
@@ -22,19 +20,19 @@
  * the gateway shuts down). resume() rebuilds a session this process does not
  * know from its record, unless it expired meanwhile; the sweep also deletes
  * stored sessions that expired without coming back.
- *
- * Over 400 lines: creation, resumption and expiry share the live-session
- * maps, and server changes reach every live session; the stored-session part
- * (persist, resume, sweepStored) is the next to move out if it grows.
+
  */
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { ServerConfig } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import type { TimerHandle } from "../clock.js";
 import { sessionHash } from "../logging.js";
-import { describeTarget, sameServerConfig, toServerRecord, type RegisteredServer } from "../upstream/registry.js";
+import type { RegisteredServer } from "../upstream/registry.js";
 import type { FaceRecord, SessionRecord } from "../store/contracts.js";
+import { ServerChanges, type AddServerOutcome } from "./server-changes.js";
 import { Session, type SessionCloseOptions, type SessionDeps } from "./session.js";
+
+export type { AddServerOutcome } from "./server-changes.js";
 
 /**
  * Activity is written to a session's record at most this often (not per
@@ -54,9 +52,6 @@ export interface ResumedSession {
   session: Session;
   record: SessionRecord;
 }
-
-/** What add_server did: a new name, a new config for a runtime-added name, or nothing (same config). */
-export type AddServerOutcome = "added" | "updated" | "unchanged";
 
 export interface SessionManagerOptions {
   /** Connect new sessions to every configured server at once (design UP-3, `eagerConnect`) or on first use. */
@@ -80,8 +75,8 @@ export class SessionManager {
   private readonly liveness = new Map<string, Liveness>();
   private sweepTimer: TimerHandle | undefined;
   private closed = false;
-  /** The tail of the add/update/remove operations queued per server name. */
-  private readonly serverChanges = new Map<string, Promise<unknown>>();
+  /** add_server/remove_server and config reloads, applied to every live session. */
+  private readonly serverChanges: ServerChanges;
   /** Called after a session is destroyed (the HTTP layer closes its transport). */
   onDestroyed: ((sessionId: string) => void) | undefined;
   /** Resumptions under way, by session id (concurrent first requests share one). */
@@ -92,7 +87,9 @@ export class SessionManager {
   constructor(
     private readonly deps: SessionDeps,
     private readonly options: SessionManagerOptions = { connectEagerly: true },
-  ) {}
+  ) {
+    this.serverChanges = new ServerChanges(deps, this.sessions);
+  }
 
   start(): void {
     this.scheduleSweep();
@@ -248,131 +245,21 @@ export class SessionManager {
   }
 
   /**
-   * add_server. A new name is registered and the calling session connected; if
-   * that connection fails nothing is kept (nothing half-added) and other
-   * sessions learn about a kept server through `server_added`. The same name
-   * with the same config is idempotent (the caller is connected). Otherwise
-   * `authorize` (the caller's policy, docs/adr/0006) decides, in turn with the
-   * other changes to this name, whether this config may be added or may
-   * replace `existing`; it throws to refuse. A different config replaces the
-   * server (see updateServer).
+   * add_server (see ServerChanges.add): registers or replaces `name` for every
+   * session once `authorize` (the caller's policy) allows it.
    */
   addServer(caller: Session, name: string, config: ServerConfig, authorize: (existing: RegisteredServer | undefined) => void): Promise<AddServerOutcome> {
-    return this.oneAtATime(name, async () => {
-      const { registry, clock } = this.deps;
-      const existing = registry.get(name);
-      if (existing && sameServerConfig(existing.config, config)) {
-        await caller.connection(name);
-        return "unchanged";
-      }
-      authorize(existing);
-      if (existing) return this.updateServer(caller, existing, config);
-      const entry: RegisteredServer = { name, config, addedAt: clock.now(), addedBy: caller.id };
-      registry.add(entry);
-      try {
-        await caller.connection(name);
-        // Stored only once reachable: a restart brings back what add_server kept, nothing half-added.
-        await this.deps.store.servers.put(toServerRecord(entry));
-      } catch (err) {
-        registry.remove(name);
-        await caller.disconnect(name, "add_server failed");
-        throw err;
-      }
-      this.announceAdded(name, caller);
-      return "added";
-    });
+    return this.serverChanges.add(caller, name, config, authorize);
   }
 
-  /**
-   * A server the config file gained (reload): registered as a config-file
-   * server for every session, connected by each on next use; nothing is
-   * tried now (the caller checks it in the background).
-   */
+  /** A server the config file gained on reload (see ServerChanges.addConfig). */
   addConfigServer(name: string, config: ServerConfig): Promise<void> {
-    return this.oneAtATime(name, async () => {
-      this.deps.registry.add({ name, config, addedAt: this.deps.clock.now(), addedBy: "config" });
-      this.announceAdded(name, undefined);
-    });
+    return this.serverChanges.addConfig(name, config);
   }
 
-  private announceAdded(name: string, caller: Session | undefined): void {
-    for (const s of this.sessions.values()) {
-      if (s !== caller) s.events.add("server_added", name, { name, addedBy: caller ? "another session" : "the config file" });
-      s.serverSetChanged();
-    }
-  }
-
-  /**
-   * add_server's update (design UP-11): the new config replaces the old one for every
-   * session. The caller reconnects with it first; if that fails the previous
-   * config is put back and the error returned (the caller's old connection is
-   * gone either way, and reconnects on next use). Then every other session
-   * drops its connection (working tasks of that server fail, its pending
-   * requests are rejected) and reconnects lazily, on next use, with the new
-   * config; every session gets a `server_updated` event.
-   */
-  private async updateServer(caller: Session, previous: RegisteredServer, config: ServerConfig): Promise<AddServerOutcome> {
-    const { registry, clock } = this.deps;
-    const { name } = previous;
-    const reason = `server '${name}' was updated by add_server (new config)`;
-    // Sessions not connected now could connect to the new config while the caller tries it; a rollback must undo that.
-    const connectedBefore = new Set(this.list().filter((s) => s.view(name).status === "connected"));
-    // A config-file server stays one when replaced (allowed by the policy): the file's config comes back on reload or restart.
-    const entry: RegisteredServer = { name, config, addedAt: clock.now(), addedBy: previous.addedBy === "config" ? "config" : caller.id };
-    registry.replace(entry);
-    await caller.disconnect(name, reason);
-    try {
-      await caller.connection(name);
-      // A runtime server's new config is what a restart brings back (a config-file server's is never stored).
-      if (entry.addedBy !== "config") await this.deps.store.servers.put(toServerRecord(entry));
-    } catch (err) {
-      registry.replace(previous);
-      const touched = this.list().filter((s) => s === caller || !connectedBefore.has(s));
-      await Promise.allSettled(touched.map((s) => s.disconnect(name, "add_server could not connect with the new config")));
-      throw err;
-    }
-    await Promise.allSettled(this.list().flatMap((s) => (s === caller ? [] : [s.disconnect(name, reason)])));
-    for (const s of this.sessions.values()) {
-      s.events.add("server_updated", name, { name, updatedBy: s === caller ? "this session" : "another session", ...describeTarget(config) });
-      s.serverSetChanged();
-    }
-    this.deps.logger.info({ server: name, bySessionHash: sessionHash(caller.id), ...describeTarget(config) }, "server_config_updated");
-    return "updated";
-  }
-
-  /**
-   * Unregisters a server and disconnects every session from it (`caller`
-   * undefined: the config file dropped it on reload). `authorize`, if given,
-   * may refuse (throw) once it is this change's turn, seeing the entry it would remove.
-   */
+  /** Unregisters a server and disconnects every session from it (see ServerChanges.remove). */
   removeServer(caller: Session | undefined, name: string, authorize?: (entry: RegisteredServer) => void): Promise<number> {
-    return this.oneAtATime(name, async () => {
-      const entry = this.deps.registry.require(name);
-      authorize?.(entry);
-      // Deleted first: if the store fails nothing changes, and a removed server never comes back after a restart.
-      if (entry.addedBy !== "config") await this.deps.store.servers.delete(name);
-      this.deps.registry.remove(name);
-      const sessions = [...this.sessions.values()];
-      await Promise.allSettled(
-        sessions.map(async (s) => {
-          await s.disconnect(name, `server '${name}' was removed`);
-          s.events.add("server_removed", name, { name, removedBy: s === caller ? "this session" : caller ? "another session" : "the config file" });
-          s.serverSetChanged();
-        }),
-      );
-      return sessions.length;
-    });
-  }
-
-  /** Runs add/update/remove operations on one server name one after another. */
-  private oneAtATime<T>(name: string, work: () => Promise<T>): Promise<T> {
-    const run = (this.serverChanges.get(name) ?? Promise.resolve()).then(work, work);
-    const tail = run.catch(() => undefined);
-    this.serverChanges.set(name, tail);
-    void tail.then(() => {
-      if (this.serverChanges.get(name) === tail) this.serverChanges.delete(name);
-    });
-    return run;
+    return this.serverChanges.remove(caller, name, authorize);
   }
 
   /**
