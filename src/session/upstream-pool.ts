@@ -110,6 +110,7 @@ export class UpstreamPool {
       maxTtlMs: settings.tasks.maxTtlMs,
       maxLive: settings.tasks.maxTasksPerSession,
       maxRetained: settings.tasks.maxRetainedPerSession,
+      maxRetainedBytes: settings.tasks.maxRetainedResultBytes,
     });
     this.receivers.set(name, receiverTasks);
     const conn = new UpstreamConnection({

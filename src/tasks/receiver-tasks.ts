@@ -41,6 +41,8 @@ export interface ReceiverTaskOptions {
   maxLive?: number | undefined;
   /** Ended receiver tasks the session keeps (the oldest rows go first beyond it). @default gateway.tasks.maxRetainedPerSession */
   maxRetained?: number | undefined;
+  /** Bytes of ended receiver tasks' results the session keeps (oldest first beyond it). @default gateway.tasks.maxRetainedResultBytes */
+  maxRetainedBytes?: number | undefined;
   /** Where failed background deletes are reported. */
   logger?: Logger | undefined;
 }
@@ -126,7 +128,7 @@ export class ReceiverTaskStore implements SdkTaskStore {
       const ended = await this.o.store.transition(taskId, {
         from: ACTIVE_STATUSES,
         to: status,
-        patch: { result, lastUpdatedAt: this.o.clock.now() },
+        patch: { result, resultBytes: Buffer.byteLength(JSON.stringify(result)), lastUpdatedAt: this.o.clock.now() },
         unset: ["statusMessage"],
       });
       if (!ended) throw await this.alreadyEnded(taskId);
@@ -210,7 +212,7 @@ export class ReceiverTaskStore implements SdkTaskStore {
     if (rt) rt.live = false;
     const retention = {
       maxCount: this.o.maxRetained ?? DEFAULT_SETTINGS.tasks.maxRetainedPerSession,
-      maxBytes: DEFAULT_SETTINGS.tasks.maxRetainedResultBytes,
+      maxBytes: this.o.maxRetainedBytes ?? DEFAULT_SETTINGS.tasks.maxRetainedResultBytes,
       keep: taskId,
       kind: "receiver" as const,
     };

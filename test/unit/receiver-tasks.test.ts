@@ -149,3 +149,39 @@ test("ended receiver tasks are bounded per session in the store (oldest rows fir
   );
   await tasks.close();
 });
+
+test("ended receiver tasks are bounded in result bytes too (gateway.tasks.maxRetainedResultBytes)", async () => {
+  const clock = new ManualClock();
+  const store = createMemoryStore(clock);
+  let n = 0;
+  const tasks = new ReceiverTaskStore({
+    sessionId: "s1",
+    server: "up",
+    store: store.tasks,
+    clock,
+    newId: () => `T${++n}`,
+    defaultTtlMs: 60_000,
+    maxTtlMs: 60_000,
+    maxRetained: 100,
+    maxRetainedBytes: 2_500,
+  });
+  const ids: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    const t = await tasks.createTask({}, i, elicit);
+    ids.push(t.taskId);
+    clock.advance(1);
+    // Each result is a little over 1,000 bytes of JSON: two fit in 2,500, a third does not.
+    await tasks.storeTaskResult(t.taskId, "completed", { action: "accept", content: { text: "x".repeat(1_000) } });
+    await flush();
+  }
+  const kept = await store.tasks.listBySession("s1");
+  assert.ok(
+    kept.every((r) => (r.resultBytes ?? 0) > 1_000),
+    "each stored result records its size",
+  );
+  assert.deepEqual(
+    kept.map((r) => r.taskId),
+    ids.slice(2),
+  );
+  await tasks.close();
+});
