@@ -89,6 +89,11 @@ export function configOption(): Option {
   return new Option("-c, --config <file>", "mcpServers JSON config file (default: the embedded demo with server-everything)");
 }
 
+/** --no-access-log: no tool_call line per tool call (absent, the config file decides). */
+export function accessLogOption(): Option {
+  return new Option("--no-access-log", "no tool_call line per tool call (sets gateway.accessLog: false)");
+}
+
 export function logLevelOption(fallback = `gateway.logLevel, else ${DEFAULT_SETTINGS.logLevel}`): Option {
   return new Option("--log-level <level>", `log level of the JSON logs on stderr (default: ${fallback})`).choices([
     "trace",

@@ -15,7 +15,7 @@ import { createGateway, type StdioFace } from "../server/gateway.js";
 import { banner, exposureWarning, listenFailure } from "./banner.js";
 import { connectEach, describeConfig } from "./check.js";
 import { installExitPaths, reportConfig } from "./lifecycle.js";
-import { configOption, hostList, logLevelOption, originList, port, stdioFace, storeOption } from "./options.js";
+import { accessLogOption, configOption, hostList, logLevelOption, originList, port, stdioFace, storeOption } from "./options.js";
 
 const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
 
@@ -55,7 +55,7 @@ export function buildProgram(options: RunOptions = {}): Command {
     .option("--allowed-hosts <hosts>", "Host header values accepted besides loopback names, comma-separated (replaces gateway.allowedHosts)", hostList)
     .option("--allowed-origins <origins>", "browser Origins accepted besides loopback ones, comma-separated (replaces gateway.allowedOrigins)", originList)
     .option("--no-upstream-check", "do not try each upstream once in the background after start")
-    .option("--no-access-log", "no tool_call line per tool call (sets gateway.accessLog: false)")
+    .addOption(accessLogOption())
     .addOption(storeOption("serve"))
     .addOption(logLevelOption())
     .action(async (opts: ServeOptions) => {
@@ -105,7 +105,7 @@ export function buildProgram(options: RunOptions = {}): Command {
         .argParser(stdioFace)
         .default({ kind: "meta" } satisfies StdioFace, "meta"),
     )
-    .option("--no-access-log", "no tool_call line per tool call (sets gateway.accessLog: false)")
+    .addOption(accessLogOption())
     .addOption(storeOption("stdio"))
     .addOption(logLevelOption())
     .action(async (opts: { config?: string; face: StdioFace; logLevel?: string; accessLog: boolean; store?: GatewaySettings["store"] }) => {

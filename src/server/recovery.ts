@@ -32,7 +32,7 @@ import { isLoopbackHost } from "../http/guards.js";
 import type { Logger } from "../logging.js";
 import { eventLimits, type EventType } from "../session/event-system.js";
 import type { ServerRecord, Store, TaskPatch, TaskRecord } from "../store/contracts.js";
-import { ACTIVE_STATUSES } from "../store/policy.js";
+import { ACTIVE_STATUSES, endedRetainUntil } from "../store/policy.js";
 import type { ServerRegistry } from "../upstream/registry.js";
 
 /** The status message of a gateway-owned call that was running when the gateway stopped. */
@@ -133,8 +133,7 @@ async function end(deps: RecoveryDeps, task: TaskRecord, status: "failed" | "exp
     error: reason,
     statusMessage: reason,
     lastUpdatedAt: now,
-    // Kept for the retention period, never deleted before its TTL (from creation) is over.
-    retainUntil: Math.max(now + retention, task.createdAt + task.ttlMs),
+    retainUntil: endedRetainUntil(task, now, retention),
   };
   const ended = await deps.store.tasks.transition(task.taskId, { from: ACTIVE_STATUSES, to: status, patch, unset: ["inputRequired"] });
   if (ended) deps.logger.warn({ taskId: task.taskId, server: task.server, tool: task.toolName, status, reason }, "task_settled_at_start");

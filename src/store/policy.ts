@@ -18,6 +18,11 @@ export function evictBatch(bound: number): number {
 /** Statuses of a task that has not ended. */
 export const ACTIVE_STATUSES: readonly ProxyTaskStatus[] = ["working", "input_required"];
 
+/** When an ended task's row may go: after the retention period, and never before its TTL (counted from creation) is over. */
+export function endedRetainUntil(task: Pick<TaskRecord, "createdAt" | "ttlMs">, now: number, retentionMs: number): number {
+  return Math.max(now + retentionMs, task.createdAt + task.ttlMs);
+}
+
 export function isActive(status: ProxyTaskStatus): boolean {
   return ACTIVE_STATUSES.includes(status);
 }

@@ -14,7 +14,7 @@ import { DEFAULT_SETTINGS } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import type { EventSystem } from "../session/event-system.js";
 import type { ProxyTaskStatus, TaskPatch, TaskRecord, TaskStore } from "../store/contracts.js";
-import { ACTIVE_STATUSES, isActive } from "../store/policy.js";
+import { ACTIVE_STATUSES, endedRetainUntil, isActive } from "../store/policy.js";
 import { detach, type Runtime, type Runtimes, type TaskWrites } from "./task-runtime.js";
 
 export type EndStatus = Exclude<ProxyTaskStatus, "working" | "input_required">;
@@ -109,8 +109,7 @@ function finish(
         const current = await scope.store.get(taskId);
         if (!current || current.sessionId !== scope.sessionId || !isActive(current.status)) return undefined;
         const now = scope.clock.now();
-        // Kept for the retention period, and never deleted before its TTL (counted from creation) is over.
-        const retainUntil = Math.max(now + scope.options.completedRetentionMs, current.createdAt + current.ttlMs);
+        const retainUntil = endedRetainUntil(current, now, scope.options.completedRetentionMs);
         const updated = await scope.store.transition(taskId, {
           from: ACTIVE_STATUSES,
           to: status,
