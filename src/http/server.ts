@@ -25,9 +25,17 @@ export interface Routes {
   describe: string;
   /** GET/HEAD probes answered before the guards (e.g. /healthz): a status code and a small JSON body that reveals nothing else. */
   probes?: Record<string, () => ProbeReply>;
+  /**
+   * Non-MCP handlers served after the guards (metrics, console), tried in
+   * order: the first that returns true has answered the request.
+   */
+  pages?: readonly PageHandler[];
   /** While this returns a reason (e.g. shutting down), MCP requests are answered 503 with it. */
   unavailable?: () => string | undefined;
 }
+
+/** Answers `req` (and returns true) when `path` is its own; may answer asynchronously, handling its own errors. */
+export type PageHandler = (req: http.IncomingMessage, res: http.ServerResponse, path: string) => boolean;
 
 export interface ProbeReply {
   status: number;
@@ -59,6 +67,7 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
     }
     const failure = checkRequest(req, guard);
     if (failure) return sendJsonRpcError(res, failure.status, -32000, failure.message, failure.headers);
+    if (routes.pages?.some((page) => page(req, res, path))) return;
     const endpoint = routes.endpoint(path);
     const unavailable = endpoint && routes.unavailable?.();
     if (unavailable) return sendJsonRpcError(res, 503, -32000, unavailable, { Connection: "close" });
