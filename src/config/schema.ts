@@ -159,6 +159,12 @@ export const gatewaySettingsSchema = z.strictObject({
         .prefault({}),
     })
     .prefault({}),
+  /** The web console at /console (src/console/, docs/adr/0012-console.md): behind the same Host/Origin/token guards. */
+  console: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+    })
+    .prefault({}),
   transparent: z
     .strictObject({
       /** Joins server and item names on the aggregated /all/mcp face. */

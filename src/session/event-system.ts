@@ -21,6 +21,11 @@
  * evicts the oldest 10% (of that bound); undelivered events lost that way are
  * reported to their session once, as one `events_evicted` notice.
  *
+ * Observers (the web console, src/console/): `observe()` hears every event
+ * as it is added and the `announce()`d changes that are no events (an
+ * answered request, a task's input_required); they never take, mark or store
+ * anything, so the client's exactly-once delivery is untouched.
+ *
  * Cursor reads (await_activity `sinceEventId`, see docs/adr/0004): the events
  * stored after the cursor, delivered or not; afterwards everything stored
  * counts as delivered. Delivery stays exactly once for clients that never pass
@@ -91,6 +96,14 @@ export interface EventCloseOptions {
 
 type Waiter = (event: StoredEvent | null) => void;
 
+/** What observers hear: an event as it is added, or an announced change that is no event. */
+export interface ObservedChange {
+  type: EventType | "elicitation_answered" | "sampling_answered" | "task_updated";
+  server: string;
+  data: Record<string, unknown>;
+}
+export type ChangeObserver = (change: ObservedChange) => void;
+
 export class EventSystem {
   private readonly waiters = new Set<Waiter>();
   /** The last append asked for (appends run one after another; reads wait for them). */
@@ -103,6 +116,7 @@ export class EventSystem {
   private heldWake: StoredEvent | undefined;
   private warned = false;
   private closed = false;
+  private readonly observers = new Set<ChangeObserver>();
 
   constructor(
     private readonly sessionId: string,
@@ -119,7 +133,25 @@ export class EventSystem {
     const event: StoredEvent = { id: this.newId(), type, server, createdAt: this.clock.now(), data };
     if (this.closed) return event; // a closed session stores nothing (nobody can read it)
     this.tail = this.tail.then(() => this.append(event));
+    this.announce({ type, server, data });
     return event;
+  }
+
+  /** Hears every change from now on, without consuming anything (see the header); returns the unsubscribe. */
+  observe(observer: ChangeObserver): () => void {
+    this.observers.add(observer);
+    return () => this.observers.delete(observer);
+  }
+
+  /** Tells the observers of a change that is no event; an observer that throws is logged, never the caller's problem. */
+  announce(change: ObservedChange): void {
+    for (const observer of [...this.observers]) {
+      try {
+        observer(change);
+      } catch (err) {
+        this.logger?.error({ err: errorMessage(err), type: change.type }, "event_observer_failed");
+      }
+    }
   }
 
   /** Resolves once every event added so far is stored (or failed to be). */
@@ -235,6 +267,7 @@ export class EventSystem {
     if (this.closed) return;
     for (const waiter of [...this.waiters]) waiter(null);
     this.closed = true;
+    this.observers.clear();
     await this.tail;
     if (options.keepRecords) return;
     try {

@@ -11,6 +11,12 @@
  * restart cannot answer an upstream call that died with the process, so the
  * next start rejects every stored request with an event (src/server/
  * recovery.ts) instead of resuming it.
+ *
+ * Two sides may answer (the session's client, or a person in the web console,
+ * src/console/): the first answer wins, and the request's id is remembered
+ * with who answered it (a bounded, in-memory list) so that the loser is told
+ * "answered in the web console" instead of "unknown request". Answers are
+ * announced to the event system's observers (never stored as events).
  */
 import type { CreateMessageRequest, CreateMessageResult, ElicitRequest, ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
@@ -44,6 +50,12 @@ interface Entry<K extends PendingKind> extends PendingInfo<K> {
   stored: boolean;
 }
 
+/** Who answered a request: the session's MCP client (meta tools, or natively), or a person in the web console. */
+export type AnsweredBy = "client" | "console";
+
+/** How many answered request ids are remembered for the "answered by" message. */
+const ANSWERED_MEMORY = 256;
+
 /** `gateway.pendingRequests.*` (src/config/schema.ts has each default). */
 export interface PendingRequestsOptions {
   /** Long by default: humans answer elicitations. */
@@ -61,6 +73,8 @@ export class PendingRequests {
   private readonly entries = new Map<string, Entry<PendingKind>>();
   /** Store deletes nobody awaits (expiry, upstream cancel, server gone): close() waits for them. */
   private readonly writes = new Set<Promise<void>>();
+  /** Recently answered ids → who answered (oldest first; bounded by ANSWERED_MEMORY). */
+  private readonly answered = new Map<string, { kind: PendingKind; by: AnsweredBy; outcome: string }>();
 
   constructor(
     private readonly sessionId: string,
@@ -144,8 +158,9 @@ export class PendingRequests {
   }
 
   /** Delivers the client's answer. Throws UNKNOWN_REQUEST if not pending here. */
-  async respond<K extends PendingKind>(kind: K, requestId: string, result: PendingKinds[K]["result"]): Promise<PendingInfo<K>> {
+  async respond<K extends PendingKind>(kind: K, requestId: string, result: PendingKinds[K]["result"], by: AnsweredBy = "client"): Promise<PendingInfo<K>> {
     const entry = this.take(kind, requestId);
+    this.markAnswered(entry, by, kind === "elicitation" ? (result as ElicitResult).action : "answered");
     await this.forget(requestId);
     entry.resolve(result);
     this.events.logger?.info({ requestId, server: entry.server, durationMs: this.clock.now() - entry.receivedAt }, `${kind}_responded`);
@@ -153,15 +168,16 @@ export class PendingRequests {
   }
 
   /** Rejects one request on the client's behalf; the upstream gets an error. */
-  async reject(kind: PendingKind, requestId: string, reason: string): Promise<void> {
+  async reject(kind: PendingKind, requestId: string, reason: string, by: AnsweredBy = "client"): Promise<void> {
     const entry = this.take(kind, requestId);
+    this.markAnswered(entry, by, "rejected");
     await this.forget(requestId);
     entry.reject(new Error(reason));
   }
 
   get<K extends PendingKind>(kind: K, requestId: string): PendingInfo<K> {
     const entry = this.entries.get(requestId);
-    if (!entry || entry.kind !== kind || !entry.stored) throw unknownRequest(kind, requestId);
+    if (!entry || entry.kind !== kind || !entry.stored) throw this.unknown(kind, requestId);
     return publicInfo(entry) as PendingInfo<K>;
   }
 
@@ -209,9 +225,31 @@ export class PendingRequests {
 
   private take<K extends PendingKind>(kind: K, requestId: string): Entry<K> {
     const entry = this.entries.get(requestId);
-    if (!entry || entry.kind !== kind || !entry.stored) throw unknownRequest(kind, requestId);
+    if (!entry || entry.kind !== kind || !entry.stored) throw this.unknown(kind, requestId);
     this.remove(entry);
     return entry as unknown as Entry<K>;
+  }
+
+  /** Who answered `requestId`, while it is remembered. */
+  answeredBy(requestId: string): AnsweredBy | undefined {
+    return this.answered.get(requestId)?.by;
+  }
+
+  private markAnswered(entry: Entry<PendingKind>, by: AnsweredBy, outcome: string): void {
+    this.answered.set(entry.requestId, { kind: entry.kind, by, outcome });
+    if (this.answered.size > ANSWERED_MEMORY) this.answered.delete(this.answered.keys().next().value!);
+    this.events.announce({ type: `${entry.kind}_answered`, server: entry.server, data: { requestId: entry.requestId, by, outcome } });
+  }
+
+  private unknown(kind: PendingKind, requestId: string): GatewayError {
+    const answered = this.answered.get(requestId);
+    if (!answered || answered.kind !== kind) return unknownRequest(kind, requestId);
+    const where = answered.by === "console" ? "by a person in the web console" : "by this session's client";
+    return new GatewayError(
+      ErrorCodes.UNKNOWN_REQUEST,
+      `${kind} request '${requestId}' was already answered ${where} (${answered.outcome}); the first answer wins, nothing to do. Its task (if any) goes on with that answer.`,
+      { details: { requestId, answeredBy: answered.by } },
+    );
   }
 
   private settle(

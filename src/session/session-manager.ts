@@ -20,6 +20,10 @@
  * the gateway shuts down). resume() rebuilds a session this process does not
  * know from its record, unless it expired meanwhile; the sweep also deletes
  * stored sessions that expired without coming back.
+ *
+ * observe() is for the web console (src/console/): it hears sessions start
+ * and end and every change of every session (EventSystem.observe), without
+ * consuming any of the client's events.
 
  */
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
@@ -30,9 +34,13 @@ import { sessionHash } from "../logging.js";
 import type { RegisteredServer } from "../upstream/registry.js";
 import type { FaceRecord, SessionRecord } from "../store/contracts.js";
 import { ServerChanges, type AddServerOutcome } from "./server-changes.js";
+import type { ObservedChange } from "./event-system.js";
 import { Session, type SessionCloseOptions, type SessionDeps } from "./session.js";
 
 export type { AddServerOutcome } from "./server-changes.js";
+
+/** What SessionManager observers hear: a session started or ended, or a change in one (see EventSystem.observe). */
+export type SessionChange = { sessionId: string } & ({ type: "session_started" | "session_ended" } | { type: "change"; change: ObservedChange });
 
 /**
  * Activity is written to a session's record at most this often (not per
@@ -83,6 +91,7 @@ export class SessionManager {
   private readonly resuming = new Map<string, Promise<ResumedSession | undefined>>();
   /** The sweep of stored sessions under way (close() waits for it). */
   private storedSweep: Promise<unknown> | undefined;
+  private readonly observers = new Set<(change: SessionChange) => void>();
 
   constructor(
     private readonly deps: SessionDeps,
@@ -108,6 +117,7 @@ export class SessionManager {
     }
     const session = new Session(id, this.deps, options.downstreamCapabilities);
     this.sessions.set(id, session);
+    this.watch(session);
     this.liveness.set(id, { established: false, oneShot: options.oneShot ?? true, openResponses: 0, storedTouchAt: session.createdAt });
     this.deps.logger.info({ sessionHash: sessionHash(id) }, "session_created");
     if (options.connect ?? this.options.connectEagerly) session.connectAllInBackground();
@@ -162,6 +172,7 @@ export class SessionManager {
     }
     const session = new Session(id, this.deps, record.clientCapabilities, record);
     this.sessions.set(id, session);
+    this.watch(session);
     this.liveness.set(id, { established: true, oneShot: true, openResponses: 0, storedTouchAt: 0 });
     try {
       // Its working tasks (upstream tasks that outlived the restart) get their TTL timers back.
@@ -172,6 +183,27 @@ export class SessionManager {
     }
     this.touchStored(session);
     return { session, record };
+  }
+
+  /** Hears every session start, end and change from now on (nothing is consumed); returns the unsubscribe. */
+  observe(observer: (change: SessionChange) => void): () => void {
+    this.observers.add(observer);
+    return () => this.observers.delete(observer);
+  }
+
+  private watch(session: Session): void {
+    session.events.observe((change) => this.tell({ sessionId: session.id, type: "change", change }));
+    this.tell({ sessionId: session.id, type: "session_started" });
+  }
+
+  private tell(change: SessionChange): void {
+    for (const observer of [...this.observers]) {
+      try {
+        observer(change);
+      } catch (err) {
+        this.deps.logger.error({ err: errorMessage(err), type: change.type }, "session_observer_failed");
+      }
+    }
   }
 
   get(id: string): Session | undefined {
@@ -236,6 +268,7 @@ export class SessionManager {
     const session = this.sessions.get(id);
     if (!session) return;
     this.sessions.delete(id);
+    this.tell({ sessionId: id, type: "session_ended" });
     this.liveness.delete(id);
     // Ended for good: neither a request meanwhile nor a restart may bring it back (shutting down keeps it for the next start).
     if (!options.keepRecords) await this.deleteRecord(id);

@@ -213,6 +213,7 @@ export class TaskManager {
   /** Records the progress of a call this session runs (task-fields.ts). */
   setProgress(taskId: string, progress: ProgressUpdate): void {
     setProgress(this.scope, taskId, progress);
+    this.announceUpdate(taskId);
   }
 
   complete(taskId: string, result: Record<string, unknown>): Promise<boolean> {
@@ -238,6 +239,13 @@ export class TaskManager {
   /** The task's call waits for the client, or no longer does: shown as `input_required` (task-fields.ts). */
   setInputRequired(taskId: string, waiting: boolean): void {
     setInputRequired(this.scope, taskId, waiting);
+    this.announceUpdate(taskId);
+  }
+
+  /** Tells the event system's observers (the web console) that a running task's fields changed; no event is stored. */
+  private announceUpdate(taskId: string): void {
+    const rt = this.runtime.get(taskId);
+    if (rt) this.events.announce({ type: "task_updated", server: rt.server, data: { taskId } });
   }
 
   /** Records what the upstream last said about an upstream task that is still running (task-fields.ts). */

@@ -1,13 +1,17 @@
 /**
  * get_elicitations, respond_to_elicitation. Accepted form content is checked
  * against the server's requestedSchema first: a bad answer is an error to the
- * client and the elicitation stays pending (nothing is lost).
+ * client and the elicitation stays pending (nothing is lost). answerElicitation
+ * is that one path, shared with the web console (src/console/), which answers
+ * as "console" so that the client is told who answered first.
  */
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js";
 import type { ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { ErrorCodes, GatewayError } from "../../../errors.js";
+import type { Session } from "../../../session/session.js";
+import type { AnsweredBy } from "../../../session/pending-requests.js";
 import { defineTool, iso, json } from "../define.js";
 
 const validator = new AjvJsonSchemaValidator();
@@ -46,31 +50,47 @@ export const respondToElicitation = defineTool({
       .describe("Form values (action 'accept', form mode)"),
   },
   async run({ session }, { request_id, action, content }) {
-    const pending = session.pending.get("elicitation", request_id);
-    const params = pending.params as { mode?: string; requestedSchema?: JsonSchemaType };
-    const mode = params.mode ?? "form";
-    let result: ElicitResult = { action };
-    if (action === "accept" && mode === "form") {
-      if (!content) {
-        throw new GatewayError(
-          ErrorCodes.BAD_ARGUMENTS,
-          "action 'accept' on a form elicitation needs `content` matching its requestedSchema (see get_elicitations); the elicitation is still pending",
-        );
-      }
-      if (params.requestedSchema) {
-        const check = validator.getValidator(params.requestedSchema)(content);
-        if (!check.valid) {
-          throw new GatewayError(
-            ErrorCodes.BAD_ARGUMENTS,
-            `content does not match the requested schema: ${check.errorMessage}. The elicitation is still pending; fix the content and answer again.`,
-          );
-        }
-      }
-      result = { action, content };
-    } else if (content && action !== "accept") {
-      throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `\`content\` is only allowed with action 'accept'; the elicitation is still pending`);
-    }
-    await session.pending.respond("elicitation", request_id, result);
+    await answerElicitation(session, { request_id, action, content });
     return json({ success: true, requestId: request_id, action }, `Elicitation ${request_id} answered (${action}).`);
   },
 });
+
+/** What respond_to_elicitation takes (and the console's form, once parsed). */
+export interface ElicitationAnswer {
+  request_id: string;
+  action: "accept" | "decline" | "cancel";
+  content?: Record<string, string | number | boolean | string[]> | undefined;
+}
+
+/**
+ * Checks an answer against the pending elicitation (accepted form content
+ * against its requestedSchema) and delivers it. Throws EMCP_BAD_ARGUMENTS
+ * (still pending) or EMCP_UNKNOWN_REQUEST (gone, or answered by the other side).
+ */
+export async function answerElicitation(session: Session, { request_id, action, content }: ElicitationAnswer, by: AnsweredBy = "client"): Promise<void> {
+  const pending = session.pending.get("elicitation", request_id);
+  const params = pending.params as { mode?: string; requestedSchema?: JsonSchemaType };
+  const mode = params.mode ?? "form";
+  let result: ElicitResult = { action };
+  if (action === "accept" && mode === "form") {
+    if (!content) {
+      throw new GatewayError(
+        ErrorCodes.BAD_ARGUMENTS,
+        "action 'accept' on a form elicitation needs `content` matching its requestedSchema (see get_elicitations); the elicitation is still pending",
+      );
+    }
+    if (params.requestedSchema) {
+      const check = validator.getValidator(params.requestedSchema)(content);
+      if (!check.valid) {
+        throw new GatewayError(
+          ErrorCodes.BAD_ARGUMENTS,
+          `content does not match the requested schema: ${check.errorMessage}. The elicitation is still pending; fix the content and answer again.`,
+        );
+      }
+    }
+    result = { action, content };
+  } else if (content && action !== "accept") {
+    throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `\`content\` is only allowed with action 'accept'; the elicitation is still pending`);
+  }
+  await session.pending.respond("elicitation", request_id, result, by);
+}
