@@ -5,9 +5,9 @@
  */
 import path from "node:path";
 import { InvalidArgumentError, Option } from "commander";
-import { DEFAULT_SETTINGS, type GatewaySettings } from "../config/schema.js";
+import { DEFAULT_SETTINGS } from "../config/schema.js";
 import type { StdioFace } from "../server/gateway.js";
-import { defaultStorePath } from "../store/open.js";
+import { defaultStorePath, type StoreConfig } from "../store/open.js";
 
 export function port(value: string): number {
   const n = Number(value);
@@ -62,15 +62,19 @@ export function stdioFace(value: string): StdioFace {
 
 /**
  * `--store sqlite:<file>` (a relative file starts at the working directory, as
- * any command-line path), `--store sqlite` (the per-user file) or `--store memory`.
+ * any command-line path), `--store sqlite` (the per-user file), `--store
+ * redis://host:port` (or rediss://; replicas share it) or `--store memory`.
  */
-export function store(value: string): GatewaySettings["store"] {
+export function store(value: string): StoreConfig {
   const v = value.trim();
   if (v === "memory") return { kind: "memory" };
   if (v === "sqlite") return { kind: "sqlite" };
+  if (/^rediss?:\/\//i.test(v)) return { kind: "redis", url: v };
   const m = /^sqlite:(.+)$/.exec(v);
   if (m) return { kind: "sqlite", path: path.resolve(m[1]!) };
-  throw new InvalidArgumentError(`must be sqlite:<file>, sqlite (the per-user file ${defaultStorePath()}) or memory (nothing survives a restart)`);
+  throw new InvalidArgumentError(
+    `must be sqlite:<file>, sqlite (the per-user file ${defaultStorePath()}), redis://host:port (or rediss://) or memory (nothing survives a restart)`,
+  );
 }
 
 /**
@@ -81,7 +85,7 @@ export function storeOption(command: "serve" | "stdio"): Option {
   const fallback = command === "serve" ? `sqlite at ${defaultStorePath()}` : "memory (one gateway process per client)";
   return new Option(
     "--store <store>",
-    `where tasks, results, events and runtime-added servers are kept: sqlite:<file>, sqlite (${defaultStorePath()}) or memory (default: gateway.store, else ${fallback})`,
+    `where tasks, results, events and runtime-added servers are kept: sqlite:<file>, sqlite (${defaultStorePath()}), redis://host:port or memory (default: gateway.store, else ${fallback})`,
   ).argParser(store);
 }
 
@@ -92,6 +96,14 @@ export function configOption(): Option {
 /** --no-access-log: no tool_call line per tool call (absent, the config file decides). */
 export function accessLogOption(): Option {
   return new Option("--no-access-log", "no tool_call line per tool call (sets gateway.accessLog: false)");
+}
+
+/** --log-format json|pretty (absent: pretty on a terminal, else JSON lines). */
+export function logFormatOption(): Option {
+  return new Option(
+    "--log-format <format>",
+    "log lines on stderr: json (one object per line) or pretty (for people) (default: pretty on a terminal, else json)",
+  ).choices(["json", "pretty"]);
 }
 
 export function logLevelOption(fallback = `gateway.logLevel, else ${DEFAULT_SETTINGS.logLevel}`): Option {

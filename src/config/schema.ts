@@ -193,17 +193,30 @@ export const gatewaySettingsSchema = z.strictObject({
    * Where sessions, tasks, events, pending requests, SSE replay and runtime-added
    * servers are kept (src/store/, docs/adr/0007-durable-store.md). `memory`
    * (the default for the library and tests: nothing touches the user's files)
-   * or `sqlite` at `path` (absent: the per-user state file, defaultStorePath()).
+   * or `sqlite` at `path` (absent: the per-user state file, defaultStorePath()),
+   * or `redis` at `url` (replicas share it: docs/adr/0013-replicas.md).
    * `emceepee serve` is meant to default to sqlite at that path.
    */
   store: z
     .strictObject({
-      kind: z.enum(["memory", "sqlite"]).default("memory"),
+      kind: z.enum(["memory", "sqlite", "redis"]).default("memory"),
       path: z.string().min(1).optional(),
+      /** kind "redis": redis://[user:password@]host[:port][/db], or rediss:// for TLS. */
+      url: z.string().min(1).optional(),
+      /** kind "redis": prepended to every key (several gateways, or other data, in one Redis). */
+      keyPrefix: z.string().min(1).default("emceepee:"),
     })
     .refine((s) => s.kind === "sqlite" || s.path === undefined, {
       message: 'path is only used with kind "sqlite" (a memory store has no file); remove it or set kind: "sqlite"',
       path: ["path"],
+    })
+    .refine((s) => (s.kind === "redis") === (s.url !== undefined), {
+      message: 'url is required with kind "redis" (redis://host:6379) and only used with it; add it, or remove it and pick another kind',
+      path: ["url"],
+    })
+    .refine((s) => s.url === undefined || /^rediss?:\/\/[^/?#]/i.test(s.url), {
+      message: "url must be a redis:// or rediss:// URL with a host, e.g. redis://localhost:6379 or rediss://user:password@redis.internal:6380/0",
+      path: ["url"],
     })
     .prefault({}),
 });

@@ -2,7 +2,7 @@
  * The durable state contracts: one async interface per kind of state the
  * gateway keeps (tasks, sessions, meta events, pending client requests, SSE
  * replay, runtime-added servers), and the `Store` bundle that holds one of
- * each. Every backend (memory, SQLite; Redis later) implements exactly these,
+ * each. Every backend (memory, SQLite, Redis) implements exactly these,
  * and test/store/contract.ts runs one suite against each, so they can be
  * swapped without the caller noticing (docs/adr/0007-durable-store.md).
  *
@@ -373,8 +373,8 @@ export interface ServerStore {
 // ---------------------------------------------------------------- the bundle
 
 export interface Store {
-  readonly kind: "memory" | "sqlite";
-  /** Where the data lives (a file path for SQLite), for log lines and errors. */
+  readonly kind: "memory" | "sqlite" | "redis";
+  /** Where the data lives (a file path for SQLite, the URL without its password for Redis), for log lines and errors. */
   readonly location: string;
   readonly tasks: TaskStore;
   readonly sessions: SessionStore;

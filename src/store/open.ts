@@ -2,7 +2,8 @@
  * openStore(): the one way to get a Store from `gateway.store`, and the
  * per-user default file. `{ kind: "memory" }` keeps everything in the process;
  * `{ kind: "sqlite", path? }` opens (creating) the file, or the per-user state
- * file when no path is given. A file that cannot be used is an
+ * file when no path is given; `{ kind: "redis", url, keyPrefix }` connects
+ * (and PINGs) the server. A file or server that cannot be used is an
  * EMCP_STORE_UNAVAILABLE error naming it — never a fallback to memory, which
  * would silently lose what the operator asked to keep.
  */
@@ -13,16 +14,19 @@ import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { Store } from "./contracts.js";
 import { createMemoryStore } from "./memory/index.js";
+import { openRedisStore } from "./redis/index.js";
 import { openSqliteStore } from "./sqlite/index.js";
 
-/** `gateway.store` as the schema gives it. */
-export type StoreConfig = GatewaySettings["store"];
+/** `gateway.store` as the schema gives it (keyPrefix may be left to its default). */
+export type StoreConfig = Omit<GatewaySettings["store"], "keyPrefix"> & { keyPrefix?: string };
 
 export interface OpenStoreOptions {
   /** For `touch()` without a time. @default systemClock */
   clock?: Clock;
   /** Where the default SQLite file is looked for. @default process.env */
   env?: NodeJS.ProcessEnv;
+  /** Redis: how long connecting may take before the start fails. @default 2000 */
+  connectTimeoutMs?: number;
 }
 
 export async function openStore(config: StoreConfig, options: OpenStoreOptions = {}): Promise<Store> {
@@ -35,6 +39,14 @@ export async function openStore(config: StoreConfig, options: OpenStoreOptions =
       return createMemoryStore(clock);
     case "sqlite":
       return openSqliteStore(config.path ?? defaultStorePath(options.env), clock);
+    case "redis":
+      if (config.url === undefined || config.path !== undefined) {
+        throw new GatewayError(ErrorCodes.CONFIG_INVALID, "a redis store takes gateway.store.url (redis://host:6379) and no path; set url and remove path");
+      }
+      return openRedisStore(config.url, clock, {
+        ...(config.keyPrefix !== undefined ? { keyPrefix: config.keyPrefix } : {}),
+        ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
+      });
   }
 }
 
