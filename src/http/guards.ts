@@ -3,6 +3,15 @@
  * (DNS-rebinding protection) and the optional bearer token, compared in
  * constant time. isLoopbackHost() tells the CLI when a bind address reaches
  * beyond this machine.
+ *
+ * The web console (/console, src/console/, docs/adr/0012-console.md) is for
+ * browsers, which cannot send a bearer header on a link or a form: under
+ * /console the token is also accepted as the HttpOnly, SameSite=Strict cookie
+ * its login form sets (holding a hash of the token, never the token), and the
+ * login page itself needs none. A browser GET without it is sent to the login
+ * page (303); anything else gets the usual 401. Every console POST must carry
+ * an Origin of this very host (CSRF: a page elsewhere cannot post a form here,
+ * even one the Origin allow-list accepts for MCP clients).
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
@@ -15,7 +24,23 @@ export interface GuardOptions {
   token?: string | undefined;
 }
 
-export type GuardFailure = { status: 401 | 403; message: string; headers?: Record<string, string> };
+export type GuardFailure = { status: 303 | 401 | 403; message: string; headers?: Record<string, string> };
+
+/** The console's paths: everything under CONSOLE_PATH; the login page (GET and POST) needs no token. */
+export const CONSOLE_PATH = "/console";
+export const CONSOLE_LOGIN_PATH = "/console/login";
+/** The cookie the console login sets (HttpOnly, SameSite=Strict, Path=/console). */
+export const CONSOLE_COOKIE = "emceepee_console";
+
+/** The console cookie's value for `token`: a hash, so the cookie never holds the token itself. */
+export function consoleCookieValue(token: string): string {
+  return createHash("sha256").update(`emceepee-console\0${token}`).digest("hex");
+}
+
+/** Whether `path` is the console's (CONSOLE_PATH or below it). */
+export function isConsolePath(path: string): boolean {
+  return path === CONSOLE_PATH || path.startsWith(`${CONSOLE_PATH}/`);
+}
 
 export function checkRequest(req: IncomingMessage, o: GuardOptions): GuardFailure | undefined {
   const host = req.headers.host;
@@ -26,6 +51,8 @@ export function checkRequest(req: IncomingMessage, o: GuardOptions): GuardFailur
   if (origin !== undefined && !originAllowed(origin, o.allowedOrigins)) {
     return { status: 403, message: `Origin '${origin}' is not allowed; add it to gateway.allowedOrigins (or --allowed-origins) to accept it` };
   }
+  const path = (req.url ?? "/").split("?")[0] ?? "/";
+  if (isConsolePath(path)) return checkConsole(req, path, o.token);
   if (o.token !== undefined && !tokenMatches(req.headers.authorization, o.token)) {
     return {
       status: 401,
@@ -34,6 +61,55 @@ export function checkRequest(req: IncomingMessage, o: GuardOptions): GuardFailur
     };
   }
   return undefined;
+}
+
+/** The console's checks, after Host and Origin passed: same-origin POSTs, then the token (bearer or cookie). */
+function checkConsole(req: IncomingMessage, path: string, token: string | undefined): GuardFailure | undefined {
+  if (req.method !== "GET" && req.method !== "HEAD" && !sameOrigin(req)) {
+    return {
+      status: 403,
+      message: `console ${req.method ?? ""} requests must come from the console's own pages (an Origin header of http://${req.headers.host ?? ""}); reload the console and submit the form there`,
+    };
+  }
+  if (token === undefined || path === CONSOLE_LOGIN_PATH) return undefined;
+  if (tokenMatches(req.headers.authorization, token) || cookieMatches(req.headers.cookie, token)) return undefined;
+  if ((req.method === "GET" || req.method === "HEAD") && (req.headers.accept ?? "").includes("text/html")) {
+    return {
+      status: 303,
+      message: "the console needs the gateway's token: log in at /console/login",
+      headers: { Location: `${CONSOLE_LOGIN_PATH}?next=${encodeURIComponent(req.url ?? CONSOLE_PATH)}`, "Cache-Control": "no-store" },
+    };
+  }
+  return {
+    status: 401,
+    message: `the console needs the gateway's token: log in at ${CONSOLE_LOGIN_PATH} (a cookie) or send Authorization: Bearer <token>`,
+    headers: { "WWW-Authenticate": 'Bearer realm="emceepee"' },
+  };
+}
+
+/** An Origin header naming this very host (http or https), as browsers send with every POST. */
+function sameOrigin(req: IncomingMessage): boolean {
+  const origin = req.headers.origin;
+  const host = req.headers.host;
+  if (origin === undefined || host === undefined) return false;
+  try {
+    const u = new URL(origin);
+    return (u.protocol === "http:" || u.protocol === "https:") && u.host.toLowerCase() === host.toLowerCase();
+  } catch {
+    return false;
+  }
+}
+
+function cookieMatches(header: string | undefined, token: string): boolean {
+  const value = (header ?? "")
+    .split(";")
+    .map((part) => part.trim())
+    .find((part) => part.startsWith(`${CONSOLE_COOKIE}=`))
+    ?.slice(CONSOLE_COOKIE.length + 1);
+  if (value === undefined) return false;
+  const a = createHash("sha256").update(value).digest();
+  const b = createHash("sha256").update(consoleCookieValue(token)).digest();
+  return timingSafeEqual(a, b);
 }
 
 /** Whether binding `host` keeps the gateway on this machine (127.0.0.0/8, ::1, localhost). */

@@ -24,6 +24,7 @@ import type http from "node:http";
 import { createRequire } from "node:module";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { systemClock, ulidGenerator, type Clock, type IdGenerator } from "../clock.js";
+import { createConsole } from "../console/index.js";
 import type { GatewayConfig, GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { createMetaServer } from "../faces/meta/server.js";
@@ -175,6 +176,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     }
     return endpoint;
   };
+  // The web console at /console (docs/adr/0012-console.md), a page after the guards.
+  const webConsole = settings.console.enabled ? createConsole({ context, childProcesses: () => children.count }) : undefined;
   const endpoints = () => [meta, all, ...perServer.values()];
   sessions.onDestroyed = (id) => endpoints().forEach((e) => e.release(id));
   const routes = {
@@ -249,7 +252,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     },
     async listen() {
       await start();
-      httpServer = createHttpServer(settings, { ...routes, probes, unavailable }, logger);
+      httpServer = createHttpServer(settings, { ...routes, probes, unavailable, pages: webConsole ? [webConsole.handle] : [] }, logger);
+      webConsole?.start();
       const address = await listen(httpServer, settings.host, settings.port);
       if (state === "starting") state = "ready";
       const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
@@ -295,6 +299,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         // A start in progress finishes first (its store is then closed below).
         await starting?.catch(() => undefined);
         clock.clearTimeout(sweepTimer);
+        webConsole?.close();
         await Promise.allSettled(endpoints().map((e) => e.close()));
         await stdioClose?.().catch(() => undefined);
         await sessions.close();

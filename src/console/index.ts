@@ -1,0 +1,249 @@
+/**
+ * The web console (docs/adr/0012-console.md): pages for people at /console,
+ * served on the gateway's own listener after its Host/Origin/token guards
+ * (src/http/guards.ts: token by bearer header or the login cookie, same-origin
+ * POSTs). This module owns the routes and the actions; read-model.ts what is
+ * shown, views/ how, live.ts the SSE that keeps pages current, form.ts the
+ * elicitation forms.
+ *
+ * Actions go through the gateway's own paths: answers through
+ * answerElicitation / answerSampling (what respond_to_elicitation and
+ * respond_to_sampling run, marked as answered "by console"), cancels through
+ * TaskManager.cancel (what cancel_task runs). The first answer wins; the
+ * loser is told who answered (PendingRequests).
+ */
+import { timingSafeEqual, createHash } from "node:crypto";
+import type http from "node:http";
+import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
+import { answerElicitation, type ElicitationAnswer } from "../faces/meta/tools/elicitation.js";
+import { answerSampling } from "../faces/meta/tools/sampling.js";
+import { CONSOLE_COOKIE, CONSOLE_LOGIN_PATH, consoleCookieValue, isConsolePath } from "../http/guards.js";
+import type { PageHandler } from "../http/server.js";
+import type { GatewayContext } from "../server/context.js";
+import type { Session } from "../session/session.js";
+import { CONSOLE_CSS, CONSOLE_JS } from "./assets.js";
+import { formContent, type RequestedSchema } from "./form.js";
+import { html, type Html } from "./html.js";
+import { FormError, SECURITY_HEADERS, readForm, redirect, sendHtml, sendText } from "./http.js";
+import { ConsoleLive } from "./live.js";
+import { findTask, inbox, listTasks, overview, sessionByRef, type ConsoleSources } from "./read-model.js";
+import { inboxBody, type InboxError } from "./views/inbox.js";
+import { page, type PageOptions } from "./views/layout.js";
+import { loginBody } from "./views/login.js";
+import { overviewBody } from "./views/overview.js";
+import { taskBody, taskListBody } from "./views/tasks.js";
+
+export interface ConsoleOptions {
+  context: GatewayContext;
+  /** Stdio upstream processes running now. */
+  childProcesses: () => number;
+}
+
+export interface WebConsole {
+  /** For createHttpServer's `pages`: answers every path under /console. */
+  readonly handle: PageHandler;
+  readonly live: ConsoleLive;
+  start(): void;
+  /** Ends the live streams and their timers (before the listener closes). */
+  close(): void;
+}
+
+const ASSETS: Record<string, { type: string; body: string }> = {
+  "/console/assets/console.css": { type: "text/css; charset=utf-8", body: CONSOLE_CSS },
+  "/console/assets/console.js": { type: "text/javascript; charset=utf-8", body: CONSOLE_JS },
+};
+
+export function createConsole(options: ConsoleOptions): WebConsole {
+  const { context } = options;
+  const live = new ConsoleLive({ sessions: context.sessions, clock: context.clock, keepAliveMs: context.settings.http.sseKeepAliveMs });
+  const src: ConsoleSources = { context, childProcesses: options.childProcesses, reconnects: live.reconnects };
+  const token = context.settings.token;
+  const maxBody = context.settings.http.maxBodyBytes;
+
+  const show = (res: http.ServerResponse, status: number, o: Omit<PageOptions, "inboxCount" | "canLogOut">, body: Html) =>
+    sendHtml(res, status, page({ ...o, inboxCount: inbox(src).length, canLogOut: token !== undefined }, body));
+
+  async function dispatch(req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://console.invalid");
+    const q = url.searchParams;
+    const method = req.method === "HEAD" ? "GET" : req.method;
+    const asset = ASSETS[path];
+    if (asset && method === "GET") {
+      res.writeHead(200, { ...SECURITY_HEADERS, "Content-Type": asset.type, "Cache-Control": "no-cache" });
+      res.end(asset.body);
+      return;
+    }
+    if (path === "/console/events" && method === "GET") return live.serve(req, res);
+    if (path === CONSOLE_LOGIN_PATH) return login(req, res, method, q);
+    if (path === "/console/logout" && method === "POST") {
+      return redirect(res, CONSOLE_LOGIN_PATH, { "Set-Cookie": `${CONSOLE_COOKIE}=; HttpOnly; SameSite=Strict; Path=/console; Max-Age=0` });
+    }
+    if ((path === "/console" || path === "/console/") && method === "GET") {
+      return show(res, 200, { title: "Overview", section: "overview" }, overviewBody(await overview(src)));
+    }
+    if (path === "/console/tasks" && method === "GET") {
+      const filter = { session: q.get("session") ?? undefined, server: q.get("server") ?? undefined, status: q.get("status") ?? undefined };
+      const tasks = await listTasks(src, filter);
+      return show(res, 200, { title: "Tasks", section: "tasks" }, taskListBody(tasks, filter, context.registry.names(), context.clock.now()));
+    }
+    const taskPath = /^\/console\/tasks\/([^/]+)(\/cancel)?$/.exec(path);
+    if (taskPath) return task(req, res, method, decode(taskPath[1]!), taskPath[2] !== undefined, q);
+    if (path === "/console/inbox" && method === "GET") {
+      return show(res, 200, { title: "Inbox", section: "inbox" }, inboxBody(inbox(src), context.clock.now(), inboxNotice(q)));
+    }
+    const inboxPath = /^\/console\/inbox\/([^/]+)$/.exec(path);
+    if (inboxPath && method === "POST") return answer(req, res, decode(inboxPath[1]!));
+    if (isKnown(path)) return sendText(res, 405, `${req.method ?? ""} is not allowed on ${path}; use the console's pages and forms`);
+    return show(
+      res,
+      404,
+      { title: "Not found", section: "overview" },
+      html`<p>No console page at <code>${path}</code>. <a href="/console">Go to the overview</a>.</p>`,
+    );
+  }
+
+  async function login(req: http.IncomingMessage, res: http.ServerResponse, method: string | undefined, q: URLSearchParams): Promise<void> {
+    if (method === "GET") return show(res, 200, { title: "Log in", section: "login", bare: true }, loginBody(safeNext(q.get("next")), token !== undefined));
+    if (method !== "POST") return sendText(res, 405, `${req.method ?? ""} is not allowed on ${CONSOLE_LOGIN_PATH}`);
+    const form = await readForm(req, maxBody);
+    const next = safeNext(form.get("next"));
+    if (token === undefined) return redirect(res, next);
+    if (!sameSecret(form.get("token") ?? "", token)) {
+      return show(res, 401, { title: "Log in", section: "login", bare: true }, loginBody(next, true, "That is not the gateway's token; try again."));
+    }
+    redirect(res, next, { "Set-Cookie": `${CONSOLE_COOKIE}=${consoleCookieValue(token)}; HttpOnly; SameSite=Strict; Path=/console` });
+  }
+
+  async function task(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    method: string | undefined,
+    taskId: string,
+    cancel: boolean,
+    q: URLSearchParams,
+  ): Promise<void> {
+    const found = await findTask(src, taskId);
+    if (!found) {
+      return show(
+        res,
+        404,
+        { title: "Task not found", section: "tasks" },
+        html`<p>No task <code>${taskId}</code> in any live session (it may have ended and been deleted). <a href="/console/tasks">All tasks</a></p>`,
+      );
+    }
+    if (cancel) {
+      if (method !== "POST") return sendText(res, 405, "cancel with the task page's Cancel button (POST)");
+      const outcome = await found.session.tasks.cancel(taskId, "cancelled by a person in the web console");
+      return redirect(res, `/console/tasks/${encodeURIComponent(taskId)}?cancel=${outcome.success ? "ok" : "noop"}`);
+    }
+    if (method !== "GET") return sendText(res, 405, `${req.method ?? ""} is not allowed on a task page`);
+    const notice =
+      q.get("cancel") === "ok"
+        ? "Task cancelled; the upstream was sent notifications/cancelled."
+        : q.get("cancel") === "noop"
+          ? "The task had already ended; nothing was cancelled."
+          : undefined;
+    return show(res, 200, { title: `Task ${taskId}`, section: "tasks" }, taskBody(found.task, context.clock.now(), notice));
+  }
+
+  async function answer(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): Promise<void> {
+    const form = await readForm(req, maxBody);
+    const session = sessionByRef(src, form.get("session") ?? "");
+    if (!session) return redirect(res, `/console/inbox?gone=${encodeURIComponent(requestId)}&by=session`);
+    try {
+      if (form.get("kind") === "sampling") await answerSamplingForm(session, requestId, form);
+      else await answerElicitationForm(session, requestId, form);
+    } catch (err) {
+      if (err instanceof GatewayError && err.code === ErrorCodes.UNKNOWN_REQUEST) {
+        const by = session.pending.answeredBy(requestId) ?? "none";
+        return redirect(res, `/console/inbox?gone=${encodeURIComponent(requestId)}&by=${by}`);
+      }
+      if (err instanceof GatewayError && err.code === ErrorCodes.BAD_ARGUMENTS) {
+        const error: InboxError = { requestId, message: err.message, form };
+        return show(res, 400, { title: "Inbox", section: "inbox" }, inboxBody(inbox(src), context.clock.now(), undefined, error));
+      }
+      throw err;
+    }
+    redirect(res, `/console/inbox?answered=${encodeURIComponent(requestId)}`);
+  }
+
+  return {
+    live,
+    start: () => live.start(),
+    close: () => live.close(),
+    handle(req, res, path) {
+      if (!isConsolePath(path)) return false;
+      dispatch(req, res, path).catch((err: unknown) => {
+        if (err instanceof FormError) return sendText(res, 400, err.message);
+        context.logger.error({ err: errorMessage(err), path }, "console_request_failed");
+        if (!res.headersSent) sendText(res, 500, `the console could not do that: ${errorMessage(err)}`);
+        else res.end();
+      });
+      return true;
+    },
+  };
+}
+
+async function answerElicitationForm(session: Session, requestId: string, form: URLSearchParams): Promise<void> {
+  const action = form.get("action") ?? "accept";
+  if (action !== "accept" && action !== "decline" && action !== "cancel") {
+    throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `unknown action '${action}': use the Accept, Decline or Cancel button`);
+  }
+  const params = session.pending.get("elicitation", requestId).params as { mode?: string; requestedSchema?: RequestedSchema };
+  const answer: ElicitationAnswer = { request_id: requestId, action };
+  if (action === "accept" && (params.mode ?? "form") === "form") answer.content = formContent(params.requestedSchema ?? {}, form);
+  await answerElicitation(session, answer, "console");
+}
+
+async function answerSamplingForm(session: Session, requestId: string, form: URLSearchParams): Promise<void> {
+  const action = form.get("action") ?? "answer";
+  if (action === "reject") {
+    const reason = (form.get("reason") ?? "").trim() || "rejected by a person in the web console";
+    await answerSampling(session, { request_id: requestId, error: reason, model: "", stop_reason: "" }, "console");
+    return;
+  }
+  if (action !== "answer") throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `unknown action '${action}': use Send reply or Reject`);
+  const text = form.get("text") ?? "";
+  if (text.trim() === "") throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, "write a reply first (or Reject the request); the request is still pending");
+  const model = (form.get("model") ?? "").trim() || "human (emceepee console)";
+  await answerSampling(session, { request_id: requestId, text, model, stop_reason: "endTurn" }, "console");
+}
+
+function inboxNotice(q: URLSearchParams): string | undefined {
+  const answered = q.get("answered");
+  if (answered) return `Answered ${answered}.`;
+  const gone = q.get("gone");
+  if (!gone) return undefined;
+  const by = q.get("by");
+  if (by === "client") return `${gone} was already answered by its session's client; the first answer wins.`;
+  if (by === "console") return `${gone} was already answered in the console; the first answer wins.`;
+  if (by === "session") return `${gone}: its session has ended.`;
+  return `${gone} is no longer pending (expired, or withdrawn by its server).`;
+}
+
+/** Only console paths of this gateway (no other host, no protocol-relative //). */
+function safeNext(next: string | null | undefined): string {
+  return next && isConsolePath(next.split("?")[0] ?? "") && !next.startsWith("//") && next !== CONSOLE_LOGIN_PATH ? next : "/console";
+}
+
+function isKnown(path: string): boolean {
+  return (
+    ["/console", "/console/", "/console/tasks", "/console/inbox", "/console/events", "/console/logout"].includes(path) ||
+    /^\/console\/inbox\/[^/]+$/.test(path) ||
+    path in ASSETS
+  );
+}
+
+function decode(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return "";
+  }
+}
+
+function sameSecret(given: string, token: string): boolean {
+  const a = createHash("sha256").update(given).digest();
+  const b = createHash("sha256").update(token).digest();
+  return timingSafeEqual(a, b);
+}

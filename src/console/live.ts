@@ -1,0 +1,127 @@
+/**
+ * ConsoleLive: what makes the console live. It observes every session
+ * (SessionManager.observe: nothing of the clients' exactly-once events is
+ * consumed) and tells each open console page over SSE (`GET /console/events`)
+ * that something changed; the page then re-reads itself (progressive
+ * enhancement: without JavaScript the pages are plain server-rendered HTML).
+ * Changes are coalesced (one `change` message per CHANGE_DELAY_MS at most),
+ * and a comment frame every keepAliveMs keeps idle streams open through
+ * proxies. It also remembers the last reconnection report of each server
+ * (server_reconnected), which no session keeps after the fact.
+ *
+ * Lifecycle: start() subscribes; close() unsubscribes, clears both timers and
+ * ends every stream (the gateway's close() calls it before the listener
+ * closes). Timers run only while a stream is open.
+ */
+import type http from "node:http";
+import type { Clock, TimerHandle } from "../clock.js";
+import type { SessionChange, SessionManager } from "../session/session-manager.js";
+import { SECURITY_HEADERS } from "./http.js";
+
+/** Changes within this many ms reach the pages as one message. */
+export const CHANGE_DELAY_MS = 50;
+
+/** The last reconnection of a server in any session (from its server_reconnected event). */
+export interface ReconnectNote {
+  attempts: number;
+  at: number;
+  drops: number;
+}
+
+export interface ConsoleLiveOptions {
+  sessions: SessionManager;
+  clock: Clock;
+  /** gateway.http.sseKeepAliveMs (0: no keep-alive frames). */
+  keepAliveMs: number;
+}
+
+export class ConsoleLive {
+  private readonly streams = new Set<http.ServerResponse>();
+  private version = 0;
+  private unsubscribe: (() => void) | undefined;
+  private changeTimer: TimerHandle | undefined;
+  private keepAliveTimer: TimerHandle | undefined;
+  private closed = false;
+  /** By server name. */
+  readonly reconnects = new Map<string, ReconnectNote>();
+
+  constructor(private readonly options: ConsoleLiveOptions) {}
+
+  start(): void {
+    if (this.closed || this.unsubscribe) return;
+    this.unsubscribe = this.options.sessions.observe((change) => this.changed(change));
+  }
+
+  /** Open console streams (tests, and the overview's own line). */
+  get streamCount(): number {
+    return this.streams.size;
+  }
+
+  /** Serves one SSE stream until the page goes away or close(). */
+  serve(req: http.IncomingMessage, res: http.ServerResponse): void {
+    if (this.closed) {
+      res.writeHead(503, SECURITY_HEADERS).end();
+      return;
+    }
+    res.writeHead(200, { ...SECURITY_HEADERS, "Content-Type": "text/event-stream", Connection: "keep-alive", "X-Accel-Buffering": "no" });
+    res.write(`retry: 2000\nevent: hello\ndata: {"version":${this.version}}\n\n`);
+    this.streams.add(res);
+    const gone = () => {
+      this.streams.delete(res);
+      if (this.streams.size === 0) this.stopTimers();
+    };
+    req.once("close", gone);
+    res.once("close", gone);
+    this.scheduleKeepAlive();
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    this.stopTimers();
+    for (const res of [...this.streams]) res.end();
+    this.streams.clear();
+  }
+
+  private changed(change: SessionChange): void {
+    if (change.type === "change") {
+      const { type, server, data } = change.change;
+      if (type === "server_disconnected" || type === "server_reconnected") {
+        const note = this.reconnects.get(server) ?? { attempts: 0, at: 0, drops: 0 };
+        if (type === "server_disconnected") note.drops++;
+        else note.attempts = typeof data.attempts === "number" ? data.attempts : note.attempts;
+        note.at = this.options.clock.now();
+        this.reconnects.set(server, note);
+      }
+    }
+    this.version++;
+    if (this.changeTimer !== undefined || this.streams.size === 0) return;
+    this.changeTimer = this.options.clock.setTimeout(() => {
+      this.changeTimer = undefined;
+      this.broadcast(`event: change\ndata: {"version":${this.version}}\n\n`);
+    }, CHANGE_DELAY_MS);
+  }
+
+  private scheduleKeepAlive(): void {
+    const ms = this.options.keepAliveMs;
+    if (ms <= 0 || this.keepAliveTimer !== undefined || this.closed) return;
+    this.keepAliveTimer = this.options.clock.setTimeout(() => {
+      this.keepAliveTimer = undefined;
+      this.broadcast(": keepalive\n\n");
+      if (this.streams.size > 0) this.scheduleKeepAlive();
+    }, ms);
+  }
+
+  private broadcast(frame: string): void {
+    for (const res of this.streams) res.write(frame);
+  }
+
+  private stopTimers(): void {
+    this.options.clock.clearTimeout(this.changeTimer);
+    this.options.clock.clearTimeout(this.keepAliveTimer);
+    this.changeTimer = undefined;
+    this.keepAliveTimer = undefined;
+  }
+}

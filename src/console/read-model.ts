@@ -1,0 +1,159 @@
+/**
+ * The console's read model: what the pages show, read from the live gateway
+ * (sessions, their upstream connections, tasks and pending requests; the
+ * session records for face and client). Read-only: nothing here changes
+ * state or takes a client's events. Sessions are named by their hash (as in
+ * the logs), never by their id, which is a bearer secret.
+ */
+import type { GatewayContext } from "../server/context.js";
+import { sessionHash } from "../logging.js";
+import type { PendingInfo } from "../session/pending-requests.js";
+import type { Session } from "../session/session.js";
+import type { FaceRecord, ProxyTaskStatus, TaskRecord } from "../store/contracts.js";
+import type { ReconnectNote } from "./live.js";
+
+export interface ConsoleSources {
+  context: GatewayContext;
+  /** Stdio upstream processes running now (the gateway's ChildProcessLimiter). */
+  childProcesses: () => number;
+  reconnects: ReadonlyMap<string, ReconnectNote>;
+}
+
+export interface ServerRow {
+  name: string;
+  transport: string;
+  sharing: string | undefined;
+  addedBy: string;
+  /** Connection status → number of sessions in it. */
+  statuses: Record<string, number>;
+  lastError: string | undefined;
+  reconnect: ReconnectNote | undefined;
+}
+
+export interface SessionRow {
+  ref: string;
+  face: string;
+  client: string;
+  createdAt: number;
+  lastActivityAt: number;
+  workingTasks: number;
+  pending: number;
+}
+
+export interface Overview {
+  now: number;
+  servers: ServerRow[];
+  sessions: SessionRow[];
+  childProcesses: number;
+}
+
+/** A task as the console shows it: MCP's status (input_required included) and its session's ref. */
+export interface TaskRow extends TaskRecord {
+  sessionRef: string;
+  shownStatus: ProxyTaskStatus | "input_required";
+}
+
+export interface TaskFilter {
+  session?: string | undefined;
+  server?: string | undefined;
+  status?: string | undefined;
+}
+
+export interface InboxItem {
+  sessionRef: string;
+  info: PendingInfo;
+}
+
+export async function overview(src: ConsoleSources): Promise<Overview> {
+  const { context } = src;
+  const sessions = context.sessions.list().filter((s) => !s.isClosed);
+  const upstream = context.settings.upstream as { sharing?: Record<string, string> };
+  const servers = context.registry.list().map((entry): ServerRow => {
+    const config = entry.config as { command?: string; transport?: string; sharing?: string };
+    const transport = config.command !== undefined ? "stdio" : (config.transport ?? "streamable-http");
+    const statuses: Record<string, number> = {};
+    let lastError: string | undefined;
+    for (const s of sessions) {
+      const view = s.view(entry.name);
+      statuses[view.status] = (statuses[view.status] ?? 0) + 1;
+      lastError = view.lastError ?? lastError;
+    }
+    return {
+      name: entry.name,
+      transport,
+      sharing: config.sharing ?? upstream.sharing?.[transport === "stdio" ? "stdio" : "remote"],
+      addedBy: entry.addedBy,
+      statuses,
+      lastError,
+      reconnect: src.reconnects.get(entry.name),
+    };
+  });
+  const rows = await Promise.all(sessions.map((s) => sessionRow(context, s)));
+  return { now: context.clock.now(), servers, sessions: rows, childProcesses: src.childProcesses() };
+}
+
+async function sessionRow(context: GatewayContext, s: Session): Promise<SessionRow> {
+  const record = await context.store.sessions.get(s.id).catch(() => undefined);
+  const info = record?.clientInfo as { name?: unknown; version?: unknown } | undefined;
+  const working = await s.tasks.list({ status: "working" }).catch(() => []);
+  return {
+    ref: sessionHash(s.id),
+    face: record ? faceName(record.face) : "stdio or not initialized",
+    client: info && typeof info.name === "string" ? `${info.name}${typeof info.version === "string" ? ` ${info.version}` : ""}` : "unknown",
+    createdAt: s.createdAt,
+    lastActivityAt: s.lastActivityAt,
+    workingTasks: working.length,
+    pending: s.pending.list("elicitation").length + s.pending.list("sampling").length,
+  };
+}
+
+function faceName(face: FaceRecord): string {
+  if (face.kind === "meta") return "meta (/mcp)";
+  if (face.kind === "all") return "all (/all/mcp)";
+  return `server ${face.server}`;
+}
+
+function shown(r: TaskRecord): TaskRow["shownStatus"] {
+  return r.status === "working" && r.inputRequired === true ? "input_required" : r.status;
+}
+
+/** Every visible task of every session, newest first, filtered. */
+export async function listTasks(src: ConsoleSources, filter: TaskFilter = {}): Promise<TaskRow[]> {
+  const sessions = src.context.sessions.list().filter((s) => !s.isClosed && (!filter.session || sessionHash(s.id) === filter.session));
+  const all = await Promise.all(
+    sessions.map(async (s) => {
+      const records = await s.tasks.list({ includeCompleted: true, server: filter.server || undefined }).catch(() => []);
+      return records.map((r): TaskRow => ({ ...r, sessionRef: sessionHash(s.id), shownStatus: shown(r) }));
+    }),
+  );
+  return all
+    .flat()
+    .filter((t) => !filter.status || t.shownStatus === filter.status || (filter.status === "working" && t.status === "working"))
+    .sort((a, b) => b.createdAt - a.createdAt || (a.taskId < b.taskId ? 1 : -1));
+}
+
+/** One task and its session, or undefined when no live session has it. */
+export async function findTask(src: ConsoleSources, taskId: string): Promise<{ task: TaskRow; session: Session } | undefined> {
+  for (const s of src.context.sessions.list()) {
+    if (s.isClosed) continue;
+    const record = await s.tasks.get(taskId).catch(() => undefined);
+    if (record) return { task: { ...record, sessionRef: sessionHash(s.id), shownStatus: shown(record) }, session: s };
+  }
+  return undefined;
+}
+
+/** Every pending elicitation and sampling request of every session, oldest first. */
+export function inbox(src: ConsoleSources): InboxItem[] {
+  const items: InboxItem[] = [];
+  for (const s of src.context.sessions.list()) {
+    if (s.isClosed) continue;
+    const sessionRef = sessionHash(s.id);
+    for (const info of [...s.pending.list("elicitation"), ...s.pending.list("sampling")]) items.push({ sessionRef, info });
+  }
+  return items.sort((a, b) => a.info.receivedAt - b.info.receivedAt || (a.info.requestId < b.info.requestId ? -1 : 1));
+}
+
+/** The live session whose hash is `ref`. */
+export function sessionByRef(src: ConsoleSources, ref: string): Session | undefined {
+  return src.context.sessions.list().find((s) => !s.isClosed && sessionHash(s.id) === ref);
+}
