@@ -51,6 +51,8 @@ export const ErrorCodes = {
   FORBIDDEN: "EMCP_FORBIDDEN",
   /** A limit (tasks, pending requests, sessions, child processes) was reached. */
   LIMIT_REACHED: "EMCP_LIMIT_REACHED",
+  /** Sent to a shared upstream: its server→client request cannot be tied to one session's call (docs/adr/0010). */
+  UNATTRIBUTABLE: "EMCP_UNATTRIBUTABLE",
   /** The state store (gateway.store) cannot be opened, read or written; the message names the file. */
   STORE_UNAVAILABLE: "EMCP_STORE_UNAVAILABLE",
   /** The client cancelled the request. */
@@ -86,6 +88,7 @@ const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_UNKNOWN_REQUEST: ErrorCode.InvalidParams,
   EMCP_FORBIDDEN: ErrorCode.InvalidRequest,
   EMCP_LIMIT_REACHED: ErrorCode.InternalError,
+  EMCP_UNATTRIBUTABLE: ErrorCode.InvalidRequest,
   EMCP_STORE_UNAVAILABLE: ErrorCode.InternalError,
   EMCP_CANCELLED: ErrorCode.InternalError,
   EMCP_CLOSED: ErrorCode.InternalError,

@@ -5,7 +5,7 @@
  * an optional `gateway` section.
  */
 import { z } from "zod";
-import { mcpServersSchema, type ServerConfig } from "./server-entry.js";
+import { mcpServersSchema, sharingMode, type ServerConfig } from "./server-entry.js";
 
 // The `mcpServers` entries (names, stdio/remote, keys from other clients) live in server-entry.ts.
 export {
@@ -147,6 +147,29 @@ export const gatewaySettingsSchema = z.strictObject({
        * then its whole process group gets SIGTERM, and SIGKILL this long later.
        */
       killGraceMs: positiveMs.default(2_000),
+      /**
+       * How an upstream whose entry has no `sharing` key is used (docs/adr/0010):
+       * `session` — one connection (for stdio, one process) per downstream
+       * session; `shared` — one connection serves every session of the gateway.
+       */
+      sharing: z
+        .strictObject({
+          stdio: sharingMode.default("session"),
+          remote: sharingMode.default("session"),
+        })
+        .prefault({}),
+      /**
+       * Stdio upstreams in session mode: processes per server started ahead
+       * (spawned and initialized), so a new session's first call does not wait
+       * for a spawn. They count against maxChildProcesses. 0 turns it off.
+       */
+      warmPool: z.number().int().min(0).max(64).default(1),
+      /**
+       * A session connection (session mode) unused this long, with nothing
+       * running or subscribed on it, is closed — its process ends — and
+       * reconnects on next use. 0 keeps connections for the session's life.
+       */
+      idleReleaseMs: z.number().int().min(0).default(300_000),
       /** After an upstream drops, the session reconnects in the background with capped exponential backoff. */
       reconnect: z
         .strictObject({
@@ -163,6 +186,18 @@ export const gatewaySettingsSchema = z.strictObject({
   console: z
     .strictObject({
       enabled: z.boolean().default(true),
+    })
+    .prefault({}),
+  /** Prometheus metrics (src/observability, docs/adr/0011-observability.md), served after the Host/Origin/token guards. */
+  metrics: z
+    .strictObject({
+      /** false: no registry, no /metrics page, no taps for metrics (tracing is set by OTEL_* alone). */
+      enabled: z.boolean().default(true),
+      /** Where GET answers in the Prometheus text format. */
+      path: z
+        .string()
+        .regex(/^\/[A-Za-z0-9._~\-/]*$/, "path must start with / and hold only URL path characters, e.g. /metrics")
+        .default("/metrics"),
     })
     .prefault({}),
   transparent: z
@@ -217,6 +252,30 @@ export const gatewaySettingsSchema = z.strictObject({
     .refine((s) => s.url === undefined || /^rediss?:\/\/[^/?#]/i.test(s.url), {
       message: "url must be a redis:// or rediss:// URL with a host, e.g. redis://localhost:6379 or rediss://user:password@redis.internal:6380/0",
       path: ["url"],
+    })
+    .prefault({}),
+  /**
+   * Several replicas sharing one Redis store (docs/adr/0013-replicas.md): each
+   * session's live state has one owner replica; others forward its requests
+   * there, or adopt it from the store when the owner's heartbeat expired.
+   */
+  cluster: z
+    .strictObject({
+      enabled: z.boolean().default(false),
+      /** Names this replica in logs and owner records (a random suffix is added per start). Absent: host name and pid. */
+      replicaId: z
+        .string()
+        .regex(/^[A-Za-z0-9._-]{1,64}$/, "replicaId must be 1-64 letters, digits, dots, dashes or underscores")
+        .optional(),
+      /** How the other replicas reach this one over HTTP, e.g. http://10.0.0.5:8808 (required when enabled). */
+      advertiseUrl: z.url({ protocol: /^https?$/, error: "advertiseUrl must be an http:// or https:// URL, e.g. http://10.0.0.5:8808" }).optional(),
+      /** Shared by all replicas; proves a forwarded request came from one (use "${EMCEEPEE_CLUSTER_SECRET}"). */
+      secret: z.string().min(16, "secret must be at least 16 characters").optional(),
+      /** A replica whose heartbeat is older than this is dead: its sessions are adopted. */
+      leaseMs: z.number().int().min(500).default(10_000),
+    })
+    .refine((c) => !c.enabled || (c.advertiseUrl !== undefined && c.secret !== undefined), {
+      message: "cluster.enabled needs advertiseUrl (how other replicas reach this one) and secret (shared by all replicas)",
     })
     .prefault({}),
 });

@@ -40,11 +40,16 @@ export const serverNameSchema = z.string().regex(SERVER_NAME_PATTERN, { error: (
 
 // ---------------------------------------------------------------- output types
 
+/** `session`: a connection per downstream session; `shared`: one for all sessions (docs/adr/0010). */
+export type SharingMode = "session" | "shared";
+
 export interface StdioServerConfig {
   command: string;
   args: string[];
   env?: Record<string, string>;
   cwd?: string;
+  /** Absent: gateway.upstream.sharing.stdio. */
+  sharing?: SharingMode;
 }
 
 export interface RemoteServerConfig {
@@ -52,6 +57,8 @@ export interface RemoteServerConfig {
   /** Absent means streamable-http. */
   transport?: "streamable-http" | "sse";
   headers?: Record<string, string>;
+  /** Absent: gateway.upstream.sharing.remote. */
+  sharing?: SharingMode;
 }
 
 export type ServerConfig = StdioServerConfig | RemoteServerConfig;
@@ -79,8 +86,8 @@ type Kind = "stdio" | "remote";
 type Transport = "streamable-http" | "sse";
 
 const OWN_KEYS: Record<Kind, readonly string[]> = {
-  stdio: ["command", "args", "env", "cwd", "type", "transport"],
-  remote: ["url", "headers", "type", "transport"],
+  stdio: ["command", "args", "env", "cwd", "type", "transport", "sharing"],
+  remote: ["url", "headers", "type", "transport", "sharing"],
 };
 
 /** Keys other clients write, accepted in both kinds (`serverUrl` only in remote entries). */
@@ -138,6 +145,11 @@ const toolNames = z
 
 const markerField = z.unknown().optional(); // validated with the kind, in markerIssues()
 
+export const sharingMode = z.enum(["session", "shared"], {
+  error: (iss) =>
+    `must be "session" (a connection per client session) or "shared" (one connection for all sessions) (got ${describeValue(iss.input)}); see docs/adr/0010`,
+});
+
 const otherClientsFields = {
   disabled: z.boolean({ error: (iss) => `must be true or false (got ${describeValue(iss.input)}); write true to skip this server` }).optional(),
   timeout: z
@@ -162,6 +174,7 @@ const stdioSchema = z.strictObject({
   args: z.array(z.string(mustBeString(quoteIt)), { error: (iss) => argsProblem(iss.input) }).default([]),
   env: stringRecord(`"API_KEY": "..."`).optional(),
   cwd: z.string(mustBeString(() => "write the directory's path")).optional(),
+  sharing: sharingMode.optional(),
   type: markerField,
   transport: markerField,
   ...otherClientsFields,
@@ -172,6 +185,7 @@ const remoteSchema = z.strictObject({
   /** Windsurf's spelling of `url`. */
   serverUrl: httpUrl.optional(),
   headers: stringRecord(`"Authorization": "Bearer \${TOKEN}"`).optional(),
+  sharing: sharingMode.optional(),
   type: markerField,
   transport: markerField,
   ...otherClientsFields,
@@ -241,6 +255,7 @@ export function parseServerEntry(input: unknown): EntryResult {
     if (markers.transport) config.transport = markers.transport;
     if (data.headers) config.headers = data.headers;
   }
+  if (data.sharing !== undefined) config.sharing = data.sharing;
   return { ok: true, entry: { config, disabled, warnings: disabled ? [] : otherClientsWarnings(data) } };
 }
 

@@ -19,10 +19,18 @@
  * added at runtime, and a sweep timer deletes expired rows. A store that
  * cannot be opened fails the start (EMCP_STORE_UNAVAILABLE), never falls back
  * to memory. close() closes it last; an injected `deps.store` is the caller's.
+ * /readyz is also 503 (`store_unavailable`) while the store's health check
+ * fails (checked at most once per READY_CHECK_MS, so probes stay cheap).
+ *
+ * Observability (src/observability, ADR 0011): metrics and tracing are built
+ * here and hooked in at four places — the upstream transport factory, each
+ * face's server transport, the store (timed), and the `/metrics` page.
  */
 import type http from "node:http";
+import type { TracerProvider } from "@opentelemetry/api";
 import { createRequire } from "node:module";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { systemClock, ulidGenerator, type Clock, type IdGenerator } from "../clock.js";
 import { createConsole } from "../console/index.js";
 import type { GatewayConfig, GatewaySettings } from "../config/schema.js";
@@ -32,12 +40,14 @@ import { createTransparentServer } from "../faces/transparent/server.js";
 import { McpEndpoint } from "../http/mcp-endpoint.js";
 import { createHttpServer, listen } from "../http/server.js";
 import { silentLogger, type Logger } from "../logging.js";
+import { Observability } from "../observability/observability.js";
 import { SessionManager } from "../session/session-manager.js";
 import type { Session } from "../session/session.js";
 import type { Store } from "../store/contracts.js";
 import { openStore } from "../store/open.js";
 import { ChildProcessLimiter, ProcessGroups } from "../upstream/children.js";
 import { ServerRegistry } from "../upstream/registry.js";
+import { SharedUpstreams } from "../upstream/shared-upstreams.js";
 import { createTransportFactory, type TransportFactory } from "../upstream/transports.js";
 import type { GatewayContext } from "./context.js";
 import { recoverState, sweepStoreLogged } from "./recovery.js";
@@ -71,7 +81,14 @@ export interface GatewayDeps {
   transportFactory?: TransportFactory;
   /** The state store, already open (tests, benches); else `gateway.store` is opened at start. Closing it stays the caller's. */
   store?: Store;
+  /** Traces go to this provider (tests: an in-memory exporter); else the OTEL_* environment decides (off by default). */
+  tracerProvider?: TracerProvider;
 }
+
+/** How long a /readyz store health check answers for later probes. */
+const READY_CHECK_MS = 1_000;
+/** A store health check that takes longer counts as failed. */
+const READY_CHECK_TIMEOUT_MS = 2_000;
 
 export interface Gateway {
   readonly context: GatewayContext;
@@ -111,15 +128,35 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     registry.add({ name, config: serverConfig, addedAt: clock.now(), addedBy: "config" });
   }
   const groups = new ProcessGroups();
-  const transportFactory = deps.transportFactory ?? createTransportFactory({ killGraceMs: settings.upstream.killGraceMs, groups });
+  const observability = new Observability({ settings, version: pkg.version, logger, tracerProvider: deps.tracerProvider });
+  const transportFactory = observability.transportFactory(
+    deps.transportFactory ?? createTransportFactory({ killGraceMs: settings.upstream.killGraceMs, groups }),
+  );
   const children = new ChildProcessLimiter(settings.upstream.maxChildProcesses);
   const clientInfo = { name: "emceepee", version: pkg.version };
   // Opened by start(); sessions exist only after it, so every reader below finds it open.
-  let store: Store | undefined = deps.store;
+  let store: Store | undefined = deps.store && observability.store(deps.store);
   const openedStore = (): Store => {
     if (!store) throw new GatewayError(ErrorCodes.CLOSED, "the state store is not open: the gateway has not started (listen() or serveStdio())");
     return store;
   };
+  // Servers with "sharing": "shared" (docs/adr/0010): one connection for all sessions.
+  const shared = new SharedUpstreams(
+    registry,
+    (name) => ({
+      name,
+      config: registry.require(name).config,
+      transportFactory,
+      clientInfo,
+      connectTimeoutMs: settings.upstream.connectTimeoutMs,
+      requestTimeoutMs: settings.upstream.requestTimeoutMs,
+      logger,
+      // Declared so that a call's roots/list can reach its session; unattributable ones are refused.
+      roots: {},
+      children,
+    }),
+    logger,
+  );
   const sessions = new SessionManager({
     registry,
     settings,
@@ -132,6 +169,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     },
     clientInfo,
     children,
+    shared,
   });
   const checker = new UpstreamChecker({ transportFactory, children, clientInfo, settings, logger });
   const context: GatewayContext = {
@@ -146,8 +184,14 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       return openedStore();
     },
   };
+  observability.watch({ sessions, registry, children, store: () => store });
+  const tap = (transport: Transport, session: Session, protocolVersion?: string) => observability.tapServer(transport, session, "tcp", protocolVersion);
   const meta = new McpEndpoint(context, {
-    face: (session) => createMetaServer({ session, gateway: context }),
+    face: (session) => {
+      observability.faces.opened(session.id, "meta", "tcp");
+      return createMetaServer({ session, gateway: context });
+    },
+    tap,
     // Lazy by default: listing servers must not spawn them; a session connects a server on first use.
     connectAll: settings.upstream.eagerConnect,
     attachable: true,
@@ -155,7 +199,11 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   });
   const separator = settings.transparent.separator;
   const all = new McpEndpoint(context, {
-    face: (session, init) => createTransparentServer({ session, gateway: context, target: { kind: "all", separator }, init }),
+    face: (session, init) => {
+      observability.faces.opened(session.id, "all", "tcp");
+      return createTransparentServer({ session, gateway: context, target: { kind: "all", separator }, init });
+    },
+    tap,
     connectAll: false,
     kind: { kind: "all" },
   });
@@ -165,10 +213,13 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     let endpoint = perServer.get(name);
     if (!endpoint) {
       endpoint = new McpEndpoint(context, {
-        face: (session, init) =>
-          createTransparentServer({ session, gateway: context, target: { kind: "server", server: name }, init }).catch((err: unknown) => {
+        face: (session, init) => {
+          observability.faces.opened(session.id, "server", "tcp");
+          return createTransparentServer({ session, gateway: context, target: { kind: "server", server: name }, init }).catch((err: unknown) => {
             throw singleFaceUnavailable(name, session, err);
-          }),
+          });
+        },
+        tap,
         connectAll: false,
         kind: { kind: "server", server: name },
       });
@@ -200,11 +251,33 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   let sweeping: Promise<void> = Promise.resolve();
   // A function, so that checks after an await read the state then (not the narrowed one before it).
   const closingNow = () => state === "closing";
+  let storeCheck: { at: number; ok: boolean } | undefined;
+  let storeChecking: Promise<boolean> | undefined;
+  /** The store's health, asked at most once per READY_CHECK_MS (concurrent probes share one check). */
+  const storeHealthy = (): boolean | Promise<boolean> => {
+    const current = store;
+    if (!current) return true;
+    if (storeCheck && clock.now() - storeCheck.at < READY_CHECK_MS) return storeCheck.ok;
+    storeChecking ??= boundedHealthCheck(current, clock).then((ok) => {
+      storeCheck = { at: clock.now(), ok };
+      storeChecking = undefined;
+      if (!ok) logger.warn({ store: current.kind, location: current.location }, "store_unhealthy");
+      return ok;
+    });
+    return storeChecking;
+  };
+  const readiness = (storeOk: boolean) => {
+    if (state !== "ready") return { status: 503, body: { status: state === "closing" ? "shutting_down" : "starting" } };
+    return storeOk ? { status: 200, body: { status: "ready" } } : { status: 503, body: { status: "store_unavailable" } };
+  };
   const probes = {
     // Liveness and readiness only: no counts, names or versions (these answer without a token).
     "/healthz": () => ({ status: 200, body: { status: "ok" } }),
-    "/readyz": () =>
-      state === "ready" ? { status: 200, body: { status: "ready" } } : { status: 503, body: { status: state === "closing" ? "shutting_down" : "starting" } },
+    "/readyz": () => {
+      if (state !== "ready") return readiness(true);
+      const ok = storeHealthy();
+      return typeof ok === "boolean" ? readiness(ok) : ok.then(readiness);
+    },
   };
   const unavailable = () => (state === "closing" ? "the gateway is shutting down; reconnect when it is back" : undefined);
 
@@ -212,7 +285,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   function start(): Promise<void> {
     starting ??= (async () => {
       if (state === "closing") throw new GatewayError(ErrorCodes.CLOSED, "the gateway is shutting down");
-      store ??= await openStore(settings.store, { clock });
+      store ??= observability.store(await openStore(settings.store, { clock }));
       const report = await recoverState({ store, registry, settings, clock, newId, logger });
       logger.info({ store: store.kind, location: store.location, ...report }, "state_recovered");
       if (closingNow()) return; // close() ran meanwhile: no timers
@@ -252,7 +325,11 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     },
     async listen() {
       await start();
-      httpServer = createHttpServer(settings, { ...routes, probes, unavailable, pages: webConsole ? [webConsole.handle] : [] }, logger);
+      httpServer = createHttpServer(
+        settings,
+        { ...routes, probes, unavailable, pages: [...observability.pages(), ...(webConsole ? [webConsole.handle] : [])] },
+        logger,
+      );
       webConsole?.start();
       const address = await listen(httpServer, settings.host, settings.port);
       if (state === "starting") state = "ready";
@@ -275,6 +352,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       await start();
       // One session per process: it lives as long as stdin, never expired as one-shot.
       const session = sessions.create({ connect: face.kind === "meta" && settings.upstream.eagerConnect, oneShot: false });
+      observability.faces.opened(session.id, "stdio", "pipe");
       const server =
         face.kind === "meta"
           ? createMetaServer({ session, gateway: context })
@@ -285,6 +363,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
             });
       const transport = new StdioServerTransport(stdin as never, stdout as never);
       await server.connect(transport);
+      observability.tapServer(transport, session, "pipe");
       stdioClose = () => server.close();
       if (state === "starting") state = "ready";
       return session;
@@ -303,6 +382,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         await Promise.allSettled(endpoints().map((e) => e.close()));
         await stdioClose?.().catch(() => undefined);
         await sessions.close();
+        await shared.close();
         // Groups whose leader crashed are still being reaped in the background: wait for them too.
         await groups.terminateAll();
         if (httpServer) {
@@ -315,6 +395,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         await sweeping;
         // Last: everything above may still write (sessions keep their records for the next start).
         if (store && !deps.store) await store.close().catch((err: unknown) => logger.error({ err: errorMessage(err) }, "store_close_failed"));
+        await observability.close().catch((err: unknown) => logger.error({ err: errorMessage(err) }, "tracing_shutdown_failed"));
         logger.info({}, "registry_shutdown_complete");
         logger.info("gateway_closed");
       })();
@@ -324,6 +405,19 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       groups.killAll();
     },
   };
+}
+
+/** store.healthy(), false when it fails or takes longer than READY_CHECK_TIMEOUT_MS (its timer is cleared either way). */
+async function boundedHealthCheck(store: Store, clock: Clock): Promise<boolean> {
+  let timer: ReturnType<Clock["setTimeout"]> | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = clock.setTimeout(() => resolve(false), READY_CHECK_TIMEOUT_MS);
+  });
+  try {
+    return await Promise.race([store.healthy().catch(() => false), timeout]);
+  } finally {
+    clock.clearTimeout(timer);
+  }
 }
 
 /**

@@ -12,7 +12,7 @@ import type { GatewaySettings } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import { backoffDelay } from "../upstream/backoff.js";
-import type { ListKind, UpstreamConnection } from "../upstream/connection.js";
+import type { ListKind, UpstreamHandle } from "../upstream/connection.js";
 
 export interface ReconnectionHost {
   settings: GatewaySettings;
@@ -21,7 +21,7 @@ export interface ReconnectionHost {
   random?: (() => number) | undefined;
   /** Whether the server is still configured and the session still open. */
   wanted(server: string): boolean;
-  connect(server: string): Promise<UpstreamConnection>;
+  connect(server: string): Promise<UpstreamHandle>;
   /** A list of `server` changed across the reconnect. */
   listChanged(server: string, kind: ListKind): void;
   reconnected(server: string, report: ReconnectReport): void;
@@ -41,7 +41,7 @@ interface Dropped {
   timer?: TimerHandle;
   serverInfo: Implementation | undefined;
   upstreamSessionId: string | undefined;
-  digests: UpstreamConnection["listDigests"];
+  digests: UpstreamHandle["listDigests"];
   failedTasks: number;
   rejectedRequests: number;
 }
@@ -54,7 +54,7 @@ export class Reconnections {
   constructor(private readonly host: ReconnectionHost) {}
 
   /** The connection to `server` dropped (its tasks and requests were already failed). */
-  onDrop(server: string, lost: UpstreamConnection | undefined, counts: { failedTasks: number; rejectedRequests: number }): void {
+  onDrop(server: string, lost: UpstreamHandle | undefined, counts: { failedTasks: number; rejectedRequests: number }): void {
     const previous = this.dropped.get(server);
     this.clearTimer(previous);
     // A drop during an earlier outage keeps what was known before the first one.
@@ -71,7 +71,7 @@ export class Reconnections {
   }
 
   /** A connection to `server` succeeded: reconcile if it had dropped. */
-  onConnected(server: string, conn: UpstreamConnection): void {
+  onConnected(server: string, conn: UpstreamHandle): void {
     const state = this.dropped.get(server);
     if (state) void this.reconcile(server, conn, state);
   }
@@ -113,7 +113,7 @@ export class Reconnections {
    * before the drop; one never fetched then (or not fetchable now) counts as
    * changed, since the client cannot know.
    */
-  private async reconcile(server: string, conn: UpstreamConnection, state: Dropped): Promise<void> {
+  private async reconcile(server: string, conn: UpstreamHandle, state: Dropped): Promise<void> {
     this.stop(server);
     const restarted =
       conn.pid !== null || conn.upstreamSessionId !== state.upstreamSessionId || JSON.stringify(conn.serverInfo) !== JSON.stringify(state.serverInfo);

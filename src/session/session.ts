@@ -20,7 +20,7 @@ import { errorMessage } from "../errors.js";
 import { sessionHash, type Logger } from "../logging.js";
 import type { SessionPatch, SessionRecord, SessionStore, UpstreamInitRecord } from "../store/contracts.js";
 import { isTerminal, TaskManager } from "../tasks/task-manager.js";
-import type { ConnectionPersistence, ConnectionStatus, UpstreamConnection, UpstreamSessionSnapshot } from "../upstream/connection.js";
+import type { ConnectionPersistence, ConnectionStatus, UpstreamHandle, UpstreamSessionSnapshot } from "../upstream/connection.js";
 import type { DownstreamBridge } from "./bridge.js";
 import { BufferManager } from "./buffers.js";
 import { EventSystem } from "./event-system.js";
@@ -132,12 +132,12 @@ export class Session {
    * The live connection to `name`, connecting (or reconnecting after a
    * failure) on demand. Concurrent callers share one attempt.
    */
-  connection(name: string): Promise<UpstreamConnection> {
+  connection(name: string): Promise<UpstreamHandle> {
     return this.upstreams.connection(name);
   }
 
   /** Connections currently live (for list_changed fan-out, roots updates, logging levels). */
-  liveConnections(): UpstreamConnection[] {
+  liveConnections(): UpstreamHandle[] {
     return this.upstreams.live();
   }
 

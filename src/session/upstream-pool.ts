@@ -14,8 +14,11 @@ import type { Logger } from "../logging.js";
 import type { Store } from "../store/contracts.js";
 import { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
 import type { ChildProcessLimiter } from "../upstream/children.js";
+import { isStdioConfig } from "../config/schema.js";
 import { UpstreamConnection, type CloseMode, type ConnectionPersistence, type ListKind, type UpstreamHandlers } from "../upstream/connection.js";
+import type { UpstreamHandle } from "../upstream/handle.js";
 import type { ServerRegistry } from "../upstream/registry.js";
+import type { SharedUpstreams } from "../upstream/shared-upstreams.js";
 import type { TransportFactory } from "../upstream/transports.js";
 import { Reconnections, type ReconnectReport } from "./reconnection.js";
 
@@ -34,6 +37,8 @@ export interface UpstreamPoolDeps {
   children?: ChildProcessLimiter | undefined;
   /** Jitter source for reconnect backoff (tests inject a fixed one). */
   random?: (() => number) | undefined;
+  /** The gateway's shared connections, for servers with "sharing": "shared" (docs/adr/0010); without it every server is per session. */
+  shared?: SharedUpstreams | undefined;
 }
 
 /** What a pool needs from its session. */
@@ -45,7 +50,7 @@ export interface UpstreamPoolHost {
   /** How the session answers and records what `server` sends. */
   handlersFor(server: string): UpstreamHandlers;
   /** A connection to `server` is up (first time or again). */
-  connected(server: string, conn: UpstreamConnection): void;
+  connected(server: string, conn: UpstreamHandle): void;
   /** A list of `server` changed across a reconnect. */
   listChanged(server: string, kind: ListKind): void;
   reconnected(server: string, report: ReconnectReport): void;
@@ -54,8 +59,8 @@ export interface UpstreamPoolHost {
 }
 
 export class UpstreamPool {
-  private readonly connections = new Map<string, UpstreamConnection>();
-  private readonly connecting = new Map<string, Promise<UpstreamConnection>>();
+  private readonly connections = new Map<string, UpstreamHandle>();
+  private readonly connecting = new Map<string, Promise<UpstreamHandle>>();
   /** Receiver tasks per upstream (they die with the connection that created them). */
   private readonly receivers = new Map<string, ReceiverTaskStore>();
   /** Receiver stores of dropped connections still deleting their rows. */
@@ -90,7 +95,7 @@ export class UpstreamPool {
    * The live connection to `name`, connecting (or reconnecting after a
    * failure) on demand. Concurrent callers share one attempt.
    */
-  async connection(name: string): Promise<UpstreamConnection> {
+  async connection(name: string): Promise<UpstreamHandle> {
     if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, "this session is closed");
     const entry = this.deps.registry.require(name);
     const existing = this.connections.get(name);
@@ -98,6 +103,8 @@ export class UpstreamPool {
     const inflight = this.connecting.get(name);
     if (inflight) return inflight;
     const { settings } = this.deps;
+    const sharing = entry.config.sharing ?? (isStdioConfig(entry.config) ? settings.upstream.sharing.stdio : settings.upstream.sharing.remote);
+    if (sharing === "shared" && this.deps.shared) return this.connect(name, this.sharedView(name, existing));
     this.closeReceivers(name);
     const receiverTasks = new ReceiverTaskStore({
       sessionId: this.host.sessionId,
@@ -127,6 +134,20 @@ export class UpstreamPool {
       roots: this.host.roots,
       persistence: this.host.persistenceFor?.(name),
     });
+    return this.connect(name, conn);
+  }
+
+  /** This session's view of `name`'s shared connection: the one it has (after a drop it rejoins), or a new one. */
+  private sharedView(name: string, existing: UpstreamHandle | undefined): UpstreamHandle {
+    if (existing?.shared && existing.status !== "closed") return existing;
+    return this.deps.shared!.attach(name, {
+      handlers: this.host.handlersFor(name),
+      persistence: this.host.persistenceFor?.(name),
+    });
+  }
+
+  /** Connects `conn` as the session's handle to `name`; concurrent callers share the attempt. */
+  private connect(name: string, conn: UpstreamHandle): Promise<UpstreamHandle> {
     this.connections.set(name, conn);
     const attempt = conn
       .connect()
@@ -145,12 +166,12 @@ export class UpstreamPool {
   }
 
   /** The connection to `name` in whatever state it is, if one was made. */
-  get(name: string): UpstreamConnection | undefined {
+  get(name: string): UpstreamHandle | undefined {
     return this.connections.get(name);
   }
 
   /** Connections currently live. */
-  live(): UpstreamConnection[] {
+  live(): UpstreamHandle[] {
     return [...this.connections.values()].filter((c) => c.status === "connected");
   }
 

@@ -10,7 +10,7 @@ import { RELATED_TASK_META_KEY, type CallToolRequest, type CallToolResult, type 
 import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { GatewaySettings } from "../config/schema.js";
 import type { Clock } from "../clock.js";
-import type { UpstreamConnection } from "../upstream/connection.js";
+import type { UpstreamHandle } from "../upstream/handle.js";
 import type { CallOrigin } from "../upstream/origin.js";
 import { DEFAULT_POLL_INTERVAL_MS } from "./mcp-task.js";
 
@@ -24,7 +24,7 @@ export interface EmulationContext {
 }
 
 /** Best effort, bounded by upstreamCancelTimeoutMs; the connection's close() waits for it. */
-export function cancelUpstream(settings: GatewaySettings, conn: UpstreamConnection, upstreamTaskId: string): Promise<void> {
+export function cancelUpstream(settings: GatewaySettings, conn: UpstreamHandle, upstreamTaskId: string): Promise<void> {
   if (conn.status !== "connected") return Promise.resolve();
   return conn.cancelTask(upstreamTaskId, settings.tasks.upstreamCancelTimeoutMs).then(
     () => undefined,
@@ -52,7 +52,7 @@ export function cancelUpstream(settings: GatewaySettings, conn: UpstreamConnecti
  */
 export async function runUpstreamTaskToEnd(
   ctx: EmulationContext,
-  conn: UpstreamConnection,
+  conn: UpstreamHandle,
   call: CallToolRequest["params"],
   o: { signal?: AbortSignal | undefined; timeoutMs: number; onprogress?: ProgressCallback | undefined; origin?: CallOrigin | undefined },
 ): Promise<CallToolResult> {
@@ -101,7 +101,7 @@ export async function runUpstreamTaskToEnd(
 }
 
 /** Polls the upstream task and reports each status until stopped (a failed poll just waits for the next). */
-function pollStatus(ctx: EmulationContext, conn: UpstreamConnection, task: Task, onstatus: (t: Task) => void): () => void {
+function pollStatus(ctx: EmulationContext, conn: UpstreamHandle, task: Task, onstatus: (t: Task) => void): () => void {
   const { clock } = ctx;
   let stopped = false;
   let timer: ReturnType<Clock["setTimeout"]> | undefined;

@@ -12,7 +12,7 @@ import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol
 import type { Clock } from "../clock.js";
 import { ErrorCodes, GatewayError, upstreamCallError } from "../errors.js";
 import type { TaskRecord } from "../store/contracts.js";
-import type { UpstreamConnection } from "../upstream/connection.js";
+import type { UpstreamHandle } from "../upstream/handle.js";
 import { CallOrigin } from "../upstream/origin.js";
 import type { TaskManager } from "./task-manager.js";
 
@@ -20,7 +20,7 @@ export type ExecuteOutcome = { kind: "result"; result: CallToolResult } | { kind
 
 export interface ExecuteOptions {
   tasks: TaskManager;
-  connection: UpstreamConnection;
+  connection: UpstreamHandle;
   clock: Clock;
   tool: string;
   args: Record<string, unknown> | undefined;

@@ -27,7 +27,7 @@ import type { GatewaySettings } from "../config/schema.js";
 import type { Clock } from "../clock.js";
 import { ErrorCodes, GatewayError, errorMessage, isUpstreamAnswer, rpcErrorFromRecord, rpcErrorRecordOf } from "../errors.js";
 import type { TaskRecord } from "../store/contracts.js";
-import type { UpstreamConnection } from "../upstream/connection.js";
+import type { UpstreamHandle } from "../upstream/handle.js";
 import { CallOrigin } from "../upstream/origin.js";
 import { cancelUpstream } from "./emulation.js";
 import { DEFAULT_POLL_INTERVAL_MS, toMcpTask, withRelatedTask } from "./mcp-task.js";
@@ -50,7 +50,7 @@ type ToolCallParams = CallToolRequest["params"];
 /** Starts a task-augmented tools/call (downstream request `requestId`) and returns the gateway's task at once. */
 export async function startToolTask(
   ctx: NativeTaskContext,
-  conn: UpstreamConnection,
+  conn: UpstreamHandle,
   params: ToolCallParams,
   upstreamName: string,
   requestId?: RequestId,
@@ -97,7 +97,7 @@ export async function startToolTask(
  */
 async function startGatewayTask(
   ctx: NativeTaskContext,
-  conn: UpstreamConnection,
+  conn: UpstreamHandle,
   call: ToolCallParams,
   ttlMs: number,
   onprogress: ProgressCallback,
@@ -117,7 +117,7 @@ async function startGatewayTask(
 
 async function startUpstreamTask(
   ctx: NativeTaskContext,
-  conn: UpstreamConnection,
+  conn: UpstreamHandle,
   call: ToolCallParams,
   ttlMs: number,
   onprogress: ProgressCallback,
@@ -154,7 +154,7 @@ async function startUpstreamTask(
 export async function getToolTask(
   ctx: NativeTaskContext,
   taskId: string,
-  connect: (server: string) => Promise<UpstreamConnection>,
+  connect: (server: string) => Promise<UpstreamHandle>,
   signal?: AbortSignal,
 ): Promise<Task> {
   const record = await lookup(ctx, taskId);
@@ -216,7 +216,7 @@ export interface TaskResultOptions {
 export async function getToolTaskResult(
   ctx: NativeTaskContext,
   taskId: string,
-  connect: (server: string) => Promise<UpstreamConnection>,
+  connect: (server: string) => Promise<UpstreamHandle>,
   o: TaskResultOptions = {},
 ): Promise<CallToolResult> {
   const record = await lookup(ctx, taskId);

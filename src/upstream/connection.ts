@@ -37,7 +37,7 @@ import { installOrderedProgress } from "../mcp/ordered-progress.js";
 import { RequestAttribution } from "../mcp/request-attribution.js";
 import { newUpstreamClient, type UpstreamHandlers } from "./client-handlers.js";
 import type { CallOrigin } from "./origin.js";
-import { UpstreamRequests } from "./requests.js";
+import { UpstreamHandle, type ConnectionStatus } from "./handle.js";
 import {
   continueSession,
   restore,
@@ -54,7 +54,8 @@ export type { CallToolOptions, ListKind, TaskSupport } from "./requests.js";
 export type { UpstreamHandlers } from "./client-handlers.js";
 export type { CloseMode, ConnectionPersistence, UpstreamSessionSnapshot } from "./session-continuation.js";
 
-export type ConnectionStatus = "idle" | "connecting" | "connected" | "disconnected" | "error" | "closed";
+export type { ConnectionStatus } from "./handle.js";
+export { UpstreamHandle } from "./handle.js";
 
 export interface UpstreamConnectionOptions {
   name: string;
@@ -77,11 +78,12 @@ export interface UpstreamConnectionOptions {
 
 const STDERR_TAIL_LINES = 20;
 
-export class UpstreamConnection extends UpstreamRequests {
+export class UpstreamConnection extends UpstreamHandle {
   readonly name: string;
   status: ConnectionStatus = "idle";
   lastError: string | undefined;
   connectedAt: number | undefined;
+  readonly shared = false;
   private client: Client | undefined;
   private created: CreatedTransport | undefined;
   private readonly stderrTail: string[] = [];
@@ -290,6 +292,15 @@ export class UpstreamConnection extends UpstreamRequests {
 
   protected override attribution(): RequestAttribution<CallOrigin> | undefined {
     return this.calls;
+  }
+
+  /**
+   * For the sessions' views of a shared connection (shared.ts): they send
+   * through this connection's client and attribution with their own request
+   * surface. Nothing else may use these.
+   */
+  viewAccess(): { client: Client | undefined; attribution: RequestAttribution<CallOrigin> | undefined } {
+    return { client: this.connectedClient(), attribution: this.calls };
   }
 
   protected override subscriptionChanged(uri: string, subscribed: boolean): void {

@@ -104,7 +104,7 @@ export interface CallToolOptions {
 }
 
 type ToolCallParams = Pick<CallToolRequest["params"], "name" | "arguments" | "_meta">;
-type ParamsOf<M extends ClientRequest["method"]> = Extract<ClientRequest, { method: M }>["params"];
+export type ParamsOf<M extends ClientRequest["method"]> = Extract<ClientRequest, { method: M }>["params"];
 
 /** Bound on the pages followed for one full list, so a looping cursor cannot wedge us. */
 const MAX_PAGES = 1000;

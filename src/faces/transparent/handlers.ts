@@ -19,7 +19,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError, toToolErrorText } from "../../errors.js";
-import type { UpstreamConnection } from "../../upstream/connection.js";
+import type { UpstreamHandle } from "../../upstream/handle.js";
 import { logToolCall, resultOutcome } from "../access-log.js";
 import { paginate } from "./catalog.js";
 import { verbatimErrors, type HandlerContext } from "./context.js";
@@ -40,9 +40,9 @@ export function registerHandlers(h: HandlerContext): void {
   const server = verbatimErrors(h.server);
   const single = catalog.target.kind === "server";
   // What these throw reaches the client through verbatimErrors (the face's one error boundary).
-  const conn = (name: string): Promise<UpstreamConnection> => session.connection(name);
+  const conn = (name: string): Promise<UpstreamHandle> => session.connection(name);
   /** Every upstream of the face that connects, in catalog order. */
-  const each = async <T>(read: (c: UpstreamConnection, server: string) => Promise<T[]>, failed?: Unavailable): Promise<Array<{ server: string; item: T }>> => {
+  const each = async <T>(read: (c: UpstreamHandle, server: string) => Promise<T[]>, failed?: Unavailable): Promise<Array<{ server: string; item: T }>> => {
     const rows = await Promise.all(
       catalog.servers().map(async (s) => {
         try {
@@ -108,7 +108,7 @@ export function registerHandlers(h: HandlerContext): void {
       );
       return { resourceTemplates: page, ...(nextCursor ? { nextCursor } : {}), ...unavailableMeta(failed) };
     });
-    const owner = async (uri: string): Promise<UpstreamConnection> => {
+    const owner = async (uri: string): Promise<UpstreamHandle> => {
       if (single) return conn(catalog.servers()[0]!);
       let found = router.route(uri);
       if (found === undefined) {

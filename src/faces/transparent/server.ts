@@ -16,7 +16,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { GatewayContext } from "../../server/context.js";
 import type { Session } from "../../session/session.js";
-import type { UpstreamConnection } from "../../upstream/connection.js";
+import type { UpstreamHandle } from "../../upstream/handle.js";
 import { createBridge, DownstreamRoutes } from "./bridge.js";
 import { Catalog, type FaceTarget } from "./catalog.js";
 import { registerHandlers } from "./handlers.js";
@@ -66,13 +66,13 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
 }
 
 /** Single face: its upstream must connect (the face *is* that upstream). All face: whatever connects. */
-async function connectAll(session: Session, catalog: Catalog): Promise<UpstreamConnection[]> {
+async function connectAll(session: Session, catalog: Catalog): Promise<UpstreamHandle[]> {
   if (catalog.target.kind === "server") return [await session.connection(catalog.target.server)];
   const settled = await Promise.allSettled(catalog.servers().map((s) => session.connection(s)));
   return settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
 }
 
-function deriveCapabilities(connections: UpstreamConnection[], target: FaceTarget): ServerCapabilities {
+function deriveCapabilities(connections: UpstreamHandle[], target: FaceTarget): ServerCapabilities {
   const caps: ServerCapabilities = {};
   // The aggregate always offers tools: servers can be added at runtime.
   if (target.kind === "all") caps.tools = { listChanged: true };

@@ -19,7 +19,7 @@ import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/proto
 import type { ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
 import { cancelToolTask, getToolTask, getToolTaskResult, runUpstreamTaskToEnd, startToolTask, type NativeTaskContext } from "../../tasks/native.js";
 import { toMcpTask } from "../../tasks/mcp-task.js";
-import type { UpstreamConnection } from "../../upstream/connection.js";
+import type { UpstreamHandle } from "../../upstream/handle.js";
 import { CallOrigin } from "../../upstream/origin.js";
 import { forwardProgress } from "../progress.js";
 import { paginate } from "./catalog.js";
@@ -56,7 +56,7 @@ export function nativeContext(h: HandlerContext): NativeTaskContext {
  */
 export async function callTool(
   h: HandlerContext,
-  conn: UpstreamConnection,
+  conn: UpstreamHandle,
   params: CallToolRequest["params"],
   upstreamName: string,
   extra: Extra,
@@ -95,7 +95,7 @@ export async function callTool(
   }
 }
 
-export function registerTaskHandlers(h: HandlerContext, connect: (server: string) => Promise<UpstreamConnection>): void {
+export function registerTaskHandlers(h: HandlerContext, connect: (server: string) => Promise<UpstreamHandle>): void {
   const server = verbatimErrors(h.server);
   const ctx = nativeContext(h);
   server.setRequestHandler(GetTaskRequestSchema, (req, extra) => getToolTask(ctx, req.params.taskId, connect, extra.signal));

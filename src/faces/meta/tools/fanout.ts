@@ -3,7 +3,7 @@
  * per-server failures as `error` entries instead of failing the whole call.
  */
 import { toToolErrorText } from "../../../errors.js";
-import type { UpstreamConnection } from "../../../upstream/connection.js";
+import type { UpstreamHandle } from "../../../upstream/handle.js";
 import type { MetaContext } from "../define.js";
 
 export type PerServer<T> = { server: string; items: T[] } | { server: string; error: string };
@@ -11,7 +11,7 @@ export type PerServer<T> = { server: string; items: T[] } | { server: string; er
 export async function fanout<T>(
   { session, gateway }: MetaContext,
   server: string | undefined,
-  read: (conn: UpstreamConnection) => Promise<T[]>,
+  read: (conn: UpstreamHandle) => Promise<T[]>,
 ): Promise<PerServer<T>[]> {
   if (server !== undefined) {
     const conn = await session.connection(server);

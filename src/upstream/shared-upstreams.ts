@@ -1,0 +1,75 @@
+/**
+ * SharedUpstreams: the gateway's shared connections ("sharing": "shared",
+ * docs/adr/0010), one per server name and config. A session attaches on first
+ * use (UpstreamPool). When a server is removed or its config changes, the old
+ * shared connection is retired — closed once its last session has detached
+ * (every session is disconnected from the server by the change) — and the
+ * next attach makes a new one. close() ends them all (gateway shutdown).
+ */
+import type { Logger } from "../logging.js";
+import { sameServerConfig, type ServerRegistry } from "./registry.js";
+import { SharedUpstream, type SharedAttachment, type SharedConnectionOptions, type SharedUpstreamView } from "./shared.js";
+
+export class SharedUpstreams {
+  private readonly byName = new Map<string, SharedUpstream>();
+  /** Replaced or removed servers' connections, closing once their sessions have detached. */
+  private readonly retiring = new Set<SharedUpstream>();
+  private closed = false;
+
+  constructor(
+    private readonly registry: ServerRegistry,
+    /** The connection options for a server (everything but what is per session). */
+    private readonly optionsFor: (name: string) => SharedConnectionOptions,
+    private readonly logger: Logger,
+  ) {}
+
+  /** A new view of `name`'s shared connection for one session (connect it with view.connect()). */
+  attach(name: string, attachment: SharedAttachment): SharedUpstreamView {
+    const entry = this.registry.require(name);
+    let shared = this.byName.get(name);
+    if (shared && !sameServerConfig(shared.config, entry.config)) {
+      this.retire(shared);
+      shared = undefined;
+    }
+    if (!shared) {
+      // The last session leaving a retired (or removed) server closes its connection.
+      shared = new SharedUpstream(this.optionsFor(name), this.logger, (s) => this.settle(s));
+      this.byName.set(name, shared);
+    }
+    return shared.attach(attachment);
+  }
+
+  /** The shared connection of `name`, if one was made. */
+  get(name: string): SharedUpstream | undefined {
+    return this.byName.get(name);
+  }
+
+  list(): SharedUpstream[] {
+    return [...this.byName.values()];
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const all = [...this.byName.values(), ...this.retiring];
+    this.byName.clear();
+    this.retiring.clear();
+    await Promise.allSettled(all.map((s) => s.close()));
+  }
+
+  private settle(shared: SharedUpstream): void {
+    if (this.closed || shared.attached > 0) return;
+    const entry = this.registry.get(shared.name);
+    if (this.byName.get(shared.name) === shared && entry && sameServerConfig(shared.config, entry.config)) return;
+    this.retire(shared);
+  }
+
+  private retire(shared: SharedUpstream): void {
+    if (this.byName.get(shared.name) === shared) this.byName.delete(shared.name);
+    if (shared.attached > 0) {
+      this.retiring.add(shared);
+      return;
+    }
+    this.retiring.delete(shared);
+    shared.close().catch((err: unknown) => this.logger.warn({ server: shared.name, err: String(err) }, "shared_upstream_close_failed"));
+  }
+}

@@ -1,0 +1,410 @@
+/**
+ * Shared upstreams ("sharing": "shared", docs/adr/0010): one connection — for
+ * stdio, one process — serves every session of the gateway, and everything a
+ * session sees stays its own.
+ *
+ * - Responses, progress and cancellation are per request already (the SDK
+ *   gives each request its own id and progress token).
+ * - Server→client requests (elicitation, sampling, roots/list) go to the
+ *   session whose call caused them, as the connection's attribution tells
+ *   (src/mcp/request-attribution.ts: the request's own stream on Streamable
+ *   HTTP; the only call in flight elsewhere). When it cannot tell, the
+ *   upstream gets a JSON-RPC error (EMCP_UNATTRIBUTABLE) and no session sees
+ *   the request: never a guess, never a broadcast.
+ * - `resources/updated` reaches only the sessions subscribed to that URI;
+ *   the upstream subscription is reference-counted (first subscribe sends it,
+ *   last unsubscribe — or detach — sends the unsubscribe).
+ * - Logging: the upstream level is the most verbose any session asked for;
+ *   each session gets only messages at or above its own level.
+ * - Everything else (list_changed, task status, stderr) goes to every session;
+ *   each session maps upstream task ids to its own tasks and drops the rest.
+ * - A drop is one reconnect for all: every attached session fails its own
+ *   in-flight work (its routing does, with the reason) and asks to reconnect;
+ *   their attempts share one connect. The new connection gets the
+ *   subscriptions and level back.
+ *
+ * Task-augmented elicitation/sampling (receiver tasks) are per session, so a
+ * shared connection does not declare them; the upstream then sends plain
+ * requests. Upstream HTTP sessions are not continued across gateway restarts.
+ */
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { AnySchema, SchemaOutput } from "@modelcontextprotocol/sdk/server/zod-compat.js";
+import type {
+  ClientCapabilities,
+  ClientRequest,
+  EmptyResult,
+  Implementation,
+  LoggingLevel,
+  RequestMeta,
+  ServerCapabilities,
+} from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
+import type { Logger } from "../logging.js";
+import type { RequestAttribution } from "../mcp/request-attribution.js";
+import { UpstreamConnection, type UpstreamConnectionOptions } from "./connection.js";
+import type { UpstreamHandlers } from "./client-handlers.js";
+import { UpstreamHandle, type ConnectionStatus } from "./handle.js";
+import { CallOrigin } from "./origin.js";
+import type { ParamsOf, SendOptions } from "./requests.js";
+import type { ConnectionPersistence } from "./session-continuation.js";
+
+/** RFC 5424 severities as MCP names them, least severe first. */
+const LEVELS: readonly LoggingLevel[] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+const severity = (level: string): number => LEVELS.indexOf(level as LoggingLevel);
+
+/** What one session attaches with. */
+export interface SharedAttachment {
+  /** How the session answers and records what the upstream sends (its routing). */
+  handlers: UpstreamHandlers;
+  /** The session's level and subscriptions, kept for a restart; set again when it attaches. */
+  persistence?: ConnectionPersistence | undefined;
+}
+
+/** How a shared upstream's connection is made (the options of UpstreamConnection that are not per session). */
+export type SharedConnectionOptions = Omit<UpstreamConnectionOptions, "handlers" | "persistence" | "receiverTasks">;
+
+export class SharedUpstream {
+  private conn: UpstreamConnection | undefined;
+  private connecting: Promise<UpstreamConnection> | undefined;
+  private readonly views = new Set<SharedUpstreamView>();
+  /** Which session's view each call in flight came from (every call through a view has an origin). */
+  private readonly owners = new WeakMap<CallOrigin, SharedUpstreamView>();
+  private readonly subscribers = new Map<string, Set<SharedUpstreamView>>();
+  /** The level the upstream accepted last. */
+  private upstreamLevel: LoggingLevel | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly options: SharedConnectionOptions,
+    private readonly logger: Logger,
+    /** The last session detached (the owner may retire the connection). */
+    private readonly onEmpty?: (shared: SharedUpstream) => void,
+  ) {}
+
+  get name(): string {
+    return this.options.name;
+  }
+
+  get config(): SharedConnectionOptions["config"] {
+    return this.options.config;
+  }
+
+  /** The current connection, in whatever state. */
+  get connection(): UpstreamConnection | undefined {
+    return this.conn;
+  }
+
+  /** Sessions attached. */
+  get attached(): number {
+    return this.views.size;
+  }
+
+  attach(attachment: SharedAttachment): SharedUpstreamView {
+    if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, `the shared connection to '${this.name}' is closed`);
+    const view = new SharedUpstreamView(this, attachment, this.options.requestTimeoutMs);
+    this.views.add(view);
+    return view;
+  }
+
+  /** The live connection, connecting once for every caller (sessions reconnecting after a drop share the attempt). */
+  async connect(): Promise<UpstreamConnection> {
+    if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, `the shared connection to '${this.name}' is closed`);
+    if (this.conn?.status === "connected") return this.conn;
+    this.connecting ??= (async () => {
+      const conn = new UpstreamConnection({ ...this.options, handlers: this.dispatcher(), persistence: this.persistence() });
+      this.conn = conn;
+      try {
+        await conn.connect();
+      } catch (err) {
+        if (this.conn === conn) this.conn = undefined;
+        throw err;
+      }
+      if (this.closed) {
+        await conn.close();
+        throw new GatewayError(ErrorCodes.CLOSED, `the shared connection to '${this.name}' was closed while connecting`);
+      }
+      this.logger.info({ server: this.name, sessions: this.views.size }, "shared_upstream_connected");
+      return conn;
+    })().finally(() => (this.connecting = undefined));
+    return this.connecting;
+  }
+
+  /** A call of `view` is about to be sent with `origin`. */
+  own(origin: CallOrigin, view: SharedUpstreamView): void {
+    this.owners.set(origin, view);
+  }
+
+  /** One session leaves: its subscriptions and level stop counting. The connection stays. */
+  async detach(view: SharedUpstreamView): Promise<void> {
+    if (!this.views.delete(view)) return;
+    const gone: string[] = [];
+    for (const [uri, views] of this.subscribers) {
+      if (views.delete(view) && views.size === 0) gone.push(uri);
+    }
+    for (const uri of gone) {
+      this.subscribers.delete(uri);
+      await this.conn?.unsubscribeResource(uri).catch(() => undefined);
+    }
+    await this.applyLevel().catch(() => undefined);
+    if (this.views.size === 0) this.onEmpty?.(this);
+  }
+
+  /** `view` subscribes to `uri`: the upstream subscription is sent by the first subscriber only. */
+  async subscribe(view: SharedUpstreamView, uri: string, _meta?: RequestMeta): Promise<void> {
+    const views = this.subscribers.get(uri);
+    if (views?.size) {
+      views.add(view);
+      return;
+    }
+    await this.live().subscribeResource(uri, _meta);
+    const now = this.subscribers.get(uri) ?? new Set<SharedUpstreamView>();
+    now.add(view);
+    this.subscribers.set(uri, now);
+  }
+
+  /** `view` unsubscribes from `uri`: the upstream unsubscribe is sent when no session is left. */
+  async unsubscribe(view: SharedUpstreamView, uri: string, _meta?: RequestMeta): Promise<void> {
+    const views = this.subscribers.get(uri);
+    if (!views?.delete(view) || views.size) return;
+    this.subscribers.delete(uri);
+    await this.live().unsubscribeResource(uri, _meta);
+  }
+
+  /** Sets the upstream to the most verbose level any attached session asked for (when that changed). */
+  async applyLevel(): Promise<void> {
+    const wanted = [...this.views].flatMap((v) => (v.level === undefined ? [] : [v.level]));
+    if (!wanted.length) return;
+    const level = wanted.reduce((a, b) => (severity(b) < severity(a) ? b : a));
+    if (level === this.upstreamLevel || this.conn?.status !== "connected") return;
+    await this.conn.setLoggingLevel(level);
+    this.upstreamLevel = level;
+  }
+
+  /** Closes the connection (the server was removed or changed, or the gateway closes); views still attached read "closed". */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.connecting?.catch(() => undefined);
+    await this.conn?.close();
+  }
+
+  private live(): UpstreamConnection {
+    if (this.conn?.status !== "connected") throw this.unavailable();
+    return this.conn;
+  }
+
+  unavailable(): GatewayError {
+    const why = this.conn?.lastError ?? "not connected";
+    return new GatewayError(
+      ErrorCodes.UPSTREAM_UNAVAILABLE,
+      `upstream '${this.name}' is unavailable: ${why}. Check its config with list_servers; it is retried on next use.`,
+      { details: { server: this.name } },
+    );
+  }
+
+  /** What a new connection sets again: the subscriptions and level of the sessions attached. */
+  private persistence(): ConnectionPersistence {
+    return {
+      resume: () => undefined,
+      logLevel: () => this.upstreamLevel,
+      subscriptions: () => [...this.subscribers.keys()],
+      sessionOpened: () => undefined,
+      sessionLost: async () => undefined,
+      subscriptionChanged: () => undefined,
+      loggingLevelSet: () => undefined,
+    };
+  }
+
+  /** The connection's handlers: each message to the session(s) it is for. */
+  private dispatcher(): UpstreamHandlers {
+    const all = () => [...this.views];
+    return {
+      onElicit: (params, signal, origin) => this.ownerOf(origin, "elicitation/create").handlers.onElicit(params, signal, origin),
+      onSample: (params, signal, origin) => this.ownerOf(origin, "sampling/createMessage").handlers.onSample(params, signal, origin),
+      onListRoots: (signal, origin) => this.ownerOf(origin, "roots/list").handlers.onListRoots(signal, origin),
+      onNotification: (method, params) => {
+        if (method === "notifications/resources/updated") {
+          const uri = typeof params?.uri === "string" ? params.uri : undefined;
+          for (const view of (uri && this.subscribers.get(uri)) || []) view.handlers.onNotification(method, params);
+          return;
+        }
+        for (const view of all()) {
+          if (method === "notifications/tools/list_changed") view.toolsListChanged();
+          view.handlers.onNotification(method, params);
+        }
+      },
+      onLog: (params) => {
+        for (const view of all()) if (view.level === undefined || severity(params.level) >= severity(view.level)) view.handlers.onLog(params);
+      },
+      onStderr: (line) => all().forEach((view) => view.handlers.onStderr(line)),
+      onDisconnect: (reason) => {
+        this.upstreamLevel = undefined;
+        all().forEach((view) => view.handlers.onDisconnect(reason));
+      },
+    };
+  }
+
+  /**
+   * The session a server→client request is for, or a JSON-RPC error for the
+   * upstream when the connection cannot tell (see the header).
+   */
+  private ownerOf(origin: CallOrigin | undefined, method: string): SharedUpstreamView {
+    const view = origin && this.owners.get(origin);
+    if (view && this.views.has(view)) return view;
+    const inFlight = this.conn?.viewAccess().attribution?.inFlight ?? 0;
+    this.logger.warn({ server: this.name, method, callsInFlight: inFlight }, "shared_request_unattributable");
+    throw toJsonRpcError(
+      new GatewayError(
+        ErrorCodes.UNATTRIBUTABLE,
+        `emceepee cannot tell which client session this ${method} request is for: upstream '${this.name}' is shared by all sessions ("sharing": "shared") and ` +
+          (inFlight === 0 ? "no call is in flight on it" : `${inFlight} calls of several sessions are in flight on it`) +
+          `, so it was refused rather than guessed. The gateway's operator can set "sharing": "session" for this server to route every such request.`,
+        { details: { server: this.name, method } },
+      ),
+    );
+  }
+}
+
+/** One session's view of a shared connection: its own request surface, tool cache, level and subscriptions. */
+export class SharedUpstreamView extends UpstreamHandle {
+  readonly shared = true;
+  readonly continuedSession = false;
+  /** The level this session asked for (undefined: it never set one, and gets what the upstream sends). */
+  level: LoggingLevel | undefined;
+  private readonly subscriptions = new Set<string>();
+  private detached = false;
+  private restored = false;
+
+  constructor(
+    private readonly upstream: SharedUpstream,
+    private readonly attachment: SharedAttachment,
+    requestTimeoutMs: number,
+  ) {
+    super(requestTimeoutMs);
+  }
+
+  get name(): string {
+    return this.upstream.name;
+  }
+
+  get handlers(): UpstreamHandlers {
+    return this.attachment.handlers;
+  }
+
+  get status(): ConnectionStatus {
+    return this.detached ? "closed" : (this.upstream.connection?.status ?? "idle");
+  }
+
+  get lastError(): string | undefined {
+    return this.upstream.connection?.lastError;
+  }
+
+  get connectedAt(): number | undefined {
+    return this.upstream.connection?.connectedAt;
+  }
+
+  get serverInfo(): Implementation | undefined {
+    return this.upstream.connection?.serverInfo;
+  }
+
+  override get capabilities(): ServerCapabilities | undefined {
+    return this.upstream.connection?.capabilities;
+  }
+
+  get instructions(): string | undefined {
+    return this.upstream.connection?.instructions;
+  }
+
+  get pid(): number | null {
+    return this.upstream.connection?.pid ?? null;
+  }
+
+  get upstreamSessionId(): string | undefined {
+    return this.upstream.connection?.upstreamSessionId;
+  }
+
+  get declaredCapabilities(): ClientCapabilities | undefined {
+    return this.upstream.connection?.declaredCapabilities;
+  }
+
+  /** Joins the shared connection (connecting it if needed); a resumed session's level and subscriptions are set again once. */
+  async connect(): Promise<void> {
+    if (this.detached) throw new GatewayError(ErrorCodes.CLOSED, "this session's view of the shared upstream is closed");
+    await this.upstream.connect();
+    if (this.restored) return;
+    this.restored = true;
+    const persistence = this.attachment.persistence;
+    const level = persistence?.logLevel();
+    if (level !== undefined) await this.setLoggingLevel(level).catch(() => undefined);
+    for (const uri of persistence?.subscriptions() ?? []) await this.subscribeResource(uri).catch(() => undefined);
+  }
+
+  /** Detaches this session (its subscriptions and level stop counting); the connection stays for the others. */
+  async close(): Promise<void> {
+    if (this.detached) return;
+    this.detached = true;
+    await this.settleCancels();
+    await this.upstream.detach(this);
+  }
+
+  /** Every call through a view has an origin, so the shared connection knows whose it is. */
+  protected override request<M extends ClientRequest["method"], S extends AnySchema>(
+    method: M,
+    params: ParamsOf<M>,
+    resultSchema: S,
+    o: SendOptions = {},
+  ): Promise<SchemaOutput<S>> {
+    const origin = o.origin ?? new CallOrigin();
+    this.upstream.own(origin, this);
+    return super.request(method, params, resultSchema, { ...o, origin });
+  }
+
+  override async subscribeResource(uri: string, _meta?: RequestMeta): Promise<EmptyResult> {
+    this.assertConnected();
+    if (!this.subscriptions.has(uri)) {
+      await this.upstream.subscribe(this, uri, _meta);
+      this.subscriptions.add(uri);
+      this.attachment.persistence?.subscriptionChanged(uri, true);
+    }
+    return {};
+  }
+
+  override async unsubscribeResource(uri: string, _meta?: RequestMeta): Promise<EmptyResult> {
+    this.assertConnected();
+    if (this.subscriptions.delete(uri)) {
+      await this.upstream.unsubscribe(this, uri, _meta);
+      this.attachment.persistence?.subscriptionChanged(uri, false);
+    }
+    return {};
+  }
+
+  override async setLoggingLevel(level: LoggingLevel): Promise<EmptyResult> {
+    this.assertConnected();
+    const before = this.level;
+    this.level = level;
+    try {
+      await this.upstream.applyLevel();
+    } catch (err) {
+      this.level = before;
+      throw err;
+    }
+    this.attachment.persistence?.loggingLevelSet(level);
+    return {};
+  }
+
+  /** The upstream's tool list changed: drop this view's cache. */
+  toolsListChanged(): void {
+    this.toolsChanged();
+  }
+
+  protected override connectedClient(): Client | undefined {
+    return this.detached ? undefined : this.upstream.connection?.viewAccess().client;
+  }
+
+  protected override attribution(): RequestAttribution<CallOrigin> | undefined {
+    return this.upstream.connection?.viewAccess().attribution;
+  }
+
+  protected override unavailable(): Error {
+    return this.upstream.unavailable();
+  }
+}
