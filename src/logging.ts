@@ -1,21 +1,45 @@
 /**
- * Structured logs (pino, JSON lines) always go to stderr: in stdio mode stdout
- * carries the MCP protocol. Secrets (tokens, upstream headers and env) are redacted.
+ * Structured logs (pino) always go to stderr: in stdio mode stdout carries the
+ * MCP protocol. JSON lines for machines (the default when stderr is not a
+ * terminal), or `pretty` lines for people (pino-pretty; the default on a TTY).
+ * Secrets (tokens, upstream headers and env) are redacted.
  * Session ids are bearer secrets (an id is enough to `?session=` attach to a
- * session), so logs carry sessionHash(id) instead, never the id itself.
+ * session), so logs carry sessionHash(id) instead, never the id itself
+ * (session loggers add it: Session.logger). A line logged while a traced
+ * request is handled carries its `trace_id` and `span_id` (the active span).
  */
 import { createHash } from "node:crypto";
+import { isSpanContextValid, trace } from "@opentelemetry/api";
 import { pino, type DestinationStream, type Logger } from "pino";
+import pretty from "pino-pretty";
 
 export type { Logger };
 
 export type LogLevel = "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
 
+/** `json`: one JSON object per line; `pretty`: coloured, human-readable lines (pino-pretty). */
+export type LogFormat = "json" | "pretty";
+
+/** The default format: pretty on a terminal, else JSON. */
+export function defaultLogFormat(stream: { isTTY?: boolean } = process.stderr): LogFormat {
+  return stream.isTTY === true ? "pretty" : "json";
+}
+
+/** The active span's ids, for every log line written inside a traced request (nothing otherwise). */
+function traceFields(): Record<string, string> {
+  const span = trace.getActiveSpan();
+  if (!span) return {};
+  const ids = span.spanContext();
+  return isSpanContextValid(ids) ? { trace_id: ids.traceId, span_id: ids.spanId } : {};
+}
+
 /**
  * The gateway's logger.
- * @param destination where the JSON lines go (default: stderr, written synchronously)
+ * @param destination where the lines go (default: stderr, written synchronously)
+ * @param format @default "json"
  */
-export function createLogger(level: LogLevel = "info", destination?: DestinationStream): Logger {
+export function createLogger(level: LogLevel = "info", destination?: DestinationStream, format: LogFormat = "json"): Logger {
+  const target = destination ?? pino.destination({ dest: 2, sync: true });
   return pino(
     {
       name: "emceepee",
@@ -24,8 +48,9 @@ export function createLogger(level: LogLevel = "info", destination?: Destination
         paths: ["token", "*.token", "headers", "*.headers", "env", "*.env", "config.headers", "config.env"],
         censor: "[redacted]",
       },
+      mixin: traceFields,
     },
-    destination ?? pino.destination({ dest: 2, sync: true }),
+    format === "pretty" ? pretty({ destination: target, sync: true, colorize: process.stderr.isTTY === true, translateTime: "SYS:HH:MM:ss.l" }) : target,
   );
 }
 

@@ -10,12 +10,12 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import { loadConfig, type LoadConfigOptions } from "../config/load.js";
 import { DEFAULT_SETTINGS, type GatewaySettings } from "../config/schema.js";
 import { GatewayError, errorMessage } from "../errors.js";
-import { createLogger } from "../logging.js";
+import { createLogger, defaultLogFormat, type LogFormat } from "../logging.js";
 import { createGateway, type StdioFace } from "../server/gateway.js";
 import { banner, exposureWarning, listenFailure } from "./banner.js";
 import { connectEach, describeConfig } from "./check.js";
 import { installExitPaths, reportConfig } from "./lifecycle.js";
-import { accessLogOption, configOption, hostList, logLevelOption, originList, port, stdioFace, storeOption } from "./options.js";
+import { accessLogOption, configOption, hostList, logFormatOption, logLevelOption, originList, port, stdioFace, storeOption } from "./options.js";
 
 const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
 
@@ -24,12 +24,22 @@ export interface RunOptions {
   repeatWindowMs?: number;
 }
 
+interface StdioCommandOptions {
+  config?: string;
+  face: StdioFace;
+  logLevel?: string;
+  logFormat?: LogFormat;
+  accessLog: boolean;
+  store?: GatewaySettings["store"];
+}
+
 interface ServeOptions {
   config?: string;
   host?: string;
   port?: number;
   token?: string;
   logLevel?: string;
+  logFormat?: LogFormat;
   allowedHosts?: string[];
   allowedOrigins?: string[];
   upstreamCheck: boolean;
@@ -58,6 +68,7 @@ export function buildProgram(options: RunOptions = {}): Command {
     .addOption(accessLogOption())
     .addOption(storeOption("serve"))
     .addOption(logLevelOption())
+    .addOption(logFormatOption())
     .action(async (opts: ServeOptions) => {
       const load: LoadConfigOptions = {
         file: opts.config,
@@ -75,7 +86,7 @@ export function buildProgram(options: RunOptions = {}): Command {
         defaults: { store: { kind: "sqlite" } },
       };
       const config = await loadConfig(load);
-      const logger = createLogger(config.gateway.logLevel);
+      const logger = createLogger(config.gateway.logLevel, undefined, opts.logFormat ?? defaultLogFormat());
       reportConfig(config, logger);
       const exposed = exposureWarning(config.gateway);
       if (exposed) {
@@ -108,7 +119,8 @@ export function buildProgram(options: RunOptions = {}): Command {
     .addOption(accessLogOption())
     .addOption(storeOption("stdio"))
     .addOption(logLevelOption())
-    .action(async (opts: { config?: string; face: StdioFace; logLevel?: string; accessLog: boolean; store?: GatewaySettings["store"] }) => {
+    .addOption(logFormatOption())
+    .action(async (opts: StdioCommandOptions) => {
       const load: LoadConfigOptions = {
         file: opts.config,
         overrides: { logLevel: opts.logLevel, accessLog: opts.accessLog ? undefined : false, store: opts.store },
@@ -119,7 +131,7 @@ export function buildProgram(options: RunOptions = {}): Command {
           `--face server:${opts.face.server}: no such server in the config (have: ${Object.keys(config.mcpServers).join(", ") || "none"})`,
         );
       }
-      const logger = createLogger(config.gateway.logLevel);
+      const logger = createLogger(config.gateway.logLevel, undefined, opts.logFormat ?? defaultLogFormat());
       reportConfig(config, logger);
       const gateway = createGateway(config, { logger });
       const exits = installExitPaths(gateway, { reload: () => loadConfig(load), repeatWindowMs: options.repeatWindowMs });

@@ -57,6 +57,12 @@ export interface EndpointOptions {
   attachable?: boolean;
   /** The face this endpoint serves, as session records name it: a stored session resumes only where it was created. */
   kind: FaceRecord;
+  /**
+   * Called once per transport, after its face's server is connected to it
+   * (observability: src/observability/instrument-server.ts). `protocolVersion`
+   * is the stored one of a resumed session.
+   */
+  tap?: ((transport: StreamableHTTPServerTransport, session: Session, protocolVersion?: string) => void) | undefined;
 }
 
 interface Binding {
@@ -204,6 +210,7 @@ export class McpEndpoint {
     const transportId = owner ? session.id : randomUUID();
     const transport = this.newTransport(transportId, session, server, owner);
     await server.connect(transport);
+    this.options.tap?.(transport, session);
     await transport.handleRequest(req, res, body);
     if (!this.bindings.has(transportId)) {
       // The transport rejected the initialize: keep nothing.
@@ -277,6 +284,8 @@ export class McpEndpoint {
     try {
       await server.connect(transport);
       await primeServerTransport(transport, init);
+      // After the synthetic initialize: it is no request of the client's.
+      this.options.tap?.(transport, session, record.protocolVersion);
     } catch (err) {
       logger.error({ err: errorMessage(err) }, "session_resume_failed");
       return giveUp(500, err, server);

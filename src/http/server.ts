@@ -24,7 +24,7 @@ export interface Routes {
   /** Paths to list in 404 messages. */
   describe: string;
   /** GET/HEAD probes answered before the guards (e.g. /healthz): a status code and a small JSON body that reveals nothing else. */
-  probes?: Record<string, () => ProbeReply>;
+  probes?: Record<string, () => ProbeReply | Promise<ProbeReply>>;
   /**
    * Non-MCP handlers served after the guards (metrics, console), tried in
    * order: the first that returns true has answered the request.
@@ -60,9 +60,17 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
     const probes = routes.probes;
     const probe = (req.method === "GET" || req.method === "HEAD") && probes && Object.hasOwn(probes, path) ? probes[path] : undefined;
     if (probe) {
-      const { status, body } = probe();
-      res.writeHead(status, { "Content-Type": "application/json", "Cache-Control": "no-store" });
-      res.end(req.method === "HEAD" ? undefined : JSON.stringify(body));
+      const answer = ({ status, body }: ProbeReply) => {
+        res.writeHead(status, { "Content-Type": "application/json", "Cache-Control": "no-store" });
+        res.end(req.method === "HEAD" ? undefined : JSON.stringify(body));
+      };
+      const reply = probe();
+      if (!(reply instanceof Promise)) return answer(reply);
+      // An asynchronous probe (/readyz asks the store) must not fail the request: a failure is a 503.
+      reply.then(answer, (err: unknown) => {
+        logger.error({ err: errorMessage(err), path }, "probe_failed");
+        answer({ status: 503, body: { status: "probe_failed" } });
+      });
       return;
     }
     const failure = checkRequest(req, guard);

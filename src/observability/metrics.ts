@@ -1,0 +1,221 @@
+/**
+ * The gateway's Prometheus metrics: one prom-client Registry per gateway (never
+ * the global one: several gateways may share a process), served at
+ * `gateway.metrics.path`. Names follow the OpenTelemetry MCP semantic
+ * conventions where they have one (dots → underscores, unit suffix:
+ * `mcp.server.operation.duration` is `mcp_server_operation_duration_seconds`);
+ * the gateway's own are `emceepee_*`.
+ *
+ * State is read when scraped (collect-time gauges over MetricsSources: open
+ * sessions, upstream connections, tasks, pending client requests, stdio
+ * children), so nothing is counted twice or drifts; only what happens
+ * (operations, reconnects, evictions, store calls) is recorded as it happens.
+ * Labels are bounded: a tool name only once its call got a result (it exists)
+ * and while fewer than MAX_TOOL_LABELS names were seen, else "other"; never
+ * task ids, session ids or arguments.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { DURATION_BUCKETS, type NetworkTransport } from "./semconv.js";
+
+/** Distinct `gen_ai_tool_name` values kept per gateway; later names are "other". */
+export const MAX_TOOL_LABELS = 200;
+
+/** How a task came to be (`emceepee_tasks{kind}`). */
+export type TaskKindLabel = "promoted" | "upstream" | "gateway" | "receiver";
+
+/** What the collect-time gauges read when scraped. */
+export interface MetricsSources {
+  /** Open sessions by face ("meta", "all", "server", "stdio"). */
+  sessionsByFace(): Record<string, number>;
+  /** One entry per upstream connection of every session. */
+  upstreamConnections(): Array<{ upstream: string; status: string }>;
+  /** Running stdio upstream processes. */
+  stdioChildren(): number;
+  /** Elicitation and sampling requests waiting for a client. */
+  pendingClientRequests(): Array<{ kind: string }>;
+  /** The tasks of the open sessions. */
+  tasks(): Promise<Array<{ status: string; kind: TaskKindLabel }>>;
+}
+
+/** One finished MCP operation (a request and its response). */
+export interface OperationSample {
+  method: string;
+  tool?: string | undefined;
+  /** Undefined when it succeeded; a JSON-RPC error code, `tool_error`, `cancelled` or `transport_closed`. */
+  errorType?: string | undefined;
+  transport: NetworkTransport;
+  seconds: number;
+}
+
+const STORE_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  private readonly serverOps: Histogram;
+  private readonly clientOps: Histogram;
+  private readonly sessionDuration: Histogram;
+  private readonly storeOps: Histogram;
+  private readonly reconnects: Counter;
+  private readonly disconnects: Counter;
+  private readonly evicted: Counter;
+  private readonly toolNames = new Set<string>();
+  private sources: MetricsSources | undefined;
+
+  constructor() {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    const opLabels = ["mcp_method_name", "gen_ai_tool_name", "error_type", "network_transport"];
+    this.serverOps = new Histogram({
+      name: "mcp_server_operation_duration_seconds",
+      help: "MCP request duration as observed by the gateway serving it, from receipt until its response is sent (OTel mcp.server.operation.duration)",
+      labelNames: opLabels,
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.clientOps = new Histogram({
+      name: "mcp_client_operation_duration_seconds",
+      help: "MCP request duration as observed by the gateway sending it upstream, until its response arrives (OTel mcp.client.operation.duration)",
+      labelNames: [...opLabels, "upstream"],
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.sessionDuration = new Histogram({
+      name: "mcp_server_session_duration_seconds",
+      help: "Duration of ended downstream MCP sessions (OTel mcp.server.session.duration)",
+      labelNames: ["face", "network_transport"],
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.storeOps = new Histogram({
+      name: "emceepee_store_operation_duration_seconds",
+      help: "State store call duration, by store kind and operation (e.g. tasks.get)",
+      labelNames: ["store", "operation"],
+      buckets: STORE_BUCKETS,
+      registers,
+    });
+    this.reconnects = new Counter({
+      name: "emceepee_upstream_reconnects_total",
+      help: "Upstream connections made again after a drop (server_reconnected events)",
+      labelNames: ["upstream"],
+      registers,
+    });
+    this.disconnects = new Counter({
+      name: "emceepee_upstream_disconnects_total",
+      help: "Upstream connections that dropped (server_disconnected events)",
+      labelNames: ["upstream"],
+      registers,
+    });
+    this.evicted = new Counter({
+      name: "emceepee_events_evicted_total",
+      help: "Session events evicted by the per-session or gateway-wide bound (gateway.events.*)",
+      labelNames: ["bound"],
+      registers,
+    });
+    const sources = () => this.sources;
+    new Gauge({
+      name: "emceepee_sessions",
+      help: "Open downstream sessions by face",
+      labelNames: ["face"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [face, n] of Object.entries(sources()?.sessionsByFace() ?? {})) this.set({ face }, n);
+      },
+    });
+    new Gauge({
+      name: "emceepee_upstream_connections",
+      help: "Upstream connections of the open sessions by upstream and status",
+      labelNames: ["upstream", "status"],
+      registers,
+      collect() {
+        this.reset();
+        for (const c of sources()?.upstreamConnections() ?? []) this.inc({ upstream: c.upstream, status: c.status });
+      },
+    });
+    new Gauge({
+      name: "emceepee_stdio_child_processes",
+      help: "Running stdio upstream processes",
+      registers,
+      collect() {
+        this.set(sources()?.stdioChildren() ?? 0);
+      },
+    });
+    new Gauge({
+      name: "emceepee_pending_client_requests",
+      help: "Elicitation and sampling requests waiting for a client, by kind",
+      labelNames: ["kind"],
+      registers,
+      collect() {
+        this.reset();
+        this.set({ kind: "elicitation" }, 0);
+        this.set({ kind: "sampling" }, 0);
+        for (const p of sources()?.pendingClientRequests() ?? []) this.inc({ kind: p.kind });
+      },
+    });
+    new Gauge({
+      name: "emceepee_tasks",
+      help: "Tasks of the open sessions by status and kind (promoted execute_tool calls, native upstream tasks, gateway-owned task-augmented calls, receiver tasks)",
+      labelNames: ["status", "kind"],
+      registers,
+      async collect() {
+        const tasks = (await sources()?.tasks()) ?? [];
+        this.reset();
+        for (const t of tasks) this.inc({ status: t.status, kind: t.kind });
+      },
+    });
+  }
+
+  /** Where the collect-time gauges read the gateway's state (set once the gateway is built). */
+  setSources(sources: MetricsSources): void {
+    this.sources = sources;
+  }
+
+  /** A request the gateway served. `known`: the tool name may be a label (its call got a result). */
+  serverOperation(sample: OperationSample, known: boolean): void {
+    this.serverOps.observe(this.operationLabels(sample, known), sample.seconds);
+  }
+
+  /** A request the gateway sent to `upstream`. */
+  clientOperation(upstream: string, sample: OperationSample, known: boolean): void {
+    this.clientOps.observe({ ...this.operationLabels(sample, known), upstream }, sample.seconds);
+  }
+
+  sessionEnded(face: string, transport: NetworkTransport, seconds: number): void {
+    this.sessionDuration.observe({ face, network_transport: transport }, seconds);
+  }
+
+  storeOperation(store: string, operation: string, seconds: number): void {
+    this.storeOps.observe({ store, operation }, seconds);
+  }
+
+  upstreamReconnected(upstream: string): void {
+    this.reconnects.inc({ upstream });
+  }
+
+  upstreamDisconnected(upstream: string): void {
+    this.disconnects.inc({ upstream });
+  }
+
+  eventsEvicted(bound: string, count: number): void {
+    if (count > 0) this.evicted.inc({ bound }, count);
+  }
+
+  /** The Prometheus text exposition. */
+  async scrape(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  private operationLabels(sample: OperationSample, known: boolean): Record<string, string> {
+    const labels: Record<string, string> = { mcp_method_name: sample.method, network_transport: sample.transport };
+    if (sample.tool !== undefined) labels.gen_ai_tool_name = this.toolLabel(sample.tool, known);
+    if (sample.errorType !== undefined) labels.error_type = sample.errorType;
+    return labels;
+  }
+
+  private toolLabel(name: string, known: boolean): string {
+    if (this.toolNames.has(name)) return name;
+    if (!known || this.toolNames.size >= MAX_TOOL_LABELS) return "other";
+    this.toolNames.add(name);
+    return name;
+  }
+}
