@@ -34,6 +34,7 @@ import { onResponseSent } from "../../src/mcp/response-sent.js";
 import { SseRequestTap } from "../../src/mcp/sse-request-tap.js";
 import { releaseTaskProgressHandler } from "../../src/mcp/task-progress.js";
 import { wrapToolErrors } from "../../src/mcp/tool-errors.js";
+import { tapTransport } from "../../src/mcp/transport-tap.js";
 
 function hasMethod(proto: object, member: string): boolean {
   return typeof (proto as Record<string, unknown>)[member] === "function";
@@ -240,6 +241,59 @@ describe("the workarounds still work against the real SDK (InMemoryTransport)", 
     await assert.rejects(client.request({ method: "tools/list" }, ListToolsResultSchema), /Method not found/);
     assert.equal(ids.length, 3, `expected the initialize, ping and tools/list responses, saw ids ${JSON.stringify(ids)}`);
     assert.equal(new Set(ids).size, 3);
+    await client.close();
+    await server.close();
+  });
+});
+
+describe("transport taps (src/mcp/transport-tap.ts: observability)", () => {
+  test("tapped before connect (an upstream client's transport): Protocol.connect sets onmessage and onclose before start(), and sends through transport.send", async () => {
+    const server = new Server({ name: "canary", version: "1.0.0" }, { capabilities: {} });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const seen: string[] = [];
+    let closed = 0;
+    tapTransport(clientSide, {
+      received: (message, deliver) => {
+        seen.push(`in:${"method" in message ? message.method : "response"}`);
+        deliver();
+      },
+      sending: (message) => {
+        seen.push(`out:${"method" in message ? message.method : "response"}`);
+        return message;
+      },
+      closed: () => closed++,
+    });
+    const client = new Client({ name: "canary", version: "1.0.0" });
+    await client.connect(clientSide);
+    await client.request({ method: "ping" }, EmptyResultSchema);
+    assert.deepEqual(seen, ["out:initialize", "in:response", "out:notifications/initialized", "out:ping", "in:response"]);
+    await client.close();
+    // (InMemoryTransport reports its close twice: once itself, once through its peer; taps are idempotent.)
+    assert.ok(closed >= 1, "onclose was wrapped: the tap heard the close");
+    await server.close();
+  });
+
+  test("tapped after connect (a face's server transport): every request arrives through onmessage and every response leaves through send", async () => {
+    const server = new Server({ name: "canary", version: "1.0.0" }, { capabilities: {} });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const seen: string[] = [];
+    tapTransport(serverSide, {
+      received: (message, deliver) => {
+        seen.push(`in:${"method" in message ? message.method : "response"}`);
+        deliver();
+      },
+      sending: (message) => {
+        seen.push(`out:${"result" in message ? "result" : "error" in message ? "error" : "other"}`);
+        return message;
+      },
+      closed: () => undefined,
+    });
+    const client = new Client({ name: "canary", version: "1.0.0" });
+    await client.connect(clientSide);
+    await assert.rejects(client.request({ method: "tools/list" }, ListToolsResultSchema), /Method not found/);
+    assert.deepEqual(seen, ["in:initialize", "out:result", "in:notifications/initialized", "in:tools/list", "out:error"]);
     await client.close();
     await server.close();
   });
