@@ -33,8 +33,14 @@ export interface GatewayProcess {
 /**
  * Writes `config` to a temp file and starts `emceepee serve` with it.
  * @param logLevel the gateway's --log-level (default "silent": logging costs CPU)
+ * @param env added to (or, when undefined, removed from) the child's environment
  */
-export async function startGatewayProcess(config: unknown, label: string, logLevel = "silent"): Promise<GatewayProcess> {
+export async function startGatewayProcess(
+  config: unknown,
+  label: string,
+  logLevel = "silent",
+  env: Record<string, string | undefined> = {},
+): Promise<GatewayProcess> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `emceepee-bench-${label}-`));
   const file = path.join(dir, "config.json");
   fs.writeFileSync(file, JSON.stringify(config, null, 2));
@@ -42,7 +48,7 @@ export async function startGatewayProcess(config: unknown, label: string, logLev
     process.execPath,
     ["--expose-gc", "--import", "tsx", "--import", PROBE, "src/cli/main.ts", "serve", "--config", file, "--port", "0", "--log-level", logLevel],
     // serve keeps its state in SQLite by default: in the bench's own folder, never the user's file.
-    { cwd: ROOT, env: { ...process.env, XDG_STATE_HOME: dir }, stdio: ["ignore", "pipe", "pipe", "ipc"] },
+    { cwd: ROOT, env: { ...process.env, ...env, XDG_STATE_HOME: dir }, stdio: ["ignore", "pipe", "pipe", "ipc"] },
   );
   let stdout = "";
   let stderr = "";
