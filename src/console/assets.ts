@@ -70,7 +70,7 @@ caption { text-align: left; font-weight: 600; padding: .3rem 0; color: var(--mut
 th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid var(--line); vertical-align: top; }
 thead th { font-size: .85rem; color: var(--muted); }
 code { font-family: ui-monospace, monospace; font-size: .88em; }
-pre { background: var(--card); border: 1px solid var(--line); padding: .6rem; overflow: auto; max-height: 30rem; white-space: pre-wrap; word-break: break-word; }
+pre { background: var(--card); border: 1px solid var(--line); padding: .6rem; overflow: auto; max-height: 48rem; white-space: pre-wrap; word-break: break-word; }
 a { color: var(--accent); }
 .badge { display: inline-block; min-width: 1.4em; padding: 0 .35em; border-radius: 1em; background: var(--accent); color: var(--bg); text-align: center; font-size: .8rem; }
 .status { font-weight: 600; }
@@ -85,7 +85,8 @@ a { color: var(--accent); }
 .request { background: var(--card); border: 1px solid var(--line); border-radius: 6px; padding: .8rem 1.1rem; margin: 0 0 1.2rem; }
 .request h2 { margin-top: .2rem; }
 .field { margin: .7rem 0; }
-.field > label, legend { display: block; font-weight: 600; }
+.field > label, legend { font-weight: 600; }
+.field > .help, .field > input:not([type="checkbox"]), .field > select, .field > textarea { display: block; }
 .field.check > label { display: inline; }
 fieldset { border: 1px solid var(--line); border-radius: 4px; }
 .choice { display: inline-block; margin-right: 1rem; font-weight: 400; }

@@ -72,7 +72,9 @@ export function formFields(schema: RequestedSchema, idPrefix: string, values?: U
     const name = FIELD_PREFIX + key;
     const posted = values?.getAll(name);
     const isRequired = required.has(key);
-    const label = html`<span class="label">${field.title ?? key}</span>${isRequired ? html` <span class="req" aria-hidden="true">*</span>` : ""}`;
+    const label = html`<span class="label">${field.title ?? key}</span>`;
+    // Outside the label (its text stays the title); the control's `required` tells assistive technology.
+    const mark = isRequired ? html` <span class="req" aria-hidden="true" title="required">*</span>` : "";
     const help = field.description ? html`<span class="help" id="${id}-help">${field.description}</span>` : "";
     const describedBy = field.description ? `${id}-help` : undefined;
     const options = choices(field.type === "array" ? (field.items ?? {}) : field);
@@ -83,7 +85,7 @@ export function formFields(schema: RequestedSchema, idPrefix: string, values?: U
         .filter(Boolean)
         .join(", ");
       return html`<fieldset class="field" ${describedBy ? html`aria-describedby="${describedBy}"` : ""}>
-        <legend>${label}${limits ? html` <span class="hint">(choose ${limits})</span>` : ""}</legend>
+        <legend>${label}${mark}${limits ? html` <span class="hint">(choose ${limits})</span>` : ""}</legend>
         ${help}
         ${options.map(
           (o, i) =>
@@ -103,7 +105,7 @@ export function formFields(schema: RequestedSchema, idPrefix: string, values?: U
           value="true"
           ${checked ? html` checked` : ""}${describedBy ? html` aria-describedby="${describedBy}"` : ""}
         />
-        <label for="${id}">${label}</label>${help}
+        <label for="${id}">${label}</label>${mark}${help}
       </div>`;
     }
     const value = posted?.[0] ?? (field.default !== undefined && !Array.isArray(field.default) ? scalar(field.default) : "");
@@ -124,7 +126,7 @@ export function formFields(schema: RequestedSchema, idPrefix: string, values?: U
       const placeholder = field.format === "date-time" ? html` placeholder="2025-01-31T12:00:00Z"` : "";
       control = html`<input type="${type}" ${lengths}${placeholder} value="${value}" ${common} />`;
     }
-    return html`<div class="field"><label for="${id}">${label}</label>${help}${control}</div>`;
+    return html`<div class="field"><label for="${id}">${label}</label>${mark}${help}${control}</div>`;
   });
 }
 

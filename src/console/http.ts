@@ -14,7 +14,8 @@ const CSP =
 export const SECURITY_HEADERS = {
   "Content-Security-Policy": CSP,
   "X-Content-Type-Options": "nosniff",
-  "Referrer-Policy": "no-referrer",
+  // Not no-referrer: under it Chrome posts forms with `Origin: null`, and console POSTs need their origin (CSRF check).
+  "Referrer-Policy": "same-origin",
   "X-Frame-Options": "DENY",
   "Cache-Control": "no-store",
 } as const;

@@ -34,6 +34,7 @@ export function page(o: PageOptions, body: Html): Html {
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>${o.title} · emceepee console</title>
+        <link rel="icon" href="data:," />
         <link rel="stylesheet" href="/console/assets/console.css" />
         <script src="/console/assets/console.js" defer></script>
       </head>
