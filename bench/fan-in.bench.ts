@@ -21,10 +21,10 @@
  *
  * Options (argv `--name=value` or env `BENCH_NAME=value`):
  *   --sessions=100          sessions opened at once
- *   --idle-samples=3        new sessions timed one by one on the idle gateway
+ *   --idle-samples=5        new sessions timed one by one on the idle gateway
  *   --concurrency=16        sessions per mode for throughput
- *   --calls-per-session=100 echo calls per session per throughput round
- *   --rounds=3              throughput rounds (each runs every mode once, order rotating)
+ *   --calls-per-session=50  echo calls per session per throughput round
+ *   --rounds=6              throughput rounds (each runs every mode once, order rotating)
  *   --only=a,b              phases: direct, shared, pool0, pool1, throughput
  *
  * Output: a markdown report on stdout (progress on stderr). Every process it
@@ -63,10 +63,10 @@ const LABEL: Record<Variant, string> = {
 
 const opts = {
   sessions: option("sessions", 100),
-  idleSamples: option("idle-samples", 3),
+  idleSamples: option("idle-samples", 5),
   concurrency: option("concurrency", 16),
-  callsPerSession: option("calls-per-session", 100),
-  rounds: option("rounds", 3),
+  callsPerSession: option("calls-per-session", 50),
+  rounds: option("rounds", 6),
   only: (process.argv.find((a) => a.startsWith("--only="))?.slice(7) ?? process.env.BENCH_ONLY ?? PHASES.join(",")).split(","),
 };
 for (const p of opts.only) if (!PHASES.includes(p)) throw new Error(`--only: unknown phase '${p}' (have ${PHASES.join(", ")})`);
@@ -225,6 +225,8 @@ interface FanIn {
   opened: number;
   failures: string[];
   openAllMs: number;
+  /** CPU ms used while the sessions opened: the gateway (0 for direct), the upstream processes, this process (the clients). */
+  cpu: { gateway: number; upstream: number; clients: number };
   firstCallMs: number[];
   nextFirstCallMs: number;
 }
@@ -246,9 +248,13 @@ async function fanIn(variant: Variant): Promise<FanIn> {
     log(`${variant}: new session on the idle target ${idleFirstCallMs.map((ms) => fmt(ms, 0)).join(", ")} ms (${idleProcesses} upstream processes idle)`);
     const before = { rss: await target.rss(), processes: target.upstreams().length };
     log(`${variant}: opening ${n} sessions at once`);
+    const cpu0 = { ...target.cpu(), clients: process.cpuUsage() };
     const t0 = performance.now();
     const settled = await Promise.allSettled(Array.from({ length: n }, (_, i) => openSession(target.url, `bench-fanin-${i}`)));
     const openAllMs = performance.now() - t0;
+    const cpu1 = target.cpu();
+    const clients = process.cpuUsage(cpu0.clients);
+    const cpu = { gateway: cpu1.gateway - cpu0.gateway, upstream: cpu1.upstream - cpu0.upstream, clients: (clients.user + clients.system) / 1000 };
     const sessions = settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
     const failures = settled.flatMap((r) => (r.status === "rejected" ? [r.reason instanceof Error ? r.reason.message : String(r.reason)] : []));
     try {
@@ -265,6 +271,7 @@ async function fanIn(variant: Variant): Promise<FanIn> {
         opened: n - failures.length,
         failures,
         openAllMs,
+        cpu,
         firstCallMs: sessions.slice(0, -1).map((s) => s.firstCallMs),
         nextFirstCallMs: next.firstCallMs,
       };
@@ -357,6 +364,10 @@ function report(fans: FanIn[], tp: Record<TpMode, Throughput> | undefined): stri
         row("server-everything processes before → after the fan-in", (f) => `${f.before.processes} → ${f.after.processes}`),
         row("sessions opened", (f) => `${f.opened}/${n}${f.failures.length ? ` (failed: ${f.failures[0]!.slice(0, 120)})` : ""}`),
         row("open-all time, s", (f) => `${fmt(f.openAllMs / 1000, 2)}${f.variant === "direct" ? "" : ratioTo(f.openAllMs, direct?.openAllMs)}`),
+        row(
+          "CPU while opening them, ms per session: gateway / upstreams / clients",
+          (f) => `${f.variant === "direct" ? "—" : fmt(f.cpu.gateway / n, 1)} / ${fmt(f.cpu.upstream / n, 1)} / ${fmt(f.cpu.clients / n, 1)}`,
+        ),
         row("time to first call within the fan-in, p50 / max, ms", (f) => `${fmt(median(f.firstCallMs), 0)} / ${fmt(Math.max(...f.firstCallMs), 0)}`),
         row("server-side RSS before → after, MiB", (f) => `${fmt(f.before.rss / 1048576, 1)} → ${fmt(f.after.rss / 1048576, 1)}`),
         row(`**RSS per session** ((after − before) / ${n})`, (f) => `**${size(perSession(f))}**`),
