@@ -24,6 +24,10 @@
  * (src/mcp/resume-session.ts). Concurrent first requests share one
  * resumption. SSE replay stays in memory: a Last-Event-ID this process never
  * issued gets a clear 400 (the stream's request did not survive), not a hang.
+ *
+ * Replicas (docs/adr/0013): with a `router`, a request of a session not held
+ * here is first routed — forwarded to the replica that holds it, or adopted
+ * and resumed here as after a restart.
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -63,7 +67,24 @@ export interface EndpointOptions {
    * is the stored one of a resumed session.
    */
   tap?: ((transport: StreamableHTTPServerTransport, session: Session, protocolVersion?: string) => void) | undefined;
+  /** Replicas (docs/adr/0013): asked about sessions this process does not hold. Absent: a single gateway. */
+  router?: SessionRouter | undefined;
 }
+
+/**
+ * Where a request of a session this process does not hold goes (src/cluster):
+ * forwarded to the replica that holds it (`answered`), or served here
+ * (`local`, with the body if the router read it) — then resumed from the store.
+ */
+export interface SessionRouter {
+  route(req: IncomingMessage, res: ServerResponse, sessionId: string): Promise<RouteDecision>;
+  /** A session was created here; resolves once other replicas can find it. */
+  created(sessionId: string): Promise<void>;
+  /** A request of a session held here arrived (keeps its owner record fresh). */
+  seen(sessionId: string): void;
+}
+
+export type RouteDecision = { kind: "answered" } | { kind: "local"; body?: string | undefined };
 
 interface Binding {
   transport: StreamableHTTPServerTransport;
@@ -103,6 +124,13 @@ export class McpEndpoint {
     const header = req.headers["mcp-session-id"];
     const sessionId = Array.isArray(header) ? header[0] : header;
     if (sessionId !== undefined) {
+      let preread: string | undefined;
+      const router = this.options.router;
+      if (router && !this.bindings.has(sessionId)) {
+        const decision = await router.route(req, res, sessionId);
+        if (decision.kind === "answered") return;
+        preread = decision.body;
+      } else router?.seen(sessionId);
       const binding = this.bindings.get(sessionId) ?? (await this.resumed(sessionId));
       if (binding instanceof ResumeFailed) return sendErrorReply(res, binding.status, binding.error, this.gateway.logger);
       if (!binding) {
@@ -124,7 +152,7 @@ export class McpEndpoint {
         );
       }
       if (req.method !== "POST") return binding.transport.handleRequest(req, res);
-      const parsed = await this.readJson(req, res);
+      const parsed = await this.readJson(req, res, preread);
       if (parsed === NO_BODY) return;
       // A request id reused while the first request with it is still running would hijack the
       // first one's response stream in the SDK transport (which then never answers it): refuse it.
@@ -201,6 +229,7 @@ export class McpEndpoint {
       try {
         // Stored before the client learns the id: a session it was told about can always resume.
         await this.gateway.sessions.persist(session, start);
+        await this.options.router?.created(session.id);
       } catch (err) {
         await this.gateway.sessions.destroy(session.id, "its record could not be stored");
         await server.close().catch(() => undefined);
@@ -304,9 +333,9 @@ export class McpEndpoint {
   }
 
   /** The POST body as JSON, or NO_BODY after answering 413 / a parse error. */
-  private async readJson(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
+  private async readJson(req: IncomingMessage, res: ServerResponse, preread?: string): Promise<unknown> {
     try {
-      return JSON.parse(await readBody(req, this.gateway.settings.http.maxBodyBytes));
+      return JSON.parse(preread ?? (await readBody(req, this.gateway.settings.http.maxBodyBytes)));
     } catch (err) {
       if (err instanceof BodyTooLargeError) sendJsonRpcError(res, 413, -32600, err.message);
       else sendJsonRpcError(res, 400, -32700, `Parse error: ${errorMessage(err)}`);

@@ -22,6 +22,10 @@
  * /readyz is also 503 (`store_unavailable`) while the store's health check
  * fails (checked at most once per READY_CHECK_MS, so probes stay cheap).
  *
+ * Replicas (src/cluster, ADR 0013): with gateway.cluster.enabled the store is
+ * wrapped so server changes reach the other replicas, start-up recovery only
+ * settles orphaned sessions, and the endpoints route sessions they do not hold.
+ *
  * Observability (src/observability, ADR 0011): metrics and tracing are built
  * here and hooked in at four places — the upstream transport factory, each
  * face's server transport, the store (timed), and the `/metrics` page.
@@ -32,8 +36,9 @@ import { createRequire } from "node:module";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { systemClock, ulidGenerator, type Clock, type IdGenerator } from "../clock.js";
+import { createCluster, type Cluster } from "../cluster/index.js";
 import { createConsole } from "../console/index.js";
-import type { GatewayConfig, GatewaySettings } from "../config/schema.js";
+import { isStdioConfig, sharingOf, type GatewayConfig, type GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { createMetaServer } from "../faces/meta/server.js";
 import { createTransparentServer } from "../faces/transparent/server.js";
@@ -186,12 +191,16 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   };
   observability.watch({ sessions, registry, children, store: () => store });
   const tap = (transport: Transport, session: Session, protocolVersion?: string) => observability.tapServer(transport, session, "tcp", protocolVersion);
+  // Replicas sharing a Redis store (docs/adr/0013): endpoints route sessions they do not hold through it.
+  const cluster: Cluster | undefined = settings.cluster.enabled ? createCluster({ settings, registry, clock, newId, logger }) : undefined;
+  const router = cluster?.router;
   const meta = new McpEndpoint(context, {
     face: (session) => {
       observability.faces.opened(session.id, "meta", "tcp");
       return createMetaServer({ session, gateway: context });
     },
     tap,
+    router,
     // Lazy by default: listing servers must not spawn them; a session connects a server on first use.
     connectAll: settings.upstream.eagerConnect,
     attachable: true,
@@ -204,6 +213,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       return createTransparentServer({ session, gateway: context, target: { kind: "all", separator }, init });
     },
     tap,
+    router,
     connectAll: false,
     kind: { kind: "all" },
   });
@@ -220,6 +230,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
           });
         },
         tap,
+        router,
         connectAll: false,
         kind: { kind: "server", server: name },
       });
@@ -285,8 +296,13 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   function start(): Promise<void> {
     starting ??= (async () => {
       if (state === "closing") throw new GatewayError(ErrorCodes.CLOSED, "the gateway is shutting down");
-      store ??= observability.store(await openStore(settings.store, { clock }));
-      const report = await recoverState({ store, registry, settings, clock, newId, logger });
+      let raw: Store | undefined;
+      if (!store) {
+        raw = await openStore(settings.store, { clock });
+        store = observability.store(cluster ? cluster.wrap(raw) : raw);
+      }
+      if (cluster) await cluster.start(raw ?? store, sessions);
+      const report = await recoverState({ store: cluster ? cluster.recoveryView(store) : store, registry, settings, clock, newId, logger });
       logger.info({ store: store.kind, location: store.location, ...report }, "state_recovered");
       if (closingNow()) return; // close() ran meanwhile: no timers
       sessions.start();
@@ -379,6 +395,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         await starting?.catch(() => undefined);
         clock.clearTimeout(sweepTimer);
         webConsole?.close();
+        // Leaves the cluster first: the other replicas adopt this one's sessions without waiting for its lease.
+        await cluster?.close();
         await Promise.allSettled(endpoints().map((e) => e.close()));
         await stdioClose?.().catch(() => undefined);
         await sessions.close();

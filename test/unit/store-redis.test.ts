@@ -58,7 +58,7 @@ if (skip !== undefined) {
       try {
         await store.tasks.create(task("01R", "s1"));
         await store.servers.put({ name: "x", config: { command: "true" } as never, addedAt: 1, addedBy: "s1" });
-        const killed = await admin.client("KILL", "TYPE", "normal");
+        const killed = await admin.call("CLIENT", "KILL", "TYPE", "normal");
         assert.ok(Number(killed) >= 1, "the store's connection was dropped");
         const back = await pollFor(async () => (await store.healthy()) || undefined, "the store to reconnect", 10_000, 50);
         assert.equal(back, true);

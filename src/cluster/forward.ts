@@ -1,0 +1,118 @@
+/**
+ * Replica-to-replica forwarding (docs/adr/0013): one HTTP request passed to
+ * the session's owner as it came (method, path, query, headers, body) plus
+ * the shared secret, and the owner's response piped back unbuffered — a JSON
+ * reply or an SSE stream alike. A client that goes away closes the forwarded
+ * request (so the owner sees its stream end too).
+ *
+ * If the owner dies in the middle of an SSE response, the requests of the
+ * forwarded body get a JSON-RPC error saying so (instead of a cut stream the
+ * client would wait on until its timeout).
+ *
+ * "unreachable" means the owner never answered (connection refused or reset
+ * before a status line): nothing was sent to the client yet, so the caller
+ * may adopt the session and serve the request itself.
+ */
+import http from "node:http";
+import https from "node:https";
+import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
+
+/** The header a forwarded request carries (its value: the cluster secret). */
+export const FORWARDED_HEADER = "x-emceepee-forwarded";
+
+/** Headers that describe one hop, not the request (RFC 9110 §7.6.1), plus the ones we set. */
+const HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "transfer-encoding",
+  "upgrade",
+  "te",
+  "trailer",
+  "host",
+  "content-length",
+  FORWARDED_HEADER,
+]);
+
+export type ForwardOutcome = "answered" | "unreachable";
+
+export interface Forwarder {
+  forward(req: http.IncomingMessage, res: http.ServerResponse, targetBase: string, body: string | undefined): Promise<ForwardOutcome>;
+  close(): void;
+}
+
+export function createForwarder(secret: string, from: string): Forwarder {
+  const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
+  return {
+    forward(req, res, targetBase, body) {
+      const target = new URL(req.url ?? "/", targetBase);
+      const headers: http.OutgoingHttpHeaders = {};
+      for (const [name, value] of Object.entries(req.headers)) if (!HOP.has(name) && value !== undefined) headers[name] = value;
+      headers[FORWARDED_HEADER] = secret;
+      headers["x-emceepee-forwarded-by"] = from;
+      if (body !== undefined) headers["content-length"] = Buffer.byteLength(body);
+      const secure = target.protocol === "https:";
+      return new Promise<ForwardOutcome>((resolve) => {
+        const out = (secure ? https : http).request(target, { method: req.method, headers, agent: secure ? agents.https : agents.http }, (upstream) => {
+          const back: http.OutgoingHttpHeaders = {};
+          for (const [name, value] of Object.entries(upstream.headers)) if (!HOP.has(name) && value !== undefined) back[name] = value;
+          res.writeHead(upstream.statusCode ?? 502, back);
+          res.flushHeaders();
+          upstream.pipe(res, { end: false });
+          const sse = String(upstream.headers["content-type"] ?? "").includes("text/event-stream");
+          upstream.on("error", () => undefined);
+          upstream.on("close", () => {
+            if (upstream.complete || res.writableEnded) res.end();
+            else if (sse && !res.destroyed) {
+              // The owner died mid-stream: its requests will not be answered there, so say so here.
+              for (const id of requestIds(body)) res.write(`event: message\ndata: ${JSON.stringify(ownerLost(id, targetBase))}\n\n`);
+              res.end();
+            } else res.destroy();
+            resolve("answered");
+          });
+        });
+        out.on("error", () => {
+          if (res.headersSent) {
+            res.destroy();
+            resolve("answered");
+          } else resolve("unreachable");
+        });
+        // The client went away: the owner's side of this request ends too (an SSE GET closes there).
+        res.on("close", () => {
+          if (!res.writableFinished) out.destroy();
+        });
+        out.end(body);
+      });
+    },
+    close() {
+      agents.http.destroy();
+      agents.https.destroy();
+    },
+  };
+}
+
+/** The ids of the JSON-RPC requests in a forwarded POST body (one message or a batch). */
+function requestIds(body: string | undefined): Array<string | number> {
+  if (body === undefined) return [];
+  try {
+    const parsed = JSON.parse(body) as unknown;
+    const messages = Array.isArray(parsed) ? (parsed as unknown[]) : [parsed];
+    return messages.flatMap((m) => {
+      const id = m && typeof m === "object" && "method" in m && "id" in m ? (m as { id: unknown }).id : undefined;
+      return typeof id === "string" || typeof id === "number" ? [id] : [];
+    });
+  } catch {
+    return [];
+  }
+}
+
+function ownerLost(id: string | number, owner: string): Record<string, unknown> {
+  const err = toJsonRpcError(
+    new GatewayError(
+      ErrorCodes.UPSTREAM_UNAVAILABLE,
+      `the replica holding this session (${owner}) stopped while this request ran; its result is unknown. Send it again: the session continues on another replica`,
+      { details: { replica: owner } },
+    ),
+  );
+  return { jsonrpc: "2.0", id, error: { code: err.code, message: err.message, data: err.data } };
+}

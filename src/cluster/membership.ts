@@ -1,0 +1,145 @@
+/**
+ * Who owns which session, and which replicas are alive (docs/adr/0013):
+ * `P replica:<incarnation>` = advertised URL with a TTL of leaseMs, renewed
+ * every third of it (the heartbeat); `P own:<session>` = the incarnation that
+ * holds the session's live state, with a TTL of the session idle timeout
+ * (refreshed, at most once per lease period, while requests arrive). The
+ * owner is live exactly while its heartbeat key exists. Adoption moves an
+ * owner record by compare-and-set, so exactly one replica wins a dead
+ * owner's session.
+ *
+ * start() writes the heartbeat and drops the previous incarnation of the same
+ * replicaId (a restarted replica's old sessions are adoptable at once);
+ * close() stops the timer and deletes the heartbeat (so the others adopt
+ * without waiting for the lease).
+ */
+import { randomBytes } from "node:crypto";
+import os from "node:os";
+import type { Redis } from "ioredis";
+import type { Clock, TimerHandle } from "../clock.js";
+import type { Logger } from "../logging.js";
+import { errorMessage } from "../errors.js";
+
+export interface MembershipOptions {
+  redis: Redis;
+  prefix: string;
+  /** Stable name of this replica (config or host+pid). */
+  replicaId?: string | undefined;
+  advertiseUrl: string;
+  leaseMs: number;
+  /** TTL of owner records (the session idle timeout). */
+  ownerTtlMs: number;
+  clock: Clock;
+  logger: Logger;
+}
+
+/** A compare-and-set on a string key: ARGV old, new, ttl ms → 1 when moved. */
+const MOVE_LUA = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0`;
+
+export class Membership {
+  /** This process: replicaId plus a random suffix per start. */
+  readonly incarnation: string;
+  private readonly replicaId: string;
+  private timer: TimerHandle | undefined;
+  private closed = false;
+  /** Owner records refreshed recently: session → when. */
+  private readonly refreshed = new Map<string, number>();
+
+  constructor(private readonly o: MembershipOptions) {
+    this.replicaId = o.replicaId ?? `${os.hostname()}-${process.pid}`;
+    this.incarnation = `${this.replicaId}.${randomBytes(4).toString("hex")}`;
+  }
+
+  private key(...parts: string[]): string {
+    return this.o.prefix + parts.join(":");
+  }
+
+  async start(): Promise<void> {
+    const { redis } = this.o;
+    const previous = await redis.getset(this.key("replica-of", this.replicaId), this.incarnation);
+    if (previous && previous !== this.incarnation) {
+      // Our predecessor under the same replicaId is gone (we are it, restarted): its sessions are adoptable now.
+      await redis.del(this.key("replica", previous));
+      this.o.logger.info({ previous }, "cluster_predecessor_released");
+    }
+    await this.beat();
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.closed) return;
+    this.timer = this.o.clock.setTimeout(
+      () => {
+        this.beat()
+          .catch((err: unknown) => this.o.logger.warn({ err: errorMessage(err) }, "cluster_heartbeat_failed"))
+          .finally(() => this.schedule());
+      },
+      Math.max(100, Math.floor(this.o.leaseMs / 3)),
+    );
+  }
+
+  private async beat(): Promise<void> {
+    if (this.closed) return;
+    await this.o.redis.set(this.key("replica", this.incarnation), this.o.advertiseUrl, "PX", this.o.leaseMs);
+  }
+
+  /** The owner incarnation of a session, if recorded. */
+  async ownerOf(sessionId: string): Promise<string | undefined> {
+    return (await this.o.redis.get(this.key("own", sessionId))) ?? undefined;
+  }
+
+  /** A live replica's advertised URL; undefined when its heartbeat expired. */
+  async urlOf(incarnation: string): Promise<string | undefined> {
+    return (await this.o.redis.get(this.key("replica", incarnation))) ?? undefined;
+  }
+
+  /** Records this replica as the owner of a new session (overwrites: the id is new). */
+  async own(sessionId: string): Promise<void> {
+    await this.o.redis.set(this.key("own", sessionId), this.incarnation, "PX", this.o.ownerTtlMs);
+    this.refreshed.set(sessionId, this.o.clock.now());
+  }
+
+  /** Claims a session no one owns; false when another replica did first. */
+  async claim(sessionId: string): Promise<boolean> {
+    const ok = await this.o.redis.set(this.key("own", sessionId), this.incarnation, "PX", this.o.ownerTtlMs, "NX");
+    return ok === "OK";
+  }
+
+  /** Moves a session from a dead owner to this replica; false when another replica adopted it first. */
+  async adopt(sessionId: string, from: string): Promise<boolean> {
+    const moved = await this.o.redis.eval(MOVE_LUA, 1, this.key("own", sessionId), from, this.incarnation, this.o.ownerTtlMs);
+    return moved === 1;
+  }
+
+  /** A request of an owned session arrived: keeps its owner record alive (one write per lease period at most). */
+  seen(sessionId: string): void {
+    const now = this.o.clock.now();
+    const last = this.refreshed.get(sessionId);
+    if (last !== undefined && now - last < this.o.leaseMs) return;
+    this.refreshed.set(sessionId, now);
+    this.o.redis.eval(MOVE_LUA, 1, this.key("own", sessionId), this.incarnation, this.incarnation, this.o.ownerTtlMs).catch((err: unknown) => {
+      this.o.logger.warn({ err: errorMessage(err) }, "cluster_owner_refresh_failed");
+    });
+  }
+
+  /**
+   * The session ended here. Its owner record is left to expire: a later
+   * request with its id is forwarded here and answered 404 (no record).
+   */
+  ended(sessionId: string): void {
+    this.refreshed.delete(sessionId);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.o.clock.clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.o.redis.del(this.key("replica", this.incarnation)).catch(() => undefined);
+  }
+}

@@ -1,0 +1,138 @@
+/**
+ * The cluster's SessionRouter (docs/adr/0013, "Routing"): for a request of a
+ * session this process does not hold, find the owner in Redis and forward the
+ * request there, or claim/adopt the session and let the endpoint resume it
+ * here. Forwarded requests (carrying the shared secret) are never forwarded
+ * again. Failures of Redis answer 503 with the store's error.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { timingSafeEqual } from "node:crypto";
+import type { Clock, TimerHandle } from "../clock.js";
+import type { Logger } from "../logging.js";
+import { sessionHash } from "../logging.js";
+import { BodyTooLargeError, readBody, sendErrorReply, sendJsonRpcError } from "../http/json-rpc.js";
+import type { RouteDecision, SessionRouter } from "../http/mcp-endpoint.js";
+import { settleAdopted, type AdoptDeps } from "./adopt.js";
+import { FORWARDED_HEADER, type Forwarder } from "./forward.js";
+import type { Membership } from "./membership.js";
+
+export interface RouterOptions {
+  membership: Membership;
+  forwarder: Forwarder;
+  secret: string;
+  leaseMs: number;
+  maxBodyBytes: number;
+  adopt: AdoptDeps;
+  clock: Clock;
+  logger: Logger;
+}
+
+/** How often a dead-looking owner's heartbeat is checked while waiting for it to expire. */
+const POLL_MS = 100;
+/** Owner changes followed before giving up on one request. */
+const MAX_HOPS = 4;
+
+export class ClusterRouter implements SessionRouter {
+  private closed = false;
+  private readonly sleeps = new Set<{ timer: TimerHandle; resolve: () => void }>();
+
+  constructor(private readonly o: RouterOptions) {}
+
+  created(sessionId: string): Promise<void> {
+    return this.o.membership.own(sessionId);
+  }
+
+  seen(sessionId: string): void {
+    this.o.membership.seen(sessionId);
+  }
+
+  ended(sessionId: string): void {
+    this.o.membership.ended(sessionId);
+  }
+
+  async route(req: IncomingMessage, res: ServerResponse, sessionId: string): Promise<RouteDecision> {
+    const { membership, logger } = this.o;
+    const forwarded = this.isForwarded(req);
+    let body: string | undefined;
+    try {
+      for (let hop = 0; hop < MAX_HOPS; hop++) {
+        const owner = await membership.ownerOf(sessionId);
+        if (owner === membership.incarnation) return { kind: "local", body };
+        if (owner === undefined) {
+          if (!(await membership.claim(sessionId))) continue;
+          await settleAdopted(this.o.adopt, sessionId, undefined);
+          return { kind: "local", body };
+        }
+        const url = await membership.urlOf(owner);
+        if (url === undefined) {
+          if (!(await membership.adopt(sessionId, owner))) continue;
+          logger.warn({ sessionHash: sessionHash(sessionId), from: owner }, "cluster_session_adopted");
+          await settleAdopted(this.o.adopt, sessionId, owner);
+          return { kind: "local", body };
+        }
+        if (forwarded) {
+          sendJsonRpcError(res, 503, -32000, `Session '${sessionId}' is held by replica ${owner} now; send the request again`, { "Retry-After": "1" });
+          return { kind: "answered" };
+        }
+        if (req.method === "POST" && body === undefined) body = await readBody(req, this.o.maxBodyBytes);
+        if ((await this.o.forwarder.forward(req, res, url, body)) === "answered") return { kind: "answered" };
+        logger.warn({ sessionHash: sessionHash(sessionId), owner, url }, "cluster_owner_unreachable");
+        if (!(await this.waitGone(owner))) {
+          sendJsonRpcError(
+            res,
+            502,
+            -32000,
+            `Session '${sessionId}' is held by replica ${owner} at ${url}, which this replica cannot reach while it still reports itself alive; check the network between replicas (gateway.cluster.advertiseUrl)`,
+          );
+          return { kind: "answered" };
+        }
+      }
+      sendJsonRpcError(res, 503, -32000, `Session '${sessionId}' changed owner replica repeatedly; send the request again`, { "Retry-After": "1" });
+      return { kind: "answered" };
+    } catch (err) {
+      if (err instanceof BodyTooLargeError) sendJsonRpcError(res, 413, -32600, err.message);
+      else sendErrorReply(res, 503, err, logger);
+      return { kind: "answered" };
+    }
+  }
+
+  /** Waits for a replica's heartbeat to expire (at most a lease and a renewal period); false if it stays alive. */
+  private async waitGone(owner: string): Promise<boolean> {
+    const deadline = this.o.clock.now() + this.o.leaseMs + Math.ceil(this.o.leaseMs / 3) + POLL_MS;
+    while (!this.closed && this.o.clock.now() < deadline) {
+      if ((await this.o.membership.urlOf(owner)) === undefined) return true;
+      await this.sleep(POLL_MS);
+    }
+    return false;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const entry = {
+        timer: this.o.clock.setTimeout(() => {
+          this.sleeps.delete(entry);
+          resolve();
+        }, ms),
+        resolve,
+      };
+      this.sleeps.add(entry);
+    });
+  }
+
+  private isForwarded(req: IncomingMessage): boolean {
+    const value = req.headers[FORWARDED_HEADER];
+    if (typeof value !== "string") return false;
+    const a = Buffer.from(value);
+    const b = Buffer.from(this.o.secret);
+    return a.length === b.length && timingSafeEqual(a, b);
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const s of this.sleeps) {
+      this.o.clock.clearTimeout(s.timer);
+      s.resolve();
+    }
+    this.sleeps.clear();
+  }
+}

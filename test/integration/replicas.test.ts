@@ -1,0 +1,379 @@
+/**
+ * Replicas sharing one Redis (docs/adr/0013), with real processes: a
+ * redis-server of the test's own, three `emceepee serve` children with
+ * `gateway.cluster` on, and a small round-robin HTTP balancer (in this file)
+ * in front, so an SDK client's consecutive requests land on different
+ * replicas. Meta face: promotion, await_activity waking for a task that runs
+ * on the owner, an elicitation answered through another replica, add_server
+ * reaching every replica. Transparent face: a call with progress
+ * notifications streamed back through a forwarding replica, and an SSE stream
+ * resumed with Last-Event-ID through another replica. Then one replica is
+ * SIGKILLed under load: every session continues, every affected call either
+ * completes or fails with a reason naming the dead replica.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import http from "node:http";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { ROOT, call, everythingStdio } from "../helpers/gateway.js";
+import { allText, awaitUntil, elicitations, EventLedger, field, getTask, payloadText, promote, waitTerminal } from "../helpers/async-extra.js";
+import { MCP_POST_HEADERS, freePort, initializeBody, pollFor, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
+import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
+
+const SLOW = { timeout: 300_000 };
+const SECRET = "replica-test-secret-0123456789";
+const LEASE_MS = 2_000;
+const skip = redisSkipReason();
+
+interface Replica {
+  id: string;
+  port: number;
+  base: string;
+  served: RunningCli;
+}
+
+/** Round-robin over the replicas that accept connections (a refused backend is skipped, as a balancer's health check would). */
+class Balancer {
+  readonly server: http.Server;
+  private next = 0;
+  /** Which replica served each request, in order. */
+  readonly hits: Array<{ method: string; replica: string; session: string | undefined }> = [];
+  port = 0;
+
+  constructor(private readonly replicas: () => Replica[]) {
+    this.server = http.createServer((req, res) => void this.handle(req, res));
+  }
+
+  async start(): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(0, "127.0.0.1", resolve));
+    this.port = (this.server.address() as { port: number }).port;
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const body = Buffer.concat(chunks);
+    const backends = this.replicas();
+    for (let tries = 0; tries < backends.length; tries++) {
+      const target = backends[this.next++ % backends.length]!;
+      const ok = await new Promise<boolean>((resolve) => {
+        const headers = { ...req.headers, host: `127.0.0.1:${target.port}` };
+        const out = http.request({ host: "127.0.0.1", port: target.port, path: req.url, method: req.method, headers }, (up) => {
+          this.hits.push({ method: req.method ?? "", replica: target.id, session: req.headers["mcp-session-id"] as string | undefined });
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          up.pipe(res);
+          up.on("error", () => res.destroy());
+          resolve(true);
+        });
+        out.on("error", () => {
+          if (res.headersSent) res.destroy();
+          resolve(res.headersSent);
+        });
+        res.on("close", () => {
+          if (!res.writableFinished) out.destroy();
+        });
+        out.end(body);
+      });
+      if (ok) return;
+    }
+    res.writeHead(502).end("no replica answered");
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+}
+
+if (skip !== undefined) {
+  test("replicas on redis", { skip }, () => undefined);
+} else {
+  let tmp: string;
+  let redis: RedisServer;
+  let replicas: Replica[] = [];
+  let balancer: Balancer;
+  let base: string;
+  const clients: Client[] = [];
+
+  async function startReplica(i: number): Promise<Replica> {
+    const port = await freePort();
+    const id = `r${i}`;
+    const config = path.join(tmp, `${id}.json`);
+    await writeFile(
+      config,
+      JSON.stringify({
+        mcpServers: { everything: everythingStdio() },
+        gateway: {
+          store: { kind: "redis", url: redis.url },
+          cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: LEASE_MS },
+          servers: { allowRuntimeStdio: true },
+        },
+      }),
+    );
+    const served = await startCliServe(ROOT, ["--config", config, "--port", String(port), "--no-upstream-check", "--log-level", "info"], 60_000, {
+      EMCEEPEE_CLUSTER_SECRET: SECRET,
+    });
+    return { id, port, base: `http://127.0.0.1:${port}`, served };
+  }
+
+  async function connect(face = "/mcp", capabilities = {}): Promise<Client> {
+    const client = new Client({ name: "replica-test", version: "1.0.0" }, { capabilities });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}${face}`)));
+    clients.push(client);
+    return client;
+  }
+
+  function sessionOf(client: Client): string {
+    return (client.transport as StreamableHTTPClientTransport).sessionId!;
+  }
+
+  /** Replicas that served requests of `session`. */
+  function servedBy(session: string): Set<string> {
+    return new Set(balancer.hits.filter((h) => h.session === session).map((h) => h.replica));
+  }
+
+  /** Log lines `msg` of a replica (JSON lines on stderr). */
+  function logLines(r: Replica, msg: string): Array<Record<string, any>> {
+    return r.served
+      .stderr()
+      .split("\n")
+      .flatMap((line) => {
+        try {
+          const parsed = JSON.parse(line) as Record<string, any>;
+          return parsed.msg === msg ? [parsed] : [];
+        } catch {
+          return [];
+        }
+      });
+  }
+
+  before(async () => {
+    tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-replicas-"));
+    redis = await startRedis();
+    replicas = await Promise.all([1, 2, 3].map((i) => startReplica(i)));
+    balancer = new Balancer(() => replicas.filter((r) => r.served.child.exitCode === null && r.served.child.signalCode === null));
+    base = await balancer.start();
+  });
+
+  after(async () => {
+    await Promise.allSettled(clients.map((c) => c.close()));
+    await balancer?.close();
+    await Promise.allSettled(replicas.map((r) => stopChild(r.served.child)));
+    await redis?.stop();
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  describe("replicas behind a round-robin balancer", () => {
+    test("meta face: promotion, await_activity and an elicitation answer, with consecutive requests on different replicas", SLOW, async () => {
+      const c = await connect();
+      const session = sessionOf(c);
+      const ledger = new EventLedger();
+      const long = await promote(c, "everything", "trigger-long-running-operation", { duration: 2, steps: 4 }, 200, {}, ledger);
+      await awaitUntil(c, ledger, (l) => l.has((e) => e.type === "task_completed" && e.data.taskId === long.taskId), 60_000);
+      assert.equal((await getTask(c, long.taskId)).task.status, "completed");
+      assert.match(
+        payloadText(await call(c, "get_task_result", { task_id: long.taskId })),
+        /Long running operation completed\. Duration: 2 seconds, Steps: 4\./,
+      );
+
+      const asked = await promote(c, "everything", "trigger-elicitation-request", {}, 1_000);
+      const [pending] = await elicitations(c, "everything");
+      assert.ok(pending, "the elicitation is pending");
+      const answer = await call(c, "respond_to_elicitation", {
+        request_id: pending.requestId,
+        action: "accept",
+        content: { name: "Ada Lovelace", check: true, integer: 7 },
+      });
+      assert.equal(field(answer, "success"), true, allText(answer));
+      assert.equal((await waitTerminal(c, asked.taskId)).status, "completed");
+      assert.match(payloadText(await call(c, "get_task_result", { task_id: asked.taskId })), /- Name: Ada Lovelace/);
+
+      const replicasSeen = servedBy(session);
+      assert.equal(replicasSeen.size, 3, `the session's requests reached every replica: ${[...replicasSeen].join(", ")}`);
+      const owners = replicas.filter((r) => logLines(r, "session_created").length > 0);
+      assert.ok(owners.length >= 1, "the session was created on one replica");
+      assert.deepEqual(
+        replicas.flatMap((r) => logLines(r, "session_resumed")),
+        [],
+        "no replica resumed the session: every request reached its owner",
+      );
+    });
+
+    test("add_server on one replica reaches the sessions of every replica", SLOW, async () => {
+      const adder = await connect();
+      const others = await Promise.all([connect(), connect()]);
+      const r = await call(adder, "add_server", { name: "extra", command: process.execPath, args: everythingStdio().args });
+      assert.notEqual(r.isError, true, allText(r));
+      for (const [i, c] of others.entries()) {
+        const echo = await pollFor(
+          async () => {
+            const res = await call(c, "execute_tool", { server: "extra", tool: "echo", args: { message: `hi ${i}` } });
+            return res.isError ? undefined : res;
+          },
+          "the added server on another session",
+          20_000,
+          200,
+        );
+        assert.match(payloadText(echo), new RegExp(`Echo: hi ${i}`));
+      }
+      assert.ok(
+        replicas.some((rep) => logLines(rep, "cluster_server_applied").length > 0),
+        "another replica applied the change from pub/sub",
+      );
+      const removed = await call(adder, "remove_server", { name: "extra" });
+      assert.notEqual(removed.isError, true, allText(removed));
+      await pollFor(
+        async () => {
+          const res = await call(others[0], "execute_tool", { server: "extra", tool: "echo", args: { message: "gone?" } });
+          return res.isError ? true : undefined;
+        },
+        "the removed server to be gone on another replica",
+        20_000,
+        200,
+      );
+    });
+
+    test("transparent face: a call's progress notifications stream back through a forwarding replica", SLOW, async () => {
+      const c = await connect("/all/mcp");
+      const progress: number[] = [];
+      const result = (await c.callTool({ name: "everything__trigger-long-running-operation", arguments: { duration: 2, steps: 4 } }, undefined, {
+        onprogress: (p) => progress.push(p.progress),
+        timeout: 60_000,
+      })) as CallToolResult;
+      assert.match(payloadText(result), /Long running operation completed\. Duration: 2 seconds, Steps: 4\./);
+      assert.deepEqual(progress, [1, 2, 3, 4]);
+      assert.ok(servedBy(sessionOf(c)).size >= 2, "the session's requests went through several replicas");
+    });
+
+    test("Last-Event-ID: a dropped SSE response is resumed through another replica", SLOW, async () => {
+      const url = `${base}/all/mcp`;
+      const init = await fetch(url, { method: "POST", headers: MCP_POST_HEADERS, body: initializeBody() });
+      const session = init.headers.get("mcp-session-id")!;
+      await init.text();
+      const headers = { ...MCP_POST_HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18" };
+      await (await fetch(url, { method: "POST", headers, body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) })).text();
+      const abort = new AbortController();
+      const first = await fetch(url, {
+        method: "POST",
+        headers,
+        signal: abort.signal,
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 7,
+          method: "tools/call",
+          params: { name: "everything__trigger-long-running-operation", arguments: { duration: 2, steps: 4 }, _meta: { progressToken: "p7" } },
+        }),
+      });
+      assert.equal(first.headers.get("content-type"), "text/event-stream");
+      const reader = first.body!.getReader();
+      let seen = "";
+      let lastId: string | undefined;
+      while (lastId === undefined) {
+        const { value, done } = await reader.read();
+        assert.ok(!done, `the stream ended before an event id: ${seen}`);
+        seen += new TextDecoder().decode(value);
+        lastId = /^id: ?(\S+)$/m.exec(seen)?.[1];
+      }
+      abort.abort();
+      await reader.cancel().catch(() => undefined);
+      // 409 while the owner has not yet seen the dropped stream close (the SDK allows one connection per stream): try again, as the SDK client does.
+      const resumed = await pollFor(
+        async () => {
+          const r = await fetch(url, { method: "GET", headers: { ...headers, accept: "text/event-stream", "last-event-id": lastId } });
+          if (r.status !== 409) return r;
+          await r.text();
+          return undefined;
+        },
+        "the stream to be resumable",
+        10_000,
+        100,
+      );
+      assert.equal(resumed.status, 200);
+      const rest = resumed.body!.getReader();
+      let text = "";
+      while (!/"id":7/.test(text)) {
+        const { value, done } = await rest.read();
+        assert.ok(!done, `the resumed stream ended before the result: ${text}`);
+        text += new TextDecoder().decode(value);
+      }
+      await rest.cancel().catch(() => undefined);
+      assert.match(text, /Long running operation completed/);
+      assert.doesNotMatch(text, new RegExp(`^id: ${lastId}$`, "m"), "the event before the cursor is not sent again");
+      assert.ok(servedBy(session).size >= 2, "the resumption went through another replica than the dropped stream");
+    });
+
+    test("SIGKILL one replica under load: sessions continue, affected calls complete or fail with a reason", SLOW, async () => {
+      const sessions = await Promise.all([0, 1, 2, 3, 4, 5].map(() => connect()));
+      // Each session starts a call that outlives the kill (promoted to a task) on its owner.
+      const tasks = await Promise.all(sessions.map((c) => promote(c, "everything", "trigger-long-running-operation", { duration: 4, steps: 4 }, 200)));
+      const victim = replicas[0]!;
+      const victimSessions = new Set(logLines(victim, "session_created").map((l) => l.sessionHash as string));
+      // Load: echo calls from every session while the replica dies.
+      let stop = false;
+      const outcomes: Array<{ ok: boolean; reason?: string }> = [];
+      const load = sessions.map(async (c, i) => {
+        for (let n = 0; !stop; n++) {
+          try {
+            // A call cut by the kill on a direct connection to the dead replica (the balancer cannot answer for it) ends by its timeout.
+            const r = (await c.callTool(
+              { name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message: `s${i}-${n}` } } },
+              undefined,
+              {
+                timeout: 15_000,
+              },
+            )) as CallToolResult;
+            outcomes.push(r.isError ? { ok: false, reason: allText(r) } : { ok: true });
+          } catch (err) {
+            outcomes.push({ ok: false, reason: String(err) });
+          }
+        }
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      victim.served.child.kill("SIGKILL");
+      await waitExit(victim.served.child);
+      await new Promise((r) => setTimeout(r, LEASE_MS * 2));
+      stop = true;
+      await Promise.all(load);
+      assert.ok(outcomes.length > 0);
+      for (const o of outcomes.filter((x) => !x.ok)) assert.ok(o.reason && o.reason.length > 10, `a failed call says why: ${JSON.stringify(o)}`);
+
+      // Every session goes on: a new call succeeds, and each task ended one way or the other, with a reason when failed.
+      let failedWithReason = 0;
+      for (const [i, c] of sessions.entries()) {
+        const r = await call(c, "execute_tool", { server: "everything", tool: "echo", args: { message: `after-${i}` } }).catch((err: unknown) => {
+          const logs = replicas.map(
+            (rep) =>
+              `${rep.id}:\n${rep.served
+                .stderr()
+                .split("\n")
+                .filter((l) => /resum|adopt|cluster|expired|session_/.test(l))
+                .slice(-30)
+                .join("\n")}`,
+          );
+          throw new Error(`session ${i} (${sessionOf(c)}) failed after the kill: ${String(err)}\n${logs.join("\n")}`);
+        });
+        assert.notEqual(r.isError, true, `session ${i} continues after the kill: ${allText(r)}`);
+        const task = await waitTerminal(c, tasks[i]!.taskId, 30_000);
+        if (task.status === "failed") {
+          failedWithReason++;
+          const result = await call(c, "get_task_result", { task_id: tasks[i]!.taskId });
+          assert.match(allText(result), /replica r1\.\w+ stopped while this call ran; its result is unknown/);
+        } else assert.equal(task.status, "completed");
+      }
+      assert.ok(victimSessions.size > 0, "the killed replica owned sessions");
+      assert.ok(failedWithReason > 0, "the calls that ran on the killed replica failed with the reason");
+      assert.ok(
+        replicas.slice(1).some((r) => logLines(r, "cluster_session_adopted").length > 0),
+        "a surviving replica adopted the dead replica's sessions",
+      );
+    });
+  });
+}
