@@ -38,7 +38,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { systemClock, ulidGenerator, type Clock, type IdGenerator } from "../clock.js";
 import { createCluster, type Cluster } from "../cluster/index.js";
 import { createConsole } from "../console/index.js";
-import { isStdioConfig, sharingOf, type GatewayConfig, type GatewaySettings } from "../config/schema.js";
+import type { GatewayConfig, GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { createMetaServer } from "../faces/meta/server.js";
 import { createTransparentServer } from "../faces/transparent/server.js";
