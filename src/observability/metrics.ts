@@ -15,6 +15,7 @@
  * task ids, session ids or arguments.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { FastHistogram } from "./histogram.js";
 import { DURATION_BUCKETS, type NetworkTransport } from "./semconv.js";
 
 /** Distinct `gen_ai_tool_name` values kept per gateway; later names are "other". */
@@ -51,10 +52,10 @@ const STORE_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02
 
 export class GatewayMetrics {
   readonly registry = new Registry();
-  private readonly serverOps: Histogram;
-  private readonly clientOps: Histogram;
+  private readonly serverOps: FastHistogram;
+  private readonly clientOps: FastHistogram;
   private readonly sessionDuration: Histogram;
-  private readonly storeOps: Histogram;
+  private readonly storeOps: FastHistogram;
   private readonly reconnects: Counter;
   private readonly disconnects: Counter;
   private readonly evicted: Counter;
@@ -63,34 +64,30 @@ export class GatewayMetrics {
 
   constructor() {
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry });
-    const opLabels = ["mcp_method_name", "gen_ai_tool_name", "error_type", "network_transport"];
-    this.serverOps = new Histogram({
-      name: "mcp_server_operation_duration_seconds",
-      help: "MCP request duration as observed by the gateway serving it, from receipt until its response is sent (OTel mcp.server.operation.duration)",
-      labelNames: opLabels,
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
-    this.clientOps = new Histogram({
-      name: "mcp_client_operation_duration_seconds",
-      help: "MCP request duration as observed by the gateway sending it upstream, until its response arrives (OTel mcp.client.operation.duration)",
-      labelNames: [...opLabels, "upstream"],
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
+    // Event-loop delay sampled every 100 ms, not prom-client's 10 ms: an idle gateway wakes 10 times a second, not 100.
+    collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 100 });
+    // The per-request histograms are FastHistograms (histogram.ts): labels mcp_method_name, gen_ai_tool_name, error_type, network_transport (+ upstream).
+    this.serverOps = new FastHistogram(
+      "mcp_server_operation_duration_seconds",
+      "MCP request duration as observed by the gateway serving it, from receipt until its response is sent (OTel mcp.server.operation.duration)",
+      DURATION_BUCKETS,
+    );
+    this.clientOps = new FastHistogram(
+      "mcp_client_operation_duration_seconds",
+      "MCP request duration as observed by the gateway sending it upstream, until its response arrives (OTel mcp.client.operation.duration)",
+      DURATION_BUCKETS,
+    );
+    this.storeOps = new FastHistogram(
+      "emceepee_store_operation_duration_seconds",
+      "State store call duration, by store kind and operation (e.g. tasks.get)",
+      STORE_BUCKETS,
+    );
+    for (const h of [this.serverOps, this.clientOps, this.storeOps]) this.registry.registerMetric(h.asMetric());
     this.sessionDuration = new Histogram({
       name: "mcp_server_session_duration_seconds",
       help: "Duration of ended downstream MCP sessions (OTel mcp.server.session.duration)",
       labelNames: ["face", "network_transport"],
       buckets: DURATION_BUCKETS,
-      registers,
-    });
-    this.storeOps = new Histogram({
-      name: "emceepee_store_operation_duration_seconds",
-      help: "State store call duration, by store kind and operation (e.g. tasks.get)",
-      labelNames: ["store", "operation"],
-      buckets: STORE_BUCKETS,
       registers,
     });
     this.reconnects = new Counter({
@@ -172,20 +169,27 @@ export class GatewayMetrics {
 
   /** A request the gateway served. `known`: the tool name may be a label (its call got a result). */
   serverOperation(sample: OperationSample, known: boolean): void {
-    this.serverOps.observe(this.operationLabels(sample, known), sample.seconds);
+    const tool = sample.tool === undefined ? undefined : this.toolLabel(sample.tool, known);
+    const key = `${sample.method}\u0000${tool ?? ""}\u0000${sample.errorType ?? ""}\u0000${sample.transport}`;
+    this.serverOps.observe(key, () => operationLabels(sample, tool), sample.seconds);
   }
 
   /** A request the gateway sent to `upstream`. */
   clientOperation(upstream: string, sample: OperationSample, known: boolean): void {
-    this.clientOps.observe({ ...this.operationLabels(sample, known), upstream }, sample.seconds);
+    const tool = sample.tool === undefined ? undefined : this.toolLabel(sample.tool, known);
+    const key = `${sample.method}\u0000${tool ?? ""}\u0000${sample.errorType ?? ""}\u0000${sample.transport}\u0000${upstream}`;
+    this.clientOps.observe(key, () => ({ ...operationLabels(sample, tool), upstream }), sample.seconds);
   }
 
   sessionEnded(face: string, transport: NetworkTransport, seconds: number): void {
     this.sessionDuration.observe({ face, network_transport: transport }, seconds);
   }
 
-  storeOperation(store: string, operation: string, seconds: number): void {
-    this.storeOps.observe({ store, operation }, seconds);
+  /** Observes the calls of one store operation (e.g. `tasks.get`): the series is looked up per call, its labels made once. */
+  storeTimer(store: string, operation: string): (seconds: number) => void {
+    const key = `${store}\u0000${operation}`;
+    const labels = () => ({ store, operation });
+    return (seconds) => this.storeOps.observe(key, labels, seconds);
   }
 
   upstreamReconnected(upstream: string): void {
@@ -205,17 +209,18 @@ export class GatewayMetrics {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 
-  private operationLabels(sample: OperationSample, known: boolean): Record<string, string> {
-    const labels: Record<string, string> = { mcp_method_name: sample.method, network_transport: sample.transport };
-    if (sample.tool !== undefined) labels.gen_ai_tool_name = this.toolLabel(sample.tool, known);
-    if (sample.errorType !== undefined) labels.error_type = sample.errorType;
-    return labels;
-  }
-
   private toolLabel(name: string, known: boolean): string {
     if (this.toolNames.has(name)) return name;
     if (!known || this.toolNames.size >= MAX_TOOL_LABELS) return "other";
     this.toolNames.add(name);
     return name;
   }
+}
+
+/** The labels of an operation series, in the order they are exposed. */
+function operationLabels(sample: OperationSample, tool: string | undefined): Record<string, string> {
+  const labels: Record<string, string> = { mcp_method_name: sample.method, network_transport: sample.transport };
+  if (tool !== undefined) labels.gen_ai_tool_name = tool;
+  if (sample.errorType !== undefined) labels.error_type = sample.errorType;
+  return labels;
 }

@@ -23,10 +23,11 @@ export function timedStore(store: Store, metrics: GatewayMetrics, now: () => num
         let wrapped = cache.get(key);
         if (!wrapped) {
           const operation = `${part}.${key}`;
+          const timer = metrics.storeTimer(store.kind, operation);
           const fn = value as (...args: unknown[]) => unknown;
           wrapped = (...args: unknown[]) => {
             const started = now();
-            const observe = () => metrics.storeOperation(store.kind, operation, (now() - started) / 1000);
+            const observe = () => timer((now() - started) / 1000);
             const result = fn.apply(obj, args);
             if (!(result instanceof Promise)) {
               observe();

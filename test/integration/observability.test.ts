@@ -98,7 +98,8 @@ const tool = (name: string, extra: Record<string, string> = {}) => ({
 
 describe("/metrics after known traffic", () => {
   test("meta calls, a promoted task and transparent calls with upstream errors: exact histogram counts and label sets", async () => {
-    const gw = await gatewayWith({ mcpServers: { everything: everythingStdio(), echo: metaEcho() } });
+    // No stdio processes started ahead (upstream.warmPool): every process and initialize below is a session's.
+    const gw = await gatewayWith({ mcpServers: { everything: everythingStdio(), echo: metaEcho() }, gateway: { upstream: { warmPool: 0 } } });
     const meta = await client(gw.url);
     await call(meta, "list_servers");
     const echoed = await call(meta, "execute_tool", { server: "everything", tool: "echo", args: { message: "hi" } });
@@ -183,7 +184,7 @@ describe("/metrics after known traffic", () => {
   test("a reconnect: the dropped call ends as transport_closed, the drop and the reconnect are counted", async () => {
     const gw = await gatewayWith({
       mcpServers: { everything: everythingStdio() },
-      gateway: { upstream: { reconnect: { initialDelayMs: 100, maxDelayMs: 400 } } },
+      gateway: { upstream: { warmPool: 0, reconnect: { initialDelayMs: 100, maxDelayMs: 400 } } },
     });
     const c = await client(gw.url);
     await waitConnected(c, "everything");
