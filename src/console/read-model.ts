@@ -62,6 +62,8 @@ export interface TaskFilter {
 export interface InboxItem {
   sessionRef: string;
   info: PendingInfo;
+  /** Sent to the session's client natively: shown read-only, answered there. */
+  forwarded: boolean;
 }
 
 export async function overview(src: ConsoleSources): Promise<Overview> {
@@ -142,13 +144,14 @@ export async function findTask(src: ConsoleSources, taskId: string): Promise<{ t
   return undefined;
 }
 
-/** Every pending elicitation and sampling request of every session, oldest first. */
+/** Every pending elicitation and sampling request of every session (queued, or held by a client natively), oldest first. */
 export function inbox(src: ConsoleSources): InboxItem[] {
   const items: InboxItem[] = [];
   for (const s of src.context.sessions.list()) {
     if (s.isClosed) continue;
     const sessionRef = sessionHash(s.id);
-    for (const info of [...s.pending.list("elicitation"), ...s.pending.list("sampling")]) items.push({ sessionRef, info });
+    for (const info of [...s.pending.list("elicitation"), ...s.pending.list("sampling")]) items.push({ sessionRef, info, forwarded: false });
+    for (const info of s.pending.forwarded()) items.push({ sessionRef, info, forwarded: true });
   }
   return items.sort((a, b) => a.info.receivedAt - b.info.receivedAt || (a.info.requestId < b.info.requestId ? -1 : 1));
 }

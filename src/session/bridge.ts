@@ -5,6 +5,9 @@
  * instead (visible through the meta-tools face). Requests come with the
  * origin of the call they belong to, when known: the bridge sends them where
  * that call lives (ADR 0002 §8), else on its standalone route.
+ * withVisibleRequests() lists the elicitations and sampling requests a bridge
+ * sends while the client holds them (PendingRequests.forward), read-only for
+ * the web console.
  */
 import type {
   ClientCapabilities,
@@ -15,6 +18,7 @@ import type {
   ListRootsResult,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { CallOrigin } from "../upstream/origin.js";
+import type { PendingRequests } from "./pending-requests.js";
 
 export interface DownstreamBridge {
   readonly clientCapabilities: ClientCapabilities;
@@ -40,4 +44,13 @@ export function canElicit(caps: ClientCapabilities | undefined, mode: string): b
   // An empty elicitation capability means form mode (2025-06-18 clients).
   if (mode === "url") return e.url !== undefined;
   return e.form !== undefined || (e.url === undefined && e.form === undefined);
+}
+
+/** The same bridge, whose elicitations and sampling requests are listed as forwarded while the client holds them. */
+export function withVisibleRequests(bridge: DownstreamBridge, pending: PendingRequests): DownstreamBridge {
+  return {
+    ...bridge,
+    elicit: (server, params, signal, origin) => pending.forward("elicitation", server, params, () => bridge.elicit(server, params, signal, origin)),
+    sample: (server, params, signal, origin) => pending.forward("sampling", server, params, () => bridge.sample(server, params, signal, origin)),
+  };
 }

@@ -17,6 +17,9 @@
  * with who answered it (a bounded, in-memory list) so that the loser is told
  * "answered in the web console" instead of "unknown request". Answers are
  * announced to the event system's observers (never stored as events).
+ * Requests sent to the client natively (a transparent face whose client has
+ * the capability) are not queued here, but `forwarded()` lists them while the
+ * client holds them, read-only, for the console to show.
  */
 import type { CreateMessageRequest, CreateMessageResult, ElicitRequest, ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
@@ -75,6 +78,8 @@ export class PendingRequests {
   private readonly writes = new Set<Promise<void>>();
   /** Recently answered ids → who answered (oldest first; bounded by ANSWERED_MEMORY). */
   private readonly answered = new Map<string, { kind: PendingKind; by: AnsweredBy; outcome: string }>();
+  /** Requests the session's client holds natively (read-only here). */
+  private readonly forwardedEntries = new Map<string, PendingInfo>();
 
   constructor(
     private readonly sessionId: string,
@@ -187,6 +192,39 @@ export class PendingRequests {
       if (e.stored && e.kind === kind && (server === undefined || e.server === server)) out.push(publicInfo(e) as PendingInfo<K>);
     }
     return out;
+  }
+
+  /** Requests from `server` waiting now. */
+  waitingFrom(server: string): number {
+    let n = 0;
+    for (const e of this.entries.values()) if (e.server === server) n++;
+    return n;
+  }
+
+  /**
+   * Runs `send` (a request sent to the client natively) and lists it as
+   * forwarded until it settles; observers hear it come and go. It cannot be
+   * answered here: the client holds it.
+   */
+  async forward<K extends PendingKind>(kind: K, server: string, params: PendingKinds[K]["params"], send: () => Promise<PendingKinds[K]["result"]>) {
+    const now = this.clock.now();
+    const info: PendingInfo<K> = { requestId: this.newId(), kind, server, receivedAt: now, expiresAt: now + this.options.timeoutMs, params };
+    this.forwardedEntries.set(info.requestId, info);
+    this.events.announce({ type: "task_updated", server, data: { requestId: info.requestId, forwarded: kind } });
+    let outcome = "failed";
+    try {
+      const result = await send();
+      outcome = kind === "elicitation" ? (result as ElicitResult).action : "answered";
+      return result;
+    } finally {
+      this.forwardedEntries.delete(info.requestId);
+      this.events.announce({ type: `${kind}_answered`, server, data: { requestId: info.requestId, by: "client", outcome, forwarded: true } });
+    }
+  }
+
+  /** The requests the session's client holds natively now (see forward()). */
+  forwarded(): PendingInfo[] {
+    return [...this.forwardedEntries.values()];
   }
 
   get size(): number {

@@ -10,7 +10,9 @@
 import assert from "node:assert/strict";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import type { BrowserContext, Page } from "playwright-core";
 import { ClientPool, EventLedger, activityEvents, allText, awaitActivity, eventually, getTask, payloadText, promote } from "../helpers/async-extra.js";
 import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
@@ -241,6 +243,35 @@ describe("web console in a real browser", { skip, timeout: 240_000 }, () => {
     await page.goto(`${base}/console`);
     await page.locator("#overview").getByText("everything").first().waitFor();
     await screenshot(page, "overview");
+  });
+
+  test("an elicitation forwarded natively to a capable client is shown read-only while the client holds it, and goes when it answers", async () => {
+    const client = new Client({ name: "form-client", version: "2.0.0" }, { capabilities: { elicitation: { form: {} } } });
+    let answer!: (r: ElicitResult) => void;
+    let asked!: () => void;
+    const wasAsked = new Promise<void>((resolve) => (asked = resolve));
+    client.setRequestHandler(ElicitRequestSchema, () => {
+      asked();
+      return new Promise<ElicitResult>((resolve) => (answer = resolve));
+    });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/servers/everything/mcp`)));
+    try {
+      await openLiveInbox();
+      const call = client.callTool({ name: "trigger-elicitation-request", arguments: {} }, undefined, { timeout: 60_000 });
+      await wasAsked;
+      const item = page.locator("article.request.forwarded");
+      await item.waitFor();
+      await notReloaded();
+      assert.match((await item.textContent()) ?? "", /Please provide inputs for the following fields:/);
+      assert.equal(await item.locator("form, button, input").count(), 0, "read-only: nothing to answer with");
+
+      answer({ action: "decline" });
+      await call;
+      await item.waitFor({ state: "detached" });
+    } finally {
+      await (client.transport as StreamableHTTPClientTransport | undefined)?.terminateSession().catch(() => undefined);
+      await client.close();
+    }
   });
 
   test("the overview lists upstreams and sessions and updates live when a session starts", async (t) => {

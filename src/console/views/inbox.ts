@@ -4,6 +4,7 @@
  * from its requestedSchema (form.ts); URL mode: the link and its message;
  * sampling: the messages and a reply box, or reject. Every control has a
  * label; Enter in a field submits the first button (accept / send).
+ * Requests the session's client holds natively are shown read-only.
  */
 import { age, html, safeLink, type Html } from "../html.js";
 import { formFields, type RequestedSchema } from "../form.js";
@@ -29,6 +30,7 @@ function request(item: InboxItem, now: number, error: InboxError | undefined): H
   const heading = info.kind === "sampling" ? "Sampling request" : "Elicitation";
   const hidden = html`<input type="hidden" name="session" value="${sessionRef}" /><input type="hidden" name="kind" value="${info.kind}" />`;
   const alert = error ? html`<p class="error" role="alert" id="err-${id}">${error.message}</p>` : "";
+  if (item.forwarded) return forwarded(item, now, heading);
   const body = info.kind === "sampling" ? sampling(item, error) : elicitation(item, error);
   return html`<article class="request" id="req-${id}" data-key="${id}" aria-labelledby="h-${id}">
     <h2 id="h-${id}">${heading} from <span class="server">${info.server}</span></h2>
@@ -37,6 +39,22 @@ function request(item: InboxItem, now: number, error: InboxError | undefined): H
     </p>
     ${alert}
     <form method="post" action="/console/inbox/${encodeURIComponent(id)}" class="answer">${hidden}${body}</form>
+  </article>`;
+}
+
+/** A request the client holds natively: what it asks, no form (the client answers it). */
+function forwarded({ info, sessionRef }: InboxItem, now: number, heading: string): Html {
+  const id = info.requestId;
+  const params = info.params as { message?: string; mode?: string; url?: string; requestedSchema?: RequestedSchema; messages?: Array<{ content?: unknown }> };
+  const fields = Object.entries(params.requestedSchema?.properties ?? {}).map(([key, f]) => f.title ?? key);
+  return html`<article class="request forwarded" id="req-${id}" data-key="${id}" aria-labelledby="h-${id}">
+    <h2 id="h-${id}">${heading} from <span class="server">${info.server}</span> <span class="hint">(with the client)</span></h2>
+    <p class="meta">session <code>${sessionRef}</code> · sent ${age(info.receivedAt, now)} ago</p>
+    <p>Forwarded to the session's own client, which can answer it: shown here read-only until it does.</p>
+    ${params.message ? html`<p class="message">${params.message}</p>` : ""}
+    ${params.mode === "url" ? html`<p>Link: <code>${String(params.url)}</code></p>` : ""}
+    ${fields.length ? html`<p class="hint">Fields: ${fields.join(", ")}</p>` : ""}
+    ${params.messages ? html`<div class="messages">${params.messages.map((m) => contentBlocks(Array.isArray(m.content) ? m.content : [m.content]))}</div>` : ""}
   </article>`;
 }
 

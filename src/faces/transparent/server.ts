@@ -15,6 +15,7 @@ import {
   type ServerCapabilities,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { GatewayContext } from "../../server/context.js";
+import { withVisibleRequests } from "../../session/bridge.js";
 import type { Session } from "../../session/session.js";
 import type { UpstreamHandle } from "../../upstream/handle.js";
 import { createBridge, DownstreamRoutes } from "./bridge.js";
@@ -51,7 +52,8 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   let markInitialized!: () => void;
   const initialized = new Promise<void>((resolve) => (markInitialized = resolve));
   const install = (caps: ClientCapabilities) => {
-    session.bridge = createBridge(server, caps, catalog, routes, gateway.settings.pendingRequests.timeoutMs, initialized);
+    // Listed read-only (the web console) while the client holds its elicitations and sampling requests.
+    session.bridge = withVisibleRequests(createBridge(server, caps, catalog, routes, gateway.settings.pendingRequests.timeoutMs, initialized), session.pending);
   };
   if (o.init) install(o.init.capabilities);
   server.oninitialized = () => {
