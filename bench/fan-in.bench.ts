@@ -291,6 +291,8 @@ interface Throughput {
   gatewayCpuMs: number;
   upstreamCpuMs: number;
   upstreamProcesses: number;
+  /** calls/s of each round: the report uses their median, as single rounds swing with the shared machine's load. */
+  rates: number[];
 }
 
 async function throughputPhase(): Promise<Record<TpMode, Throughput>> {
@@ -309,8 +311,15 @@ async function throughputPhase(): Promise<Record<TpMode, Throughput>> {
         const batch = Array.from({ length: Math.min(4, n - i) }, (_, k) => openSession(targets[mode].url, `bench-tp-${mode}-${i + k}`));
         pools[mode].push(...(await Promise.all(batch)));
       }
-      out[mode] = { calls: 0, ms: 0, gatewayCpuMs: 0, upstreamCpuMs: 0, upstreamProcesses: targets[mode].upstreams().length };
+      out[mode] = { calls: 0, ms: 0, gatewayCpuMs: 0, upstreamCpuMs: 0, upstreamProcesses: targets[mode].upstreams().length, rates: [] };
     }
+    // A warm-up round, not measured: every session's code paths (client, gateway, upstream) past their first calls.
+    for (const mode of TP_MODES)
+      await Promise.all(
+        pools[mode].map(async (s, j) => {
+          for (let i = 0; i < 10; i++) await echo(s.client, `warm ${j} ${i}`);
+        }),
+      );
     for (let round = 0; round < opts.rounds; round++) {
       for (let k = 0; k < TP_MODES.length; k++) {
         const mode = TP_MODES[(round + k) % TP_MODES.length]!;
@@ -328,6 +337,7 @@ async function throughputPhase(): Promise<Record<TpMode, Throughput>> {
         r.ms += ms;
         r.gatewayCpuMs += cpu1.gateway - cpu0.gateway;
         r.upstreamCpuMs += cpu1.upstream - cpu0.upstream;
+        r.rates.push((n * opts.callsPerSession * 1000) / ms);
         log(`throughput round ${round + 1}/${opts.rounds} ${mode}: ${fmt((n * opts.callsPerSession * 1000) / ms, 0)} calls/s`);
       }
     }
@@ -355,34 +365,36 @@ function report(fans: FanIn[], tp: Record<TpMode, Throughput> | undefined): stri
   const direct = fans.find((f) => f.variant === "direct");
   const perSession = (f: FanIn) => (f.after.rss - f.before.rss) / Math.max(1, f.opened);
   const row = (metric: string, cell: (f: FanIn) => string) => [metric, ...fans.map(cell)];
-  const lines: string[] = [
-    `## Fan-in: ${n} sessions opened at once on one server (initialize + one \`echo\` each)`,
-    "",
-    table(
-      ["metric", ...fans.map((f) => (f.variant === "direct" ? LABEL.direct : `gateway, ${LABEL[f.variant]}`))],
-      [
-        row("server-everything processes before → after the fan-in", (f) => `${f.before.processes} → ${f.after.processes}`),
-        row("sessions opened", (f) => `${f.opened}/${n}${f.failures.length ? ` (failed: ${f.failures[0]!.slice(0, 120)})` : ""}`),
-        row("open-all time, s", (f) => `${fmt(f.openAllMs / 1000, 2)}${f.variant === "direct" ? "" : ratioTo(f.openAllMs, direct?.openAllMs)}`),
-        row(
-          "CPU while opening them, ms per session: gateway / upstreams / clients",
-          (f) => `${f.variant === "direct" ? "—" : fmt(f.cpu.gateway / n, 1)} / ${fmt(f.cpu.upstream / n, 1)} / ${fmt(f.cpu.clients / n, 1)}`,
-        ),
-        row("time to first call within the fan-in, p50 / max, ms", (f) => `${fmt(median(f.firstCallMs), 0)} / ${fmt(Math.max(...f.firstCallMs), 0)}`),
-        row("server-side RSS before → after, MiB", (f) => `${fmt(f.before.rss / 1048576, 1)} → ${fmt(f.after.rss / 1048576, 1)}`),
-        row(`**RSS per session** ((after − before) / ${n})`, (f) => `**${size(perSession(f))}**`),
-        row(`RSS after / ${n} (the whole server side per session)`, (f) => size(f.after.rss / Math.max(1, f.opened))),
-        row(`time to first call of session ${n + 1}, ms`, (f) => fmt(f.nextFirstCallMs, 0)),
-        row(`time to first call, new session on the idle target, ms (median of ${opts.idleSamples})`, (f) => fmt(median(f.idleFirstCallMs), 0)),
-        row("upstream processes while idle (shared process, warm pool)", (f) => String(f.idleProcesses)),
-      ],
-    ),
-    "",
-    "Server-side RSS: direct, the server-everything process; gateway, `emceepee serve` after a full GC plus every process below it (from /proc). Ratios are against direct.",
-    "",
-  ];
+  const lines: string[] = [];
+  if (fans.length)
+    lines.push(
+      `## Fan-in: ${n} sessions opened at once on one server (initialize + one \`echo\` each)`,
+      "",
+      table(
+        ["metric", ...fans.map((f) => (f.variant === "direct" ? LABEL.direct : `gateway, ${LABEL[f.variant]}`))],
+        [
+          row("server-everything processes before → after the fan-in", (f) => `${f.before.processes} → ${f.after.processes}`),
+          row("sessions opened", (f) => `${f.opened}/${n}${f.failures.length ? ` (failed: ${f.failures[0]!.slice(0, 120)})` : ""}`),
+          row("open-all time, s", (f) => `${fmt(f.openAllMs / 1000, 2)}${f.variant === "direct" ? "" : ratioTo(f.openAllMs, direct?.openAllMs)}`),
+          row(
+            "CPU while opening them, ms per session: gateway / upstreams / clients",
+            (f) => `${f.variant === "direct" ? "—" : fmt(f.cpu.gateway / n, 1)} / ${fmt(f.cpu.upstream / n, 1)} / ${fmt(f.cpu.clients / n, 1)}`,
+          ),
+          row("time to first call within the fan-in, p50 / max, ms", (f) => `${fmt(median(f.firstCallMs), 0)} / ${fmt(Math.max(...f.firstCallMs), 0)}`),
+          row("server-side RSS before → after, MiB", (f) => `${fmt(f.before.rss / 1048576, 1)} → ${fmt(f.after.rss / 1048576, 1)}`),
+          row(`**RSS per session** ((after − before) / ${n})`, (f) => `**${size(perSession(f))}**`),
+          row(`RSS after / ${n} (the whole server side per session)`, (f) => size(f.after.rss / Math.max(1, f.opened))),
+          row(`time to first call of session ${n + 1}, ms`, (f) => fmt(f.nextFirstCallMs, 0)),
+          row(`time to first call, new session on the idle target, ms (median of ${opts.idleSamples})`, (f) => fmt(median(f.idleFirstCallMs), 0)),
+          row("upstream processes while idle (shared process, warm pool)", (f) => String(f.idleProcesses)),
+        ],
+      ),
+      "",
+      "Server-side RSS: direct, the server-everything process; gateway, `emceepee serve` after a full GC plus every process below it (from /proc). Ratios are against direct.",
+      "",
+    );
   if (tp) {
-    const rate = (m: TpMode) => (tp[m].calls * 1000) / tp[m].ms;
+    const rate = (m: TpMode) => median(tp[m].rates);
     const per1k = (m: TpMode, v: number) => fmt((v * 1000) / tp[m].calls, 0);
     lines.push(
       `## Throughput: ${opts.concurrency} sessions, each ${opts.callsPerSession} sequential \`echo\` calls per round, ${opts.rounds} rounds interleaved`,
@@ -391,7 +403,13 @@ function report(fans: FanIn[], tp: Record<TpMode, Throughput> | undefined): stri
         ["metric", "direct (Streamable HTTP)", 'gateway, `"sharing": "shared"`', 'gateway, `"sharing": "session"` (`warmPool: 1`)'],
         [
           ["server-everything processes", ...TP_MODES.map((m) => String(tp[m].upstreamProcesses))],
-          ["calls/s", ...TP_MODES.map((m) => `${fmt(rate(m), 0)}${m === "direct" ? "" : ratioTo(rate(m), rate("direct"))}`)],
+          [
+            `calls/s, median of ${opts.rounds} rounds (min–max)`,
+            ...TP_MODES.map(
+              (m) =>
+                `${fmt(rate(m), 0)}${m === "direct" ? "" : ratioTo(rate(m), rate("direct"))} (${fmt(Math.min(...tp[m].rates), 0)}–${fmt(Math.max(...tp[m].rates), 0)})`,
+            ),
+          ],
           ["against session mode", "", `×${fmt(rate("shared") / rate("session"), 2)}`, "×1.00"],
           ["gateway CPU per 1k calls, ms", "—", per1k("shared", tp.shared.gatewayCpuMs), per1k("session", tp.session.gatewayCpuMs)],
           ["upstream CPU per 1k calls, ms", ...TP_MODES.map((m) => per1k(m, tp[m].upstreamCpuMs))],
@@ -411,7 +429,7 @@ function report(fans: FanIn[], tp: Record<TpMode, Throughput> | undefined): stri
     }
   }
   if (tp) {
-    const r = tp.shared.calls / tp.shared.ms / (tp.session.calls / tp.session.ms);
+    const r = median(tp.shared.rates) / median(tp.session.rates);
     targets.push(`- throughput, shared / session: ×${fmt(r, 2)} — target ≥ 1: ${r >= 1 ? "met" : "NOT met"}`);
   }
   const pool1 = fans.find((f) => f.variant === "pool1");
