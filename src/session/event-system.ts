@@ -23,7 +23,8 @@
  *
  * Observers (the web console, src/console/): `observe()` hears every event
  * as it is added and the `announce()`d changes that are no events (an
- * answered request, a task's input_required); they never take, mark or store
+ * answered request, one sent to the client natively, a task's
+ * input_required); they never take, mark or store
  * anything, so the client's exactly-once delivery is untouched.
  *
  * Cursor reads (await_activity `sinceEventId`, see docs/adr/0004): the events
@@ -98,7 +99,7 @@ type Waiter = (event: StoredEvent | null) => void;
 
 /** What observers hear: an event as it is added, or an announced change that is no event. */
 export interface ObservedChange {
-  type: EventType | "elicitation_answered" | "sampling_answered" | "task_updated";
+  type: EventType | "elicitation_answered" | "sampling_answered" | "request_forwarded" | "task_updated";
   server: string;
   data: Record<string, unknown>;
 }

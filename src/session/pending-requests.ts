@@ -210,7 +210,7 @@ export class PendingRequests {
     const now = this.clock.now();
     const info: PendingInfo<K> = { requestId: this.newId(), kind, server, receivedAt: now, expiresAt: now + this.options.timeoutMs, params };
     this.forwardedEntries.set(info.requestId, info);
-    this.events.announce({ type: "task_updated", server, data: { requestId: info.requestId, forwarded: kind } });
+    this.events.announce({ type: "request_forwarded", server, data: { requestId: info.requestId, kind } });
     let outcome = "failed";
     try {
       const result = await send();
