@@ -93,6 +93,8 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     }
     const inboxPath = /^\/console\/inbox\/([^/]+)$/.exec(path);
     if (inboxPath && method === "POST") return answer(req, res, decode(inboxPath[1]!));
+    // A refused answer re-renders the inbox at the form's URL; reading that URL again (the live script, a reload) shows the inbox.
+    if (inboxPath && method === "GET") return redirect(res, "/console/inbox");
     if (isKnown(path)) return sendText(res, 405, `${req.method ?? ""} is not allowed on ${path}; use the console's pages and forms`);
     return show(
       res,
@@ -223,7 +225,9 @@ function inboxNotice(q: URLSearchParams): string | undefined {
 
 /** Only console paths of this gateway (no other host, no protocol-relative //). */
 function safeNext(next: string | null | undefined): string {
-  return next && isConsolePath(next.split("?")[0] ?? "") && !next.startsWith("//") && next !== CONSOLE_LOGIN_PATH ? next : "/console";
+  const path = next?.split("?")[0] ?? "";
+  const plain = !/\/\.|\\|%2e|%2f|%5c/i.test(path); // no dot segments or encoded separators that could leave /console
+  return next && plain && isConsolePath(path) && path !== CONSOLE_LOGIN_PATH ? next : "/console";
 }
 
 function isKnown(path: string): boolean {

@@ -345,4 +345,30 @@ describe("web console behind a token", { skip, timeout: 120_000 }, () => {
     assert.match(page.url(), /\/console\/login/, "logged out");
     await context.close();
   });
+
+  test("a login link cannot send the browser outside the console", async () => {
+    const login = (next: string) =>
+      fetch(`${base}/console/login`, {
+        method: "POST",
+        redirect: "manual",
+        headers: { Origin: base, "Content-Type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ token: TOKEN, next }),
+      });
+    for (const next of ["https://evil.example/", "//evil.example/console", "/console/../mcp", "/console/%2e%2e/mcp", "/mcp"]) {
+      assert.equal((await login(next)).headers.get("location"), "/console", next);
+    }
+    assert.equal((await login("/console/tasks?status=working")).headers.get("location"), "/console/tasks?status=working");
+  });
+});
+
+describe("web console turned off", () => {
+  test("gateway.console.enabled: false answers /console with 404", async () => {
+    const gw = await startGateway({ mcpServers: {}, gateway: { console: { enabled: false } } });
+    try {
+      const res = await fetch(gw.url.replace(/\/mcp$/, "/console"));
+      assert.equal(res.status, 404);
+    } finally {
+      await gw.close();
+    }
+  });
 });
