@@ -3,7 +3,9 @@
  * session this process does not hold, find the owner in Redis and forward the
  * request there, or claim/adopt the session and let the endpoint resume it
  * here. Forwarded requests (carrying the shared secret) are never forwarded
- * again. Failures of Redis answer 503 with the store's error.
+ * again. Failures of Redis answer 503 with the store's error. An owner's URL
+ * is reused for a second without asking Redis again; a forward that finds it
+ * gone falls back to the full lookup (and adoption).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { timingSafeEqual } from "node:crypto";
@@ -29,12 +31,18 @@ export interface RouterOptions {
 
 /** How often a dead-looking owner's heartbeat is checked while waiting for it to expire. */
 const POLL_MS = 100;
+/** How long an owner's URL is reused without asking Redis (at most a third of the lease). */
+const CACHE_MS = 1_000;
+/** Sessions whose owner URL is remembered. */
+const MAX_CACHED = 10_000;
 /** Owner changes followed before giving up on one request. */
 const MAX_HOPS = 4;
 
 export class ClusterRouter implements SessionRouter {
   private closed = false;
   private readonly sleeps = new Set<{ timer: TimerHandle; resolve: () => void }>();
+  /** Owner URLs by session, briefly: saves the two Redis reads per forwarded request of a busy session. */
+  private readonly owners = new Map<string, { url: string; at: number }>();
 
   constructor(private readonly o: RouterOptions) {}
 
@@ -55,6 +63,12 @@ export class ClusterRouter implements SessionRouter {
     const forwarded = this.isForwarded(req);
     let body: string | undefined;
     try {
+      const known = forwarded ? undefined : this.cached(sessionId);
+      if (known) {
+        if (req.method === "POST") body = await readBody(req, this.o.maxBodyBytes);
+        if ((await this.o.forwarder.forward(req, res, known.url, body)) === "answered") return { kind: "answered" };
+        this.owners.delete(sessionId);
+      }
       for (let hop = 0; hop < MAX_HOPS; hop++) {
         const owner = await membership.ownerOf(sessionId);
         if (owner === membership.incarnation) return { kind: "local", body };
@@ -75,7 +89,9 @@ export class ClusterRouter implements SessionRouter {
           return { kind: "answered" };
         }
         if (req.method === "POST" && body === undefined) body = await readBody(req, this.o.maxBodyBytes);
+        this.remember(sessionId, url);
         if ((await this.o.forwarder.forward(req, res, url, body)) === "answered") return { kind: "answered" };
+        this.owners.delete(sessionId);
         logger.warn({ sessionHash: sessionHash(sessionId), owner, url }, "cluster_owner_unreachable");
         if (!(await this.waitGone(owner))) {
           sendJsonRpcError(
@@ -94,6 +110,20 @@ export class ClusterRouter implements SessionRouter {
       else sendErrorReply(res, 503, err, logger);
       return { kind: "answered" };
     }
+  }
+
+  /** A live owner's URL seen less than CACHE_MS ago (a dead one is found out by the failed forward). */
+  private cached(sessionId: string): { url: string } | undefined {
+    const hit = this.owners.get(sessionId);
+    if (!hit) return undefined;
+    if (this.o.clock.now() - hit.at < Math.min(CACHE_MS, this.o.leaseMs / 3)) return hit;
+    this.owners.delete(sessionId);
+    return undefined;
+  }
+
+  private remember(sessionId: string, url: string): void {
+    if (this.owners.size >= MAX_CACHED) this.owners.delete(this.owners.keys().next().value!);
+    this.owners.set(sessionId, { url, at: this.o.clock.now() });
   }
 
   /** Waits for a replica's heartbeat to expire (at most a lease and a renewal period); false if it stays alive. */

@@ -13,7 +13,6 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import http from "node:http";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -23,6 +22,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ROOT, call, everythingStdio } from "../helpers/gateway.js";
 import { allText, awaitUntil, elicitations, EventLedger, field, getTask, payloadText, promote, waitTerminal } from "../helpers/async-extra.js";
 import { MCP_POST_HEADERS, freePort, initializeBody, pollFor, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
+import { Balancer, type Backend } from "../helpers/balancer.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
 
 const SLOW = { timeout: 300_000 };
@@ -30,67 +30,11 @@ const SECRET = "replica-test-secret-0123456789";
 const LEASE_MS = 2_000;
 const skip = redisSkipReason();
 
-interface Replica {
+interface Replica extends Backend {
   id: string;
   port: number;
   base: string;
   served: RunningCli;
-}
-
-/** Round-robin over the replicas that accept connections (a refused backend is skipped, as a balancer's health check would). */
-class Balancer {
-  readonly server: http.Server;
-  private next = 0;
-  /** Which replica served each request, in order. */
-  readonly hits: Array<{ method: string; replica: string; session: string | undefined }> = [];
-  port = 0;
-
-  constructor(private readonly replicas: () => Replica[]) {
-    this.server = http.createServer((req, res) => void this.handle(req, res));
-  }
-
-  async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, "127.0.0.1", resolve));
-    this.port = (this.server.address() as { port: number }).port;
-    return `http://127.0.0.1:${this.port}`;
-  }
-
-  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const body = Buffer.concat(chunks);
-    const backends = this.replicas();
-    for (let tries = 0; tries < backends.length; tries++) {
-      const target = backends[this.next++ % backends.length]!;
-      const ok = await new Promise<boolean>((resolve) => {
-        const headers = { ...req.headers, host: `127.0.0.1:${target.port}` };
-        const out = http.request({ host: "127.0.0.1", port: target.port, path: req.url, method: req.method, headers }, (up) => {
-          this.hits.push({ method: req.method ?? "", replica: target.id, session: req.headers["mcp-session-id"] as string | undefined });
-          res.writeHead(up.statusCode ?? 502, up.headers);
-          up.pipe(res);
-          up.on("error", () => res.destroy());
-          resolve(true);
-        });
-        out.on("error", () => {
-          if (res.headersSent) res.destroy();
-          resolve(res.headersSent);
-        });
-        res.on("close", () => {
-          if (!res.writableFinished) out.destroy();
-        });
-        out.end(body);
-      });
-      if (ok) return;
-    }
-    res.writeHead(502).end("no replica answered");
-  }
-
-  close(): Promise<void> {
-    return new Promise((resolve) => {
-      this.server.close(() => resolve());
-      this.server.closeAllConnections();
-    });
-  }
 }
 
 if (skip !== undefined) {
