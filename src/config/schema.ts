@@ -5,7 +5,7 @@
  * an optional `gateway` section.
  */
 import { z } from "zod";
-import { mcpServersSchema, sharingMode, type ServerConfig } from "./server-entry.js";
+import { mcpServersSchema, sharingMode, type ServerConfig, type SharingMode } from "./server-entry.js";
 
 // The `mcpServers` entries (names, stdio/remote, keys from other clients) live in server-entry.ts.
 export {
@@ -305,4 +305,9 @@ export interface GatewayConfig {
   /** The servers to run: entries with `disabled: true` are not here. */
   mcpServers: Record<string, ServerConfig>;
   gateway: GatewaySettings;
+}
+
+/** How `config`'s server is shared: its own `sharing` key, else the gateway's default for its transport (docs/adr/0010). */
+export function sharingOf(config: ServerConfig, settings: GatewaySettings): SharingMode {
+  return config.sharing ?? ("command" in config ? settings.upstream.sharing.stdio : settings.upstream.sharing.remote);
 }

@@ -97,6 +97,11 @@ export class RequestAttribution<O> {
     return this.inflight.size;
   }
 
+  /** The origins of the calls in flight (undefined for calls that have none). */
+  inFlightOrigins(): Array<O | undefined> {
+    return [...this.inflight.values()].map((c) => c.origin);
+  }
+
   /** The upstream task `upstreamTaskId` was created by a call from `origin`. */
   relateTask(upstreamTaskId: string, origin: O): void {
     this.byTask.set(upstreamTaskId, origin);

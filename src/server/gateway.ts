@@ -38,7 +38,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { systemClock, ulidGenerator, type Clock, type IdGenerator } from "../clock.js";
 import { createCluster, type Cluster } from "../cluster/index.js";
 import { createConsole } from "../console/index.js";
-import type { GatewayConfig, GatewaySettings } from "../config/schema.js";
+import { isStdioConfig, sharingOf, type GatewayConfig, type GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { createMetaServer } from "../faces/meta/server.js";
 import { createTransparentServer } from "../faces/transparent/server.js";
@@ -53,6 +53,8 @@ import { openStore } from "../store/open.js";
 import { ChildProcessLimiter, ProcessGroups } from "../upstream/children.js";
 import { ServerRegistry } from "../upstream/registry.js";
 import { SharedUpstreams } from "../upstream/shared-upstreams.js";
+import { WarmPool } from "../upstream/warm-pool.js";
+import { ReceiverTaskStore, receiverTaskOptions } from "../tasks/receiver-tasks.js";
 import { createTransportFactory, type TransportFactory } from "../upstream/transports.js";
 import type { GatewayContext } from "./context.js";
 import { recoverState, sweepStoreLogged } from "./recovery.js";
@@ -145,6 +147,17 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     if (!store) throw new GatewayError(ErrorCodes.CLOSED, "the state store is not open: the gateway has not started (listen() or serveStdio())");
     return store;
   };
+  // Stdio servers used per session get a few processes started ahead (docs/adr/0010); serve (listen) fills it.
+  const warm = new WarmPool(transportFactory, {
+    size: settings.upstream.warmPool,
+    children,
+    logger,
+    warmable: (name) => {
+      const config = registry.get(name)?.config;
+      return config && isStdioConfig(config) && sharingOf(config, settings) === "session" ? config : undefined;
+    },
+  });
+  children.reclaim = () => warm.reclaim();
   // Servers with "sharing": "shared" (docs/adr/0010): one connection for all sessions.
   const shared = new SharedUpstreams(
     registry,
@@ -156,8 +169,9 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       connectTimeoutMs: settings.upstream.connectTimeoutMs,
       requestTimeoutMs: settings.upstream.requestTimeoutMs,
       logger,
-      // Declared so that a call's roots/list can reach its session; unattributable ones are refused.
-      roots: {},
+      newReceiverTasks: () =>
+        new ReceiverTaskStore(receiverTaskOptions(settings.tasks, { sessionId: `shared:${name}`, server: name, store: openedStore().tasks, logger, clock, newId })),
+      // No `roots`: servers cache the roots per connection, and one session's roots must not reach another's calls (ADR 0010).
       children,
     }),
     logger,
@@ -168,7 +182,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     clock,
     newId,
     logger,
-    transportFactory,
+    transportFactory: warm.factory,
     get store() {
       return openedStore();
     },
@@ -341,6 +355,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     },
     async listen() {
       await start();
+      for (const name of registry.names()) warm.fill(name);
       httpServer = createHttpServer(
         settings,
         { ...routes, probes, unavailable, pages: [...observability.pages(), ...(webConsole ? [webConsole.handle] : [])] },
@@ -401,6 +416,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         await stdioClose?.().catch(() => undefined);
         await sessions.close();
         await shared.close();
+        await warm.close();
         // Groups whose leader crashed are still being reaped in the background: wait for them too.
         await groups.terminateAll();
         if (httpServer) {

@@ -99,6 +99,8 @@ export class Session {
       connected: (server, conn) => this.events.add("server_connected", server, { serverInfo: conn.serverInfo ?? null }),
       listChanged: (server, kind) => this.routing.listChanged(server, kind),
       reconnected: (server, report) => this.events.add("server_reconnected", server, { ...report }),
+      // Idle release (upstream-pool.ts) keeps a connection that anything of the session still depends on.
+      busy: (server) => this.tasks.runningOn(server) > 0 || this.pending.waitingFrom(server) > 0 || this.record.subscribed(server),
       persistenceFor: (server) =>
         this.record.persistenceFor(server, async (reason) => {
           // The upstream tasks of the lost upstream session cannot be asked about any more.
@@ -216,6 +218,11 @@ export class SessionRecordKeeper {
       this.upstreamSessions.set(server, snapshot);
       this.resumable.set(server, snapshot);
     }
+  }
+
+  /** Whether the client holds resource subscriptions on `server`. */
+  subscribed(server: string): boolean {
+    return (this.subscriptions.get(server)?.size ?? 0) > 0;
   }
 
   /** The client's logging level, as the upstreams accepted it. */

@@ -7,14 +7,14 @@
  * about the downstream client.
  */
 import type { ClientCapabilities, Implementation } from "@modelcontextprotocol/sdk/types.js";
-import type { Clock, IdGenerator } from "../clock.js";
+import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { Store } from "../store/contracts.js";
-import { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
+import { ReceiverTaskStore, receiverTaskOptions } from "../tasks/receiver-tasks.js";
 import type { ChildProcessLimiter } from "../upstream/children.js";
-import { isStdioConfig } from "../config/schema.js";
+import { sharingOf } from "../config/schema.js";
 import { UpstreamConnection, type CloseMode, type ConnectionPersistence, type ListKind, type UpstreamHandlers } from "../upstream/connection.js";
 import type { UpstreamHandle } from "../upstream/handle.js";
 import type { ServerRegistry } from "../upstream/registry.js";
@@ -54,6 +54,8 @@ export interface UpstreamPoolHost {
   /** A list of `server` changed across a reconnect. */
   listChanged(server: string, kind: ListKind): void;
   reconnected(server: string, report: ReconnectReport): void;
+  /** Whether anything of the session depends on its connection to `server` now (tasks, waiting requests, subscriptions). */
+  busy(server: string): boolean;
   /** What a new connection to `server` continues or sets again (upstream session, logging level, subscriptions: ADR 0007). */
   persistenceFor?(server: string): ConnectionPersistence | undefined;
 }
@@ -66,6 +68,8 @@ export class UpstreamPool {
   /** Receiver stores of dropped connections still deleting their rows. */
   private readonly closingReceivers = new Set<Promise<void>>();
   private readonly reconnections: Reconnections;
+  /** Idle-release checks per server (session mode; gateway.upstream.idleReleaseMs). */
+  private readonly idleChecks = new Map<string, TimerHandle>();
   private closed = false;
 
   constructor(
@@ -103,22 +107,12 @@ export class UpstreamPool {
     const inflight = this.connecting.get(name);
     if (inflight) return inflight;
     const { settings } = this.deps;
-    const sharing = entry.config.sharing ?? (isStdioConfig(entry.config) ? settings.upstream.sharing.stdio : settings.upstream.sharing.remote);
-    if (sharing === "shared" && this.deps.shared) return this.connect(name, this.sharedView(name, existing));
+    if (sharingOf(entry.config, settings) === "shared" && this.deps.shared) return this.connect(name, this.sharedView(name, existing));
     this.closeReceivers(name);
-    const receiverTasks = new ReceiverTaskStore({
-      sessionId: this.host.sessionId,
-      server: name,
-      store: this.deps.store.tasks,
-      logger: this.host.logger,
-      clock: this.deps.clock,
-      newId: this.deps.newId,
-      defaultTtlMs: settings.tasks.defaultTtlMs,
-      maxTtlMs: settings.tasks.maxTtlMs,
-      maxLive: settings.tasks.maxTasksPerSession,
-      maxRetained: settings.tasks.maxRetainedPerSession,
-      maxRetainedBytes: settings.tasks.maxRetainedResultBytes,
-    });
+    const { store, clock, newId } = this.deps;
+    const receiverTasks = new ReceiverTaskStore(
+      receiverTaskOptions(settings.tasks, { sessionId: this.host.sessionId, server: name, store: store.tasks, logger: this.host.logger, clock, newId }),
+    );
     this.receivers.set(name, receiverTasks);
     const conn = new UpstreamConnection({
       receiverTasks,
@@ -158,11 +152,47 @@ export class UpstreamPool {
         }
         this.host.connected(name, conn);
         this.reconnections.onConnected(name, conn);
+        if (!conn.shared) this.watchIdle(name, conn, conn.requestCount);
         return conn;
       })
       .finally(() => this.connecting.delete(name));
     this.connecting.set(name, attempt);
     return attempt;
+  }
+
+  /**
+   * Idle release (session mode): a connection that sent no request for
+   * `idleReleaseMs`, with nothing in flight and nothing of the session on it
+   * (host.busy), is closed — its process ends — and forgotten; the next use
+   * connects again (setting the logging level again: restore()).
+   */
+  private watchIdle(name: string, conn: UpstreamHandle, count: number): void {
+    const { clock, settings } = this.deps;
+    const ms = settings.upstream.idleReleaseMs;
+    if (ms === 0 || this.closed) return;
+    this.clearIdle(name);
+    this.idleChecks.set(
+      name,
+      clock.setTimeout(() => {
+        this.idleChecks.delete(name);
+        if (this.closed || this.connections.get(name) !== conn || conn.status !== "connected") return;
+        if (!conn.idleSince(count) || this.host.busy(name) || (this.receivers.get(name)?.size ?? 0) > 0) {
+          this.watchIdle(name, conn, conn.requestCount);
+          return;
+        }
+        this.connections.delete(name);
+        this.reconnections.stop(name);
+        this.closeReceivers(name);
+        this.host.logger.info({ server: name, idleMs: ms }, "upstream_idle_released");
+        void conn.close();
+      }, ms),
+    );
+  }
+
+  private clearIdle(name: string): void {
+    const timer = this.idleChecks.get(name);
+    if (timer) this.deps.clock.clearTimeout(timer);
+    this.idleChecks.delete(name);
   }
 
   /** The connection to `name` in whatever state it is, if one was made. */
@@ -182,6 +212,7 @@ export class UpstreamPool {
    */
   async remove(name: string, settle: () => Promise<void>): Promise<void> {
     this.reconnections.stop(name);
+    this.clearIdle(name);
     const conn = this.connections.get(name);
     this.connections.delete(name);
     this.connecting.delete(name);
@@ -213,6 +244,7 @@ export class UpstreamPool {
   stop(): void {
     this.closed = true;
     this.reconnections.close();
+    for (const name of [...this.idleChecks.keys()]) this.clearIdle(name);
   }
 
   /** stop(), then ends every receiver task and closes every connection ("suspend": their upstream sessions stay open). */

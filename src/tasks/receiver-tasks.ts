@@ -18,6 +18,7 @@
  * The SDK answers the upstream with whatever these methods throw, so their
  * GatewayErrors go through the one JSON-RPC boundary (`rpc()`) first.
  */
+import type { GatewaySettings } from "../config/schema.js";
 import type { TaskStore as SdkTaskStore, CreateTaskOptions } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
 import { ErrorCode, type Request, type RequestId, type Result, type Task } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
@@ -45,6 +46,21 @@ export interface ReceiverTaskOptions {
   maxRetainedBytes?: number | undefined;
   /** Where failed background deletes are reported. */
   logger?: Logger | undefined;
+}
+
+/** The options of one connection's receiver tasks, from the gateway's task settings. */
+export function receiverTaskOptions(
+  tasks: GatewaySettings["tasks"],
+  scope: Pick<ReceiverTaskOptions, "sessionId" | "server" | "store" | "clock" | "newId" | "logger">,
+): ReceiverTaskOptions {
+  return {
+    ...scope,
+    defaultTtlMs: tasks.defaultTtlMs,
+    maxTtlMs: tasks.maxTtlMs,
+    maxLive: tasks.maxTasksPerSession,
+    maxRetained: tasks.maxRetainedPerSession,
+    maxRetainedBytes: tasks.maxRetainedResultBytes,
+  };
 }
 
 interface Runtime {

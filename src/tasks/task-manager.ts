@@ -184,6 +184,13 @@ export class TaskManager {
    * for translating what an upstream sends while it runs, in order, without
    * waiting for a store read.
    */
+  /** Tasks of this session running on `server` now. */
+  runningOn(server: string): number {
+    let n = 0;
+    for (const rt of this.runtime.values()) if (rt.server === server) n++;
+    return n;
+  }
+
   runningByUpstreamId(server: string, upstreamTaskId: string): string | undefined {
     return this.byUpstream.get(upstreamKey(server, upstreamTaskId));
   }

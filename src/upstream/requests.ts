@@ -115,6 +115,9 @@ export abstract class UpstreamRequests {
   private toolsCache: Promise<Tool[]> | undefined;
   /** Upstream tasks/cancel requests not yet settled (a closing connection waits for them). */
   private readonly cancels = new Set<Promise<unknown>>();
+  /** Requests sent so far, and those not settled yet (idle release: upstream-pool.ts). */
+  private sent = 0;
+  private active = 0;
 
   protected constructor(private readonly defaultTimeoutMs: number) {}
 
@@ -148,6 +151,8 @@ export abstract class UpstreamRequests {
     o: SendOptions = {},
   ): Promise<SchemaOutput<S>> {
     const client = this.live();
+    this.sent++;
+    this.active++;
     // Every call counts as in flight for attribution, with or without an origin.
     const call = this.attribution()?.begin(o.origin);
     const options: RequestOptions = {
@@ -166,8 +171,19 @@ export abstract class UpstreamRequests {
       }
       return await client.request({ method, params }, resultSchema, options);
     } finally {
+      this.active--;
       call?.end();
     }
+  }
+
+  /** Whether no request is in flight and none was sent since `since` (a requestCount read earlier). */
+  idleSince(since: number): boolean {
+    return this.active === 0 && this.sent === since;
+  }
+
+  /** Requests sent so far (compare with idleSince()). */
+  get requestCount(): number {
+    return this.sent;
   }
 
   private live(): Client {

@@ -33,7 +33,11 @@ export class SharedUpstreams {
     }
     if (!shared) {
       // The last session leaving a retired (or removed) server closes its connection.
-      shared = new SharedUpstream(this.optionsFor(name), this.logger, (s) => this.settle(s));
+      shared = new SharedUpstream(
+        () => this.optionsFor(name),
+        this.logger,
+        (s) => this.settle(s),
+      );
       this.byName.set(name, shared);
     }
     return shared.attach(attachment);

@@ -23,9 +23,12 @@
  *   their attempts share one connect. The new connection gets the
  *   subscriptions and level back.
  *
- * Task-augmented elicitation/sampling (receiver tasks) are per session, so a
- * shared connection does not declare them; the upstream then sends plain
- * requests. Upstream HTTP sessions are not continued across gateway restarts.
+ * Task-augmented elicitation/sampling (receiver tasks) live on the
+ * connection, as in session mode, and each is forwarded to the session its
+ * call came from. A shared connection does not declare `roots`: servers keep the client's roots per
+ * connection, so one session's roots would answer for every session's calls
+ * (roots/list, should an upstream ask anyway, is routed as above). Upstream
+ * HTTP sessions are not continued across gateway restarts.
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { AnySchema, SchemaOutput } from "@modelcontextprotocol/sdk/server/zod-compat.js";
@@ -47,6 +50,7 @@ import { UpstreamHandle, type ConnectionStatus } from "./handle.js";
 import { CallOrigin } from "./origin.js";
 import type { ParamsOf, SendOptions } from "./requests.js";
 import type { ConnectionPersistence } from "./session-continuation.js";
+import type { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
 
 /** RFC 5424 severities as MCP names them, least severe first. */
 const LEVELS: readonly LoggingLevel[] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
@@ -61,7 +65,10 @@ export interface SharedAttachment {
 }
 
 /** How a shared upstream's connection is made (the options of UpstreamConnection that are not per session). */
-export type SharedConnectionOptions = Omit<UpstreamConnectionOptions, "handlers" | "persistence" | "receiverTasks">;
+export type SharedConnectionOptions = Omit<UpstreamConnectionOptions, "handlers" | "persistence" | "receiverTasks"> & {
+  /** A receiver-task store for each new connection (its tasks live and die with the connection, as in session mode). */
+  newReceiverTasks?: (() => ReceiverTaskStore) | undefined;
+};
 
 export class SharedUpstream {
   private conn: UpstreamConnection | undefined;
@@ -73,13 +80,20 @@ export class SharedUpstream {
   /** The level the upstream accepted last. */
   private upstreamLevel: LoggingLevel | undefined;
   private closed = false;
+  /** The receiver tasks of the current connection (task-augmented elicitation/sampling; each forwarded to the session its call came from). */
+  private receivers: ReceiverTaskStore | undefined;
+
+  /** The options it was made with (name, config, timeouts); each connect reads the current ones. */
+  private readonly options: SharedConnectionOptions;
 
   constructor(
-    private readonly options: SharedConnectionOptions,
+    private readonly optionsNow: () => SharedConnectionOptions,
     private readonly logger: Logger,
     /** The last session detached (the owner may retire the connection). */
     private readonly onEmpty?: (shared: SharedUpstream) => void,
-  ) {}
+  ) {
+    this.options = optionsNow();
+  }
 
   get name(): string {
     return this.options.name;
@@ -111,14 +125,13 @@ export class SharedUpstream {
     if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, `the shared connection to '${this.name}' is closed`);
     if (this.conn?.status === "connected") return this.conn;
     this.connecting ??= (async () => {
-      const conn = new UpstreamConnection({ ...this.options, handlers: this.dispatcher(), persistence: this.persistence() });
+      const { newReceiverTasks, ...options } = this.optionsNow();
+      void this.receivers?.close();
+      this.receivers = newReceiverTasks?.();
+      const conn = new UpstreamConnection({ ...options, receiverTasks: this.receivers, handlers: this.dispatcher(), persistence: this.persistence() });
+      // A failed connection stays, for its status and lastError, until the next attempt replaces it.
       this.conn = conn;
-      try {
-        await conn.connect();
-      } catch (err) {
-        if (this.conn === conn) this.conn = undefined;
-        throw err;
-      }
+      await conn.connect();
       if (this.closed) {
         await conn.close();
         throw new GatewayError(ErrorCodes.CLOSED, `the shared connection to '${this.name}' was closed while connecting`);
@@ -184,6 +197,7 @@ export class SharedUpstream {
   async close(): Promise<void> {
     this.closed = true;
     await this.connecting?.catch(() => undefined);
+    await this.receivers?.close();
     await this.conn?.close();
   }
 
@@ -244,19 +258,25 @@ export class SharedUpstream {
   }
 
   /**
-   * The session a server→client request is for, or a JSON-RPC error for the
-   * upstream when the connection cannot tell (see the header).
+   * The session a server→client request is for: the owner of the call it is
+   * attributed to; else, when every call in flight on the connection is one
+   * session's, that session (with no origin: as in session mode, its routing
+   * cannot tie it to one of its calls either). Otherwise a JSON-RPC error for
+   * the upstream (see the header).
    */
   private ownerOf(origin: CallOrigin | undefined, method: string): SharedUpstreamView {
     const view = origin && this.owners.get(origin);
     if (view && this.views.has(view)) return view;
-    const inFlight = this.conn?.viewAccess().attribution?.inFlight ?? 0;
-    this.logger.warn({ server: this.name, method, callsInFlight: inFlight }, "shared_request_unattributable");
+    const inFlight = this.conn?.viewAccess().attribution?.inFlightOrigins() ?? [];
+    const owners = new Set(inFlight.map((o) => (o === undefined ? undefined : this.owners.get(o))));
+    const only = owners.size === 1 ? [...owners][0] : undefined;
+    if (only && this.views.has(only)) return only;
+    this.logger.warn({ server: this.name, method, callsInFlight: inFlight.length, sessions: owners.size }, "shared_request_unattributable");
     throw toJsonRpcError(
       new GatewayError(
         ErrorCodes.UNATTRIBUTABLE,
         `emceepee cannot tell which client session this ${method} request is for: upstream '${this.name}' is shared by all sessions ("sharing": "shared") and ` +
-          (inFlight === 0 ? "no call is in flight on it" : `${inFlight} calls of several sessions are in flight on it`) +
+          (inFlight.length === 0 ? "no call is in flight on it" : `calls of ${owners.size} sessions are in flight on it`) +
           `, so it was refused rather than guessed. The gateway's operator can set "sharing": "session" for this server to route every such request.`,
         { details: { server: this.name, method } },
       ),

@@ -7,7 +7,8 @@
  * without `detached`, ends only its direct child and leaves its SIGKILL to an
  * unref'd timer. Framing is the SDK's own (ReadBuffer / serializeMessage).
  *
- * Lifecycle: start() spawns; close() (= terminate()) is idempotent and
+ * Lifecycle: start() spawns — or, after prestart() (the warm pool,
+ * warm-pool.ts), takes over the process already running; close() (= terminate()) is idempotent and
  * resolves only when the whole group is gone: stdin is closed first and the
  * server has `killGraceMs` to exit by itself (the MCP stdio shutdown order),
  * then the group gets SIGTERM and, `killGraceMs` later, SIGKILL. When the
@@ -50,8 +51,26 @@ export class GroupStdioClientTransport implements Transport, ProcessGroupOwner {
   private ending: Promise<void> | undefined;
   private untrack: (() => void) | undefined;
   private closeReported = false;
+  /** The spawn of prestart(), until start() takes it over. */
+  private prestarted: Promise<void> | undefined;
 
   constructor(private readonly options: StdioProcessOptions) {}
+
+  /**
+   * Spawns the process now, before any client connects (the warm pool). The
+   * server speaks only when spoken to, so nothing is lost until start() hands
+   * the running process to the client.
+   */
+  prestart(): Promise<void> {
+    this.prestarted ??= this.spawnChild();
+    return this.prestarted;
+  }
+
+  /** Whether the process is still running (a prestarted one may have died while waiting). */
+  get running(): boolean {
+    const leader = this.leader();
+    return leader !== undefined && !leader.hasExited() && !this.ending;
+  }
 
   /** The child's pid (= its process group id) once spawned. */
   get pid(): number | null {
@@ -59,7 +78,16 @@ export class GroupStdioClientTransport implements Transport, ProcessGroupOwner {
   }
 
   start(): Promise<void> {
+    if (this.prestarted) {
+      const spawned = this.prestarted;
+      this.prestarted = undefined;
+      return spawned;
+    }
     if (this.child || this.ending) return Promise.reject(new Error("GroupStdioClientTransport.start() was already called"));
+    return this.spawnChild();
+  }
+
+  private spawnChild(): Promise<void> {
     const { command, args, env, cwd } = this.options;
     return new Promise((resolve, reject) => {
       const child = spawn(command, args, {

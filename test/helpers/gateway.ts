@@ -24,6 +24,13 @@ export function slowServerStdio() {
   return { command: process.execPath, args: ["--import", "tsx", path.join(FIXTURES, "slow-server.ts")], cwd: ROOT };
 }
 
+/**
+ * The sharing mode the suites run in: `EMCEEPEE_TEST_SHARING=shared` runs
+ * them with every upstream shared (npm test runs the transparent, meta,
+ * tasks and reliability suites once per mode; docs/adr/0010).
+ */
+export const TEST_SHARING: "session" | "shared" = process.env.EMCEEPEE_TEST_SHARING === "shared" ? "shared" : "session";
+
 export interface TestGateway {
   gateway: Gateway;
   url: string;
@@ -36,11 +43,18 @@ export async function startGateway(
 ): Promise<TestGateway> {
   const config = parseConfig({
     mcpServers: raw.mcpServers ?? { everything: everythingStdio() },
-    gateway: { port: 0, logLevel: "silent", ...(raw.gateway ?? {}) },
+    gateway: withSharing({ port: 0, logLevel: "silent", ...(raw.gateway ?? {}) }),
   });
   const gateway = createGateway(config, deps);
   const { url } = await gateway.listen();
   return { gateway, url, close: () => gateway.close() };
+}
+
+/** The suite's sharing mode as the default for every upstream (a test's own `upstream.sharing` wins). */
+function withSharing(gateway: Record<string, unknown>): Record<string, unknown> {
+  if (TEST_SHARING === "session") return gateway;
+  const upstream = (gateway.upstream ?? {}) as Record<string, unknown>;
+  return { ...gateway, upstream: { sharing: { stdio: "shared", remote: "shared" }, ...upstream } };
 }
 
 export interface ClientOptions {

@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult, CreateMessageRequest, ElicitRequest, ElicitResult, CreateMessageResult, LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
-import { call, connectClient, everythingStdio, slowServerStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { call, connectClient, everythingStdio, slowServerStdio, startGateway, TEST_SHARING, type TestGateway } from "../helpers/gateway.js";
 import { pollFor } from "../helpers/core-extra.js";
 import { field } from "../helpers/async-extra.js";
 import {
@@ -31,6 +31,8 @@ import {
 } from "../helpers/transparent.js";
 
 const SLOW = { timeout: 120_000 };
+/** Only with an upstream connection per session (docs/adr/0010): a shared one gets no roots, and refuses elicitations while calls of two sessions run. */
+const PER_SESSION = (why: string) => ({ ...SLOW, skip: TEST_SHARING === "shared" && why });
 const SEP = "__";
 const DOC_URI = "demo://resource/static/document/architecture.md";
 const OTHER_DOC_URI = "demo://resource/static/document/features.md";
@@ -323,37 +325,45 @@ describe("/servers/everything/mcp: an SDK client gets what a direct client gets"
 
   const rootsUpdates = (peer: Peer) => peer.logTexts().filter((t) => t.startsWith("Roots updated")).length;
 
-  test("roots: roots/list goes to a client that has roots, and its roots/list_changed reaches the upstream", SLOW, async () => {
-    let roots = [{ uri: "file:///work/project-a", name: "Project A" }];
-    const withRoots = await open(serverUrl(), { ...ANSWERING, capabilities: { ...FULL_CAPABILITIES, roots: { listChanged: true } }, roots: () => roots });
-    // server-everything asks for the roots once, shortly after initialization.
-    await withRoots.waitForLog("Roots updated");
-    assert.equal(withRoots.rootsRequests, 1, "the upstream's roots/list reached the client");
-    const listed = await withRoots.callTool("get-roots-list");
-    assert.match(JSON.stringify(listed.content), /Project A[^"]*URI: file:\/\/\/work\/project-a/);
+  test(
+    "roots: roots/list goes to a client that has roots, and its roots/list_changed reaches the upstream",
+    PER_SESSION("a shared upstream is not told clients' roots"),
+    async () => {
+      let roots = [{ uri: "file:///work/project-a", name: "Project A" }];
+      const withRoots = await open(serverUrl(), { ...ANSWERING, capabilities: { ...FULL_CAPABILITIES, roots: { listChanged: true } }, roots: () => roots });
+      // server-everything asks for the roots once, shortly after initialization.
+      await withRoots.waitForLog("Roots updated");
+      assert.equal(withRoots.rootsRequests, 1, "the upstream's roots/list reached the client");
+      const listed = await withRoots.callTool("get-roots-list");
+      assert.match(JSON.stringify(listed.content), /Project A[^"]*URI: file:\/\/\/work\/project-a/);
 
-    roots = [{ uri: "file:///work/project-b", name: "Project B" }];
-    const [asked, updates] = [withRoots.rootsRequests, rootsUpdates(withRoots)];
-    await withRoots.client.sendRootsListChanged();
-    await withRoots.waitFor(
-      () => (withRoots.rootsRequests > asked && rootsUpdates(withRoots) > updates ? true : undefined),
-      "the upstream asking for the roots again",
-    );
-    assert.match(JSON.stringify((await withRoots.callTool("get-roots-list")).content), /Project B[^"]*URI: file:\/\/\/work\/project-b/);
-  });
+      roots = [{ uri: "file:///work/project-b", name: "Project B" }];
+      const [asked, updates] = [withRoots.rootsRequests, rootsUpdates(withRoots)];
+      await withRoots.client.sendRootsListChanged();
+      await withRoots.waitFor(
+        () => (withRoots.rootsRequests > asked && rootsUpdates(withRoots) > updates ? true : undefined),
+        "the upstream asking for the roots again",
+      );
+      assert.match(JSON.stringify((await withRoots.callTool("get-roots-list")).content), /Project B[^"]*URI: file:\/\/\/work\/project-b/);
+    },
+  );
 
-  test("roots: a client whose initialized notification is slow still gets asked for its roots (regression)", SLOW, async () => {
-    // server-everything asks ~350 ms after *its* initialization, i.e. the gateway's, before this client's.
-    const late = await open(serverUrl(), {
-      ...ANSWERING,
-      capabilities: { ...FULL_CAPABILITIES, roots: {} },
-      roots: () => [{ uri: "file:///work/late", name: "Late" }],
-      http: { fetch: slowInitializedFetch(1_000) },
-    });
-    const listed = await late.callTool("get-roots-list");
-    assert.match(JSON.stringify(listed.content), /URI: file:\/\/\/work\/late/);
-    assert.equal(late.rootsRequests, 1);
-  });
+  test(
+    "roots: a client whose initialized notification is slow still gets asked for its roots (regression)",
+    PER_SESSION("a shared upstream is not told clients' roots"),
+    async () => {
+      // server-everything asks ~350 ms after *its* initialization, i.e. the gateway's, before this client's.
+      const late = await open(serverUrl(), {
+        ...ANSWERING,
+        capabilities: { ...FULL_CAPABILITIES, roots: {} },
+        roots: () => [{ uri: "file:///work/late", name: "Late" }],
+        http: { fetch: slowInitializedFetch(1_000) },
+      });
+      const listed = await late.callTool("get-roots-list");
+      assert.match(JSON.stringify(listed.content), /URI: file:\/\/\/work\/late/);
+      assert.equal(late.rootsRequests, 1);
+    },
+  );
 
   test("prompts list/get and completions equal direct", SLOW, async () => {
     assert.deepEqual(await face.client.listPrompts(), await direct.client.listPrompts());
@@ -393,7 +403,7 @@ describe("/all/mcp: every upstream, prefixed", () => {
     assert.deepEqual(withoutExecution(got.filter((t) => t.name.startsWith(prefixed("")))), withoutExecution(expected));
     assert.deepEqual(
       got.filter((t) => t.name.startsWith(`slow${SEP}`)).map((t) => t.name),
-      ["slow__slow", "slow__elicit-twice", "slow__crash"],
+      ["slow__slow", "slow__elicit-twice", "slow__crash", "slow__log-levels", "slow__notify-updated", "slow__pid", "slow__subscriptions"],
     );
     assert.equal(got.length, expected.length + 3, "no other tools");
   });
@@ -513,42 +523,46 @@ describe("a client without the capability: requests wait in the session's queue,
 });
 
 describe("two sessions on the same upstream", () => {
-  test("each client gets only its own elicitations, progress notifications and log messages", SLOW, async () => {
-    const answering = (name: string): PeerOptions => ({ elicit: () => ({ action: "accept", content: { name } }), sample });
-    const [a, b] = await Promise.all([open(serverUrl(), answering("Alice")), open(serverUrl(), answering("Bob"))]);
-    assert.notEqual(a.sessionId, b.sessionId);
+  test(
+    "each client gets only its own elicitations, progress notifications and log messages",
+    PER_SESSION("on a shared stdio upstream, an elicitation while two sessions' calls run is refused (test/integration/sharing.test.ts)"),
+    async () => {
+      const answering = (name: string): PeerOptions => ({ elicit: () => ({ action: "accept", content: { name } }), sample });
+      const [a, b] = await Promise.all([open(serverUrl(), answering("Alice")), open(serverUrl(), answering("Bob"))]);
+      assert.notEqual(a.sessionId, b.sessionId);
 
-    const [ra, rb] = await Promise.all([a.callTool("trigger-elicitation-request"), b.callTool("trigger-elicitation-request")]);
-    assert.match(JSON.stringify(ra.content), /Name: Alice/);
-    assert.match(JSON.stringify(rb.content), /Name: Bob/);
-    assert.equal(a.elicitations.length, 1);
-    assert.equal(b.elicitations.length, 1);
+      const [ra, rb] = await Promise.all([a.callTool("trigger-elicitation-request"), b.callTool("trigger-elicitation-request")]);
+      assert.match(JSON.stringify(ra.content), /Name: Alice/);
+      assert.match(JSON.stringify(rb.content), /Name: Bob/);
+      assert.equal(a.elicitations.length, 1);
+      assert.equal(b.elicitations.length, 1);
 
-    // Both use the same token: each must still get exactly its own notifications.
-    const token = "same-token-in-both-sessions";
-    const steps = 8;
-    const [pa, pb] = await Promise.all([
-      progressOf(a, "trigger-long-running-operation", token, steps),
-      progressOf(b, "trigger-long-running-operation", token, steps),
-    ]);
-    assert.deepEqual(
-      pa.map((p) => p.progress),
-      [1, 2, 3, 4, 5, 6, 7, 8],
-    );
-    assert.deepEqual(
-      pb.map((p) => p.progress),
-      [1, 2, 3, 4, 5, 6, 7, 8],
-    );
+      // Both use the same token: each must still get exactly its own notifications.
+      const token = "same-token-in-both-sessions";
+      const steps = 8;
+      const [pa, pb] = await Promise.all([
+        progressOf(a, "trigger-long-running-operation", token, steps),
+        progressOf(b, "trigger-long-running-operation", token, steps),
+      ]);
+      assert.deepEqual(
+        pa.map((p) => p.progress),
+        [1, 2, 3, 4, 5, 6, 7, 8],
+      );
+      assert.deepEqual(
+        pb.map((p) => p.progress),
+        [1, 2, 3, 4, 5, 6, 7, 8],
+      );
 
-    await Promise.all([a.client.setLoggingLevel("info"), b.client.setLoggingLevel("info")]);
-    await Promise.all([a.client.subscribeResource({ uri: DOC_URI }), b.client.subscribeResource({ uri: OTHER_DOC_URI })]);
-    await Promise.all([a.waitForLog(DOC_URI), b.waitForLog(OTHER_DOC_URI)]);
-    // One more round trip each, so anything misrouted would have arrived by now.
-    await Promise.all([a.callTool("echo", { message: "sync" }), b.callTool("echo", { message: "sync" })]);
-    assert.ok(!a.logTexts().some((t) => t.includes(OTHER_DOC_URI)), `A got B's log: ${a.logTexts().join(" | ")}`);
-    assert.ok(!b.logTexts().some((t) => t.includes(DOC_URI)), `B got A's log: ${b.logTexts().join(" | ")}`);
-    assert.ok(a.received.every((m) => m.method !== "notifications/progress" || m.params?.progressToken === token));
-  });
+      await Promise.all([a.client.setLoggingLevel("info"), b.client.setLoggingLevel("info")]);
+      await Promise.all([a.client.subscribeResource({ uri: DOC_URI }), b.client.subscribeResource({ uri: OTHER_DOC_URI })]);
+      await Promise.all([a.waitForLog(DOC_URI), b.waitForLog(OTHER_DOC_URI)]);
+      // One more round trip each, so anything misrouted would have arrived by now.
+      await Promise.all([a.callTool("echo", { message: "sync" }), b.callTool("echo", { message: "sync" })]);
+      assert.ok(!a.logTexts().some((t) => t.includes(OTHER_DOC_URI)), `A got B's log: ${a.logTexts().join(" | ")}`);
+      assert.ok(!b.logTexts().some((t) => t.includes(DOC_URI)), `B got A's log: ${b.logTexts().join(" | ")}`);
+      assert.ok(a.received.every((m) => m.method !== "notifications/progress" || m.params?.progressToken === token));
+    },
+  );
 });
 
 describe("Last-Event-ID: a dropped SSE stream resumes without losing messages", () => {

@@ -10,7 +10,7 @@
  */
 import { z } from "zod";
 import { formatZodError } from "../../../config/load.js";
-import { isStdioConfig, serverConfigSchema, serverNameSchema, type ServerConfig } from "../../../config/schema.js";
+import { isStdioConfig, serverConfigSchema, serverNameSchema, sharingOf, type ServerConfig } from "../../../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../../../errors.js";
 import { isLoopbackHost } from "../../../http/guards.js";
 import { describeTarget, type RegisteredServer } from "../../../upstream/registry.js";
@@ -30,6 +30,10 @@ export const addServer = defineTool({
     url: z.string().optional().describe("URL of a remote server"),
     headers: z.record(z.string(), z.string()).optional().describe("HTTP headers for a remote server"),
     transport: z.enum(["streamable-http", "sse"]).optional().describe("Remote transport (default streamable-http)"),
+    sharing: z
+      .enum(["session", "shared"])
+      .optional()
+      .describe("session: a connection per client session; shared: one connection for all sessions (default: the gateway's for this transport)"),
   },
   async run({ session, gateway }, { name, ...rest }) {
     const candidate = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined));
@@ -107,6 +111,7 @@ export const listServers = defineTool({
         // The alias `url` (design MF-19): remote servers only (without credentials or query); stdio servers have none.
         ...(target.transport !== "stdio" ? { url: target.target } : {}),
         source: entry.addedBy === "config" ? "config" : "runtime",
+        sharing: sharingOf(entry.config, gateway.settings),
         status: view.status,
         connected: view.status === "connected",
         ...(connectedAt !== undefined ? { connected_at: connectedAt, connectedAt } : {}),

@@ -1,0 +1,166 @@
+/**
+ * WarmPool (`gateway.upstream.warmPool`, docs/adr/0010): a few stdio
+ * processes per server started ahead, so that a session connecting a server
+ * in session mode takes a running process instead of waiting for a spawn.
+ * Only the spawn is done ahead: initialize runs when a session takes the
+ * process, with that session's capabilities and handlers, exactly as on a
+ * fresh one (the transport's prestart(): stdio-transport.ts).
+ *
+ * Wraps the transport factory the sessions use. A warm process holds a slot
+ * of the gateway-wide child cap (ChildProcessLimiter) while it waits; taking
+ * it hands the slot over to the connection (which reserved its own just
+ * before), and when the cap is full a new connection reclaims a waiting
+ * process (reclaim()). A process whose server was removed or changed is
+ * ended when found; one that dies while it waits is dropped. After each take
+ * the server's pool is filled again in the background. close() ends the
+ * waiting processes.
+ */
+import type { ServerConfig } from "../config/schema.js";
+import { errorMessage } from "../errors.js";
+import type { Logger } from "../logging.js";
+import type { ChildProcessLimiter } from "./children.js";
+import { sameServerConfig } from "./registry.js";
+import type { CreatedTransport, TransportFactory } from "./transports.js";
+
+interface Prestartable {
+  prestart(): Promise<void>;
+  readonly running: boolean;
+  onclose?: (() => void) | undefined;
+}
+
+interface Warm {
+  config: ServerConfig;
+  created: CreatedTransport;
+  transport: Prestartable;
+  /** Frees the warm process's child slot (once). */
+  release: () => void;
+}
+
+export interface WarmPoolOptions {
+  /** Warm processes per server (0: off). */
+  size: number;
+  children: ChildProcessLimiter;
+  logger: Logger;
+  /** The config of `name` when it is worth warming (a stdio server used per session), else undefined. */
+  warmable(name: string): ServerConfig | undefined;
+}
+
+export class WarmPool {
+  private readonly waiting = new Map<string, Warm[]>();
+  private closed = false;
+
+  constructor(
+    private readonly inner: TransportFactory,
+    private readonly options: WarmPoolOptions,
+  ) {}
+
+  /** The factory for session connections: a waiting process of the same config when there is one. */
+  readonly factory: TransportFactory = (name, config, transportOptions) => {
+    const warm = this.take(name, config);
+    if (!warm) return this.inner(name, config, transportOptions);
+    this.fillSoon(name);
+    return warm.created;
+  };
+
+  /** Starts processes for `name` until its pool is full (or the child cap is reached). */
+  fill(name: string): void {
+    if (this.closed || this.options.size === 0) return;
+    const config = this.options.warmable(name);
+    if (!config) return;
+    const list = this.list(name);
+    while (list.length < this.options.size) {
+      let release: () => void;
+      try {
+        release = this.options.children.acquire(name);
+      } catch {
+        return; // at the cap: sessions' own processes come first
+      }
+      const created = this.inner(name, config);
+      const transport = created.transport as Partial<Prestartable>;
+      if (typeof transport.prestart !== "function") {
+        release();
+        void created.terminate?.();
+        return; // not a process this pool can start ahead (an injected factory)
+      }
+      const warm: Warm = { config, created, transport: transport as Prestartable, release };
+      list.push(warm);
+      // Died while waiting (a session that took it has its own handler chained after this one).
+      warm.transport.onclose = () => this.drop(name, warm);
+      warm.transport.prestart().catch((err: unknown) => {
+        this.options.logger.warn({ server: name, err: errorMessage(err) }, "warm_process_failed");
+        this.drop(name, warm);
+      });
+    }
+  }
+
+  /** Ends one waiting process (any server) to free its child slot; false when none waits. */
+  reclaim(): boolean {
+    for (const [name, list] of this.waiting) {
+      const warm = list[0];
+      if (!warm) continue;
+      this.drop(name, warm);
+      return true;
+    }
+    return false;
+  }
+
+  /** Processes waiting now, per server. */
+  get size(): number {
+    let n = 0;
+    for (const list of this.waiting.values()) n += list.length;
+    return n;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const all = [...this.waiting.values()].flat();
+    this.waiting.clear();
+    await Promise.allSettled(
+      all.map(async (warm) => {
+        await warm.created.terminate?.();
+        warm.release();
+      }),
+    );
+  }
+
+  private take(name: string, config: ServerConfig): Warm | undefined {
+    const list = this.waiting.get(name);
+    while (list?.length) {
+      const warm = list.shift()!;
+      warm.transport.onclose = undefined;
+      if (warm.transport.running && sameServerConfig(warm.config, config)) {
+        warm.release(); // the connection holds its own slot
+        return warm;
+      }
+      this.end(warm);
+    }
+    return undefined;
+  }
+
+  private fillSoon(name: string): void {
+    setImmediate(() => this.fill(name));
+  }
+
+  private list(name: string): Warm[] {
+    let list = this.waiting.get(name);
+    if (!list) {
+      list = [];
+      this.waiting.set(name, list);
+    }
+    return list;
+  }
+
+  private drop(name: string, warm: Warm): void {
+    const list = this.waiting.get(name);
+    const i = list?.indexOf(warm) ?? -1;
+    if (i < 0) return;
+    list!.splice(i, 1);
+    this.end(warm);
+  }
+
+  private end(warm: Warm): void {
+    warm.release();
+    warm.transport.onclose = undefined;
+    void warm.created.terminate?.().catch(() => undefined);
+  }
+}
