@@ -15,6 +15,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { ElicitRequestSchema, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import type { BrowserContext, Page } from "playwright-core";
 import { ClientPool, EventLedger, activityEvents, allText, awaitActivity, eventually, getTask, payloadText, promote } from "../helpers/async-extra.js";
+import { startTask } from "../helpers/tasks.js";
 import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
 import { ROOT, call, startGateway, type TestGateway } from "../helpers/gateway.js";
 
@@ -230,6 +231,49 @@ describe("web console in a real browser", { skip, timeout: 240_000 }, () => {
       model: "human (emceepee console)",
       stopReason: "endTurn",
     });
+  });
+
+  test("a URL-mode elicitation shows its link; 'I completed it' accepts it", async (t) => {
+    const agent = await pool.open(t);
+    await openLiveInbox();
+    const url = "https://example.com/consent?scope=<all>";
+    const p = await promote(agent, "everything", "trigger-url-elicitation", { url, message: "Open <this> to consent" }, 1_000);
+    const item = page.locator("article.request", { hasText: "Open <this> to consent" });
+    await item.waitFor();
+    assert.equal(await item.getByRole("link", { name: url }).getAttribute("href"), new URL(url).href);
+    assert.equal(await item.locator("input:not([type=hidden])").count(), 0, "no fields in URL mode");
+    await item.getByRole("button", { name: "I completed it" }).click();
+    await page.waitForURL(/\/console\/inbox\?answered=/);
+    assert.deepEqual(rawResult(await taskResultText(agent, p.taskId)), { action: "accept" });
+  });
+
+  test("a task's page renders its result's images and resource links (a task-augmented call on a transparent face)", async () => {
+    const client = new Client({ name: "task-client", version: "1.0.0" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/servers/everything/mcp`)));
+    try {
+      const image = await startTask(client, "get-tiny-image", {});
+      const links = await startTask(client, "get-resource-links", { count: 2 });
+      await page.goto(`${base}/console/tasks/${image.taskId}`);
+      await page.locator("#task").getByText("completed", { exact: true }).waitFor();
+      const src = (await page.locator("#task img").first().getAttribute("src")) ?? "";
+      assert.match(src, /^data:image\/png;base64,/);
+      const decoded = () =>
+        page
+          .locator("#task img")
+          .first()
+          .evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth);
+      await eventually("the image decodes", async () => ((await decoded()) > 0 ? true : undefined));
+
+      await page.goto(`${base}/console/tasks/${links.taskId}`);
+      await page.locator("#task").getByText("completed", { exact: true }).waitFor();
+      const text = (await page.locator("#task").textContent()) ?? "";
+      assert.match(text, /Blob Resource 1/);
+      assert.match(text, /Text Resource 2/);
+      assert.equal(await page.locator('#task a[href^="demo:"]').count(), 0, "only http(s) URIs become links");
+    } finally {
+      await (client.transport as StreamableHTTPClientTransport | undefined)?.terminateSession().catch(() => undefined);
+      await client.close();
+    }
   });
 
   test("a task is cancelled from its page; the agent sees it cancelled and await_activity wakes", async (t) => {
