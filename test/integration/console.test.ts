@@ -369,6 +369,7 @@ describe("web console behind a token", { skip, timeout: 120_000 }, () => {
     await page.keyboard.press("Enter");
     await page.waitForURL(`${base}/console`);
     await page.getByRole("heading", { name: "Overview" }).waitFor();
+    await page.waitForSelector("html[data-live='on']"); // the live stream is let in by the cookie too
     const [cookie] = await context.cookies();
     assert.ok(cookie, "a cookie was set");
     assert.equal(cookie.httpOnly, true);
