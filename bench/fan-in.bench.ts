@@ -23,8 +23,8 @@
  *   --sessions=100          sessions opened at once
  *   --idle-samples=5        new sessions timed one by one on the idle gateway
  *   --concurrency=16        sessions per mode for throughput
- *   --calls-per-session=50  echo calls per session per throughput round
- *   --rounds=6              throughput rounds (each runs every mode once, order rotating)
+ *   --calls-per-session=40  echo calls per session per throughput round
+ *   --rounds=5              throughput rounds (each runs every mode once, order rotating)
  *   --only=a,b              phases: direct, shared, pool0, pool1, throughput
  *
  * Output: a markdown report on stdout (progress on stderr). Every process it
@@ -65,8 +65,8 @@ const opts = {
   sessions: option("sessions", 100),
   idleSamples: option("idle-samples", 5),
   concurrency: option("concurrency", 16),
-  callsPerSession: option("calls-per-session", 50),
-  rounds: option("rounds", 6),
+  callsPerSession: option("calls-per-session", 40),
+  rounds: option("rounds", 5),
   only: (process.argv.find((a) => a.startsWith("--only="))?.slice(7) ?? process.env.BENCH_ONLY ?? PHASES.join(",")).split(","),
 };
 for (const p of opts.only) if (!PHASES.includes(p)) throw new Error(`--only: unknown phase '${p}' (have ${PHASES.join(", ")})`);
@@ -159,6 +159,7 @@ async function startTarget(variant: Variant): Promise<Target> {
 
 /** Waits until the target's upstream process count is `idleProcesses` and unchanged for 1.5 s (10 s at most); returns it. */
 async function settle(target: Target): Promise<number> {
+  if (target.variant === "direct") return target.upstreams().length; // one server process, nothing to wait for
   const end = Date.now() + 10_000;
   let count = target.upstreams().length;
   let since = Date.now();
