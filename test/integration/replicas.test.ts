@@ -7,9 +7,10 @@
  * on the owner, an elicitation answered through another replica, add_server
  * reaching every replica. Transparent face: a call with progress
  * notifications streamed back through a forwarding replica, and an SSE stream
- * resumed with Last-Event-ID through another replica. Then one replica is
- * SIGKILLed under load: every session continues, every affected call either
- * completes or fails with a reason naming the dead replica.
+ * resumed with Last-Event-ID through another replica; native tasks. Then one
+ * replica is SIGKILLed under load: every session continues, every affected
+ * call either completes or fails with a reason naming the dead replica, and
+ * native tasks on an HTTP upstream complete, re-attached by the adopter.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -21,7 +22,21 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ROOT, call, everythingStdio } from "../helpers/gateway.js";
 import { allText, awaitUntil, elicitations, EventLedger, field, getTask, payloadText, promote, waitTerminal } from "../helpers/async-extra.js";
-import { MCP_POST_HEADERS, freePort, initializeBody, pollFor, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
+import {
+  MCP_POST_HEADERS,
+  freePort,
+  initializeBody,
+  pollFor,
+  startCliServe,
+  startEverythingHttp,
+  stopChild,
+  waitExit,
+  type ChildServer,
+  type RunningCli,
+} from "../helpers/core-extra.js";
+import { isTerminalTask, pollTask, startTask, taskResult, text } from "../helpers/tasks.js";
+import { connectFace, type Peer } from "../helpers/transparent.js";
+import { sessionHash } from "../../src/logging.js";
 import { Balancer, type Backend } from "../helpers/balancer.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
 
@@ -42,10 +57,18 @@ if (skip !== undefined) {
 } else {
   let tmp: string;
   let redis: RedisServer;
+  let remote: ChildServer;
   let replicas: Replica[] = [];
   let balancer: Balancer;
   let base: string;
   const clients: Client[] = [];
+  const peers: Peer[] = [];
+
+  async function peer(face: string): Promise<Peer> {
+    const p = await connectFace(`${base}${face}`);
+    peers.push(p);
+    return p;
+  }
 
   async function startReplica(i: number): Promise<Replica> {
     const port = await freePort();
@@ -54,7 +77,7 @@ if (skip !== undefined) {
     await writeFile(
       config,
       JSON.stringify({
-        mcpServers: { everything: everythingStdio() },
+        mcpServers: { everything: everythingStdio(), remote: { url: remote.url } },
         gateway: {
           store: { kind: "redis", url: redis.url },
           cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: LEASE_MS },
@@ -102,16 +125,18 @@ if (skip !== undefined) {
   before(async () => {
     tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-replicas-"));
     redis = await startRedis();
+    remote = await startEverythingHttp();
     replicas = await Promise.all([1, 2, 3].map((i) => startReplica(i)));
     balancer = new Balancer(() => replicas.filter((r) => r.served.child.exitCode === null && r.served.child.signalCode === null));
     base = await balancer.start();
   });
 
   after(async () => {
-    await Promise.allSettled(clients.map((c) => c.close()));
+    await Promise.allSettled([...clients, ...peers.map((p) => p.client)].map((c) => c.close()));
     await balancer?.close();
     await Promise.allSettled(replicas.map((r) => stopChild(r.served.child)));
     await redis?.stop();
+    await remote?.close();
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
@@ -197,6 +222,14 @@ if (skip !== undefined) {
       assert.ok(servedBy(sessionOf(c)).size >= 2, "the session's requests went through several replicas");
     });
 
+    test("transparent face: native tasks (task-augmented call, tasks/get, tasks/result) through different replicas", SLOW, async () => {
+      const p = await peer("/servers/everything/mcp");
+      const task = await startTask(p.client, "get-sum", { a: 20, b: 22 });
+      await pollTask(p.client, task.taskId, isTerminalTask, "completed");
+      assert.deepEqual((await taskResult(p.client, task.taskId)).content, [{ type: "text", text: "The sum of 20 and 22 is 42." }]);
+      assert.ok(servedBy(p.sessionId).size >= 2, "the task's requests went through several replicas");
+    });
+
     test("Last-Event-ID: a dropped SSE response is resumed through another replica", SLOW, async () => {
       const url = `${base}/all/mcp`;
       const init = await fetch(url, { method: "POST", headers: MCP_POST_HEADERS, body: initializeBody() });
@@ -255,10 +288,25 @@ if (skip !== undefined) {
     });
 
     test("SIGKILL one replica under load: sessions continue, affected calls complete or fail with a reason", SLOW, async () => {
-      const sessions = await Promise.all([0, 1, 2, 3, 4, 5].map(() => connect()));
+      const victim = replicas[0]!;
+      const onVictim = (id: string) => logLines(victim, "session_created").some((l) => l.sessionHash === sessionHash(id));
+      // Sessions on every replica, at least two of them on the one to be killed (the balancer decides where each starts).
+      const sessions: Client[] = [];
+      // A connect is three requests (initialize, initialized, the GET stream): a probe between connects moves the rotation on.
+      const shift = async () => void (await (await fetch(`${base}/healthz`)).text());
+      while (sessions.length < 6 || sessions.filter((c) => onVictim(sessionOf(c))).length < 2) {
+        sessions.push(await connect());
+        await shift();
+      }
+      // Native tasks on the HTTP upstream (they run upstream, not on a replica), one of them in a session of the victim.
+      const remotePeers: Peer[] = [];
+      while (remotePeers.length < 3 || !remotePeers.some((p) => onVictim(p.sessionId))) {
+        remotePeers.push(await peer("/servers/remote/mcp"));
+        await shift();
+      }
+      const research = await Promise.all(remotePeers.map((p) => startTask(p.client, "simulate-research-query", { topic: "replicas" })));
       // Each session starts a call that outlives the kill (promoted to a task) on its owner.
       const tasks = await Promise.all(sessions.map((c) => promote(c, "everything", "trigger-long-running-operation", { duration: 4, steps: 4 }, 200)));
-      const victim = replicas[0]!;
       const victimSessions = new Set(logLines(victim, "session_created").map((l) => l.sessionHash as string));
       // Load: echo calls from every session while the replica dies.
       let stop = false;
@@ -312,6 +360,16 @@ if (skip !== undefined) {
           assert.match(allText(result), /replica r1\.\w+ stopped while this call ran; its result is unknown/);
         } else assert.equal(task.status, "completed");
       }
+      // The native upstream tasks go on, the dead replica's ones re-attached by the replica that adopted their session.
+      for (const [i, p] of remotePeers.entries()) {
+        const statuses = await pollTask(p.client, research[i]!.taskId, isTerminalTask, "completed", 60_000);
+        assert.equal(statuses.at(-1)?.status, "completed", JSON.stringify(statuses));
+        assert.match(text(await taskResult(p.client, research[i]!.taskId)), /replicas/i);
+      }
+      assert.ok(
+        remotePeers.some((p) => victimSessions.has(sessionHash(p.sessionId))),
+        "one of the native tasks' sessions was held by the killed replica",
+      );
       assert.ok(victimSessions.size > 0, "the killed replica owned sessions");
       assert.ok(failedWithReason > 0, "the calls that ran on the killed replica failed with the reason");
       assert.ok(
