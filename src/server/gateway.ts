@@ -147,7 +147,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     if (!store) throw new GatewayError(ErrorCodes.CLOSED, "the state store is not open: the gateway has not started (listen() or serveStdio())");
     return store;
   };
-  // Stdio servers used per session get a few processes started ahead (docs/adr/0010); serve (listen) fills it.
+  // Stdio servers used per session get a few processes started ahead (docs/adr/0010), once used; serve (listen) only.
   const warm = new WarmPool(transportFactory, {
     size: settings.upstream.warmPool,
     children,
@@ -157,7 +157,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       return config && isStdioConfig(config) && sharingOf(config, settings) === "session" ? config : undefined;
     },
   });
-  children.reclaim = () => warm.reclaim();
+  children.reclaim = (server) => warm.reclaim(server);
   // Servers with "sharing": "shared" (docs/adr/0010): one connection for all sessions.
   const shared = new SharedUpstreams(
     registry,
@@ -355,7 +355,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     },
     async listen() {
       await start();
-      for (const name of registry.names()) warm.fill(name);
+      warm.start();
       httpServer = createHttpServer(
         settings,
         { ...routes, probes, unavailable, pages: [...observability.pages(), ...(webConsole ? [webConsole.handle] : [])] },

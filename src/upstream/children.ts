@@ -26,14 +26,14 @@ import { ErrorCodes, GatewayError } from "../errors.js";
 
 export class ChildProcessLimiter {
   private live = 0;
-  /** At the cap, asked to free a slot that is only waiting (the warm pool's processes); true when it did. */
-  reclaim: (() => boolean) | undefined;
+  /** At the cap, asked to free a slot that is only waiting (the warm pool's processes) for `server`; true when it did. */
+  reclaim: ((server: string) => boolean) | undefined;
 
   constructor(private readonly max: number) {}
 
   /** Reserves one child slot; call the returned release() exactly when the child is gone. */
   acquire(server: string): () => void {
-    if (this.live >= this.max) this.reclaim?.();
+    if (this.live >= this.max) this.reclaim?.(server);
     if (this.live >= this.max) {
       throw new GatewayError(
         ErrorCodes.LIMIT_REACHED,

@@ -77,7 +77,7 @@ export class SharedUpstream {
   /** Which session's view each call in flight came from (every call through a view has an origin). */
   private readonly owners = new WeakMap<CallOrigin, SharedUpstreamView>();
   private readonly subscribers = new Map<string, Set<SharedUpstreamView>>();
-  /** The level the upstream accepted last. */
+  /** The level the upstream accepted last (on this connection). */
   private upstreamLevel: LoggingLevel | undefined;
   private closed = false;
   /** The receiver tasks of the current connection (task-augmented elicitation/sampling; each forwarded to the session its call came from). */
@@ -185,12 +185,15 @@ export class SharedUpstream {
 
   /** Sets the upstream to the most verbose level any attached session asked for (when that changed). */
   async applyLevel(): Promise<void> {
-    const wanted = [...this.views].flatMap((v) => (v.level === undefined ? [] : [v.level]));
-    if (!wanted.length) return;
-    const level = wanted.reduce((a, b) => (severity(b) < severity(a) ? b : a));
-    if (level === this.upstreamLevel || this.conn?.status !== "connected") return;
+    const level = this.wantedLevel();
+    if (level === undefined || level === this.upstreamLevel || this.conn?.status !== "connected") return;
     await this.conn.setLoggingLevel(level);
-    this.upstreamLevel = level;
+  }
+
+  /** The most verbose level an attached session asked for. */
+  private wantedLevel(): LoggingLevel | undefined {
+    const wanted = [...this.views].flatMap((v) => (v.level === undefined ? [] : [v.level]));
+    return wanted.length ? wanted.reduce((a, b) => (severity(b) < severity(a) ? b : a)) : undefined;
   }
 
   /** Closes the connection (the server was removed or changed, or the gateway closes); views still attached read "closed". */
@@ -219,12 +222,12 @@ export class SharedUpstream {
   private persistence(): ConnectionPersistence {
     return {
       resume: () => undefined,
-      logLevel: () => this.upstreamLevel,
+      logLevel: () => this.wantedLevel(),
       subscriptions: () => [...this.subscribers.keys()],
       sessionOpened: () => undefined,
       sessionLost: async () => undefined,
       subscriptionChanged: () => undefined,
-      loggingLevelSet: () => undefined,
+      loggingLevelSet: (level) => (this.upstreamLevel = level),
     };
   }
 

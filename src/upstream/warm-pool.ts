@@ -6,13 +6,17 @@
  * process, with that session's capabilities and handlers, exactly as on a
  * fresh one (the transport's prestart(): stdio-transport.ts).
  *
- * Wraps the transport factory the sessions use. A warm process holds a slot
- * of the gateway-wide child cap (ChildProcessLimiter) while it waits; taking
- * it hands the slot over to the connection (which reserved its own just
- * before), and when the cap is full a new connection reclaims a waiting
- * process (reclaim()). A process whose server was removed or changed is
- * ended when found; one that dies while it waits is dropped. After each take
- * the server's pool is filled again in the background. close() ends the
+ * Wraps the transport factory the sessions use. Lazy like the sessions
+ * (ADR 0009): a server's pool is filled once a session has used the server,
+ * and again after each take, in the background; a gateway nobody uses starts
+ * nothing. Only `emceepee serve` turns it on (start()): stdio mode has one
+ * session. A warm process holds a slot of the gateway-wide child cap
+ * (ChildProcessLimiter) while it waits; taking it hands the slot over to the
+ * connection (which reserved its own just before). At the cap, a connection
+ * reclaims a slot (reclaim()): another server's waiting process is ended, or
+ * its own server's is lent — its slot freed for the connection that takes it
+ * in the same tick. A process whose server was removed or changed is ended
+ * when found; one that dies while it waits is dropped. close() ends the
  * waiting processes.
  */
 import type { ServerConfig } from "../config/schema.js";
@@ -47,6 +51,7 @@ export interface WarmPoolOptions {
 
 export class WarmPool {
   private readonly waiting = new Map<string, Warm[]>();
+  private started = false;
   private closed = false;
 
   constructor(
@@ -57,14 +62,18 @@ export class WarmPool {
   /** The factory for session connections: a waiting process of the same config when there is one. */
   readonly factory: TransportFactory = (name, config, transportOptions) => {
     const warm = this.take(name, config);
-    if (!warm) return this.inner(name, config, transportOptions);
     this.fillSoon(name);
-    return warm.created;
+    return warm ? warm.created : this.inner(name, config, transportOptions);
   };
+
+  /** From now on, servers that sessions use are kept warm. */
+  start(): void {
+    this.started = true;
+  }
 
   /** Starts processes for `name` until its pool is full (or the child cap is reached). */
   fill(name: string): void {
-    if (this.closed || this.options.size === 0) return;
+    if (!this.started || this.closed || this.options.size === 0) return;
     const config = this.options.warmable(name);
     if (!config) return;
     const list = this.list(name);
@@ -93,15 +102,24 @@ export class WarmPool {
     }
   }
 
-  /** Ends one waiting process (any server) to free its child slot; false when none waits. */
-  reclaim(): boolean {
+  /**
+   * Frees a child slot for a connection to `server` at the cap: ends another
+   * server's waiting process, or lends `server`'s own (its slot freed; the
+   * connection takes the process in the same tick — if not, it is ended).
+   * False when nothing waits.
+   */
+  reclaim(server: string): boolean {
     for (const [name, list] of this.waiting) {
-      const warm = list[0];
-      if (!warm) continue;
-      this.drop(name, warm);
-      return true;
+      if (name !== server && list[0]) {
+        this.drop(name, list[0]);
+        return true;
+      }
     }
-    return false;
+    const own = this.waiting.get(server)?.[0];
+    if (!own) return false;
+    own.release();
+    setImmediate(() => this.drop(server, own));
+    return true;
   }
 
   /** Processes waiting now, per server. */

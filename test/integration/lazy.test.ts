@@ -18,6 +18,8 @@ import { block, call, connectClient, startGateway, type TestGateway } from "../h
 import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
 
 const SERVERS = ["alpha", "beta", "gamma"] as const;
+/** These tests count each session's processes: no warm pool beside them (it has its own test: warm-pool.test.ts). */
+const NO_WARM = { warmPool: 0 };
 const markers: string[] = [];
 
 /** Three server-everything upstreams; each process's command line carries `<marker>-<name>`. */
@@ -52,7 +54,7 @@ async function eventually(what: string, check: () => boolean, timeoutMs = 20_000
 describe("lazy upstreams", { timeout: 180_000 }, () => {
   test("a session starts no upstream; list_servers does not connect; the first use starts that server only", async (t) => {
     const marker = newMarker();
-    const gw = await startGateway({ mcpServers: threeServers(marker) });
+    const gw = await startGateway({ mcpServers: threeServers(marker), gateway: { upstream: NO_WARM } });
     t.after(() => gw.close());
     const client = await connectClient(gw.url);
     t.after(() => client.close());
@@ -84,7 +86,7 @@ describe("lazy upstreams", { timeout: 180_000 }, () => {
 
   test("upstream.eagerConnect: true connects every server when a meta session starts (the previous design)", async (t) => {
     const marker = newMarker();
-    const gw = await startGateway({ mcpServers: threeServers(marker), gateway: { upstream: { eagerConnect: true } } });
+    const gw = await startGateway({ mcpServers: threeServers(marker), gateway: { upstream: { ...NO_WARM, eagerConnect: true } } });
     t.after(() => gw.close());
     const client = await connectClient(gw.url);
     t.after(() => client.close());

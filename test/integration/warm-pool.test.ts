@@ -1,8 +1,9 @@
 /**
- * Session mode gets cheaper (docs/adr/0010): the warm pool starts a stdio
- * server's process ahead, a new session takes it (its first call does not
- * wait for a spawn) and the pool is filled again; the gateway-wide child cap
- * still holds (a waiting process gives its slot to a session); and idle
+ * Session mode gets cheaper (docs/adr/0010): once a stdio server is used,
+ * the warm pool keeps a process of it started ahead, a new session takes it
+ * (its first call does not wait for a spawn) and the pool is filled again;
+ * the gateway-wide child cap still holds (a waiting process gives its slot
+ * to a session); and idle
  * release ends a session's process that nothing uses, reconnecting on the
  * next call — never while a call runs or a subscription is held.
  */
@@ -61,26 +62,30 @@ async function pid(client: Client): Promise<number> {
 }
 
 describe("the warm pool", () => {
-  test("a new session takes the process started ahead, and the pool is filled again", async () => {
+  test("once a server is used, a process waits ready; a new session takes it, and the pool is filled again", async () => {
     const { marker, config } = markedServer();
     const url = await start(config, { warmPool: 1 });
-    const [warm] = await pollFor(async () => (pidsOf(marker).length === 1 ? pidsOf(marker) : undefined), "the warm process");
-    assert.equal(await pid(await session(url)), warm);
-    const refilled = await pollFor(async () => (pidsOf(marker).length === 2 ? pidsOf(marker) : undefined), "the pool filled again");
-    const next = refilled.find((p) => p !== warm)!;
-    assert.equal(await pid(await session(url)), next, "the second session takes the refilled process");
+    assert.deepEqual(pidsOf(marker), [], "nothing starts before a session uses the server");
+    const first = await pid(await session(url));
+    const waiting = await pollFor(async () => {
+      const others = pidsOf(marker).filter((p) => p !== first);
+      return others.length === 1 ? others[0] : undefined;
+    }, "the warm process");
+    assert.equal(await pid(await session(url)), waiting, "the second session takes the waiting process");
+    await pollFor(async () => (pidsOf(marker).length === 3 ? true : undefined), "the pool filled again");
   });
 
-  test("at the child-process cap a waiting process gives its slot to a session", async () => {
+  test("at the child-process cap the waiting process goes to the session (the cap holds)", async () => {
     const { marker, config } = markedServer();
     const url = await start(config, { warmPool: 1, maxChildProcesses: 2 });
-    await pollFor(async () => (pidsOf(marker).length === 1 ? true : undefined), "the warm process");
-    const a = await pid(await session(url)); // takes the warm one; the pool refills to the cap
-    await pollFor(async () => (pidsOf(marker).length === 2 ? true : undefined), "the pool filled to the cap");
-    const b = await pid(await session(url));
-    assert.notEqual(a, b);
-    const running = await pollFor(async () => (pidsOf(marker).length === 2 ? pidsOf(marker) : undefined), "two processes");
-    assert.deepEqual(running.sort(), [a, b].sort(), "the two sessions' processes, no waiting one beyond the cap");
+    const a = await pid(await session(url));
+    const waiting = await pollFor(async () => {
+      const others = pidsOf(marker).filter((p) => p !== a);
+      return others.length === 1 ? others[0] : undefined;
+    }, "the pool filled to the cap");
+    assert.equal(await pid(await session(url)), waiting, "lent: the waiting process, not a new one beyond the cap");
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(pidsOf(marker).sort(), [a, waiting].sort(), "two processes: the cap holds, nothing waits beyond it");
   });
 });
 
