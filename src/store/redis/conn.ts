@@ -154,7 +154,7 @@ export function checkUrl(url: string): void {
   if (!u || (u.protocol !== "redis:" && u.protocol !== "rediss:") || u.hostname === "") {
     throw new GatewayError(
       ErrorCodes.CONFIG_INVALID,
-      `gateway.store.url must be a redis:// or rediss:// URL with a host (redis://[user:password@]host[:port][/db]), got '${redactUrl(url)}'`,
+      `gateway.store.url must be a redis:// or rediss:// URL with a host (redis://[user:password@]host[:port][/db]), got ${u ? `'${redactUrl(url)}'` : "a value that is not a URL (not shown: it may hold a password)"}`,
       { details: { url: redactUrl(url) } },
     );
   }
