@@ -11,6 +11,7 @@
  * replica is SIGKILLed under load: every session continues, every affected
  * call either completes or fails with a reason naming the dead replica, and
  * native tasks on an HTTP upstream complete, re-attached by the adopter.
+ * Last, Redis itself goes down and comes back.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -377,5 +378,36 @@ if (skip !== undefined) {
         "a surviving replica adopted the dead replica's sessions",
       );
     });
+
+    test(
+      "Redis down: every replica's /readyz says so and a new session fails fast with EMCP_STORE_UNAVAILABLE; all recover when it is back",
+      SLOW,
+      async () => {
+        const live = replicas.filter((r) => r.served.child.exitCode === null && r.served.child.signalCode === null);
+        await redis.kill();
+        for (const r of live) {
+          await pollFor(
+            async () => {
+              const res = await fetch(`${r.base}/readyz`);
+              const body = (await res.json()) as { status: string };
+              return res.status === 503 && body.status === "store_unavailable" ? true : undefined;
+            },
+            `${r.id}'s /readyz to report the store`,
+            15_000,
+            200,
+          );
+        }
+        const refused = await fetch(`${base}/mcp`, { method: "POST", headers: MCP_POST_HEADERS, body: initializeBody() });
+        assert.equal(refused.status, 503);
+        assert.match(await refused.text(), /EMCP_STORE_UNAVAILABLE.*check that Redis is running/);
+        await redis.restart();
+        for (const r of live) {
+          await pollFor(async () => ((await fetch(`${r.base}/readyz`)).status === 200 ? true : undefined), `${r.id} ready again`, 30_000, 200);
+        }
+        // The restarted test Redis keeps nothing (no persistence): new sessions work on it.
+        const c = await connect();
+        assert.match(payloadText(await call(c, "execute_tool", { server: "everything", tool: "echo", args: { message: "back" } })), /Echo: back/);
+      },
+    );
   });
 }
