@@ -2,13 +2,16 @@
  * Observability benchmark (`npm run bench:obs`): what metrics and tracing cost
  * per call (docs/adr/0011), as ratios against both off, in one run.
  *
- * Five `emceepee serve` children, `--store memory`, server-everything over
+ * Six `emceepee serve` children, `--store memory`, server-everything over
  * stdio, measured interleaved (each call goes to the next child in turn, the
  * order reversed every round, so drift hits all alike):
  * - off:      `gateway.metrics.enabled: false`, no OTEL_* variable
  * - control:  the same as off again — its ratio to off is the run's noise
  *             floor (on a shared 2-core machine, several per cent)
  * - metrics:  metrics on (the default), no OTEL_* variable
+ * - async-context: off, but with an AsyncLocalStorage entered at start
+ *             (bench/lib/async-context-on.mjs): what tracing's context
+ *             propagation costs on its own (Node 20 then tracks every promise)
  * - tracing:  metrics off, OTEL_EXPORTER_OTLP_ENDPOINT set: spans exported
  *             over OTLP/HTTP to a sink in this process that answers 200
  * - both:     metrics on and tracing on
@@ -40,6 +43,7 @@
  */
 import fs from "node:fs";
 import http from "node:http";
+import path from "node:path";
 import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -55,7 +59,7 @@ import { instrumentServerTransport } from "../src/observability/instrument-serve
 import { GatewayMetrics } from "../src/observability/metrics.js";
 import { timedStore } from "../src/observability/store-timing.js";
 import { openStore } from "../src/store/open.js";
-import { startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.js";
+import { ROOT, startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.js";
 import { fmt, percentile, ratio, table } from "./lib/stats.js";
 
 function option(name: string, fallback: number): number {
@@ -71,7 +75,7 @@ const opts = { warmup: option("warmup", 50), calls: option("calls", 2000), round
 const started = performance.now();
 const log = (msg: string) => process.stderr.write(`[bench:obs ${((performance.now() - started) / 1000).toFixed(1)}s] ${msg}\n`);
 
-const VARIANTS = ["off", "control", "metrics", "tracing", "both"] as const;
+const VARIANTS = ["off", "control", "metrics", "async-context", "tracing", "both"] as const;
 type Variant = (typeof VARIANTS)[number];
 const PATHS = ["meta", "transparent"] as const;
 type PathName = (typeof PATHS)[number];
@@ -163,6 +167,7 @@ async function main(): Promise<void> {
     off: { metrics: false, env: noOtel },
     control: { metrics: false, env: noOtel },
     metrics: { metrics: true, env: noOtel },
+    "async-context": { metrics: false, env: { ...noOtel, NODE_OPTIONS: `--import ${path.join(ROOT, "bench/lib/async-context-on.mjs")}` } },
     tracing: { metrics: false, env: otel },
     both: { metrics: true, env: otel },
   };
