@@ -41,6 +41,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`;
 
+/** Sessions whose last owner-record refresh is remembered before old entries are dropped. */
+const MAX_TRACKED = 10_000;
+
 export class Membership {
   /** This process: replicaId plus a random suffix per start. */
   readonly incarnation: string;
@@ -121,18 +124,14 @@ export class Membership {
     const now = this.o.clock.now();
     const last = this.refreshed.get(sessionId);
     if (last !== undefined && now - last < this.o.leaseMs) return;
+    if (this.refreshed.size >= MAX_TRACKED) {
+      // Entries older than a lease only skip one refresh write; dropping them bounds the map.
+      for (const [id, at] of this.refreshed) if (now - at >= this.o.leaseMs) this.refreshed.delete(id);
+    }
     this.refreshed.set(sessionId, now);
     this.o.redis.eval(MOVE_LUA, 1, this.key("own", sessionId), this.incarnation, this.incarnation, this.o.ownerTtlMs).catch((err: unknown) => {
       this.o.logger.warn({ err: errorMessage(err) }, "cluster_owner_refresh_failed");
     });
-  }
-
-  /**
-   * The session ended here. Its owner record is left to expire: a later
-   * request with its id is forwarded here and answered 404 (no record).
-   */
-  ended(sessionId: string): void {
-    this.refreshed.delete(sessionId);
   }
 
   async close(): Promise<void> {

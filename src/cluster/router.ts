@@ -54,10 +54,6 @@ export class ClusterRouter implements SessionRouter {
     this.o.membership.seen(sessionId);
   }
 
-  ended(sessionId: string): void {
-    this.o.membership.ended(sessionId);
-  }
-
   async route(req: IncomingMessage, res: ServerResponse, sessionId: string): Promise<RouteDecision> {
     const { membership, logger } = this.o;
     const forwarded = this.isForwarded(req);
