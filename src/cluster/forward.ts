@@ -72,7 +72,8 @@ export function createForwarder(secret: string, from: string): Forwarder {
           });
         });
         out.on("error", () => {
-          if (res.headersSent) {
+          // Answered: the stream was under way, or the client itself went away (nothing left to answer).
+          if (res.headersSent || res.destroyed) {
             res.destroy();
             resolve("answered");
           } else resolve("unreachable");
