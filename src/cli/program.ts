@@ -103,7 +103,7 @@ export function buildProgram(options: RunOptions = {}): Command {
         // The gateway's own start-up errors (EMCP_STORE_UNAVAILABLE: the state store) say what to do already.
         throw err instanceof GatewayError ? err : listenFailure(err, config.gateway.host, config.gateway.port);
       }
-      process.stdout.write(banner(url, Object.keys(config.mcpServers), opts.upstreamCheck));
+      process.stdout.write(banner(url, Object.keys(config.mcpServers), opts.upstreamCheck, config.gateway));
       if (opts.upstreamCheck) void gateway.checkUpstreams();
     });
 
