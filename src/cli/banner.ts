@@ -9,12 +9,7 @@ import { errorMessage } from "../errors.js";
 import { isLoopbackHost } from "../http/guards.js";
 
 /** The banner on stdout; its first line is `emceepee listening on <meta URL> (upstreams: …)`. */
-export function banner(
-  metaUrl: string,
-  servers: readonly string[],
-  checking: boolean,
-  settings?: Pick<GatewaySettings, "console" | "metrics">,
-): string {
+export function banner(metaUrl: string, servers: readonly string[], checking: boolean, settings?: Pick<GatewaySettings, "console" | "metrics">): string {
   const base = metaUrl.replace(/\/mcp$/, "");
   const rows: Array<[string, string]> = [
     ["meta-tools face", `${base}/mcp`],
