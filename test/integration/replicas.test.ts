@@ -9,7 +9,8 @@
  * notifications streamed back through a forwarding replica, and an SSE stream
  * resumed with Last-Event-ID through another replica; native tasks. Then one
  * replica is SIGKILLed under load: every session continues, every affected
- * call either completes or fails with a reason naming the dead replica, and
+ * call either completes or fails with a reason naming the dead replica, results acknowledged
+ * before the kill are kept, and
  * native tasks on an HTTP upstream complete, re-attached by the adopter.
  * Last, Redis itself goes down and comes back.
  */
@@ -307,6 +308,9 @@ if (skip !== undefined) {
       }
       const research = await Promise.all(remotePeers.map((p) => startTask(p.client, "simulate-research-query", { topic: "replicas" })));
       // Each session starts a call that outlives the kill (promoted to a task) on its owner.
+      // And a result acknowledged before the kill (the task reported completed), in every session.
+      const done = await Promise.all(sessions.map((c) => promote(c, "everything", "trigger-long-running-operation", { duration: 1, steps: 1 }, 100)));
+      for (const [i, c] of sessions.entries()) assert.equal((await waitTerminal(c, done[i]!.taskId, 30_000)).status, "completed");
       const tasks = await Promise.all(sessions.map((c) => promote(c, "everything", "trigger-long-running-operation", { duration: 4, steps: 4 }, 200)));
       const victimSessions = new Set(logLines(victim, "session_created").map((l) => l.sessionHash as string));
       // Load: echo calls from every session while the replica dies.
@@ -354,6 +358,11 @@ if (skip !== undefined) {
           throw new Error(`session ${i} (${sessionOf(c)}) failed after the kill: ${String(err)}\n${logs.join("\n")}`);
         });
         assert.notEqual(r.isError, true, `session ${i} continues after the kill: ${allText(r)}`);
+        assert.equal(
+          payloadText(await call(c, "get_task_result", { task_id: done[i]!.taskId })),
+          "Long running operation completed. Duration: 1 seconds, Steps: 1.",
+          `session ${i}: a result acknowledged before the kill is kept`,
+        );
         const task = await waitTerminal(c, tasks[i]!.taskId, 30_000);
         if (task.status === "failed") {
           failedWithReason++;
