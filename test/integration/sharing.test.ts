@@ -8,6 +8,8 @@
  * error, neither session sees it. On Streamable HTTP the request's stream
  * attributes it even then. A crash fails every session's call with the
  * reason and one new process serves them all again.
+ * (The transparent, meta, tasks and reliability suites also run with every
+ * upstream shared: npm run test:shared.)
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -20,7 +22,7 @@ import {
   type CallToolResult,
   type ElicitRequest,
 } from "@modelcontextprotocol/sdk/types.js";
-import { slowServerStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { everythingStdio, slowServerStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { pollFor, startEverythingHttp, type ChildServer } from "../helpers/core-extra.js";
 
 interface Peer {
@@ -58,7 +60,7 @@ describe("a shared stdio upstream", () => {
   };
 
   before(async () => {
-    gw = await startGateway({ mcpServers: { slow: { ...slowServerStdio(), sharing: "shared" } } });
+    gw = await startGateway({ mcpServers: { slow: { ...slowServerStdio(), sharing: "shared" }, everything: { ...everythingStdio(), sharing: "shared" } } });
     url = gw.url.replace(/\/mcp$/, "/servers/slow/mcp");
   });
   after(async () => {
@@ -103,6 +105,23 @@ describe("a shared stdio upstream", () => {
     // A session that goes away gives its subscriptions back.
     await (b.client.transport as StreamableHTTPClientTransport).terminateSession();
     await pollFor(async () => ((await upstreamSubs()).length === 0 ? true : undefined), "b's subscription released");
+  });
+
+  test("each session gets the progress of its own calls only, while both run at once", async () => {
+    const everything = url.replace("/servers/slow/mcp", "/servers/everything/mcp");
+    const [a, b] = [await peer(everything, "a"), await peer(everything, "b")];
+    peers.push(a, b);
+    const progressOf = async (p: Peer, steps: number) => {
+      const seen: number[] = [];
+      await p.client.callTool({ name: "trigger-long-running-operation", arguments: { duration: 1, steps } }, undefined, {
+        timeout: 60_000,
+        onprogress: (n) => void seen.push(n.progress),
+      });
+      return seen;
+    };
+    const [pa, pb] = await Promise.all([progressOf(a, 3), progressOf(b, 5)]);
+    assert.deepEqual(pa, [1, 2, 3]);
+    assert.deepEqual(pb, [1, 2, 3, 4, 5]);
   });
 
   test("an elicitation reaches the session whose call caused it, and only that one", async () => {
