@@ -197,6 +197,11 @@ export const gatewaySettingsSchema = z.strictObject({
       path: z
         .string()
         .regex(/^\/[A-Za-z0-9._~\-/]*$/, "path must start with / and hold only URL path characters, e.g. /metrics")
+        // The page is tried before the MCP endpoints: it must not hide one of them, a probe or the console.
+        .refine((p) => !/^\/(mcp|all\/mcp|servers\/.*|healthz|readyz|console(\/.*)?)$/.test(p), {
+          message:
+            "path is taken by an MCP endpoint, a probe or the console (/mcp, /all/mcp, /servers/…, /healthz, /readyz, /console); pick another, e.g. /metrics",
+        })
         .default("/metrics"),
     })
     .prefault({}),

@@ -5,7 +5,8 @@
  * a `mcp.client` span (CLIENT kind, child of the active span: the downstream
  * request being served, or the promoted task's call it started), its trace
  * context written into a copy of `params._meta` (`traceparent`, `tracestate`,
- * `baggage`), and `mcp.client.operation.duration` labelled with the upstream.
+ * `baggage`), and `mcp.client.operation.duration` labelled with the upstream;
+ * when the transport closes, `mcp.client.session.duration`.
  * With tracing off, a client's own `traceparent` forwarded in `_meta` passes
  * through unchanged.
  */
@@ -31,6 +32,9 @@ export function instrumentTransportFactory(factory: TransportFactory, options: C
     const created = factory(name, config, transportOptions);
     const network: NetworkTransport = isStdioConfig(config) ? "pipe" : "tcp";
     const ops = new InflightOperations(network, ({ sample, answered }) => metrics?.clientOperation(name, sample, answered));
+    // The connection's duration (mcp.client.session.duration): from the transport's creation to its first close.
+    const opened = performance.now();
+    let ended = false;
     tapTransport(created.transport, {
       received(message, deliver) {
         const response = responseOf(message);
@@ -57,6 +61,9 @@ export function instrumentTransportFactory(factory: TransportFactory, options: C
       },
       closed() {
         ops.closeAll();
+        if (ended) return;
+        ended = true;
+        metrics?.upstreamSessionEnded(name, network, (performance.now() - opened) / 1000);
       },
     });
     return created;

@@ -55,6 +55,7 @@ export class GatewayMetrics {
   private readonly serverOps: FastHistogram;
   private readonly clientOps: FastHistogram;
   private readonly sessionDuration: Histogram;
+  private readonly upstreamSessionDuration: Histogram;
   private readonly storeOps: FastHistogram;
   private readonly reconnects: Counter;
   private readonly disconnects: Counter;
@@ -87,6 +88,13 @@ export class GatewayMetrics {
       name: "mcp_server_session_duration_seconds",
       help: "Duration of ended downstream MCP sessions (OTel mcp.server.session.duration)",
       labelNames: ["face", "network_transport"],
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.upstreamSessionDuration = new Histogram({
+      name: "mcp_client_session_duration_seconds",
+      help: "Duration of ended upstream connections, from their transport's start to its close (OTel mcp.client.session.duration)",
+      labelNames: ["upstream", "network_transport"],
       buckets: DURATION_BUCKETS,
       registers,
     });
@@ -183,6 +191,10 @@ export class GatewayMetrics {
 
   sessionEnded(face: string, transport: NetworkTransport, seconds: number): void {
     this.sessionDuration.observe({ face, network_transport: transport }, seconds);
+  }
+
+  upstreamSessionEnded(upstream: string, transport: NetworkTransport, seconds: number): void {
+    this.upstreamSessionDuration.observe({ upstream, network_transport: transport }, seconds);
   }
 
   /** Observes the calls of one store operation (e.g. `tasks.get`): the series is looked up per call, its labels made once. */

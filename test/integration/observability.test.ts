@@ -10,12 +10,16 @@
 import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { PassThrough } from "node:stream";
 import path from "node:path";
 import { SpanKind } from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
+import { parseConfig } from "../../src/config/load.js";
+import { sessionHash } from "../../src/logging.js";
+import { createGateway } from "../../src/server/gateway.js";
 import { openStore } from "../../src/store/open.js";
 import { EventLedger, allText, awaitUntil, promote, sessionOf, waitTerminal } from "../helpers/async-extra.js";
 import { CLI_ARGS, cliEnv, stopChild } from "../helpers/core-extra.js";
@@ -209,6 +213,11 @@ describe("/metrics after known traffic", () => {
       1,
     );
     assert.equal(value(m, "emceepee_tasks", { status: "failed", kind: "promoted" }), 1);
+    assert.equal(
+      value(m, "mcp_client_session_duration_seconds_count", { upstream: "everything", network_transport: "pipe" }),
+      1,
+      "the dropped connection ended",
+    );
   });
 
   test("behind the token when one is set; gone when disabled", async () => {
@@ -330,6 +339,53 @@ describe("traces (in-memory exporter)", () => {
     assert.ok(endOf(background) > endOf(execute), "the call outlived the promoted request");
     // Without a traceparent from the client, the request starts its own trace.
     assert.equal(execute.parentSpanContext, undefined);
+  });
+});
+
+describe("the stdio face", () => {
+  test("each request is a SERVER span with network.transport pipe, the session's hash and the protocol version", async () => {
+    const exporter = new InMemorySpanExporter();
+    const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    const gateway = createGateway(parseConfig({ mcpServers: { echo: metaEcho() }, gateway: { logLevel: "silent" } }), { tracerProvider });
+    const stdin = new PassThrough();
+    const stdout = new PassThrough();
+    const session = await gateway.serveStdio({ stdin, stdout });
+    const replies = new Map<number, Record<string, unknown>>();
+    let buffered = "";
+    stdout.on("data", (chunk: Buffer) => {
+      buffered += chunk.toString("utf8");
+      for (let nl = buffered.indexOf("\n"); nl >= 0; nl = buffered.indexOf("\n")) {
+        const message = JSON.parse(buffered.slice(0, nl)) as { id?: number };
+        buffered = buffered.slice(nl + 1);
+        if (typeof message.id === "number") replies.set(message.id, message);
+      }
+    });
+    const send = (message: object) => stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...message })}\n`);
+    const reply = async (id: number) => {
+      const deadline = Date.now() + 30_000;
+      while (!replies.has(id) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      return replies.get(id);
+    };
+    try {
+      send({ id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "stdio-test", version: "1" } } });
+      assert.ok(await reply(1));
+      send({ method: "notifications/initialized" });
+      send({ id: 2, method: "tools/call", params: { name: "execute_tool", arguments: { server: "echo", tool: "echo-meta", args: {} } } });
+      assert.ok(await reply(2));
+      const served = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER);
+      assert.deepEqual(
+        served.map((s) => s.name),
+        ["initialize", "tools/call execute_tool"],
+      );
+      const call = served[1]!;
+      assert.equal(call.attributes["network.transport"], "pipe");
+      assert.equal(call.attributes["mcp.session.id"], sessionHash(session.id));
+      assert.equal(call.attributes["mcp.protocol.version"], "2025-11-25");
+      const upstream = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.CLIENT && s.name === "tools/call echo-meta");
+      assert.equal(upstream?.parentSpanContext?.spanId, call.spanContext().spanId);
+    } finally {
+      await gateway.close();
+    }
   });
 });
 

@@ -14,6 +14,7 @@ import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
+import { parseConfig } from "../../src/config/load.js";
 import { createLogger } from "../../src/logging.js";
 import { installContextManager } from "../../src/observability/context-manager.js";
 import { instrumentTransportFactory } from "../../src/observability/instrument-client.js";
@@ -311,6 +312,15 @@ describe("logs and settings", () => {
     assert.equal(inside?.trace_id, span.spanContext().traceId);
     assert.equal(inside?.span_id, span.spanContext().spanId);
     assert.equal(outside?.trace_id, undefined);
+  });
+
+  test("gateway.metrics.path may not hide an MCP endpoint, a probe or the console", () => {
+    for (const taken of ["/mcp", "/all/mcp", "/servers/x/mcp", "/healthz", "/readyz", "/console"]) {
+      assert.throws(() => parseConfig({ mcpServers: {}, gateway: { metrics: { path: taken } } }), /gateway\.metrics\.path: path is taken/);
+    }
+    assert.throws(() => parseConfig({ mcpServers: {}, gateway: { metrics: { path: "metrics" } } }), /must start with \//);
+    assert.equal(parseConfig({ mcpServers: {}, gateway: { metrics: { path: "/internal/prometheus" } } }).gateway.metrics.path, "/internal/prometheus");
+    assert.deepEqual(parseConfig({ mcpServers: {} }).gateway.metrics, { enabled: true, path: "/metrics" });
   });
 
   test("tracing is on only when the OTEL_* environment asks for it", () => {
