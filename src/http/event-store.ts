@@ -1,17 +1,101 @@
 /**
- * A bounded in-memory EventStore for one downstream session's SSE streams:
- * what the SDK transport needs to replay missed messages after a reconnect
- * with Last-Event-ID. Oldest events are dropped past `maxEvents` or once the
- * stored messages exceed `maxBytes` (large tool results would otherwise pin
- * memory for the session's life). One store per session, so replay can never
- * cross sessions.
+ * The SDK EventStores behind Last-Event-ID replay of a downstream session's
+ * SSE streams (docs/adr/0007, "SSE replay from the store"):
+ *
+ * - `StoredEventStore`: an owner session's streams, on the gateway's
+ *   `ReplayStore` (memory, SQLite or Redis), keyed by the session id, so a
+ *   `Last-Event-ID` resumes after `emceepee serve` restarts (SIGTERM or
+ *   SIGKILL) and on the replica that adopted a dead replica's session.
+ *   Write-through: the SDK transport awaits `storeEvent()` before it writes
+ *   the event to the socket, so every event a client received carries an id
+ *   the store had committed (SQLite: in the WAL, which survives a process
+ *   kill; Redis: acknowledged by the server). An event whose write failed is
+ *   still sent, without an id: the client's cursor stays on the previous id,
+ *   and a later resumption replays what was stored after it.
+ * - `BoundedEventStore`: in memory, per transport, for `?session=`
+ *   attachments (they are not resumed after a restart, and their standalone
+ *   stream must not share the owner's stream ids in the store).
+ *
+ * Both keep the same bounds (`gateway.http.replayMaxEvents` /
+ * `replayMaxBytes`, oldest dropped first, the newest message always kept),
+ * and their ids are unknown to every other session.
  */
 import { randomBytes } from "node:crypto";
 import type { EventId, EventStore, StreamId } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { DEFAULT_SETTINGS } from "../config/schema.js";
+import { errorMessage } from "../errors.js";
+import type { Logger } from "../logging.js";
+import type { ReplayLimits, ReplayStore } from "../store/contracts.js";
 
-export class BoundedEventStore implements EventStore {
+/** What an endpoint binding needs from its replay store. */
+export interface ReplayBuffer extends EventStore {
+  getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined>;
+  /** No writes after this; resolves once the writes under way have settled. */
+  close(): Promise<void>;
+}
+
+type Send = (id: EventId, message: JSONRPCMessage) => Promise<void>;
+
+/** Priming events carry an empty message: there is nothing to resend. */
+const isPriming = (message: object): boolean => Object.keys(message).length === 0;
+
+export class StoredEventStore implements ReplayBuffer {
+  private closed = false;
+  /** Appends under way (close() waits for them, so a delete after it leaves no row behind). */
+  private readonly writes = new Set<Promise<unknown>>();
+  /** A failed write was logged; the next ones stay quiet until one succeeds. */
+  private failing = false;
+
+  constructor(
+    private readonly replay: ReplayStore,
+    /** The session id: event ids are the session's own sequence numbers, across restarts and replicas. */
+    private readonly key: string,
+    private readonly limits: ReplayLimits,
+    private readonly logger: Logger,
+  ) {}
+
+  async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
+    // After close (the session ended): nothing can resume, so no id.
+    if (this.closed) return "";
+    const write = this.replay.append(this.key, streamId, message, this.limits);
+    this.writes.add(write);
+    try {
+      const id = await write;
+      if (this.failing) this.logger.info("sse_replay_store_recovered");
+      this.failing = false;
+      return id;
+    } catch (err) {
+      // Sent without an id (see the header): the client cannot resume past it, nor lose what was stored before it.
+      if (!this.failing) this.logger.warn({ err: errorMessage(err), streamId }, "sse_replay_store_failed");
+      this.failing = true;
+      return "";
+    } finally {
+      this.writes.delete(write);
+    }
+  }
+
+  getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
+    return this.replay.streamOf(this.key, eventId);
+  }
+
+  async replayEventsAfter(lastEventId: EventId, { send }: { send: Send }): Promise<StreamId> {
+    const found = await this.replay.replayAfter(this.key, lastEventId);
+    if (!found) {
+      // Evicted between the endpoint's check and here (the SDK answers 500 for a throw; no client sees this text).
+      throw new Error(`Last-Event-ID '${lastEventId}' is no longer kept for this session`);
+    }
+    for (const { eventId, message } of found.messages) if (!isPriming(message)) await send(eventId, message as unknown as JSONRPCMessage);
+    return found.streamId;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.allSettled([...this.writes]);
+  }
+}
+
+export class BoundedEventStore implements ReplayBuffer {
   private readonly events = new Map<EventId, { streamId: StreamId; message: JSONRPCMessage; bytes: number }>();
   private bytes = 0;
   /**
@@ -51,7 +135,7 @@ export class BoundedEventStore implements EventStore {
     return this.events.get(eventId)?.streamId;
   }
 
-  async replayEventsAfter(lastEventId: EventId, { send }: { send: (id: EventId, m: JSONRPCMessage) => Promise<void> }): Promise<StreamId> {
+  async replayEventsAfter(lastEventId: EventId, { send }: { send: Send }): Promise<StreamId> {
     const from = this.events.get(lastEventId);
     if (!from) return "";
     let after = false;
@@ -60,9 +144,13 @@ export class BoundedEventStore implements EventStore {
         after = true;
         continue;
       }
-      // Priming events carry an empty message: nothing to resend.
-      if (after && e.streamId === from.streamId && Object.keys(e.message).length > 0) await send(id, e.message);
+      if (after && e.streamId === from.streamId && !isPriming(e.message)) await send(id, e.message);
     }
     return from.streamId;
+  }
+
+  async close(): Promise<void> {
+    this.events.clear();
+    this.bytes = 0;
   }
 }

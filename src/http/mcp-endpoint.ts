@@ -22,8 +22,11 @@
  * rebuilds the Session, the face's server is built again, and a synthetic
  * initialize puts a new transport into the initialized state
  * (src/mcp/resume-session.ts). Concurrent first requests share one
- * resumption. SSE replay stays in memory: a Last-Event-ID this process never
- * issued gets a clear 400 (the stream's request did not survive), not a hang.
+ * resumption. SSE replay of an owner session is on the store's ReplayStore
+ * (src/http/event-store.ts), so a Last-Event-ID from before a restart, or from
+ * a dead replica's stream, replays what the client missed; one the store no
+ * longer has gets a clear 400, not a hang. A session that ends for good (its
+ * record is gone) takes its replay with it; a shutdown keeps it.
  *
  * Replicas (docs/adr/0013): with a `router`, a request of a session not held
  * here is first routed — forwarded to the replica that holds it, or adopted
@@ -35,12 +38,13 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isInitializeRequest, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { errorMessage } from "../errors.js";
+import { sessionHash } from "../logging.js";
 import { primeServerTransport, type StoredInitialize } from "../mcp/resume-session.js";
 import { onResponseSent } from "../mcp/response-sent.js";
 import type { GatewayContext } from "../server/context.js";
 import type { Session } from "../session/session.js";
 import type { FaceRecord } from "../store/contracts.js";
-import { BoundedEventStore } from "./event-store.js";
+import { BoundedEventStore, StoredEventStore, type ReplayBuffer } from "./event-store.js";
 import { BodyTooLargeError, readBody, sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
 
 export interface FaceServer {
@@ -94,8 +98,8 @@ interface Binding {
   owner: boolean;
   /** Ids of this binding's requests still being answered. */
   inflight: Set<string>;
-  /** SSE messages kept for Last-Event-ID replay. */
-  replay: BoundedEventStore;
+  /** SSE messages kept for Last-Event-ID replay (in the store for an owner, in memory for an attachment). */
+  replay: ReplayBuffer;
 }
 
 /** Why a resumption could not produce a binding: the HTTP status to answer with, and the error. */
@@ -143,13 +147,21 @@ export class McpEndpoint {
       }
       this.gateway.sessions.requestArrived(binding.session);
       res.once("close", this.gateway.sessions.responseOpened(binding.session));
-      if (req.method === "GET" && (await unknownLastEventId(req, binding))) {
-        return sendJsonRpcError(
-          res,
-          400,
-          -32000,
-          "Bad Request: Last-Event-ID is not an event of this session's streams here: the gateway restarted since it was sent (SSE replay is not kept across restarts) or it was evicted (gateway.http.replayMaxEvents/replayMaxBytes). That stream cannot be resumed; its request, if it was still running, ended with the restart. Open a new GET stream without Last-Event-ID and send the request again.",
-        );
+      if (req.method === "GET") {
+        let unknown: boolean;
+        try {
+          unknown = await unknownLastEventId(req, binding);
+        } catch (err) {
+          return sendErrorReply(res, 503, err, this.gateway.logger);
+        }
+        if (unknown) {
+          return sendJsonRpcError(
+            res,
+            400,
+            -32000,
+            "Bad Request: Last-Event-ID is not an event of this session's streams: it was evicted (gateway.http.replayMaxEvents/replayMaxBytes), the store lost it (a memory store, or a Redis without persistence, restarted), or it was never this session's. That stream cannot be resumed. Open a new GET stream without Last-Event-ID and send the request again if its response never came.",
+          );
+        }
       }
       if (req.method !== "POST") return binding.transport.handleRequest(req, res);
       const parsed = await this.readJson(req, res, preread);
@@ -242,8 +254,11 @@ export class McpEndpoint {
     this.options.tap?.(transport, session);
     await transport.handleRequest(req, res, body);
     if (!this.bindings.has(transportId)) {
-      // The transport rejected the initialize: keep nothing.
-      if (owner) await this.gateway.sessions.destroy(session.id, "initialize failed");
+      // The transport rejected the initialize: keep nothing (a priming event may have been stored).
+      if (owner) {
+        await this.gateway.sessions.destroy(session.id, "initialize failed");
+        await this.gateway.store.replay.deleteBySession(session.id).catch(() => undefined);
+      }
       await server.close().catch(() => undefined);
     }
   }
@@ -251,7 +266,11 @@ export class McpEndpoint {
   /** A transport whose initialize (real or replayed) binds `transportId` to the session and face server. */
   private newTransport(transportId: string, session: Session, server: FaceServer, owner: boolean): StreamableHTTPServerTransport {
     const inflight = new Set<string>();
-    const replay = new BoundedEventStore(this.gateway.settings.http.replayMaxEvents, this.gateway.settings.http.replayMaxBytes);
+    const { replayMaxEvents: maxEvents, replayMaxBytes: maxBytes } = this.gateway.settings.http;
+    // An owner's streams are resumable across restarts and replicas; an attachment's are not (it is not resumed).
+    const replay: ReplayBuffer = owner
+      ? new StoredEventStore(this.gateway.store.replay, session.id, { maxEvents, maxBytes }, session.logger)
+      : new BoundedEventStore(maxEvents, maxBytes);
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => transportId,
       maxRequestBodySize: this.gateway.settings.http.maxBodyBytes,
@@ -267,7 +286,8 @@ export class McpEndpoint {
       const binding = this.bindings.get(transportId);
       if (!binding) return;
       this.bindings.delete(transportId);
-      if (binding.owner) void this.gateway.sessions.destroy(session.id, "client closed the session");
+      if (!binding.owner) return void binding.replay.close();
+      void this.gateway.sessions.destroy(session.id, "client closed the session").then(() => this.forgetReplay(binding));
     };
     return transport;
   }
@@ -329,6 +349,24 @@ export class McpEndpoint {
       if (binding.session.id !== sessionId) continue;
       this.bindings.delete(id);
       void binding.server.close().catch(() => undefined);
+      void this.forgetReplay(binding);
+    }
+  }
+
+  /**
+   * A binding is gone: no more replay writes; and when its session ended for
+   * good (an owner whose stored record was deleted first: DELETE, expiry) its
+   * stored replay goes too. A kept record (shutdown, a failed resumption)
+   * keeps it for the next process or replica.
+   */
+  private async forgetReplay(binding: Binding): Promise<void> {
+    await binding.replay.close();
+    if (!binding.owner) return;
+    const { store, logger } = this.gateway;
+    try {
+      if ((await store.sessions.get(binding.session.id)) === undefined) await store.replay.deleteBySession(binding.session.id);
+    } catch (err) {
+      logger.error({ sessionHash: sessionHash(binding.session.id), err: errorMessage(err) }, "session_store_write_failed");
     }
   }
 
@@ -346,7 +384,8 @@ export class McpEndpoint {
   async close(): Promise<void> {
     const all = [...this.bindings.values()];
     this.bindings.clear();
-    await Promise.allSettled(all.map((b) => b.server.close()));
+    // Shutting down: the sessions' records and stored replay stay for the next start.
+    await Promise.allSettled(all.flatMap((b) => [b.server.close(), b.replay.close()]));
   }
 }
 
