@@ -12,7 +12,13 @@
  * "unreachable" means the owner never answered (connection refused or reset
  * before a status line): nothing was sent to the client yet, so the caller
  * may adopt the session and serve the request itself.
+ *
+ * call() is the same channel for the replicas' own JSON requests (the web
+ * console reading and answering across replicas, src/cluster/peers.ts): the
+ * same keep-alive agents and secret header, a bounded reply, a time limit.
+ * carriesSecret() is how a receiver tells such requests from a client's.
  */
+import { timingSafeEqual } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
 import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
@@ -36,9 +42,41 @@ const HOP = new Set([
 
 export type ForwardOutcome = "answered" | "unreachable";
 
+/** A replica's own JSON request to another replica (not a client's request passed on). */
+export interface CallOptions {
+  method: "GET" | "POST";
+  /** Path and query on the target, e.g. "/console/cluster/inbox". */
+  path: string;
+  /** Sent as JSON. */
+  body?: unknown;
+  /** Besides the secret (e.g. the gateway's bearer token, which the target's guards ask of every request). */
+  headers?: Record<string, string>;
+  /** The whole exchange, connect to last byte. */
+  timeoutMs: number;
+  /** Larger replies are refused. */
+  maxBytes: number;
+}
+
+export interface CallReply {
+  status: number;
+  /** The parsed JSON reply (undefined when it was no JSON). */
+  body: unknown;
+}
+
 export interface Forwarder {
   forward(req: http.IncomingMessage, res: http.ServerResponse, targetBase: string, body: string | undefined): Promise<ForwardOutcome>;
+  /** A JSON request of this replica to `targetBase` over the cluster channel; rejects when it cannot be made or answered in time. */
+  call(targetBase: string, options: CallOptions): Promise<CallReply>;
   close(): void;
+}
+
+/** Whether `req` carries the cluster secret (it came from another replica), compared in constant time. */
+export function carriesSecret(req: http.IncomingMessage, secret: string): boolean {
+  const value = req.headers[FORWARDED_HEADER];
+  if (typeof value !== "string") return false;
+  const a = Buffer.from(value);
+  const b = Buffer.from(secret);
+  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 export function createForwarder(secret: string, from: string): Forwarder {
@@ -83,6 +121,45 @@ export function createForwarder(secret: string, from: string): Forwarder {
           if (!res.writableFinished) out.destroy();
         });
         out.end(body);
+      });
+    },
+    call(targetBase, o) {
+      const target = new URL(o.path, targetBase);
+      const secure = target.protocol === "https:";
+      const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
+      const headers: http.OutgoingHttpHeaders = { ...o.headers, accept: "application/json", [FORWARDED_HEADER]: secret, "x-emceepee-forwarded-by": from };
+      if (payload !== undefined) {
+        headers["content-type"] = "application/json";
+        headers["content-length"] = Buffer.byteLength(payload);
+      }
+      return new Promise<CallReply>((resolve, reject) => {
+        const fail = (why: string, cause?: unknown) => {
+          out.destroy();
+          reject(new GatewayError(ErrorCodes.UPSTREAM_UNAVAILABLE, `replica ${targetBase} ${why}`, cause === undefined ? {} : { cause }));
+        };
+        const out = (secure ? https : http).request(target, { method: o.method, headers, agent: secure ? agents.https : agents.http }, (reply) => {
+          const chunks: Buffer[] = [];
+          let size = 0;
+          reply.on("data", (chunk: Buffer) => {
+            size += chunk.length;
+            if (size > o.maxBytes) fail(`answered ${o.path} with more than ${o.maxBytes} bytes`);
+            else chunks.push(chunk);
+          });
+          reply.on("error", (err) => fail(`broke off its answer to ${o.path}`, err));
+          reply.on("end", () => {
+            let body: unknown;
+            try {
+              body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+            } catch {
+              body = undefined;
+            }
+            resolve({ status: reply.statusCode ?? 0, body });
+          });
+        });
+        // Socket inactivity, cleared with the socket: no timer outlives the request.
+        out.setTimeout(o.timeoutMs, () => fail(`did not answer ${o.path} within ${o.timeoutMs} ms`));
+        out.on("error", (err) => fail(`could not be reached for ${o.path}`, err));
+        out.end(payload);
       });
     },
     close() {

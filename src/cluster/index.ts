@@ -3,7 +3,8 @@
  * builds the parts — membership (owner records, heartbeat), the forwarding
  * router the MCP endpoints ask about sessions they do not hold, the store
  * wrapper and pub/sub bridge for server changes, and the scoped start-up
- * recovery view — on two Redis connections of its own (commands; pub/sub).
+ * recovery view, and the peers the web console reads and answers through
+ * (peers.ts) — on two Redis connections of its own (commands; pub/sub).
  * start() after the store is open, close() before it is closed.
  */
 import { Redis } from "ioredis";
@@ -17,11 +18,13 @@ import { redactUrl } from "../store/redis/index.js";
 import type { ServerRegistry } from "../upstream/registry.js";
 import { createForwarder } from "./forward.js";
 import { Membership } from "./membership.js";
+import { createPeers, type Peers } from "./peers.js";
 import { orphansOnly } from "./recovery-view.js";
 import { ClusterRouter } from "./router.js";
 import { ServerSync } from "./server-sync.js";
 
 export { FORWARDED_HEADER } from "./forward.js";
+export type { PeerReplica, Peers } from "./peers.js";
 
 export interface ClusterDeps {
   settings: GatewaySettings;
@@ -34,6 +37,8 @@ export interface ClusterDeps {
 export interface Cluster {
   readonly incarnation: string;
   readonly router: ClusterRouter;
+  /** The other replicas, for the web console (usable after start()). */
+  readonly peers: Peers;
   /** The store the gateway should use (server changes are announced). */
   wrap(store: Store): Store;
   /** What start-up recovery may settle: orphaned sessions only. */
@@ -106,10 +111,12 @@ export function createCluster(deps: ClusterDeps): Cluster {
     clock,
     logger,
   });
+  const peers = createPeers({ membership, forwarder, secret: c.secret, token: settings.token, maxBytes: settings.http.maxBodyBytes * 4 });
   let started = false;
   return {
     incarnation: membership.incarnation,
     router,
+    peers,
     wrap: (s) => sync.wrap(s),
     recoveryView: (s) => orphansOnly(s, membership),
     async start(s, sessions) {

@@ -12,6 +12,11 @@
  * replicaId (a restarted replica's old sessions are adoptable at once);
  * close() stops the timer and deletes the heartbeat (so the others adopt
  * without waiting for the lease).
+ *
+ * `P replicas` is the set of incarnations that joined, so that the live ones
+ * can be listed (the web console reads every replica) without scanning the
+ * keyspace: a member is live while its heartbeat key exists; a member whose
+ * heartbeat expired (SIGKILL) is removed by the next listing.
  */
 import { randomBytes } from "node:crypto";
 import os from "node:os";
@@ -68,10 +73,23 @@ export class Membership {
     if (previous && previous !== this.incarnation) {
       // Our predecessor under the same replicaId is gone (we are it, restarted): its sessions are adoptable now.
       await redis.del(this.key("replica", previous));
+      await redis.srem(this.key("replicas"), previous);
       this.o.logger.info({ previous }, "cluster_predecessor_released");
     }
     await this.beat();
+    await redis.sadd(this.key("replicas"), this.incarnation);
     this.schedule();
+  }
+
+  /** Every live replica (this one included) with its advertised URL; drops members whose heartbeat expired. */
+  async liveReplicas(): Promise<Array<{ id: string; url: string }>> {
+    const { redis } = this.o;
+    const members = (await redis.smembers(this.key("replicas"))).sort();
+    if (members.length === 0) return [];
+    const urls = await redis.mget(members.map((m) => this.key("replica", m)));
+    const dead = members.filter((_, i) => urls[i] === null);
+    if (dead.length > 0) await redis.srem(this.key("replicas"), ...dead);
+    return members.flatMap((id, i) => (urls[i] ? [{ id, url: urls[i] }] : []));
   }
 
   private schedule(): void {
@@ -140,5 +158,6 @@ export class Membership {
     this.o.clock.clearTimeout(this.timer);
     this.timer = undefined;
     await this.o.redis.del(this.key("replica", this.incarnation)).catch(() => undefined);
+    await this.o.redis.srem(this.key("replicas"), this.incarnation).catch(() => undefined);
   }
 }

@@ -8,14 +8,13 @@
  * gone falls back to the full lookup (and adoption).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { timingSafeEqual } from "node:crypto";
 import type { Clock, TimerHandle } from "../clock.js";
 import type { Logger } from "../logging.js";
 import { sessionHash } from "../logging.js";
 import { BodyTooLargeError, readBody, sendErrorReply, sendJsonRpcError } from "../http/json-rpc.js";
 import type { RouteDecision, SessionRouter } from "../http/mcp-endpoint.js";
 import { settleAdopted, type AdoptDeps } from "./adopt.js";
-import { FORWARDED_HEADER, type Forwarder } from "./forward.js";
+import { carriesSecret, type Forwarder } from "./forward.js";
 import type { Membership } from "./membership.js";
 
 export interface RouterOptions {
@@ -146,11 +145,7 @@ export class ClusterRouter implements SessionRouter {
   }
 
   private isForwarded(req: IncomingMessage): boolean {
-    const value = req.headers[FORWARDED_HEADER];
-    if (typeof value !== "string") return false;
-    const a = Buffer.from(value);
-    const b = Buffer.from(this.o.secret);
-    return a.length === b.length && timingSafeEqual(a, b);
+    return carriesSecret(req, this.o.secret);
   }
 
   close(): void {

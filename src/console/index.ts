@@ -11,6 +11,11 @@
  * respond_to_sampling run, marked as answered "by console"), cancels through
  * TaskManager.cancel (what cancel_task runs). The first answer wins; the
  * loser is told who answered (PendingRequests).
+ *
+ * With replicas (gateway.cluster, `peers`), every page also shows the other
+ * live replicas' sessions, tasks and requests, and an answer or a cancel for
+ * a session held elsewhere is sent to its replica, which runs it through
+ * these same paths (cluster.ts).
  */
 import { timingSafeEqual, createHash } from "node:crypto";
 import type http from "node:http";
@@ -18,15 +23,31 @@ import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { answerElicitation, type ElicitationAnswer } from "../faces/meta/tools/elicitation.js";
 import { answerSampling } from "../faces/meta/tools/sampling.js";
 import { CONSOLE_COOKIE, CONSOLE_LOGIN_PATH, consoleCookieValue, isConsolePath } from "../http/guards.js";
+import type { Peers } from "../cluster/index.js";
 import type { PageHandler } from "../http/server.js";
 import type { GatewayContext } from "../server/context.js";
 import type { Session } from "../session/session.js";
 import { CONSOLE_CSS, CONSOLE_JS } from "./assets.js";
+import { CLUSTER_PREFIX, RemoteConsole, serveCluster, type AnswerOutcome, type CancelOutcome, type LocalConsole } from "./cluster.js";
 import { formContent, type RequestedSchema } from "./form.js";
 import { html, type Html } from "./html.js";
 import { FormError, SECURITY_HEADERS, readForm, redirect, sendHtml, sendText } from "./http.js";
 import { ConsoleLive } from "./live.js";
-import { findTask, inbox, listTasks, overview, sessionByRef, type ConsoleSources } from "./read-model.js";
+import {
+  findTask,
+  inbox,
+  listTasks,
+  mergeOverviews,
+  overview,
+  sessionByRef,
+  sortInbox,
+  sortTasks,
+  type ConsoleSources,
+  type InboxItem,
+  type Overview,
+  type TaskFilter,
+  type TaskRow,
+} from "./read-model.js";
 import { inboxBody, type InboxError } from "./views/inbox.js";
 import { page, type PageOptions } from "./views/layout.js";
 import { loginBody } from "./views/login.js";
@@ -37,6 +58,8 @@ export interface ConsoleOptions {
   context: GatewayContext;
   /** Stdio upstream processes running now. */
   childProcesses: () => number;
+  /** The other replicas (gateway.cluster on): the console shows and answers theirs too. */
+  peers?: Peers | undefined;
 }
 
 export interface WebConsole {
@@ -55,13 +78,83 @@ const ASSETS: Record<string, { type: string; body: string }> = {
 
 export function createConsole(options: ConsoleOptions): WebConsole {
   const { context } = options;
-  const live = new ConsoleLive({ sessions: context.sessions, clock: context.clock, keepAliveMs: context.settings.http.sseKeepAliveMs });
+  const remote = options.peers ? new RemoteConsole(options.peers, context.logger) : undefined;
+  const live = new ConsoleLive({
+    sessions: context.sessions,
+    clock: context.clock,
+    keepAliveMs: context.settings.http.sseKeepAliveMs,
+    ...(remote ? { remoteVersions: () => remote.versions() } : {}),
+  });
   const src: ConsoleSources = { context, childProcesses: options.childProcesses, reconnects: live.reconnects };
   const token = context.settings.token;
   const maxBody = context.settings.http.maxBodyBytes;
 
-  const show = (res: http.ServerResponse, status: number, o: Omit<PageOptions, "inboxCount" | "canLogOut">, body: Html) =>
-    sendHtml(res, status, page({ ...o, inboxCount: inbox(src).length, canLogOut: token !== undefined }, body));
+  /** Every replica's pending requests (this one's alone without a cluster). */
+  async function allInbox(): Promise<InboxItem[]> {
+    const local = inbox(src);
+    if (!remote) return local;
+    const { results } = await remote.gather<InboxItem[]>(`${CLUSTER_PREFIX}inbox`);
+    return sortInbox([...local, ...results.flatMap((r) => r.value)]);
+  }
+
+  async function allOverview(): Promise<Overview> {
+    const local = await overview(src);
+    if (!remote) return local;
+    const { results, unreachable } = await remote.gather<Overview>(`${CLUSTER_PREFIX}overview`);
+    return mergeOverviews(local, remote.self, results, unreachable);
+  }
+
+  async function allTasks(filter: TaskFilter): Promise<TaskRow[]> {
+    const local = await listTasks(src, filter);
+    if (!remote) return local;
+    const q = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => typeof e[1] === "string" && e[1] !== ""));
+    const { results } = await remote.gather<TaskRow[]>(`${CLUSTER_PREFIX}tasks?${q.toString()}`);
+    return sortTasks([...local, ...results.flatMap((r) => r.value)]);
+  }
+
+  /** A task of this replica, else of another (then without a local session: actions go to its replica). */
+  async function anyTask(taskId: string): Promise<TaskRow | undefined> {
+    const found = await findTask(src, taskId);
+    if (found || !remote) return found?.task;
+    return (await remote.find<TaskRow>(`${CLUSTER_PREFIX}task?id=${encodeURIComponent(taskId)}`))?.value;
+  }
+
+  const show = async (res: http.ServerResponse, status: number, o: Omit<PageOptions, "inboxCount" | "canLogOut">, body: Html, items?: InboxItem[]) =>
+    sendHtml(res, status, page({ ...o, inboxCount: (items ?? (await allInbox())).length, canLogOut: token !== undefined }, body));
+
+  /** Answers a request of a session this replica holds ("not_here" otherwise). */
+  async function answerHere(requestId: string, form: URLSearchParams): Promise<AnswerOutcome> {
+    const session = sessionByRef(src, form.get("session") ?? "");
+    if (!session) return { outcome: "not_here" };
+    try {
+      if (form.get("kind") === "sampling") await answerSamplingForm(session, requestId, form);
+      else await answerElicitationForm(session, requestId, form);
+    } catch (err) {
+      if (err instanceof GatewayError && err.code === ErrorCodes.UNKNOWN_REQUEST)
+        return { outcome: "gone", by: session.pending.answeredBy(requestId) ?? "none" };
+      if (err instanceof GatewayError && err.code === ErrorCodes.BAD_ARGUMENTS) return { outcome: "invalid", message: err.message };
+      throw err;
+    }
+    return { outcome: "answered" };
+  }
+
+  async function cancelHere(taskId: string): Promise<CancelOutcome> {
+    const found = await findTask(src, taskId);
+    if (!found) return { outcome: "not_here" };
+    const outcome = await found.session.tasks.cancel(taskId, "cancelled by a person in the web console");
+    return { outcome: outcome.success ? "ok" : "noop" };
+  }
+
+  /** What other replicas may read and do here (cluster.ts serves it to them only). */
+  const local: LocalConsole = {
+    version: () => live.localVersion,
+    overview: () => overview(src),
+    tasks: (filter) => listTasks(src, filter),
+    task: async (taskId) => (await findTask(src, taskId))?.task,
+    inbox: () => inbox(src),
+    answer: answerHere,
+    cancel: cancelHere,
+  };
 
   async function dispatch(req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<void> {
     const url = new URL(req.url ?? "/", "http://console.invalid");
@@ -74,22 +167,24 @@ export function createConsole(options: ConsoleOptions): WebConsole {
       return;
     }
     if (path === "/console/events" && method === "GET") return live.serve(req, res);
+    if (path.startsWith(CLUSTER_PREFIX)) return serveCluster(req, res, path, options.peers, local, maxBody);
     if (path === CONSOLE_LOGIN_PATH) return login(req, res, method, q);
     if (path === "/console/logout" && method === "POST") {
       return redirect(res, CONSOLE_LOGIN_PATH, { "Set-Cookie": `${CONSOLE_COOKIE}=; HttpOnly; SameSite=Strict; Path=/console; Max-Age=0` });
     }
     if ((path === "/console" || path === "/console/") && method === "GET") {
-      return show(res, 200, { title: "Overview", section: "overview" }, overviewBody(await overview(src)));
+      return show(res, 200, { title: "Overview", section: "overview" }, overviewBody(await allOverview()));
     }
     if (path === "/console/tasks" && method === "GET") {
       const filter = { session: q.get("session") ?? undefined, server: q.get("server") ?? undefined, status: q.get("status") ?? undefined };
-      const tasks = await listTasks(src, filter);
+      const tasks = await allTasks(filter);
       return show(res, 200, { title: "Tasks", section: "tasks" }, taskListBody(tasks, filter, context.registry.names(), context.clock.now()));
     }
     const taskPath = /^\/console\/tasks\/([^/]+)(\/cancel)?$/.exec(path);
     if (taskPath) return task(req, res, method, decode(taskPath[1]!), taskPath[2] !== undefined, q);
     if (path === "/console/inbox" && method === "GET") {
-      return show(res, 200, { title: "Inbox", section: "inbox" }, inboxBody(inbox(src), context.clock.now(), inboxNotice(q)));
+      const items = await allInbox();
+      return show(res, 200, { title: "Inbox", section: "inbox" }, inboxBody(items, context.clock.now(), inboxNotice(q)), items);
     }
     const inboxPath = /^\/console\/inbox\/([^/]+)$/.exec(path);
     if (inboxPath && method === "POST") return answer(req, res, decode(inboxPath[1]!));
@@ -124,7 +219,13 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     cancel: boolean,
     q: URLSearchParams,
   ): Promise<void> {
-    const found = await findTask(src, taskId);
+    if (cancel) {
+      if (method !== "POST") return sendText(res, 405, "cancel with the task page's Cancel button (POST)");
+      let outcome = await cancelHere(taskId);
+      if (outcome.outcome === "not_here" && remote) outcome = (await remote.act<CancelOutcome>(`${CLUSTER_PREFIX}cancel`, { taskId })) ?? outcome;
+      if (outcome.outcome !== "not_here") return redirect(res, `/console/tasks/${encodeURIComponent(taskId)}?cancel=${outcome.outcome}`);
+    }
+    const found = await anyTask(taskId);
     if (!found) {
       return show(
         res,
@@ -133,11 +234,7 @@ export function createConsole(options: ConsoleOptions): WebConsole {
         html`<p>No task <code>${taskId}</code> in any live session (it may have ended and been deleted). <a href="/console/tasks">All tasks</a></p>`,
       );
     }
-    if (cancel) {
-      if (method !== "POST") return sendText(res, 405, "cancel with the task page's Cancel button (POST)");
-      const outcome = await found.session.tasks.cancel(taskId, "cancelled by a person in the web console");
-      return redirect(res, `/console/tasks/${encodeURIComponent(taskId)}?cancel=${outcome.success ? "ok" : "noop"}`);
-    }
+    if (cancel) return sendText(res, 502, `task ${taskId} is held by another replica that did not answer the cancel; try again`);
     if (method !== "GET") return sendText(res, 405, `${req.method ?? ""} is not allowed on a task page`);
     const notice =
       q.get("cancel") === "ok"
@@ -145,28 +242,29 @@ export function createConsole(options: ConsoleOptions): WebConsole {
         : q.get("cancel") === "noop"
           ? "The task had already ended; nothing was cancelled."
           : undefined;
-    return show(res, 200, { title: `Task ${taskId}`, section: "tasks" }, taskBody(found.task, context.clock.now(), notice));
+    return show(res, 200, { title: `Task ${taskId}`, section: "tasks" }, taskBody(found, context.clock.now(), notice));
   }
 
   async function answer(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): Promise<void> {
     const form = await readForm(req, maxBody);
-    const session = sessionByRef(src, form.get("session") ?? "");
-    if (!session) return redirect(res, `/console/inbox?gone=${encodeURIComponent(requestId)}&by=session`);
-    try {
-      if (form.get("kind") === "sampling") await answerSamplingForm(session, requestId, form);
-      else await answerElicitationForm(session, requestId, form);
-    } catch (err) {
-      if (err instanceof GatewayError && err.code === ErrorCodes.UNKNOWN_REQUEST) {
-        const by = session.pending.answeredBy(requestId) ?? "none";
-        return redirect(res, `/console/inbox?gone=${encodeURIComponent(requestId)}&by=${by}`);
+    let result = await answerHere(requestId, form);
+    // A session held by another replica: answered there, through the same path (the first answer wins there too).
+    if (result.outcome === "not_here" && remote)
+      result = (await remote.act<AnswerOutcome>(`${CLUSTER_PREFIX}answer`, { requestId, form: form.toString() })) ?? result;
+    const gone = `/console/inbox?gone=${encodeURIComponent(requestId)}`;
+    switch (result.outcome) {
+      case "not_here":
+        return redirect(res, `${gone}&by=session`);
+      case "gone":
+        return redirect(res, `${gone}&by=${encodeURIComponent(result.by)}`);
+      case "invalid": {
+        const error: InboxError = { requestId, message: result.message, form };
+        const items = await allInbox();
+        return show(res, 400, { title: "Inbox", section: "inbox" }, inboxBody(items, context.clock.now(), undefined, error), items);
       }
-      if (err instanceof GatewayError && err.code === ErrorCodes.BAD_ARGUMENTS) {
-        const error: InboxError = { requestId, message: err.message, form };
-        return show(res, 400, { title: "Inbox", section: "inbox" }, inboxBody(inbox(src), context.clock.now(), undefined, error));
-      }
-      throw err;
+      case "answered":
+        return redirect(res, `/console/inbox?answered=${encodeURIComponent(requestId)}`);
     }
-    redirect(res, `/console/inbox?answered=${encodeURIComponent(requestId)}`);
   }
 
   return {

@@ -9,7 +9,14 @@
  * proxies. It also remembers the last reconnection report of each server
  * (server_reconnected), which no session keeps after the fact.
  *
- * Lifecycle: start() subscribes; close() unsubscribes, clears both timers and
+ * With replicas (`remoteVersions`), changes on the other replicas reach the
+ * open pages too: while a page is open, the other replicas' change counters
+ * are read every REMOTE_POLL_MS (one small request per replica; nothing while
+ * no page is open, nothing per change), and a difference is a change here.
+ * `localVersion` counts only this replica's own changes — what the others
+ * read — so two replicas never echo each other's changes back and forth.
+ *
+ * Lifecycle: start() subscribes; close() unsubscribes, clears the timers and
  * ends every stream (the gateway's close() calls it before the listener
  * closes). Timers run only while a stream is open.
  */
@@ -20,6 +27,9 @@ import { SECURITY_HEADERS } from "./http.js";
 
 /** Changes within this many ms reach the pages as one message. */
 export const CHANGE_DELAY_MS = 50;
+
+/** How often open pages look for changes on the other replicas. */
+export const REMOTE_POLL_MS = 1_500;
 
 /** The last reconnection of a server in any session (from its server_reconnected event). */
 export interface ReconnectNote {
@@ -33,11 +43,17 @@ export interface ConsoleLiveOptions {
   clock: Clock;
   /** gateway.http.sseKeepAliveMs (0: no keep-alive frames). */
   keepAliveMs: number;
+  /** A fingerprint of the other replicas' changes (cluster.ts); absent without replicas. */
+  remoteVersions?: () => Promise<string>;
 }
 
 export class ConsoleLive {
   private readonly streams = new Set<http.ServerResponse>();
   private version = 0;
+  private ownVersion = 0;
+  private pollTimer: TimerHandle | undefined;
+  private polling = false;
+  private lastRemote: string | undefined;
   private unsubscribe: (() => void) | undefined;
   private changeTimer: TimerHandle | undefined;
   private keepAliveTimer: TimerHandle | undefined;
@@ -50,6 +66,11 @@ export class ConsoleLive {
   start(): void {
     if (this.closed || this.unsubscribe) return;
     this.unsubscribe = this.options.sessions.observe((change) => this.changed(change));
+  }
+
+  /** This replica's own changes so far (what the other replicas' pages compare). */
+  get localVersion(): number {
+    return this.ownVersion;
   }
 
   /** Open console streams (tests, and the overview's own line). */
@@ -73,6 +94,7 @@ export class ConsoleLive {
     req.once("close", gone);
     res.once("close", gone);
     this.scheduleKeepAlive();
+    this.schedulePoll();
   }
 
   close(): void {
@@ -96,6 +118,12 @@ export class ConsoleLive {
         this.reconnects.set(server, note);
       }
     }
+    this.ownVersion++;
+    this.bump();
+  }
+
+  /** Something the pages show changed: one change message within CHANGE_DELAY_MS. */
+  private bump(): void {
     this.version++;
     if (this.changeTimer !== undefined || this.streams.size === 0) return;
     this.changeTimer = this.options.clock.setTimeout(() => {
@@ -114,6 +142,28 @@ export class ConsoleLive {
     }, ms);
   }
 
+  /** Reads the other replicas' counters every REMOTE_POLL_MS while a page is open (one read at a time). */
+  private schedulePoll(): void {
+    const read = this.options.remoteVersions;
+    if (!read || this.pollTimer !== undefined || this.polling || this.closed) return;
+    this.pollTimer = this.options.clock.setTimeout(() => {
+      this.pollTimer = undefined;
+      if (this.streams.size === 0 || this.closed) return;
+      this.polling = true;
+      read()
+        .then((fingerprint) => {
+          // The very first reading counts as a change too (one extra re-read): a change between a page's render and this reading is never missed.
+          if (fingerprint !== this.lastRemote && !this.closed) this.bump();
+          this.lastRemote = fingerprint;
+        })
+        .catch(() => undefined)
+        .finally(() => {
+          this.polling = false;
+          if (this.streams.size > 0) this.schedulePoll();
+        });
+    }, REMOTE_POLL_MS);
+  }
+
   private broadcast(frame: string): void {
     for (const res of this.streams) res.write(frame);
   }
@@ -121,7 +171,9 @@ export class ConsoleLive {
   private stopTimers(): void {
     this.options.clock.clearTimeout(this.changeTimer);
     this.options.clock.clearTimeout(this.keepAliveTimer);
+    this.options.clock.clearTimeout(this.pollTimer);
     this.changeTimer = undefined;
     this.keepAliveTimer = undefined;
+    this.pollTimer = undefined;
   }
 }

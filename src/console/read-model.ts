@@ -3,7 +3,8 @@
  * (sessions, their upstream connections, tasks and pending requests; the
  * session records for face and client). Read-only: nothing here changes
  * state or takes a client's events. Sessions are named by their hash (as in
- * the logs), never by their id, which is a bearer secret.
+ * the logs), never by their id, which is a bearer secret. With replicas, the
+ * merge* functions join this replica's model with the others' (cluster.ts).
  */
 import type { GatewayContext } from "../server/context.js";
 import { sessionHash } from "../logging.js";
@@ -32,6 +33,8 @@ export interface ServerRow {
 
 export interface SessionRow {
   ref: string;
+  /** The replica holding it (with gateway.cluster on). */
+  replica?: string;
   face: string;
   client: string;
   createdAt: number;
@@ -45,6 +48,10 @@ export interface Overview {
   servers: ServerRow[];
   sessions: SessionRow[];
   childProcesses: number;
+  /** Replicas whose part is shown (with gateway.cluster on; this one first). */
+  replicas?: string[];
+  /** Live replicas that did not answer in time: their sessions are missing from the page. */
+  unreachable?: string[];
 }
 
 /** A task as the console shows it: MCP's status (input_required included) and its session's ref. */
@@ -128,10 +135,12 @@ export async function listTasks(src: ConsoleSources, filter: TaskFilter = {}): P
       return records.map((r): TaskRow => ({ ...r, sessionRef: sessionHash(s.id), shownStatus: shown(r) }));
     }),
   );
-  return all
-    .flat()
-    .filter((t) => !filter.status || t.shownStatus === filter.status || (filter.status === "working" && t.status === "working"))
-    .sort((a, b) => b.createdAt - a.createdAt || (a.taskId < b.taskId ? 1 : -1));
+  return sortTasks(all.flat().filter((t) => !filter.status || t.shownStatus === filter.status || (filter.status === "working" && t.status === "working")));
+}
+
+/** Newest first. */
+export function sortTasks(rows: TaskRow[]): TaskRow[] {
+  return rows.sort((a, b) => b.createdAt - a.createdAt || (a.taskId < b.taskId ? 1 : -1));
 }
 
 /** One task and its session, or undefined when no live session has it. */
@@ -153,7 +162,41 @@ export function inbox(src: ConsoleSources): InboxItem[] {
     for (const info of [...s.pending.list("elicitation"), ...s.pending.list("sampling")]) items.push({ sessionRef, info, forwarded: false });
     for (const info of s.pending.forwarded()) items.push({ sessionRef, info, forwarded: true });
   }
+  return sortInbox(items);
+}
+
+/** Oldest first. */
+export function sortInbox(items: InboxItem[]): InboxItem[] {
   return items.sort((a, b) => a.info.receivedAt - b.info.receivedAt || (a.info.requestId < b.info.requestId ? -1 : 1));
+}
+
+/**
+ * One overview of several replicas: their sessions side by side (each named
+ * with its replica), each server's session statuses added up, child
+ * processes summed, the newest reconnection note and any last error kept.
+ */
+export function mergeOverviews(local: Overview, self: string, remote: Array<{ replica: string; value: Overview }>, unreachable: string[]): Overview {
+  const servers = new Map<string, ServerRow>();
+  const sessions: SessionRow[] = [];
+  let childProcesses = 0;
+  for (const { replica, value } of [{ replica: self, value: local }, ...remote]) {
+    childProcesses += value.childProcesses;
+    for (const row of value.sessions) sessions.push({ ...row, replica });
+    for (const row of value.servers) {
+      const have = servers.get(row.name);
+      if (!have) {
+        servers.set(row.name, { ...row, statuses: { ...row.statuses } });
+        continue;
+      }
+      for (const [status, n] of Object.entries(row.statuses)) have.statuses[status] = (have.statuses[status] ?? 0) + n;
+      have.lastError ??= row.lastError;
+      if (row.reconnect && (!have.reconnect || row.reconnect.at > have.reconnect.at)) {
+        have.reconnect = { ...row.reconnect, drops: row.reconnect.drops + (have.reconnect?.drops ?? 0) };
+      } else if (row.reconnect && have.reconnect) have.reconnect = { ...have.reconnect, drops: have.reconnect.drops + row.reconnect.drops };
+    }
+  }
+  sessions.sort((a, b) => a.createdAt - b.createdAt || (a.ref < b.ref ? -1 : 1));
+  return { now: local.now, servers: [...servers.values()], sessions, childProcesses, replicas: [self, ...remote.map((r) => r.replica)], unreachable };
 }
 
 /** The live session whose hash is `ref`. */

@@ -252,8 +252,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     }
     return endpoint;
   };
-  // The web console at /console (docs/adr/0012-console.md), a page after the guards.
-  const webConsole = settings.console.enabled ? createConsole({ context, childProcesses: () => children.count }) : undefined;
+  // The web console at /console (docs/adr/0012-console.md), a page after the guards; with replicas it shows them all.
+  const webConsole = settings.console.enabled ? createConsole({ context, childProcesses: () => children.count, peers: cluster?.peers }) : undefined;
   const endpoints = () => [meta, all, ...perServer.values()];
   sessions.onDestroyed = (id) => endpoints().forEach((e) => e.release(id));
   const routes = {

@@ -1,9 +1,10 @@
-/** The overview page: upstream servers and sessions, live. */
+/** The overview page: upstream servers and sessions, live (with replicas: every replica's sessions, each named with its replica). */
 import { age, html, type Html } from "../html.js";
 import type { Overview } from "../read-model.js";
 import { statusTag } from "./layout.js";
 
 export function overviewBody(o: Overview): Html {
+  const cluster = o.replicas !== undefined;
   const servers = o.servers.length
     ? html`<table>
         <caption>
@@ -48,6 +49,7 @@ export function overviewBody(o: Overview): Html {
         <thead>
           <tr>
             <th scope="col">Session</th>
+            ${cluster ? html`<th scope="col">Replica</th>` : ""}
             <th scope="col">Face</th>
             <th scope="col">Client</th>
             <th scope="col">Age</th>
@@ -63,6 +65,7 @@ export function overviewBody(o: Overview): Html {
                 <th scope="row">
                   <a href="/console/tasks?session=${s.ref}"><code>${s.ref}</code></a>
                 </th>
+                ${cluster ? html`<td><code>${s.replica ?? ""}</code></td>` : ""}
                 <td>${s.face}</td>
                 <td>${s.client}</td>
                 <td>${age(s.createdAt, o.now)}</td>
@@ -74,7 +77,18 @@ export function overviewBody(o: Overview): Html {
         </tbody>
       </table>`
     : html`<p>No sessions.</p>`;
+  const replicas = cluster
+    ? html`<p class="hint" id="replicas">
+        Replicas: ${(o.replicas ?? []).map((r, i) => html`${i ? ", " : ""}<code>${r}</code>${i === 0 ? " (this one)" : ""}`)}
+      </p>`
+    : "";
+  const unreachable = o.unreachable?.length
+    ? html`<p class="error" role="alert">
+        Not answering, their sessions are not shown: ${o.unreachable.map((r, i) => html`${i ? ", " : ""}<code>${r}</code>`)}
+      </p>`
+    : "";
   return html`<section id="overview" data-live="replace" aria-live="polite">
+    ${replicas}${unreachable}
     <h2>Upstreams</h2>
     ${servers}
     <h2>Sessions</h2>

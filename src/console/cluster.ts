@@ -1,0 +1,171 @@
+/**
+ * The console across replicas (docs/adr/0012, "Across replicas"; ADR 0013).
+ * Each replica's console serves its own read model as JSON under
+ * /console/cluster/ — only to other replicas (the cluster secret, checked
+ * here after the usual guards; anyone else gets 404) — and runs the actions
+ * it is sent on the sessions it holds, through the console's own answer and
+ * cancel paths. The console a person uses merges what every live replica
+ * answers (peers that do not answer in time are named on the page, not
+ * waited for) and sends an action to the replica whose session it is.
+ *
+ * Routes (GET unless said): version (this replica's own change counter, for
+ * the live pages elsewhere), overview, tasks (?session&server&status),
+ * task (?id), inbox, POST answer {requestId, form}, POST cancel {taskId}.
+ */
+import type http from "node:http";
+import type { PeerReplica, Peers } from "../cluster/index.js";
+import { errorMessage } from "../errors.js";
+import { readBody } from "../http/json-rpc.js";
+import type { Logger } from "../logging.js";
+import { SECURITY_HEADERS } from "./http.js";
+import type { InboxItem, Overview, TaskFilter, TaskRow } from "./read-model.js";
+
+export const CLUSTER_PREFIX = "/console/cluster/";
+
+/** What a replica's answer route reports. */
+export type AnswerOutcome = { outcome: "answered" } | { outcome: "not_here" } | { outcome: "gone"; by: string } | { outcome: "invalid"; message: string };
+
+export type CancelOutcome = { outcome: "ok" | "noop" | "not_here" };
+
+/** This replica's side: what the routes read and do (index.ts binds them to the local console). */
+export interface LocalConsole {
+  version(): number;
+  overview(): Promise<Overview>;
+  tasks(filter: TaskFilter): Promise<TaskRow[]>;
+  task(taskId: string): Promise<TaskRow | undefined>;
+  inbox(): InboxItem[];
+  answer(requestId: string, form: URLSearchParams): Promise<AnswerOutcome>;
+  cancel(taskId: string): Promise<CancelOutcome>;
+}
+
+/** A row as it leaves this replica: never the session id (a bearer secret), only its hash. */
+function outbound(row: TaskRow, full: boolean): TaskRow {
+  const out: TaskRow = { ...row, sessionId: "" };
+  if (!full) {
+    // The list shows neither; a task's page asks for it alone.
+    out.toolArgs = {};
+    delete out.result;
+  }
+  return out;
+}
+
+function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { ...SECURITY_HEADERS, "Content-Type": "application/json" });
+  res.end(JSON.stringify(body));
+}
+
+/** Serves a /console/cluster/ request: only to a replica (else 404, as if the route did not exist). */
+export async function serveCluster(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  path: string,
+  peers: Peers | undefined,
+  local: LocalConsole,
+  maxBody: number,
+): Promise<void> {
+  if (!peers?.fromPeer(req)) return sendJson(res, 404, { error: `no console route ${path}` });
+  const q = new URL(req.url ?? "/", "http://console.invalid").searchParams;
+  const route = `${req.method ?? ""} ${path.slice(CLUSTER_PREFIX.length)}`;
+  switch (route) {
+    case "GET version":
+      return sendJson(res, 200, { replica: peers.self, version: local.version() });
+    case "GET overview":
+      return sendJson(res, 200, await local.overview());
+    case "GET tasks": {
+      const filter = { session: q.get("session") ?? undefined, server: q.get("server") ?? undefined, status: q.get("status") ?? undefined };
+      return sendJson(
+        res,
+        200,
+        (await local.tasks(filter)).map((r) => outbound(r, false)),
+      );
+    }
+    case "GET task": {
+      const row = await local.task(q.get("id") ?? "");
+      return row ? sendJson(res, 200, outbound(row, true)) : sendJson(res, 404, { error: "no such task here" });
+    }
+    case "GET inbox":
+      return sendJson(res, 200, local.inbox());
+    case "POST answer": {
+      const body = JSON.parse(await readBody(req, maxBody)) as { requestId?: unknown; form?: unknown };
+      if (typeof body.requestId !== "string" || typeof body.form !== "string") return sendJson(res, 400, { error: "send {requestId, form}" });
+      return sendJson(res, 200, await local.answer(body.requestId, new URLSearchParams(body.form)));
+    }
+    case "POST cancel": {
+      const body = JSON.parse(await readBody(req, maxBody)) as { taskId?: unknown };
+      if (typeof body.taskId !== "string") return sendJson(res, 400, { error: "send {taskId}" });
+      return sendJson(res, 200, await local.cancel(body.taskId));
+    }
+    default:
+      return sendJson(res, 404, { error: `no console route ${route}` });
+  }
+}
+
+/** What the other replicas answered to one read; the ones that did not, by incarnation. */
+export interface Gathered<T> {
+  results: Array<{ replica: string; value: T }>;
+  unreachable: string[];
+}
+
+/** The other replicas' view of the console, read over the cluster channel. */
+export class RemoteConsole {
+  constructor(
+    private readonly peers: Peers,
+    private readonly logger: Logger,
+  ) {}
+
+  get self(): string {
+    return this.peers.self;
+  }
+
+  /** GET `path` on every other live replica at once; failures are listed, not thrown. */
+  async gather<T>(path: string): Promise<Gathered<T>> {
+    const others = await this.peers.others().catch((err: unknown) => {
+      this.logger.warn({ err: errorMessage(err) }, "console_replicas_unknown");
+      return undefined;
+    });
+    if (!others) return { results: [], unreachable: ["(the replica list: Redis did not answer)"] };
+    const replies = await Promise.all(others.map(async (peer) => ({ peer, value: await this.read<T>(peer, path) })));
+    const out: Gathered<T> = { results: [], unreachable: [] };
+    for (const { peer, value } of replies) {
+      if (value === undefined) out.unreachable.push(peer.id);
+      else out.results.push({ replica: peer.id, value });
+    }
+    return out;
+  }
+
+  /** A fingerprint of the other replicas' change counters: it changes when anything changed on any of them (or one came or went). */
+  async versions(): Promise<string> {
+    const { results, unreachable } = await this.gather<{ version?: unknown }>(`${CLUSTER_PREFIX}version`);
+    return JSON.stringify([results.map((r) => [r.replica, r.value.version]), unreachable]);
+  }
+
+  /** The first replica that finds `path` (200); undefined when none does. */
+  async find<T>(path: string): Promise<{ replica: string; value: T } | undefined> {
+    const { results } = await this.gather<T>(path);
+    return results[0];
+  }
+
+  /** POSTs an action to each other replica in turn until one holds its session or task. */
+  async act<T extends { outcome: string }>(path: string, body: unknown): Promise<T | undefined> {
+    for (const peer of await this.peers.others()) {
+      const reply = await this.peers.call(peer, "POST", path, body).catch((err: unknown) => {
+        this.logger.warn({ err: errorMessage(err), replica: peer.id, path }, "console_replica_action_failed");
+        return undefined;
+      });
+      const value = reply?.status === 200 ? (reply.body as T | undefined) : undefined;
+      if (value && value.outcome !== "not_here") return value;
+    }
+    return undefined;
+  }
+
+  private async read<T>(peer: PeerReplica, path: string): Promise<T | undefined> {
+    try {
+      const reply = await this.peers.call(peer, "GET", path);
+      if (reply.status === 200 && reply.body !== undefined) return reply.body as T;
+      if (reply.status !== 404) this.logger.warn({ replica: peer.id, path, status: reply.status }, "console_replica_read_failed");
+    } catch (err) {
+      this.logger.warn({ err: errorMessage(err), replica: peer.id, path }, "console_replica_read_failed");
+    }
+    return undefined;
+  }
+}
