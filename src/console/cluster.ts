@@ -17,7 +17,7 @@ import type { PeerReplica, Peers } from "../cluster/index.js";
 import { errorMessage } from "../errors.js";
 import { readBody } from "../http/json-rpc.js";
 import type { Logger } from "../logging.js";
-import { SECURITY_HEADERS } from "./http.js";
+import { FormError, SECURITY_HEADERS } from "./http.js";
 import type { InboxItem, Overview, TaskFilter, TaskRow } from "./read-model.js";
 
 export const CLUSTER_PREFIX = "/console/cluster/";
@@ -47,6 +47,17 @@ function outbound(row: TaskRow, full: boolean): TaskRow {
     delete out.result;
   }
   return out;
+}
+
+/** A replica's JSON body (a malformed one is a 400, like a malformed form). */
+async function readJson(req: http.IncomingMessage, maxBody: number): Promise<Record<string, unknown>> {
+  try {
+    const body = JSON.parse(await readBody(req, maxBody)) as unknown;
+    if (body && typeof body === "object" && !Array.isArray(body)) return body as Record<string, unknown>;
+  } catch {
+    // answered below
+  }
+  throw new FormError("a replica's console action is a JSON object");
 }
 
 function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
@@ -86,12 +97,12 @@ export async function serveCluster(
     case "GET inbox":
       return sendJson(res, 200, local.inbox());
     case "POST answer": {
-      const body = JSON.parse(await readBody(req, maxBody)) as { requestId?: unknown; form?: unknown };
+      const body = await readJson(req, maxBody);
       if (typeof body.requestId !== "string" || typeof body.form !== "string") return sendJson(res, 400, { error: "send {requestId, form}" });
       return sendJson(res, 200, await local.answer(body.requestId, new URLSearchParams(body.form)));
     }
     case "POST cancel": {
-      const body = JSON.parse(await readBody(req, maxBody)) as { taskId?: unknown };
+      const body = await readJson(req, maxBody);
       if (typeof body.taskId !== "string") return sendJson(res, 400, { error: "send {taskId}" });
       return sendJson(res, 200, await local.cancel(body.taskId));
     }
