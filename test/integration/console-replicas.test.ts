@@ -20,7 +20,7 @@ import type { BrowserContext, Page } from "playwright-core";
 import { sessionHash } from "../../src/logging.js";
 import { activityEvents, allText, awaitActivity, getTask, payloadText, promote } from "../helpers/async-extra.js";
 import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
-import { freePort, startCliServe, stopChild, type RunningCli } from "../helpers/core-extra.js";
+import { freePort, pollFor, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
 import { ROOT, call, everythingStdio } from "../helpers/gateway.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
 
@@ -214,6 +214,38 @@ describe("web console across replicas", { skip, timeout: 300_000 }, () => {
     await page.locator("#task").getByText("cancelled", { exact: true }).first().waitFor();
   });
 
+  test("a sampling request of A's session is answered in B's console: an answer the check refuses is shown at B's form, then the reply completes A's task", async () => {
+    const { client: agent, session } = await agentOnA();
+    await openLive("/console/inbox");
+    const p = await promote(agent, "everything", "trigger-sampling-request", { prompt: "Say <hello> from A", maxTokens: 50 }, 1_000);
+    const item = page.locator("article.request", { hasText: "Sampling request" });
+    await item.waitFor({ timeout: 20_000 });
+    await notReloaded();
+    assert.ok((await item.locator("pre.text").allTextContents()).some((t) => t.includes("Say <hello> from A")));
+    const requestId = (await item.getAttribute("data-key"))!;
+
+    // Refused on A by the same check as respond_to_sampling; B shows it at the form and the request stays pending.
+    const empty = await fetch(`${b.base}/console/inbox/${requestId}`, {
+      method: "POST",
+      headers: { Origin: b.base, Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ session: sessionHash(session), kind: "sampling", action: "answer", text: "   " }),
+    });
+    assert.equal(empty.status, 400);
+    assert.match(await empty.text(), /write a reply first/);
+
+    await item.getByLabel("Your reply (as the assistant)").fill("Hello from a person on B.");
+    await item.getByRole("button", { name: "Send reply" }).click();
+    await page.waitForURL(/\/console\/inbox\?answered=/);
+    const r = await call(agent, "get_task_result", { task_id: p.taskId, timeout_ms: 30_000 });
+    const text = payloadText(r);
+    assert.deepEqual(JSON.parse(text.slice(text.indexOf("{"))), {
+      role: "assistant",
+      content: { type: "text", text: "Hello from a person on B." },
+      model: "human (emceepee console)",
+      stopReason: "endTurn",
+    });
+  });
+
   test("the replicas' read model is served only to replicas: the token alone, or a wrong secret, gets 404", async () => {
     const headers = { Authorization: `Bearer ${TOKEN}`, Accept: "application/json" };
     for (const extra of [{}, { "X-Emceepee-Forwarded": "not-the-secret-0123456789" }]) {
@@ -225,5 +257,29 @@ describe("web console across replicas", { skip, timeout: 300_000 }, () => {
     assert.match(((await ok.json()) as { replica: string }).replica, /^ra\./);
     const noToken = await fetch(`${a.base}/console/cluster/version`, { headers: { Accept: "application/json", "X-Emceepee-Forwarded": SECRET } });
     assert.equal(noToken.status, 401, "the secret does not replace the gateway's token");
+  });
+
+  test("replica A killed: B's console still answers, names A as not answering until its heartbeat expires, then shows only its own", async () => {
+    const { session } = await agentOnA();
+    await page.goto(`${b.base}/console`);
+    await page.locator("#overview tr", { hasText: sessionHash(session) }).waitFor();
+    a.served.child.kill("SIGKILL");
+    await waitExit(a.served.child);
+    await page.goto(`${b.base}/console`);
+    const text = (await page.locator("#overview").textContent()) ?? "";
+    if (!/Not answering/.test(text)) assert.doesNotMatch(text, /ra\./, "A is either named as not answering or gone from the list");
+    await pollFor(
+      async () => {
+        await page.goto(`${b.base}/console`);
+        const now = (await page.locator("#overview").textContent()) ?? "";
+        return /ra\./.test(now) ? undefined : now;
+      },
+      "A's heartbeat to expire",
+      20_000,
+      500,
+    );
+    assert.equal(await page.locator("#overview tr", { hasText: sessionHash(session) }).count(), 0, "A's session is not listed");
+    const inbox = await page.goto(`${b.base}/console/inbox`);
+    assert.equal(inbox?.status(), 200);
   });
 });
