@@ -156,17 +156,29 @@ export class RemoteConsole {
     return results[0];
   }
 
-  /** POSTs an action to each other replica in turn until one holds its session or task. */
-  async act<T extends { outcome: string }>(path: string, body: unknown): Promise<T | undefined> {
-    for (const peer of await this.peers.others()) {
+  /**
+   * POSTs an action to each other replica in turn until one holds its
+   * session or task: its outcome; "unreachable" when none did and some
+   * replica did not answer (it may hold it); undefined when every one said
+   * "not here".
+   */
+  async act<T extends { outcome: string }>(path: string, body: unknown): Promise<T | "unreachable" | undefined> {
+    let missed = false;
+    const others = await this.peers.others().catch((err: unknown) => {
+      this.logger.warn({ err: errorMessage(err) }, "console_replicas_unknown");
+      return undefined;
+    });
+    if (!others) return "unreachable";
+    for (const peer of others) {
       const reply = await this.peers.call(peer, "POST", path, body).catch((err: unknown) => {
         this.logger.warn({ err: errorMessage(err), replica: peer.id, path }, "console_replica_action_failed");
         return undefined;
       });
       const value = reply?.status === 200 ? (reply.body as T | undefined) : undefined;
       if (value && value.outcome !== "not_here") return value;
+      if (!value) missed = true;
     }
-    return undefined;
+    return missed ? "unreachable" : undefined;
   }
 
   private async read<T>(peer: PeerReplica, path: string): Promise<T | undefined> {

@@ -221,8 +221,9 @@ export function createConsole(options: ConsoleOptions): WebConsole {
   ): Promise<void> {
     if (cancel) {
       if (method !== "POST") return sendText(res, 405, "cancel with the task page's Cancel button (POST)");
-      let outcome = await cancelHere(taskId);
-      if (outcome.outcome === "not_here" && remote) outcome = (await remote.act<CancelOutcome>(`${CLUSTER_PREFIX}cancel`, { taskId })) ?? outcome;
+      const here = await cancelHere(taskId);
+      const outcome = here.outcome === "not_here" && remote ? ((await remote.act<CancelOutcome>(`${CLUSTER_PREFIX}cancel`, { taskId })) ?? here) : here;
+      if (outcome === "unreachable") return sendText(res, 502, `a replica did not answer; task ${taskId} may be held there: try again`);
       if (outcome.outcome !== "not_here") return redirect(res, `/console/tasks/${encodeURIComponent(taskId)}?cancel=${outcome.outcome}`);
     }
     const found = await anyTask(taskId);
@@ -247,11 +248,14 @@ export function createConsole(options: ConsoleOptions): WebConsole {
 
   async function answer(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): Promise<void> {
     const form = await readForm(req, maxBody);
-    let result = await answerHere(requestId, form);
+    const here = await answerHere(requestId, form);
     // A session held by another replica: answered there, through the same path (the first answer wins there too).
-    if (result.outcome === "not_here" && remote)
-      result = (await remote.act<AnswerOutcome>(`${CLUSTER_PREFIX}answer`, { requestId, form: form.toString() })) ?? result;
+    const result =
+      here.outcome === "not_here" && remote
+        ? ((await remote.act<AnswerOutcome>(`${CLUSTER_PREFIX}answer`, { requestId, form: form.toString() })) ?? here)
+        : here;
     const gone = `/console/inbox?gone=${encodeURIComponent(requestId)}`;
+    if (result === "unreachable") return redirect(res, `${gone}&by=unreachable`);
     switch (result.outcome) {
       case "not_here":
         return redirect(res, `${gone}&by=session`);
@@ -318,6 +322,7 @@ function inboxNotice(q: URLSearchParams): string | undefined {
   if (by === "client") return `${gone} was already answered by its session's client; the first answer wins.`;
   if (by === "console") return `${gone} was already answered in the console; the first answer wins.`;
   if (by === "session") return `${gone}: its session has ended.`;
+  if (by === "unreachable") return `${gone} was not answered: a replica that may hold its session did not answer. Try again.`;
   return `${gone} is no longer pending (expired, or withdrawn by its server).`;
 }
 
