@@ -99,6 +99,48 @@ interface Target {
 
 const stops: Array<() => Promise<void>> = [];
 
+/**
+ * Marks every upstream process a gateway of this run starts (an extra argument, which server-everything ignores), so
+ * that processes outliving their gateway are found — and reported, and killed — whoever their parent is by then.
+ */
+const RUN_MARK = `emceepee-bench-fanin-${process.pid}`;
+const leaks: Array<{ label: string; pids: number[] }> = [];
+
+/** Live processes with the argument `mark`, or one that starts with `mark:`. */
+function markedPids(mark: string): number[] {
+  const out: number[] = [];
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (
+        fs
+          .readFileSync(`/proc/${entry}/cmdline`, "utf8")
+          .split("\0")
+          .some((a) => a === mark || a.startsWith(`${mark}:`)) &&
+        alive(Number(entry))
+      )
+        out.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+/** After a gateway stopped: its upstream processes must end (within the kill grace); any still there after 5 s is a leak. */
+async function checkLeftovers(label: string, mark: string): Promise<void> {
+  const end = Date.now() + 5_000;
+  let pids = markedPids(mark);
+  while (pids.length && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 250));
+    pids = markedPids(mark);
+  }
+  if (!pids.length) return;
+  log(`${label}: ${pids.length} upstream process(es) outlived the gateway (${pids.join(", ")}); killing them`);
+  leaks.push({ label, pids });
+  for (const pid of pids) process.kill(pid, "SIGKILL");
+}
+
 function isEverything(pid: number): boolean {
   try {
     return alive(pid) && fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("server-everything");
@@ -107,7 +149,7 @@ function isEverything(pid: number): boolean {
   }
 }
 
-async function startTarget(variant: Variant): Promise<Target> {
+async function startTarget(variant: Variant, phase: "fan-in" | "throughput"): Promise<Target> {
   if (variant === "direct") {
     const server = await startEverythingHttp(60_000);
     stops.push(() => server.close());
@@ -126,9 +168,11 @@ async function startTarget(variant: Variant): Promise<Target> {
     };
   }
   const warmPool = variant === "pool1" ? 1 : 0;
+  const label = `${phase} ${variant}`;
+  const mark = `${RUN_MARK}:${phase}:${variant}`;
   const config = {
     mcpServers: {
-      everything: { command: process.execPath, args: [everythingServerEntry(), "stdio"], sharing: variant === "shared" ? "shared" : "session" },
+      everything: { command: process.execPath, args: [everythingServerEntry(), "stdio", mark], sharing: variant === "shared" ? "shared" : "session" },
     },
     gateway: {
       upstream: {
@@ -141,7 +185,11 @@ async function startTarget(variant: Variant): Promise<Target> {
     },
   };
   const gateway = await startGatewayProcess(config, `fanin-${variant}`, "error");
-  stops.push(() => gateway.stop());
+  const stop = async () => {
+    await gateway.stop();
+    await checkLeftovers(label, mark);
+  };
+  stops.push(stop);
   const upstreams = () => descendantPids(gateway.pid).filter(isEverything);
   return {
     variant,
@@ -153,7 +201,7 @@ async function startTarget(variant: Variant): Promise<Target> {
     upstreams,
     cpu: () => ({ gateway: gateway.cpuMs(), upstream: totalCpuMs(upstreams()) }),
     idleProcesses: variant === "shared" ? 1 : warmPool,
-    stop: () => gateway.stop(),
+    stop,
   };
 }
 
@@ -233,7 +281,7 @@ interface FanIn {
 }
 
 async function fanIn(variant: Variant): Promise<FanIn> {
-  const target = await startTarget(variant);
+  const target = await startTarget(variant, "fan-in");
   const n = opts.sessions;
   try {
     const warm = await openSession(target.url, "bench-warm");
@@ -299,9 +347,9 @@ interface Throughput {
 async function throughputPhase(): Promise<Record<TpMode, Throughput>> {
   const n = opts.concurrency;
   const targets: Record<TpMode, Target> = {
-    direct: await startTarget("direct"),
-    shared: await startTarget("shared"),
-    session: await startTarget("pool1"),
+    direct: await startTarget("direct", "throughput"),
+    shared: await startTarget("shared", "throughput"),
+    session: await startTarget("pool1", "throughput"),
   };
   const pools: Record<TpMode, Session[]> = { direct: [], shared: [], session: [] };
   const out = {} as Record<TpMode, Throughput>;
@@ -441,7 +489,12 @@ function report(fans: FanIn[], tp: Record<TpMode, Throughput> | undefined): stri
         : "- warm pool: `warmPool: 1` started no process ahead (0 upstream processes while idle): the setting had no effect in this build",
     );
   }
-  if (targets.length) lines.push("## Targets (issue 13)", "", ...targets, "");
+  targets.push(
+    leaks.length
+      ? `- cleanup: upstream processes outlived their gateway's shutdown (killed by the bench): ${leaks.map((l) => `${l.label}: ${l.pids.length}`).join("; ")}`
+      : "- cleanup: every upstream process ended with its gateway",
+  );
+  lines.push("## Targets (issue 13)", "", ...targets, "");
   const cpus = os.cpus();
   lines.push(
     `- machine: ${cpus.length} CPUs, ${cpus[0]?.model ?? "unknown CPU"}, ${fmt(os.totalmem() / 1073741824, 1)} GiB RAM, ${os.type()} ${os.release()}; node ${process.version}; run ${new Date().toISOString()}, total ${fmt((performance.now() - started) / 1000, 0)} s`,
@@ -471,6 +524,10 @@ function reapLeftovers(): void {
       return false;
     }
   };
+  for (const pid of markedPids(RUN_MARK)) {
+    log(`killing leftover upstream process ${pid}`);
+    process.kill(pid, "SIGKILL");
+  }
   for (const pid of childPids(process.pid).filter(ours)) {
     for (const p of [...descendantPids(pid), pid]) {
       if (!alive(p)) continue;
