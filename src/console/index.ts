@@ -119,8 +119,11 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     return (await remote.find<TaskRow>(`${CLUSTER_PREFIX}task?id=${encodeURIComponent(taskId)}`))?.value;
   }
 
-  const show = async (res: http.ServerResponse, status: number, o: Omit<PageOptions, "inboxCount" | "canLogOut">, body: Html, items?: InboxItem[]) =>
-    sendHtml(res, status, page({ ...o, inboxCount: (items ?? (await allInbox())).length, canLogOut: token !== undefined }, body));
+  /** A page with the inbox badge (`items`: the inbox if already read); a bare page (login, which needs no token) asks no replica. */
+  const show = async (res: http.ServerResponse, status: number, o: Omit<PageOptions, "inboxCount" | "canLogOut">, body: Html, items?: InboxItem[]) => {
+    const inboxCount = o.bare ? undefined : (items ?? (await allInbox())).length;
+    sendHtml(res, status, page({ ...o, ...(inboxCount === undefined ? {} : { inboxCount }), canLogOut: token !== undefined }, body));
+  };
 
   /** Answers a request of a session this replica holds ("not_here" otherwise). */
   async function answerHere(requestId: string, form: URLSearchParams): Promise<AnswerOutcome> {
