@@ -176,12 +176,14 @@ export function createConsole(options: ConsoleOptions): WebConsole {
       return redirect(res, CONSOLE_LOGIN_PATH, { "Set-Cookie": `${CONSOLE_COOKIE}=; HttpOnly; SameSite=Strict; Path=/console; Max-Age=0` });
     }
     if ((path === "/console" || path === "/console/") && method === "GET") {
-      return show(res, 200, { title: "Overview", section: "overview" }, overviewBody(await allOverview()));
+      // With replicas, the page's part and the inbox badge are read from them at once.
+      const [o, items] = await Promise.all([allOverview(), allInbox()]);
+      return show(res, 200, { title: "Overview", section: "overview" }, overviewBody(o), items);
     }
     if (path === "/console/tasks" && method === "GET") {
       const filter = { session: q.get("session") ?? undefined, server: q.get("server") ?? undefined, status: q.get("status") ?? undefined };
-      const tasks = await allTasks(filter);
-      return show(res, 200, { title: "Tasks", section: "tasks" }, taskListBody(tasks, filter, context.registry.names(), context.clock.now()));
+      const [tasks, items] = await Promise.all([allTasks(filter), allInbox()]);
+      return show(res, 200, { title: "Tasks", section: "tasks" }, taskListBody(tasks, filter, context.registry.names(), context.clock.now()), items);
     }
     const taskPath = /^\/console\/tasks\/([^/]+)(\/cancel)?$/.exec(path);
     if (taskPath) return task(req, res, method, decode(taskPath[1]!), taskPath[2] !== undefined, q);
