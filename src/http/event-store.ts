@@ -12,6 +12,13 @@
  *   kill; Redis: acknowledged by the server). An event whose write failed is
  *   still sent, without an id: the client's cursor stays on the previous id,
  *   and a later resumption replays what was stored after it.
+ *   Priming events (the empty event the SDK opens each POST stream with, so
+ *   the client holds a cursor before any message) are not stored, which
+ *   halves the writes of a plain call: their id `p<seq>.<streamId>` says
+ *   "stream streamId, started after the session's event seq", resolved from
+ *   the store like any other (`replayStream`), and refused like an evicted
+ *   id when events numbered above seq are gone. The first priming event of
+ *   an instance is stored, to learn the session's sequence number.
  * - `BoundedEventStore`: in memory, per transport, for `?session=`
  *   attachments (they are not resumed after a restart, and their standalone
  *   stream must not share the owner's stream ids in the store).
@@ -26,7 +33,7 @@ import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { DEFAULT_SETTINGS } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
-import type { ReplayLimits, ReplayStore } from "../store/contracts.js";
+import type { ReplayedMessage, ReplayLimits, ReplayStore } from "../store/contracts.js";
 
 /** What an endpoint binding needs from its replay store. */
 export interface ReplayBuffer extends EventStore {
@@ -40,12 +47,17 @@ type Send = (id: EventId, message: JSONRPCMessage) => Promise<void>;
 /** Priming events carry an empty message: there is nothing to resend. */
 const isPriming = (message: object): boolean => Object.keys(message).length === 0;
 
+/** An unstored priming event's id: `p<seq>.<streamId>` (see the header). */
+const PRIMING_ID = /^p(\d{1,16})\.(.+)$/s;
+
 export class StoredEventStore implements ReplayBuffer {
   private closed = false;
   /** Appends under way (close() waits for them, so a delete after it leaves no row behind). */
   private readonly writes = new Set<Promise<unknown>>();
   /** A failed write was logged; the next ones stay quiet until one succeeds. */
   private failing = false;
+  /** The highest sequence number this instance was given: every later event is numbered above it. */
+  private lastSeq: number | undefined;
 
   constructor(
     private readonly replay: ReplayStore,
@@ -58,10 +70,12 @@ export class StoredEventStore implements ReplayBuffer {
   async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
     // After close (the session ended): nothing can resume, so no id.
     if (this.closed) return "";
+    if (isPriming(message) && this.lastSeq !== undefined) return `p${this.lastSeq}.${streamId}`;
     const write = this.replay.append(this.key, streamId, message, this.limits);
     this.writes.add(write);
     try {
       const id = await write;
+      this.lastSeq = Math.max(this.lastSeq ?? 0, Number(id));
       if (this.failing) this.logger.info("sse_replay_store_recovered");
       this.failing = false;
       return id;
@@ -75,18 +89,25 @@ export class StoredEventStore implements ReplayBuffer {
     }
   }
 
-  getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
-    return this.replay.streamOf(this.key, eventId);
+  async getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
+    return PRIMING_ID.test(eventId) ? (await this.primed(eventId))?.streamId : this.replay.streamOf(this.key, eventId);
   }
 
   async replayEventsAfter(lastEventId: EventId, { send }: { send: Send }): Promise<StreamId> {
-    const found = await this.replay.replayAfter(this.key, lastEventId);
+    const found = PRIMING_ID.test(lastEventId) ? await this.primed(lastEventId) : await this.replay.replayAfter(this.key, lastEventId);
     if (!found) {
       // Evicted between the endpoint's check and here (the SDK answers 500 for a throw; no client sees this text).
       throw new Error(`Last-Event-ID '${lastEventId}' is no longer kept for this session`);
     }
     for (const { eventId, message } of found.messages) if (!isPriming(message)) await send(eventId, message as unknown as JSONRPCMessage);
     return found.streamId;
+  }
+
+  /** The stream a priming id names and its stored messages; undefined when some of them may have been evicted. */
+  private async primed(eventId: EventId): Promise<{ streamId: StreamId; messages: ReplayedMessage[] } | undefined> {
+    const [, seq, streamId] = PRIMING_ID.exec(eventId)!;
+    const { keptFrom, messages } = await this.replay.replayStream(this.key, streamId!, Number(seq));
+    return keptFrom > Number(seq) + 1 ? undefined : { streamId: streamId!, messages };
   }
 
   async close(): Promise<void> {

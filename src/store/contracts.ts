@@ -345,9 +345,16 @@ export interface ReplayStore {
     sessionId: string,
     eventId: string,
   ): Promise<{ streamId: string; messages: Array<{ eventId: string; message: Record<string, unknown> }> } | undefined>;
+  /**
+   * The messages of `streamId` numbered above `afterSeq`, oldest first, for a cursor naming where a stream
+   * started (an unstored priming event); every event of the session numbered below `keptFrom` is gone.
+   */
+  replayStream(sessionId: string, streamId: string, afterSeq: number): Promise<{ keptFrom: number; messages: ReplayedMessage[] }>;
   size(sessionId: string): Promise<{ events: number; bytes: number }>;
   deleteBySession(sessionId: string): Promise<number>;
 }
+
+export type ReplayedMessage = { eventId: string; message: Record<string, unknown> };
 
 // ---------------------------------------------------------------- runtime-added servers
 

@@ -228,6 +228,32 @@ export function eventContract(factory: StoreFactory): void {
         assert.ok(Number(huge) > Number(bigId), "ids keep increasing");
       }));
 
+    test("replayStream: a stream's messages after a sequence number, and where the session's kept events start", () =>
+      withStore(factory, async ({ store }) => {
+        const progress = { jsonrpc: "2.0", method: "notifications/progress", params: { progress: 1 } };
+        const result = { jsonrpc: "2.0", id: 7, result: { content: [] } };
+        await store.replay.append("A", "get", {}, ROOMY_REPLAY);
+        const p = await store.replay.append("A", "post-1", progress, ROOMY_REPLAY);
+        await store.replay.append("A", "get", { jsonrpc: "2.0", method: "notifications/message" }, ROOMY_REPLAY);
+        const r = await store.replay.append("A", "post-1", result, ROOMY_REPLAY);
+        assert.deepEqual(await store.replay.replayStream("A", "post-1", 0), {
+          keptFrom: 1,
+          messages: [
+            { eventId: p, message: progress },
+            { eventId: r, message: result },
+          ],
+        });
+        assert.deepEqual(await store.replay.replayStream("A", "post-1", Number(p)), { keptFrom: 1, messages: [{ eventId: r, message: result }] });
+        assert.deepEqual(await store.replay.replayStream("A", "post-2", 0), { keptFrom: 1, messages: [] }, "a stream with nothing stored");
+        assert.deepEqual(await store.replay.replayStream("B", "post-1", 0), { keptFrom: 1, messages: [] }, "another session's stream is unknown");
+        const ids: string[] = [];
+        for (let i = 0; i < 5; i++) ids.push(await store.replay.append("C", "s", { i }, { maxEvents: 3, maxBytes: 1_000_000 }));
+        assert.deepEqual(await store.replay.replayStream("C", "s", 0), {
+          keptFrom: Number(ids[2]),
+          messages: ids.slice(2).map((eventId, i) => ({ eventId, message: { i: i + 2 } })),
+        });
+      }));
+
     test("deleteBySession empties that session only", () =>
       withStore(factory, async ({ store }) => {
         const a = await store.replay.append("A", "s", { n: 1 }, ROOMY_REPLAY);

@@ -293,6 +293,7 @@ describe("sqlite: behaviour under load", () => {
     await store.tasks.listWorking();
     await store.tasks.deleteExpired(102);
     await store.replay.replayAfter("s0", "5");
+    await store.replay.replayStream("s0", "st", 2);
     await store.pending.listBySession("s0", { kind: "elicitation" });
     await store.pending.delete("r0");
     await store.pending.deleteExpired(1500);

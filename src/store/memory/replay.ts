@@ -3,7 +3,7 @@
  * bounded in count and bytes, oldest dropped first. Event ids are the
  * session's sequence numbers as strings; lookups are scoped to the session.
  */
-import type { ReplayLimits, ReplayStore } from "../contracts.js";
+import type { ReplayedMessage, ReplayLimits, ReplayStore } from "../contracts.js";
 import { assertLimit, jsonCopy } from "../policy.js";
 import type { MemoryGuard } from "./guard.js";
 
@@ -61,6 +61,19 @@ export class MemoryReplayStore implements ReplayStore {
       if (s > seq && e.streamId === from.streamId) messages.push({ eventId: String(s), message: jsonCopy(e.message) });
     }
     return { streamId: from.streamId, messages };
+  }
+
+  async replayStream(sessionId: string, streamId: string, afterSeq: number): Promise<{ keptFrom: number; messages: ReplayedMessage[] }> {
+    this.guard.check();
+    const s = this.sessions.get(sessionId);
+    if (!s) return { keptFrom: 1, messages: [] };
+    const messages: ReplayedMessage[] = [];
+    let keptFrom = s.nextSeq;
+    for (const [seq, e] of s.entries) {
+      keptFrom = Math.min(keptFrom, seq);
+      if (seq > afterSeq && e.streamId === streamId) messages.push({ eventId: String(seq), message: jsonCopy(e.message) });
+    }
+    return { keptFrom, messages };
   }
 
   async size(sessionId: string): Promise<{ events: number; bytes: number }> {

@@ -6,7 +6,18 @@
  * event is handed out once across concurrent callers, replicas and restarts.
  * The stored JSON has no seq: it is added back from the hash field on read.
  */
-import type { EventInput, EventLimits, EventRecord, EventStore, EventTake, EvictedCounts, EvictionReport, ReplayLimits, ReplayStore } from "../contracts.js";
+import type {
+  EventInput,
+  EventLimits,
+  EventRecord,
+  EventStore,
+  EventTake,
+  EvictedCounts,
+  EvictionReport,
+  ReplayedMessage,
+  ReplayLimits,
+  ReplayStore,
+} from "../contracts.js";
 import { assertLimit, evictBatch } from "../policy.js";
 import type { RedisConn } from "./conn.js";
 
@@ -128,6 +139,14 @@ export class RedisReplayStore implements ReplayStore {
     for (let i = 1; i + 1 < reply.length; i += 2)
       messages.push({ eventId: String(reply[i]), message: JSON.parse(String(reply[i + 1])) as Record<string, unknown> });
     return { streamId: String(reply[0]), messages };
+  }
+
+  async replayStream(sessionId: string, streamId: string, afterSeq: number): Promise<{ keptFrom: number; messages: ReplayedMessage[] }> {
+    const reply = (await this.conn.script("replay an SSE stream", "replayStream", sessionId, streamId, afterSeq)) as Reply;
+    const messages: ReplayedMessage[] = [];
+    for (let i = 1; i + 1 < reply.length; i += 2)
+      messages.push({ eventId: String(reply[i]), message: JSON.parse(String(reply[i + 1])) as Record<string, unknown> });
+    return { keptFrom: Number(reply[0]), messages };
   }
 
   async size(sessionId: string): Promise<{ events: number; bytes: number }> {

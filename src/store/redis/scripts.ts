@@ -359,6 +359,20 @@ for seq = from + 1, nx - 1 do
   end
 end
 return out`,
+  /** ARGV: P, session, stream id, after seq → { keptFrom, seq, JSON, … } (the stream's messages after that seq). */
+  replayStream: `
+local sid, stream, after = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local meta = redis.call('HMGET', P .. 'rm:' .. sid, 'f', 'nx')
+local f, nx = num(meta[1], 1), num(meta[2], 1)
+local rs = P .. 'rs:' .. sid
+local out = { f }
+for seq = math.max(f, after + 1), nx - 1 do
+  if redis.call('HGET', rs, seq) == stream then
+    table.insert(out, seq)
+    table.insert(out, redis.call('HGET', P .. 'rv:' .. sid, seq))
+  end
+end
+return out`,
   /** ARGV: P, session → count deleted. */
   replayDeleteSession: `
 local sid = ARGV[2]

@@ -4,7 +4,7 @@
  * the bounds are checked without summing rows. Event ids are the session's
  * sequence numbers as strings.
  */
-import type { ReplayLimits, ReplayStore } from "../contracts.js";
+import type { ReplayedMessage, ReplayLimits, ReplayStore } from "../contracts.js";
 import { assertLimit } from "../policy.js";
 import type { SqliteDb } from "./db.js";
 
@@ -72,6 +72,17 @@ export class SqliteReplayStore implements ReplayStore {
         .stmt("SELECT seq, message FROM replay WHERE session_id = ? AND stream_id = ? AND seq > ? ORDER BY seq")
         .all(sessionId, streamId, Number(eventId)) as Array<{ seq: number; message: string }>;
       return { streamId, messages: rows.map((r) => ({ eventId: String(r.seq), message: JSON.parse(r.message) as Record<string, unknown> })) };
+    });
+  }
+
+  async replayStream(sessionId: string, streamId: string, afterSeq: number): Promise<{ keptFrom: number; messages: ReplayedMessage[] }> {
+    return this.db.read("replay an SSE stream", () => {
+      const oldest = this.db.stmt("SELECT min(seq) AS seq FROM replay WHERE session_id = ?").get(sessionId) as { seq: number | null };
+      const keptFrom = oldest.seq ?? this.session(sessionId)?.next_seq ?? 1;
+      const rows = this.db
+        .stmt("SELECT seq, message FROM replay WHERE session_id = ? AND stream_id = ? AND seq > ? ORDER BY seq")
+        .all(sessionId, streamId, afterSeq) as Array<{ seq: number; message: string }>;
+      return { keptFrom, messages: rows.map((r) => ({ eventId: String(r.seq), message: JSON.parse(r.message) as Record<string, unknown> })) };
     });
   }
 
