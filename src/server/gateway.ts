@@ -170,7 +170,9 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       requestTimeoutMs: settings.upstream.requestTimeoutMs,
       logger,
       newReceiverTasks: () =>
-        new ReceiverTaskStore(receiverTaskOptions(settings.tasks, { sessionId: `shared:${name}`, server: name, store: openedStore().tasks, logger, clock, newId })),
+        new ReceiverTaskStore(
+          receiverTaskOptions(settings.tasks, { sessionId: `shared:${name}`, server: name, store: openedStore().tasks, logger, clock, newId }),
+        ),
       // No `roots`: servers cache the roots per connection, and one session's roots must not reach another's calls (ADR 0010).
       children,
     }),
