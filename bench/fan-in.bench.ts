@@ -28,7 +28,9 @@
  *   --only=a,b              phases: direct, shared, pool0, pool1, throughput
  *
  * Output: a markdown report on stdout (progress on stderr). Every process it
- * starts is stopped at the end (and anything left below this process is killed by pid).
+ * starts is stopped at the end. The gateways' upstream processes carry a marker
+ * argument; after each gateway stops, any marked process still alive 5 s later
+ * is reported as outliving it (the report's cleanup line) and killed by pid.
  */
 import fs from "node:fs";
 import os from "node:os";
