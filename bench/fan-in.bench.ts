@@ -31,6 +31,10 @@
  * starts is stopped at the end. The gateways' upstream processes carry a marker
  * argument; after each gateway stops, any marked process still alive 5 s later
  * is reported as outliving it (the report's cleanup line) and killed by pid.
+ *
+ * One file (≈570 lines) like the other benches: a script read top to bottom —
+ * options, targets, sessions, phases, report — sharing bench/lib for /proc,
+ * the gateway child process and formatting.
  */
 import fs from "node:fs";
 import os from "node:os";
