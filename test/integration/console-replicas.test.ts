@@ -22,6 +22,7 @@ import { activityEvents, allText, awaitActivity, getTask, payloadText, promote }
 import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
 import { freePort, pollFor, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
 import { ROOT, call, everythingStdio } from "../helpers/gateway.js";
+import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
 
 const SECRET = "console-replicas-secret-0123456789";
@@ -29,6 +30,8 @@ const TOKEN = "console-replicas-token-0123456789";
 const skip = redisSkipReason() ?? browserUnavailable();
 /** Long enough that a killed replica's heartbeat outlives the checks made right after the kill (renewed every third: ≥ 3.3 s left). */
 const LEASE_MS = 5_000;
+/** On the upstreams' command lines: a SIGKILLed replica leaves its stdio upstreams behind (re-parented to init); after() ends them. */
+const MARKER = newMarker();
 
 interface Replica {
   id: string;
@@ -59,7 +62,7 @@ describe("web console across replicas", { skip, timeout: 300_000 }, () => {
     await writeFile(
       config,
       JSON.stringify({
-        mcpServers: { everything: everythingStdio() },
+        mcpServers: { everything: { ...everythingStdio(), args: [...everythingStdio().args, MARKER] } },
         gateway: {
           token: TOKEN,
           store: { kind: "redis", url: redis.url },
@@ -117,6 +120,9 @@ describe("web console across replicas", { skip, timeout: 300_000 }, () => {
     await tb?.close();
     await Promise.allSettled([a, b].filter(Boolean).map((r) => stopChild(r.served.child)));
     await redis?.stop();
+    // What the SIGKILLed replica left running (its upstream processes never saw it end).
+    for (const pid of processesWith(MARKER)) process.kill(pid, "SIGKILL");
+    assert.deepEqual(await waitForNoProcesses(MARKER), [], "no upstream process left behind");
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
