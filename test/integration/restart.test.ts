@@ -139,8 +139,15 @@ async function continuePeer(url: string, previous: Peer, watch?: GetWatch): Prom
   return peer;
 }
 
+/**
+ * The clients from before a restart do not reconnect their streams: what goes on is the session, through new
+ * client objects (continuePeer). A stream of the old client would resume by itself with Last-Event-ID — and hold
+ * the session's one GET stream the new client opens (resumption itself: sse-resume.test.ts).
+ */
+const NO_STREAM_RECONNECT = { initialReconnectionDelay: 1_000, maxReconnectionDelay: 1_000, reconnectionDelayGrowFactor: 1, maxRetries: 0 };
+
 async function newPeer(url: string, options: Parameters<typeof connectFace>[1] = {}): Promise<Peer> {
-  const peer = await connectFace(url, { capabilities: {}, ...options });
+  const peer = await connectFace(url, { capabilities: {}, http: { reconnectionOptions: NO_STREAM_RECONNECT }, ...options });
   closeLater.push(() => peer.client.close());
   return peer;
 }
