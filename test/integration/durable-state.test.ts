@@ -306,17 +306,26 @@ describe("emceepee serve --store sqlite: real processes", () => {
     },
   );
 
-  test("an unusable --store: exit 2 with EMCP_STORE_UNAVAILABLE naming the file; --store must be sqlite:<file>, sqlite or memory", SLOW, async () => {
-    const folder = path.join(tmp, "folder-not-file");
-    await mkdir(folder, { recursive: true });
-    const run = await runCli(ROOT, ["serve", "--port", "0", "--no-upstream-check", "--store", `sqlite:${folder}`], { stopWhenStdout: /listening on/ });
-    assert.equal(run.code, 2, run.stderr);
-    assert.match(run.stderr, /emceepee: EMCP_STORE_UNAVAILABLE: .*folder-not-file/);
-    assert.doesNotMatch(run.stdout, /listening on/);
-    const bad = await runCli(ROOT, ["serve", "--store", "redis://x"], { stopWhenStdout: /listening on/ });
-    assert.equal(bad.code, 1, bad.stderr);
-    assert.match(bad.stderr, /--store <store>.*must be sqlite:<file>, sqlite .* or memory/);
-  });
+  test(
+    "an unusable --store: exit 2 with EMCP_STORE_UNAVAILABLE naming the file or URL; --store must be sqlite:<file>, sqlite, redis://… or memory",
+    SLOW,
+    async () => {
+      const folder = path.join(tmp, "folder-not-file");
+      await mkdir(folder, { recursive: true });
+      const run = await runCli(ROOT, ["serve", "--port", "0", "--no-upstream-check", "--store", `sqlite:${folder}`], { stopWhenStdout: /listening on/ });
+      assert.equal(run.code, 2, run.stderr);
+      assert.match(run.stderr, /emceepee: EMCP_STORE_UNAVAILABLE: .*folder-not-file/);
+      assert.doesNotMatch(run.stdout, /listening on/);
+      const unreachable = await runCli(ROOT, ["serve", "--port", "0", "--no-upstream-check", "--store", "redis://no-such-host.invalid:6379"], {
+        stopWhenStdout: /listening on/,
+      });
+      assert.equal(unreachable.code, 2, unreachable.stderr);
+      assert.match(unreachable.stderr, /emceepee: EMCP_STORE_UNAVAILABLE: .*redis:\/\/no-such-host\.invalid/);
+      const bad = await runCli(ROOT, ["serve", "--store", "postgres://x"], { stopWhenStdout: /listening on/ });
+      assert.equal(bad.code, 1, bad.stderr);
+      assert.match(bad.stderr, /--store <store>.*must be sqlite:<file>, sqlite .*, redis:\/\/host:port .* or memory/);
+    },
+  );
 
   test("serve keeps its state in SQLite at the per-user state file by default; --store memory keeps none", SLOW, async () => {
     const home = path.join(tmp, "xdg");

@@ -82,6 +82,7 @@ function markedEverything(marker: string) {
 }
 
 /** The wrapper upstream (its helper ignores SIGTERM), every process marked. */
+/** A wrapper upstream with a helper that ignores SIGTERM (the tests count its 3 processes: configs give it `warmPool: 0`, no waiting second tree). */
 function stubbornUpstream(marker: string) {
   return { command: process.execPath, args: [path.join(FIXTURES, "forking-server.mjs"), everythingServerEntry(), marker] };
 }
@@ -134,7 +135,10 @@ describe("health probes", () => {
   test("/readyz is 503 through a shutdown held up by a slow-to-die upstream, /healthz stays ok, MCP requests get 503; then exit 0", SLOW, async () => {
     const marker = newMarker();
     markers.push(marker);
-    const file = await writeConfig("slow-to-die.json", { mcpServers: { slow: stubbornUpstream(marker) }, gateway: { upstream: { killGraceMs: 2_000 } } });
+    const file = await writeConfig("slow-to-die.json", {
+      mcpServers: { slow: stubbornUpstream(marker) },
+      gateway: { upstream: { killGraceMs: 2_000, warmPool: 0 } },
+    });
     const served = await serve(["--config", file, "--log-level", "info", "--no-upstream-check"]);
     const base = served.url.replace(/\/mcp$/, "");
     const c = await client(served.url);
@@ -291,7 +295,10 @@ describe("npm start", () => {
       const marker = newMarker();
       markers.push(marker);
       // The marker in the file name puts it on npm's and the gateway's command lines too.
-      const file = await writeConfig(`${marker}.json`, { mcpServers: { wrapped: stubbornUpstream(marker) }, gateway: { upstream: { killGraceMs: 500 } } });
+      const file = await writeConfig(`${marker}.json`, {
+        mcpServers: { wrapped: stubbornUpstream(marker) },
+        gateway: { upstream: { killGraceMs: 500, warmPool: 0 } },
+      });
       const args = ["--config", file, "--port", "0", "--log-level", "info", "--no-upstream-check"];
 
       const first = npmStart(args);

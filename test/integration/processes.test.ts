@@ -43,6 +43,11 @@ after(async () => {
  * `emceepee serve` with the wrapper upstream, and a client whose session has
  * started it and called through it: the three marked processes are running.
  */
+/**
+ * `upstream.warmPool` (default 0 here): with 1, the gateway also keeps a
+ * second wrapper tree waiting (docs/adr/0010), and what is counted is both
+ * trees — the shutdown must end the waiting one too.
+ */
 async function serveWrapped(upstream: Record<string, unknown> = {}): Promise<{ marker: string; served: RunningCli; client: Client }> {
   const marker = newMarker();
   markers.push(marker);
@@ -50,7 +55,7 @@ async function serveWrapped(upstream: Record<string, unknown> = {}): Promise<{ m
   const file = path.join(tmp, `config-${markers.length}.json`); // not the marker: the gateway is not one of the counted processes
   const config = {
     mcpServers: { wrapped: { command: process.execPath, args: [path.join(FIXTURES, "forking-server.mjs"), everythingServerEntry(), marker] } },
-    gateway: { upstream: { killGraceMs: GRACE_MS, ...upstream } },
+    gateway: { upstream: { killGraceMs: GRACE_MS, warmPool: 0, ...upstream } },
   };
   await writeFile(file, JSON.stringify(config));
   // Without the start-up check: its throwaway upstream would be counted too (ops.test.ts covers the check's processes).
@@ -60,7 +65,8 @@ async function serveWrapped(upstream: Record<string, unknown> = {}): Promise<{ m
   await waitConnected(client, "wrapped");
   const echo = await call(client, "execute_tool", { server: "wrapped", tool: "echo", args: { message: "up" } });
   assert.equal(firstText(echo), "Echo: up");
-  assert.equal(processesWith(marker).length, 3, "wrapper, server-everything and the stubborn helper are running");
+  if (upstream.warmPool) await pollFor(async () => (processesWith(marker).length === 6 ? true : undefined), "the session's tree and a waiting one");
+  else assert.equal(processesWith(marker).length, 3, "wrapper, server-everything and the stubborn helper are running");
   return { marker, served, client };
 }
 
@@ -72,16 +78,20 @@ function commandLine(pid: number): string {
   }
 }
 
-test("SIGTERM: the gateway exits 0 only after its upstream's whole process group is gone (a grandchild that ignores SIGTERM included)", SLOW, async () => {
-  const { marker, served, client } = await serveWrapped();
-  await client.close();
-  served.child.kill("SIGTERM");
-  const { code, signal } = await waitExit(served.child, 60_000);
-  assert.equal(signal, null, `killed by ${signal}; stderr: ${served.stderr()}`);
-  assert.equal(code, 0, `stderr: ${served.stderr()}`);
-  assert.deepEqual(processesWith(marker), [], "close() was awaited: nothing is left when the gateway has exited");
-  assert.deepEqual(await waitForNoProcesses(marker, GRACE_MS), []);
-});
+test(
+  "SIGTERM: the gateway exits 0 only after its upstreams' whole process groups are gone (a grandchild that ignores SIGTERM and the warm pool's waiting tree included)",
+  SLOW,
+  async () => {
+    const { marker, served, client } = await serveWrapped({ warmPool: 1 });
+    await client.close();
+    served.child.kill("SIGTERM");
+    const { code, signal } = await waitExit(served.child, 60_000);
+    assert.equal(signal, null, `killed by ${signal}; stderr: ${served.stderr()}`);
+    assert.equal(code, 0, `stderr: ${served.stderr()}`);
+    assert.deepEqual(processesWith(marker), [], "close() was awaited: nothing is left when the gateway has exited");
+    assert.deepEqual(await waitForNoProcesses(marker, GRACE_MS), []);
+  },
+);
 
 test("an upstream killed with SIGKILL takes its children with it, and the gateway keeps serving", SLOW, async () => {
   const { marker, served, client } = await serveWrapped({ reconnect: { maxAttempts: 0 } });
@@ -108,7 +118,7 @@ test("an upstream killed with SIGKILL takes its children with it, and the gatewa
 
 test("SIGINT twice: the second signal forces exit 1 and still SIGKILLs every upstream process", SLOW, async () => {
   // A grace far longer than the test: the graceful close is still waiting on the stubborn helper when the second signal lands.
-  const { marker, served, client } = await serveWrapped({ killGraceMs: 60_000 });
+  const { marker, served, client } = await serveWrapped({ killGraceMs: 60_000, warmPool: 1 });
   await client.close();
   served.child.kill("SIGINT");
   await pollFor(async () => (/"msg":"shutdown_started"/.test(served.stderr()) ? true : undefined), "the first SIGINT to start the shutdown");
