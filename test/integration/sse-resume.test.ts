@@ -10,8 +10,10 @@
  * round-robin balancer, the owner SIGKILLed — and the client comes back with
  * its Last-Event-IDs: each resumed stream starts with exactly the messages
  * stored after its cursor (the call's result included), no event id arrives
- * twice, and the resumed GET stream carries new messages. A Last-Event-ID
- * the store does not have gets a 400 that says why.
+ * twice, and the resumed GET stream carries new messages. A POST stream cut
+ * right after its priming event (an id with no row of its own) also gets its
+ * call's result after a SIGKILL. A Last-Event-ID the store does not have gets
+ * a 400 that says why.
  *
  * The test reads the store itself (the SQLite file, Redis keys) only to know
  * that what it expects was stored before the kill, and what it was.
@@ -25,7 +27,7 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { sessionHash } from "../../src/logging.js";
 import { ROOT, everythingStdio } from "../helpers/gateway.js";
-import { freePort, pollFor, rawRequest, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
+import { MCP_POST_HEADERS, freePort, initializeBody, pollFor, rawRequest, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
 import { connectFace, DroppingFetch, type Peer, type SseStreamLog, type WireMessage } from "../helpers/transparent.js";
 import { Balancer } from "../helpers/balancer.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
@@ -234,6 +236,71 @@ describe("SSE streams resume from the store after `emceepee serve` restarts (SQL
       await pollFor(async () => ((await sqliteEvents(db)(sessionId)).length === 0 ? true : undefined), "the ended session's replay to be deleted");
     });
   }
+});
+
+/** Reads an SSE response until its text matches `until`; the text so far. */
+async function readUntil(res: Response, until: RegExp, what: string): Promise<string> {
+  const reader = res.body!.getReader();
+  let text = "";
+  const timer = setTimeout(() => void reader.cancel().catch(() => undefined), 30_000);
+  try {
+    while (!until.test(text)) {
+      const { value, done } = await reader.read();
+      assert.ok(!done, `the stream ended before ${what}: ${text}`);
+      text += new TextDecoder().decode(value);
+    }
+    return text;
+  } finally {
+    clearTimeout(timer);
+    await reader.cancel().catch(() => undefined);
+  }
+}
+
+test("SIGKILL: a POST stream cut right after its priming event (an id with no row) gets the call's result after the restart", SLOW, async () => {
+  const port = await freePort();
+  const config = path.join(tmp, "priming.json");
+  const db = path.join(tmp, "priming.db");
+  await writeFile(config, JSON.stringify({ mcpServers: { local: everythingStdio() } }));
+  const args = ["--config", config, "--port", String(port), "--store", `sqlite:${db}`];
+  const served = await serve(args);
+  const url = `http://127.0.0.1:${port}/servers/local/mcp`;
+  const init = await rawRequest(url, { headers: { ...MCP_POST_HEADERS }, body: initializeBody() });
+  assert.equal(init.status, 200, init.body);
+  const session = String(init.headers["mcp-session-id"]);
+  const headers = { ...MCP_POST_HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25" };
+  const rpc = (body: object) => rawRequest(url, { headers, body: JSON.stringify({ jsonrpc: "2.0", ...body }) });
+  assert.equal((await rpc({ method: "notifications/initialized" })).status, 202);
+  // This process's first priming event is stored (to learn the session's numbering); the next ones are not.
+  assert.equal((await rpc({ id: 2, method: "tools/list" })).status, 200);
+  const abort = new AbortController();
+  const cut = await fetch(url, {
+    method: "POST",
+    headers,
+    signal: abort.signal,
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 9,
+      method: "tools/call",
+      params: { name: "trigger-long-running-operation", arguments: { duration: 1, steps: 1 } },
+    }),
+  });
+  const primed = await readUntil(cut, /^id: ?\S+$/m, "the priming event");
+  abort.abort();
+  const primingId = /^id: ?(\S+)$/m.exec(primed)![1]!;
+  assert.match(primingId, /^p\d+\.[\w-]+$/, "a priming id");
+  assert.ok(!(await sqliteEvents(db)(session)).some((r) => r.streamId === primingId.split(".")[1]), "nothing of that stream is stored yet");
+  await pollFor(
+    async () => ((await sqliteEvents(db)(session)).some((r) => r.message.id === 9 && r.message.result) ? true : undefined),
+    "the call's result in the store",
+  );
+  served.child.kill("SIGKILL");
+  await waitExit(served.child, 60_000);
+  running.delete(served);
+  await serve(args);
+  const resumed = await fetch(url, { method: "GET", headers: { ...headers, accept: "text/event-stream", "last-event-id": primingId } });
+  assert.equal(resumed.status, 200);
+  const text = await readUntil(resumed, /"id":9/, "the call's result");
+  assert.match(text, /Long running operation completed\. Duration: 1 seconds, Steps: 1\./);
 });
 
 const skip = redisSkipReason();
