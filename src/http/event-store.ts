@@ -33,13 +33,20 @@ import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { DEFAULT_SETTINGS } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
-import type { ReplayedMessage, ReplayLimits, ReplayStore } from "../store/contracts.js";
+import type { ReplayedMessage, ReplayLimits, ReplayStore, Store } from "../store/contracts.js";
 
 /** What an endpoint binding needs from its replay store. */
 export interface ReplayBuffer extends EventStore {
   getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined>;
   /** No writes after this; resolves once the writes under way have settled. */
   close(): Promise<void>;
+  /**
+   * The binding is gone: close(), and when its session ended for good (its
+   * stored record was deleted first: DELETE, expiry) delete its stored replay;
+   * a kept record (shutdown, failed resumption) keeps it for the next process
+   * or replica. Never throws.
+   */
+  release(): Promise<void>;
 }
 
 type Send = (id: EventId, message: JSONRPCMessage) => Promise<void>;
@@ -59,13 +66,17 @@ export class StoredEventStore implements ReplayBuffer {
   /** The highest sequence number this instance was given: every later event is numbered above it. */
   private lastSeq: number | undefined;
 
+  private readonly replay: ReplayStore;
+
   constructor(
-    private readonly replay: ReplayStore,
+    private readonly store: Pick<Store, "replay" | "sessions">,
     /** The session id: event ids are the session's own sequence numbers, across restarts and replicas. */
     private readonly key: string,
     private readonly limits: ReplayLimits,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.replay = store.replay;
+  }
 
   async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
     // After close (the session ended): nothing can resume, so no id.
@@ -113,6 +124,15 @@ export class StoredEventStore implements ReplayBuffer {
   async close(): Promise<void> {
     this.closed = true;
     await Promise.allSettled([...this.writes]);
+  }
+
+  async release(): Promise<void> {
+    await this.close();
+    try {
+      if ((await this.store.sessions.get(this.key)) === undefined) await this.replay.deleteBySession(this.key);
+    } catch (err) {
+      this.logger.error({ err: errorMessage(err) }, "session_store_write_failed");
+    }
   }
 }
 
@@ -173,5 +193,9 @@ export class BoundedEventStore implements ReplayBuffer {
   async close(): Promise<void> {
     this.events.clear();
     this.bytes = 0;
+  }
+
+  release(): Promise<void> {
+    return this.close();
   }
 }

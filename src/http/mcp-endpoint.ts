@@ -38,7 +38,6 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isInitializeRequest, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { errorMessage } from "../errors.js";
-import { sessionHash } from "../logging.js";
 import { primeServerTransport, type StoredInitialize } from "../mcp/resume-session.js";
 import { onResponseSent } from "../mcp/response-sent.js";
 import type { GatewayContext } from "../server/context.js";
@@ -269,7 +268,7 @@ export class McpEndpoint {
     const { replayMaxEvents: maxEvents, replayMaxBytes: maxBytes } = this.gateway.settings.http;
     // An owner's streams are resumable across restarts and replicas; an attachment's are not (it is not resumed).
     const replay: ReplayBuffer = owner
-      ? new StoredEventStore(this.gateway.store.replay, session.id, { maxEvents, maxBytes }, session.logger)
+      ? new StoredEventStore(this.gateway.store, session.id, { maxEvents, maxBytes }, session.logger)
       : new BoundedEventStore(maxEvents, maxBytes);
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => transportId,
@@ -286,8 +285,8 @@ export class McpEndpoint {
       const binding = this.bindings.get(transportId);
       if (!binding) return;
       this.bindings.delete(transportId);
-      if (!binding.owner) return void binding.replay.close();
-      void this.gateway.sessions.destroy(session.id, "client closed the session").then(() => this.forgetReplay(binding));
+      if (!binding.owner) return void binding.replay.release();
+      void this.gateway.sessions.destroy(session.id, "client closed the session").then(() => binding.replay.release());
     };
     return transport;
   }
@@ -349,24 +348,8 @@ export class McpEndpoint {
       if (binding.session.id !== sessionId) continue;
       this.bindings.delete(id);
       void binding.server.close().catch(() => undefined);
-      void this.forgetReplay(binding);
-    }
-  }
-
-  /**
-   * A binding is gone: no more replay writes; and when its session ended for
-   * good (an owner whose stored record was deleted first: DELETE, expiry) its
-   * stored replay goes too. A kept record (shutdown, a failed resumption)
-   * keeps it for the next process or replica.
-   */
-  private async forgetReplay(binding: Binding): Promise<void> {
-    await binding.replay.close();
-    if (!binding.owner) return;
-    const { store, logger } = this.gateway;
-    try {
-      if ((await store.sessions.get(binding.session.id)) === undefined) await store.replay.deleteBySession(binding.session.id);
-    } catch (err) {
-      logger.error({ sessionHash: sessionHash(binding.session.id), err: errorMessage(err) }, "session_store_write_failed");
+      // Its replay goes too when the session ended for good (see ReplayBuffer.release).
+      void binding.replay.release();
     }
   }
 

@@ -49,7 +49,7 @@ describe("StoredEventStore", () => {
   test("ids resolve in another instance on the same store; priming events are not stored, yet resume their stream", async () => {
     const store = await sqlite("ids");
     try {
-      const first = new StoredEventStore(store.replay, "S", LIMITS, silentLogger);
+      const first = new StoredEventStore(store, "S", LIMITS, silentLogger);
       const firstPriming = await first.storeEvent("post-a", PRIMING);
       assert.match(firstPriming, /^\d+$/, "an instance's first priming event is stored, to learn the session's numbering");
       const p1 = await first.storeEvent("post-a", progress(1));
@@ -62,7 +62,7 @@ describe("StoredEventStore", () => {
       assert.equal((await store.replay.size("S")).events, stored + 3, "the second priming event wrote nothing");
 
       // A new process (another instance) on the same file.
-      const second = new StoredEventStore(store.replay, "S", LIMITS, silentLogger);
+      const second = new StoredEventStore(store, "S", LIMITS, silentLogger);
       assert.equal(await second.getStreamIdForEventId(priming), "post-b");
       assert.deepEqual(await replay(second, priming), {
         streamId: "post-b",
@@ -82,7 +82,7 @@ describe("StoredEventStore", () => {
       // Its own events keep the session's numbering.
       assert.equal(await second.storeEvent("_GET_stream", progress(9)), String(Number(b2) + 1));
       // Another session's priming id names nothing of this session's.
-      const other = new StoredEventStore(store.replay, "T", LIMITS, silentLogger);
+      const other = new StoredEventStore(store, "T", LIMITS, silentLogger);
       assert.deepEqual(await replay(other, priming), { streamId: "post-b", sent: [] });
     } finally {
       await store.close();
@@ -92,7 +92,7 @@ describe("StoredEventStore", () => {
   test("a priming id is refused once events numbered after it were evicted", async () => {
     const store = await sqlite("evicted");
     try {
-      const es = new StoredEventStore(store.replay, "S", { maxEvents: 3, maxBytes: 1_000_000 }, silentLogger);
+      const es = new StoredEventStore(store, "S", { maxEvents: 3, maxBytes: 1_000_000 }, silentLogger);
       await es.storeEvent("a", PRIMING);
       const priming = await es.storeEvent("b", PRIMING);
       assert.match(priming, /^p\d+\.b$/);
@@ -111,7 +111,7 @@ describe("StoredEventStore", () => {
     const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
     const broken = await sqlite("broken");
     await broken.close();
-    const failing = new StoredEventStore(broken.replay, "S", LIMITS, logger);
+    const failing = new StoredEventStore(broken, "S", LIMITS, logger);
     assert.equal(await failing.storeEvent("s", progress(1)), "");
     assert.equal(await failing.storeEvent("s", progress(2)), "");
     assert.deepEqual(
@@ -121,7 +121,7 @@ describe("StoredEventStore", () => {
 
     const store = await sqlite("closed");
     try {
-      const es = new StoredEventStore(store.replay, "S", LIMITS, logger);
+      const es = new StoredEventStore(store, "S", LIMITS, logger);
       assert.equal(await es.storeEvent("s", progress(1)), "1");
       await es.close();
       assert.equal(await es.storeEvent("s", progress(2)), "");
