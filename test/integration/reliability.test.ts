@@ -19,6 +19,8 @@ import { connectFace, startTask, upstreamIdOf } from "../helpers/tasks.js";
 import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
 import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
 
+/** The tests that count a session's processes run without the warm pool (its own tests: warm-pool.test.ts, processes.test.ts). */
+const NO_WARM = { upstream: { warmPool: 0 } };
 const wrapped = (marker: string) => ({ command: process.execPath, args: [path.join(FIXTURES, "forking-server.mjs"), everythingServerEntry(), marker] });
 const crashy = (mode: string) => ({ command: process.execPath, args: [path.join(FIXTURES, "crashy-server.mjs"), mode] });
 
@@ -104,7 +106,7 @@ describe("no orphan processes", () => {
 
   test("ending a session reaps its wrapper upstream's whole process tree (a grandchild that ignores SIGTERM included)", perSession, async () => {
     const marker = newMarker();
-    const gw = await gatewayWith({ mcpServers: { wrapped: wrapped(marker) } });
+    const gw = await gatewayWith({ mcpServers: { wrapped: wrapped(marker) }, gateway: NO_WARM });
     const c = await connectClient(gw.url);
     clients.push(c);
     await waitConnected(c, "wrapped");
@@ -115,7 +117,8 @@ describe("no orphan processes", () => {
 
   test("gateway shutdown reaps every session's upstream processes", async () => {
     const marker = newMarker();
-    const gw = await startGateway({ mcpServers: { wrapped: wrapped(marker) } });
+    // Also closed by the file's after() should an assertion fail first (close() is idempotent): nothing may outlive the test.
+    const gw = await gatewayWith({ mcpServers: { wrapped: wrapped(marker) }, gateway: NO_WARM });
     const a = await connectClient(gw.url);
     const b = await connectClient(gw.url);
     await Promise.all([waitConnected(a, "wrapped"), waitConnected(b, "wrapped")]);
