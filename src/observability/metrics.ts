@@ -10,9 +10,15 @@
  * sessions, upstream connections, tasks, pending client requests, stdio
  * children), so nothing is counted twice or drifts; only what happens
  * (operations, reconnects, evictions, store calls) is recorded as it happens.
- * Labels are bounded: a tool name only once its call got a result (it exists)
- * and while fewer than MAX_TOOL_LABELS names were seen, else "other"; never
- * task ids, session ids or arguments.
+ * Labels are bounded: a tool name only once a call of it got a successful
+ * result (so the tool exists) and while fewer than MAX_TOOL_LABELS names were
+ * seen, else "other"; never task ids, session ids or arguments.
+ *
+ * The Node process metrics (prom-client's default collectors) belong to the
+ * process, not to a gateway: they are collected once per process, in a
+ * registry of their own that every gateway's scrape appends — so a process
+ * that makes many gateways (tests, embedders) does not add a GC observer and
+ * an event-loop monitor per gateway that nothing could remove.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { FastHistogram } from "./histogram.js";
@@ -50,6 +56,18 @@ export interface OperationSample {
 
 const STORE_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
 
+let processMetrics: Registry | undefined;
+
+/** The Node process metrics, collected once per process (see the header). */
+function processRegistry(): Registry {
+  if (!processMetrics) {
+    processMetrics = new Registry();
+    // Event-loop delay sampled every 100 ms, not prom-client's 10 ms: an idle gateway wakes 10 times a second, not 100.
+    collectDefaultMetrics({ register: processMetrics, eventLoopMonitoringPrecision: 100 });
+  }
+  return processMetrics;
+}
+
 export class GatewayMetrics {
   readonly registry = new Registry();
   private readonly serverOps: FastHistogram;
@@ -64,9 +82,8 @@ export class GatewayMetrics {
   private sources: MetricsSources | undefined;
 
   constructor() {
+    processRegistry();
     const registers = [this.registry];
-    // Event-loop delay sampled every 100 ms, not prom-client's 10 ms: an idle gateway wakes 10 times a second, not 100.
-    collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 100 });
     // The per-request histograms are FastHistograms (histogram.ts): labels mcp_method_name, gen_ai_tool_name, error_type, network_transport (+ upstream).
     this.serverOps = new FastHistogram(
       "mcp_server_operation_duration_seconds",
@@ -218,7 +235,8 @@ export class GatewayMetrics {
 
   /** The Prometheus text exposition. */
   async scrape(): Promise<{ contentType: string; body: string }> {
-    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+    const [own, node] = await Promise.all([this.registry.metrics(), processRegistry().metrics()]);
+    return { contentType: this.registry.contentType, body: `${own}${own.endsWith("\n") ? "" : "\n"}${node}` };
   }
 
   private toolLabel(name: string, known: boolean): string {

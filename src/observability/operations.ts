@@ -19,7 +19,7 @@ interface Inflight {
 
 export interface Finished {
   sample: OperationSample;
-  /** The call got a result (its tool exists: its name may be a metric label). */
+  /** The call got a successful result (its tool exists: its name may be a metric label). */
   answered: boolean;
 }
 
