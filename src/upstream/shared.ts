@@ -37,6 +37,8 @@ import type {
   ClientRequest,
   EmptyResult,
   Implementation,
+  ListToolsRequest,
+  ListToolsResult,
   LoggingLevel,
   RequestMeta,
   ServerCapabilities,
@@ -80,6 +82,8 @@ export class SharedUpstream {
   /** The level the upstream accepted last (on this connection). */
   private upstreamLevel: LoggingLevel | undefined;
   private closed = false;
+  /** The first page of tools/list on this connection, until the upstream says the list changed (one fetch for every session). */
+  private tools: Promise<ListToolsResult> | undefined;
   /** The receiver tasks of the current connection (task-augmented elicitation/sampling; each forwarded to the session its call came from). */
   private receivers: ReceiverTaskStore | undefined;
 
@@ -126,6 +130,7 @@ export class SharedUpstream {
     if (this.conn?.status === "connected") return this.conn;
     this.connecting ??= (async () => {
       const { newReceiverTasks, ...options } = this.optionsNow();
+      this.tools = undefined;
       void this.receivers?.close();
       this.receivers = newReceiverTasks?.();
       const conn = new UpstreamConnection({ ...options, receiverTasks: this.receivers, handlers: this.dispatcher(), persistence: this.persistence() });
@@ -140,6 +145,23 @@ export class SharedUpstream {
       return conn;
     })().finally(() => (this.connecting = undefined));
     return this.connecting;
+  }
+
+  /**
+   * The first tools/list page, fetched once for all sessions (`fetch` sends
+   * it through the asking view): each fetch makes the SDK client compile
+   * every tool's output-schema validator again, which dominated the cost of
+   * opening a session on a shared upstream (bench/fan-in.bench.ts).
+   */
+  firstToolsPage(fetch: () => Promise<ListToolsResult>): Promise<ListToolsResult> {
+    if (!this.tools) {
+      const tools = fetch();
+      this.tools = tools;
+      tools.catch(() => {
+        if (this.tools === tools) this.tools = undefined;
+      });
+    }
+    return this.tools;
   }
 
   /** A call of `view` is about to be sent with `origin`. */
@@ -244,6 +266,7 @@ export class SharedUpstream {
           for (const view of (uri && this.subscribers.get(uri)) || []) view.handlers.onNotification(method, params);
           return;
         }
+        if (method === "notifications/tools/list_changed") this.tools = undefined;
         for (const view of all()) {
           if (method === "notifications/tools/list_changed") view.toolsListChanged();
           view.handlers.onNotification(method, params);
@@ -379,6 +402,12 @@ export class SharedUpstreamView extends UpstreamHandle {
     const origin = o.origin ?? new CallOrigin();
     this.upstream.own(origin, this);
     return super.request(method, params, resultSchema, { ...o, origin });
+  }
+
+  /** The first page (no cursor, no _meta) comes from the connection's one fetch for all sessions. */
+  override async listToolsPage(params?: ListToolsRequest["params"]): Promise<ListToolsResult> {
+    if (params?.cursor !== undefined || params?._meta !== undefined) return super.listToolsPage(params);
+    return this.upstream.firstToolsPage(() => super.listToolsPage(params));
   }
 
   override async subscribeResource(uri: string, _meta?: RequestMeta): Promise<EmptyResult> {

@@ -49,6 +49,18 @@ const text = (r: unknown) => ((r as CallToolResult).content[0] as { text: string
 const callTool = (p: Peer, name: string, args: Record<string, unknown> = {}) =>
   p.client.callTool({ name, arguments: args }, undefined, { timeout: 60_000 }) as Promise<CallToolResult>;
 
+/** Starts a `slow` call and resolves once the upstream runs it (its first progress), with the call's outcome as text. */
+async function slowRunning(p: Peer, ms: number): Promise<{ done: Promise<string> }> {
+  let started!: () => void;
+  const running = new Promise<void>((resolve) => (started = resolve));
+  const done = p.client.callTool({ name: "slow", arguments: { ms } }, undefined, { timeout: 60_000, onprogress: () => started() }).then(
+    (r) => text(r),
+    (err: unknown) => String(err),
+  );
+  await running;
+  return { done };
+}
+
 describe("a shared stdio upstream", () => {
   let gw: TestGateway;
   let url: string;
@@ -133,24 +145,21 @@ describe("a shared stdio upstream", () => {
 
   test("with calls of two sessions in flight, the unattributable elicitation is refused and neither session sees it", async () => {
     const [a, b] = [await open("a"), await open("b")];
-    const slow = callTool(a, "slow", { ms: 3_000 });
-    // Wait until a's call is in flight upstream (the gateway has sent it).
-    await new Promise((r) => setTimeout(r, 300));
+    const slow = await slowRunning(a, 3_000);
     const refused = await callTool(b, "elicit-twice");
     assert.equal(refused.isError, true, JSON.stringify(refused));
     assert.match(text(refused), /EMCP_UNATTRIBUTABLE/);
     assert.match(text(refused), /"sharing": "session"/);
-    assert.equal(text(await slow), "slept 3000ms");
+    assert.equal(await slow.done, "slept 3000ms");
     assert.equal(a.elicitations.length + b.elicitations.length, 0);
   });
 
   test("a crash fails every session's call with the reason; one new process serves them all", async () => {
     const [a, b, c] = [await open("a"), await open("b"), await open("c")];
     const before = text(await callTool(a, "pid"));
-    const calls = [a, b].map((p) => callTool(p, "slow", { ms: 20_000 }).then(text, (err: unknown) => String(err)));
-    await new Promise((r) => setTimeout(r, 300));
+    const calls = await Promise.all([a, b].map((p) => slowRunning(p, 20_000)));
     await callTool(c, "crash").catch(() => undefined);
-    for (const why of await Promise.all(calls)) assert.match(why, /closed|disconnected/i, why);
+    for (const why of await Promise.all(calls.map((c) => c.done))) assert.match(why, /closed|disconnected/i, why);
     const pids = await pollFor(async () => {
       const got = await Promise.all([a, b, c].map((p) => callTool(p, "pid").then(text, () => undefined)));
       return got.every((p) => p !== undefined) ? got : undefined;

@@ -5,6 +5,7 @@
  * Each call is timed for the access log; gateway-made replies declare their
  * `outputSchema` (outputs.ts).
  */
+import { jsonSchemaValidator } from "../json-schema-validator.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
@@ -57,7 +58,7 @@ New events are delivered exactly once, in whichever tool response comes first.`;
 export function createMetaServer(ctx: MetaContext): McpServer {
   const server = new McpServer(
     { name: "emceepee", title: "emceepee MCP gateway", version: ctx.gateway.version },
-    { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS },
+    { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator },
   );
   for (const tool of META_TOOLS) {
     const outputSchema = META_OUTPUT_SCHEMAS[tool.name];

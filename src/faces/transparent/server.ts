@@ -17,6 +17,7 @@ import {
 import type { GatewayContext } from "../../server/context.js";
 import { withVisibleRequests } from "../../session/bridge.js";
 import type { Session } from "../../session/session.js";
+import { jsonSchemaValidator } from "../json-schema-validator.js";
 import type { UpstreamHandle } from "../../upstream/handle.js";
 import { createBridge, DownstreamRoutes } from "./bridge.js";
 import { Catalog, type FaceTarget } from "./catalog.js";
@@ -39,7 +40,7 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   const single = target.kind === "server" ? connections[0] : undefined;
   const info: Implementation = single?.serverInfo ?? { name: "emceepee", title: "emceepee (all upstreams)", version: gateway.version };
   const instructions = single ? single.instructions : allInstructions(catalog);
-  const server = new Server(info, { capabilities, ...(instructions ? { instructions } : {}) });
+  const server = new Server(info, { capabilities, jsonSchemaValidator, ...(instructions ? { instructions } : {}) });
   const routes = new DownstreamRoutes();
   registerHandlers({ server, session, catalog, capabilities, routes, gateway });
   server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
