@@ -40,7 +40,11 @@ export class Observability {
   constructor(private readonly options: ObservabilityOptions) {
     this.metrics = options.settings.metrics.enabled ? new GatewayMetrics() : undefined;
     this.faces = new SessionFaces(this.metrics);
-    this.tracing = setUpTracing({ provider: options.tracerProvider, version: options.version });
+    this.tracing = setUpTracing({
+      provider: options.tracerProvider,
+      version: options.version,
+      warn: (message) => options.logger.warn({ message }, "tracing_config_unsupported"),
+    });
   }
 
   get tracingEnabled(): boolean {

@@ -2,15 +2,26 @@
  * OpenTelemetry tracing, off unless configured. The standard environment
  * turns it on: OTEL_TRACES_EXPORTER (other than "none"),
  * OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT. Then
- * the OTel Node SDK is started once per process (it reads every other OTEL_*
- * variable: protocol, headers, service name, sampler) and the gateway's spans
- * go through the global tracer provider; shutdown() flushes them.
+ * one Node tracer provider is started per process (sdk-trace-node, batch
+ * processor: OTEL_BSP_*), exporting as OTEL_TRACES_EXPORTER says: `otlp`
+ * (default) over OTLP/HTTP, protobuf or JSON as
+ * OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL says (the exporters read endpoint,
+ * headers and timeout from the environment themselves), or `console`;
+ * gRPC is not bundled (a warning says so, and traces go over http/protobuf).
+ * The resource is OTEL_SERVICE_NAME (default "emceepee") plus
+ * OTEL_RESOURCE_ATTRIBUTES. Not @opentelemetry/sdk-node: it bundles every
+ * exporter (gRPC, Zipkin, Prometheus…) and an install script with them
+ * (docs/adr/0011-observability.md). shutdown() flushes.
  * An injected TracerProvider (tests, embedders) is used as given and never
  * shut down here. Either way the active context follows async calls
  * (context-manager.ts). Off, the gateway has no tracer and its taps skip spans.
  */
-import { trace, type Tracer, type TracerProvider } from "@opentelemetry/api";
-import { NodeSDK } from "@opentelemetry/sdk-node";
+import type { Tracer, TracerProvider } from "@opentelemetry/api";
+import { OTLPTraceExporter as OtlpJsonExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import { OTLPTraceExporter as OtlpProtoExporter } from "@opentelemetry/exporter-trace-otlp-proto";
+import { detectResources, envDetector, resourceFromAttributes } from "@opentelemetry/resources";
+import { BatchSpanProcessor, ConsoleSpanExporter, type SpanExporter } from "@opentelemetry/sdk-trace-base";
+import { NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
 import { installContextManager } from "./context-manager.js";
 
 export interface Tracing {
@@ -27,14 +38,20 @@ export function tracingConfigured(env: NodeJS.ProcessEnv = process.env): boolean
   return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
 }
 
-let sdk: NodeSDK | undefined;
+let sdk: NodeTracerProvider | undefined;
 let users = 0;
 
 /**
  * Tracing for one gateway: `provider` when given, else the Node SDK when the
  * environment asks for it, else off.
  */
-export function setUpTracing(options: { provider?: TracerProvider | undefined; version: string; env?: NodeJS.ProcessEnv }): Tracing {
+export function setUpTracing(options: {
+  provider?: TracerProvider | undefined;
+  version: string;
+  env?: NodeJS.ProcessEnv;
+  /** Where a configuration that cannot be honoured as given is reported. */
+  warn?: ((message: string) => void) | undefined;
+}): Tracing {
   if (options.provider) {
     installContextManager();
     return { tracer: options.provider.getTracer("emceepee", options.version), shutdown: async () => undefined };
@@ -42,13 +59,16 @@ export function setUpTracing(options: { provider?: TracerProvider | undefined; v
   if (!tracingConfigured(options.env)) return { tracer: undefined, shutdown: async () => undefined };
   if (!sdk) {
     installContextManager();
-    sdk = new NodeSDK({ serviceName: process.env.OTEL_SERVICE_NAME ?? "emceepee", instrumentations: [] });
-    sdk.start();
+    const env = options.env ?? process.env;
+    // The environment (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES) over the default name.
+    const resource = resourceFromAttributes({ "service.name": "emceepee" }).merge(detectResources({ detectors: [envDetector] }));
+    sdk = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(spanExporter(env, options.warn))] });
   }
   users++;
   let done = false;
   return {
-    tracer: trace.getTracer("emceepee", options.version),
+    // Not the global provider: the gateway hands its tracer to its taps, and a later gateway in the process may start its own.
+    tracer: sdk.getTracer("emceepee", options.version),
     async shutdown() {
       if (done) return;
       done = true;
@@ -58,4 +78,15 @@ export function setUpTracing(options: { provider?: TracerProvider | undefined; v
       await stopping.shutdown();
     },
   };
+}
+
+/** The exporter OTEL_TRACES_EXPORTER and OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL ask for. */
+export function spanExporter(env: NodeJS.ProcessEnv, warn?: (message: string) => void): SpanExporter {
+  if (env.OTEL_TRACES_EXPORTER?.trim() === "console") return new ConsoleSpanExporter();
+  const protocol = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL)?.trim() || "http/protobuf";
+  if (protocol === "http/json") return new OtlpJsonExporter();
+  if (protocol !== "http/protobuf") {
+    warn?.(`OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported by emceepee; traces go over http/protobuf (port 4318). Set http/protobuf or http/json.`);
+  }
+  return new OtlpProtoExporter();
 }

@@ -22,7 +22,10 @@ import { instrumentServerTransport } from "../../src/observability/instrument-se
 import { GatewayMetrics, MAX_TOOL_LABELS, type MetricsSources } from "../../src/observability/metrics.js";
 import { timedStore } from "../../src/observability/store-timing.js";
 import { extractFromMeta, injectIntoParams } from "../../src/observability/trace-context.js";
-import { tracingConfigured } from "../../src/observability/tracing.js";
+import { OTLPTraceExporter as OtlpJsonExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import { OTLPTraceExporter as OtlpProtoExporter } from "@opentelemetry/exporter-trace-otlp-proto";
+import { ConsoleSpanExporter } from "@opentelemetry/sdk-trace-base";
+import { spanExporter, tracingConfigured } from "../../src/observability/tracing.js";
 import { openStore } from "../../src/store/open.js";
 
 /** The sample lines of one metric (name and labels as written, then the value), without HELP/TYPE. */
@@ -329,5 +332,20 @@ describe("logs and settings", () => {
     assert.equal(tracingConfigured({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://collector:4318/v1/traces" }), true);
     assert.equal(tracingConfigured({ OTEL_TRACES_EXPORTER: "otlp" }), true);
     assert.equal(tracingConfigured({ OTEL_TRACES_EXPORTER: "none", OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" }), false);
+  });
+
+  test("the exporter follows OTEL_TRACES_EXPORTER and the OTLP protocol; gRPC is refused with a warning", async () => {
+    const warnings: string[] = [];
+    const pick = (env: NodeJS.ProcessEnv) => spanExporter(env, (m) => warnings.push(m));
+    const exporters = [pick({}), pick({ OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" }), pick({ OTEL_TRACES_EXPORTER: "console" })];
+    assert.deepEqual(
+      exporters.map((e) => e.constructor),
+      [OtlpProtoExporter, OtlpJsonExporter, ConsoleSpanExporter],
+    );
+    assert.deepEqual(warnings, []);
+    const grpc = pick({ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "grpc" });
+    assert.equal(grpc.constructor, OtlpProtoExporter);
+    assert.match(warnings[0] ?? "", /grpc is not supported.*http\/protobuf/);
+    await Promise.all([...exporters, grpc].map((e) => e.shutdown()));
   });
 });
