@@ -47,15 +47,7 @@ import { startEverythingHttp } from "../test/helpers/core-extra.js";
 import { startGatewayProcess } from "./lib/gateway-process.js";
 import { alive, childPids, cpuMs, descendantPids, rssBytes, totalCpuMs } from "./lib/proc.js";
 import { fmt, percentile, table } from "./lib/stats.js";
-
-function option(name: string, fallback: number): number {
-  const flag = process.argv.find((a) => a.startsWith(`--${name}=`));
-  const raw = flag ? flag.slice(name.length + 3) : process.env[`BENCH_${name.toUpperCase().replace(/-/g, "_")}`];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got '${raw}'`);
-  return n;
-}
+import { option } from "./lib/options.js";
 
 type Variant = "direct" | "shared" | "pool0" | "pool1";
 const VARIANTS: readonly Variant[] = ["direct", "shared", "pool0", "pool1"];

@@ -31,23 +31,14 @@ import { everythingServerEntry } from "../src/config/demo.js";
 import { startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.js";
 import { alive, childPids, totalCpuMs } from "./lib/proc.js";
 import { fmt, kb, mb, percentile, ratio, table } from "./lib/stats.js";
+import { option } from "./lib/options.js";
 
 // ---------------------------------------------------------------------------
 // Options
 // ---------------------------------------------------------------------------
 
-function option(name: string, fallback: number): number {
-  const flag = process.argv.find((a) => a.startsWith(`--${name}=`));
-  const env = process.env[`BENCH_${name.toUpperCase().replace(/-/g, "_")}`];
-  const raw = flag ? flag.slice(name.length + 3) : env;
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a non-negative number, got '${raw}'`);
-  return Math.floor(n);
-}
-
 const opts = {
-  warmup: option("warmup", 50),
+  warmup: option("warmup", 50, 0),
   latencyCalls: option("latency-calls", 500),
   concurrency: Math.max(1, option("concurrency", 16)),
   callsPerSession: Math.max(1, option("calls-per-session", 60)),
@@ -55,7 +46,7 @@ const opts = {
   idleSessions: Math.max(1, option("idle-sessions", 100)),
   tasks: Math.max(1, option("tasks", 1000)),
   wakeSamples: Math.max(1, option("wake-samples", 20)),
-  skipStdioIdle: option("skip-stdio-idle", 0) === 1,
+  skipStdioIdle: option("skip-stdio-idle", 0, 0) === 1,
   only: (process.argv.find((a) => a.startsWith("--only="))?.slice(7) ?? process.env.BENCH_ONLY ?? "latency,throughput,wake,tasks,idle").split(","),
 };
 const PHASES = ["latency", "throughput", "wake", "tasks", "idle"];

@@ -61,15 +61,7 @@ import { timedStore } from "../src/observability/store-timing.js";
 import { openStore } from "../src/store/open.js";
 import { ROOT, startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.js";
 import { fmt, percentile, ratio, table } from "./lib/stats.js";
-
-function option(name: string, fallback: number): number {
-  const flag = process.argv.find((a) => a.startsWith(`--${name}=`));
-  const raw = flag ? flag.slice(name.length + 3) : process.env[`BENCH_${name.toUpperCase()}`];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < 1) throw new Error(`--${name} must be a positive number, got '${raw}'`);
-  return Math.floor(n);
-}
+import { option } from "./lib/options.js";
 
 const opts = { warmup: option("warmup", 50), calls: option("calls", 2000), rounds: option("rounds", 10) };
 const started = performance.now();

@@ -33,15 +33,7 @@ import fs from "node:fs";
 import { startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.js";
 import { alive, descendantPids, rssBytes } from "./lib/proc.js";
 import { fmt, mb, table } from "./lib/stats.js";
-
-function option(name: string, fallback: number): number {
-  const flag = process.argv.find((a) => a.startsWith(`--${name}=`));
-  const raw = flag ? flag.slice(name.length + 3) : process.env[`BENCH_${name.toUpperCase().replace(/-/g, "_")}`];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got '${raw}'`);
-  return n;
-}
+import { option } from "./lib/options.js";
 
 type Mode = "eager" | "lazy";
 const MODES: readonly Mode[] = ["eager", "lazy"];

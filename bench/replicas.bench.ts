@@ -40,15 +40,7 @@ import { freePort, stopChild } from "../test/helpers/core-extra.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../test/helpers/redis.js";
 import { ROOT } from "./lib/gateway-process.js";
 import { fmt, percentile, ratio, table } from "./lib/stats.js";
-
-function option(name: string, fallback: number): number {
-  const flag = process.argv.find((a) => a.startsWith(`--${name}=`));
-  const raw = flag ? flag.slice(name.length + 3) : process.env[`BENCH_${name.toUpperCase()}`];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < 1) throw new Error(`--${name} must be a positive number, got '${raw}'`);
-  return Math.floor(n);
-}
+import { option } from "./lib/options.js";
 
 const opts = { sessions: option("sessions", 8), calls: option("calls", 60), warmup: option("warmup", 5), probe: option("probe", 50) };
 const started = performance.now();

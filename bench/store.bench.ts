@@ -39,15 +39,7 @@ import { openStore } from "../src/store/open.js";
 import { TaskManager } from "../src/tasks/task-manager.js";
 import { ROOT, startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.js";
 import { fmt, kb, percentile, ratio, table } from "./lib/stats.js";
-
-function option(name: string, fallback: number): number {
-  const flag = process.argv.find((a) => a.startsWith(`--${name}=`));
-  const raw = flag ? flag.slice(name.length + 3) : process.env[`BENCH_${name.toUpperCase()}`];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < 1) throw new Error(`--${name} must be a positive number, got '${raw}'`);
-  return Math.floor(n);
-}
+import { option } from "./lib/options.js";
 
 const opts = {
   warmup: option("warmup", 30),
