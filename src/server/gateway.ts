@@ -158,6 +158,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     },
   });
   children.reclaim = (server) => warm.reclaim(server);
+  registry.onChange((name) => warm.evict(name));
   // Servers with "sharing": "shared" (docs/adr/0010): one connection for all sessions.
   const shared = new SharedUpstreams(
     registry,

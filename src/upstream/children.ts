@@ -31,6 +31,11 @@ export class ChildProcessLimiter {
 
   constructor(private readonly max: number) {}
 
+  /** A slot if one is free now — never reclaiming one (the warm pool fills itself with these). */
+  tryAcquire(server: string): (() => void) | undefined {
+    return this.live < this.max ? this.acquire(server) : undefined;
+  }
+
   /** Reserves one child slot; call the returned release() exactly when the child is gone. */
   acquire(server: string): () => void {
     if (this.live >= this.max) this.reclaim?.(server);

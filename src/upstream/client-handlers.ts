@@ -129,9 +129,10 @@ async function startReceiverTask(
 }
 
 /**
- * The call a server→client request belongs to: by the attribution's rules,
- * else, for a request the upstream sends inside one of its tasks, the call
- * that created that task.
+ * The call a server→client request belongs to: for a request the upstream
+ * sends inside one of its tasks (related-task `_meta`), the call that created
+ * that task — the request says so itself, whatever else is in flight; else
+ * by the attribution's rules.
  */
 function originOfRequest(
   calls: RequestAttribution<CallOrigin> | undefined,
@@ -139,5 +140,5 @@ function originOfRequest(
   meta: Record<string, unknown> | undefined,
 ): CallOrigin | undefined {
   const upstreamTask = relatedTaskId(meta);
-  return calls?.attribute(requestId) ?? (upstreamTask === undefined ? undefined : calls?.taskOrigin(upstreamTask));
+  return (upstreamTask === undefined ? undefined : calls?.taskOrigin(upstreamTask)) ?? calls?.attribute(requestId);
 }

@@ -23,8 +23,18 @@ export interface RegisteredServer {
   addedBy: string;
 }
 
+/** A server's entry was replaced or removed (what holds processes or connections of its old config lets them go). */
+export type RegistryChange = (name: string) => void;
+
 export class ServerRegistry {
   private readonly servers = new Map<string, RegisteredServer>();
+  private readonly listeners = new Set<RegistryChange>();
+
+  /** Calls `listener` after each replace() or remove(); returns the unsubscribe. */
+  onChange(listener: RegistryChange): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
 
   add(entry: RegisteredServer): void {
     if (this.servers.has(entry.name)) {
@@ -39,13 +49,19 @@ export class ServerRegistry {
   replace(entry: RegisteredServer): RegisteredServer {
     const previous = this.require(entry.name);
     this.servers.set(entry.name, entry);
+    this.changed(entry.name);
     return previous;
   }
 
   remove(name: string): RegisteredServer {
     const entry = this.require(name);
     this.servers.delete(name);
+    this.changed(name);
     return entry;
+  }
+
+  private changed(name: string): void {
+    for (const listener of this.listeners) listener(name);
   }
 
   get(name: string): RegisteredServer | undefined {
@@ -127,8 +143,8 @@ export function sameServerConfig(a: ServerConfig, b: ServerConfig): boolean {
 }
 
 function canonicalConfig(c: ServerConfig): string {
-  if (isStdioConfig(c)) return JSON.stringify(["stdio", c.command, c.args, sortedEntries(c.env), c.cwd ?? null]);
-  return JSON.stringify([remoteTransportOf(c), c.url, sortedEntries(c.headers)]);
+  if (isStdioConfig(c)) return JSON.stringify(["stdio", c.command, c.args, sortedEntries(c.env), c.cwd ?? null, c.sharing ?? null]);
+  return JSON.stringify([remoteTransportOf(c), c.url, sortedEntries(c.headers), c.sharing ?? null]);
 }
 
 function sortedEntries(record: Record<string, string> | undefined): [string, string][] {

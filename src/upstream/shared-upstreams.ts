@@ -1,11 +1,14 @@
 /**
  * SharedUpstreams: the gateway's shared connections ("sharing": "shared",
  * docs/adr/0010), one per server name and config. A session attaches on first
- * use (UpstreamPool). When a server is removed or its config changes, the old
- * shared connection is retired — closed once its last session has detached
- * (every session is disconnected from the server by the change) — and the
- * next attach makes a new one. close() ends them all (gateway shutdown).
+ * use (UpstreamPool). When a server is removed or its config changes (the
+ * registry says so), the old shared connection is retired — closed at once
+ * if no session is attached, else once its last session has detached (every
+ * session is disconnected from the server by the change) — and the next
+ * attach makes a new one; an update rolled back finds the retiring one again.
+ * close() ends them all (gateway shutdown).
  */
+import { ErrorCodes, GatewayError } from "../errors.js";
 import type { Logger } from "../logging.js";
 import { sameServerConfig, type ServerRegistry } from "./registry.js";
 import { SharedUpstream, type SharedAttachment, type SharedConnectionOptions, type SharedUpstreamView } from "./shared.js";
@@ -21,16 +24,25 @@ export class SharedUpstreams {
     /** The connection options for a server (everything but what is per session). */
     private readonly optionsFor: (name: string) => SharedConnectionOptions,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    registry.onChange((name) => {
+      const shared = this.byName.get(name);
+      if (shared) this.settle(shared);
+    });
+  }
 
   /** A new view of `name`'s shared connection for one session (connect it with view.connect()). */
   attach(name: string, attachment: SharedAttachment): SharedUpstreamView {
+    if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, "the gateway is shutting down");
     const entry = this.registry.require(name);
     let shared = this.byName.get(name);
     if (shared && !sameServerConfig(shared.config, entry.config)) {
       this.retire(shared);
       shared = undefined;
     }
+    // An update that was rolled back: the connection of the config now current is still there.
+    shared ??= [...this.retiring].find((r) => r.name === name && sameServerConfig(r.config, entry.config));
+    if (shared && this.retiring.delete(shared)) this.byName.set(name, shared);
     if (!shared) {
       // The last session leaving a retired (or removed) server closes its connection.
       shared = new SharedUpstream(

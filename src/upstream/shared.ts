@@ -84,6 +84,8 @@ export class SharedUpstream {
   private closed = false;
   /** The first page of tools/list on this connection, until the upstream says the list changed (one fetch for every session). */
   private tools: Promise<ListToolsResult> | undefined;
+  /** Receiver stores of earlier connections still deleting their rows (close() waits). */
+  private readonly closingReceivers = new Set<Promise<void>>();
   /** The receiver tasks of the current connection (task-augmented elicitation/sampling; each forwarded to the session its call came from). */
   private receivers: ReceiverTaskStore | undefined;
 
@@ -131,7 +133,7 @@ export class SharedUpstream {
     this.connecting ??= (async () => {
       const { newReceiverTasks, ...options } = this.optionsNow();
       this.tools = undefined;
-      void this.receivers?.close();
+      this.closeReceivers();
       this.receivers = newReceiverTasks?.();
       const conn = new UpstreamConnection({ ...options, receiverTasks: this.receivers, handlers: this.dispatcher(), persistence: this.persistence() });
       // A failed connection stays, for its status and lastError, until the next attempt replaces it.
@@ -193,8 +195,10 @@ export class SharedUpstream {
     }
     await this.live().subscribeResource(uri, _meta);
     const now = this.subscribers.get(uri) ?? new Set<SharedUpstreamView>();
-    now.add(view);
-    this.subscribers.set(uri, now);
+    if (this.views.has(view)) now.add(view);
+    if (now.size) this.subscribers.set(uri, now);
+    // The session left while the subscribe was on its way, and nobody else holds the URI.
+    else await this.conn?.unsubscribeResource(uri).catch(() => undefined);
   }
 
   /** `view` unsubscribes from `uri`: the upstream unsubscribe is sent when no session is left. */
@@ -222,8 +226,18 @@ export class SharedUpstream {
   async close(): Promise<void> {
     this.closed = true;
     await this.connecting?.catch(() => undefined);
-    await this.receivers?.close();
+    this.closeReceivers();
+    await Promise.allSettled(this.closingReceivers);
     await this.conn?.close();
+  }
+
+  private closeReceivers(): void {
+    const receivers = this.receivers;
+    this.receivers = undefined;
+    if (!receivers) return;
+    const done = receivers.close();
+    this.closingReceivers.add(done);
+    void done.then(() => this.closingReceivers.delete(done));
   }
 
   private live(): UpstreamConnection {
@@ -293,17 +307,26 @@ export class SharedUpstream {
   private ownerOf(origin: CallOrigin | undefined, method: string): SharedUpstreamView {
     const view = origin && this.owners.get(origin);
     if (view && this.views.has(view)) return view;
+    // A call of a session that has left: its request belongs to nobody here (never to whoever else is calling).
+    if (view) throw this.refusal(method, "the session whose call it belongs to has ended");
     const inFlight = this.conn?.viewAccess().attribution?.inFlightOrigins() ?? [];
     const owners = new Set(inFlight.map((o) => (o === undefined ? undefined : this.owners.get(o))));
     const only = owners.size === 1 ? [...owners][0] : undefined;
     if (only && this.views.has(only)) return only;
-    this.logger.warn({ server: this.name, method, callsInFlight: inFlight.length, sessions: owners.size }, "shared_request_unattributable");
-    throw toJsonRpcError(
+    throw this.refusal(method, inFlight.length === 0 ? "no call is in flight on it" : `calls of ${owners.size} sessions are in flight on it`, {
+      callsInFlight: inFlight.length,
+      sessions: owners.size,
+    });
+  }
+
+  /** The JSON-RPC error an upstream gets for a server→client request no session can be given (logged). */
+  private refusal(method: string, why: string, log: Record<string, unknown> = {}): Error {
+    this.logger.warn({ server: this.name, method, why, ...log }, "shared_request_unattributable");
+    return toJsonRpcError(
       new GatewayError(
         ErrorCodes.UNATTRIBUTABLE,
-        `emceepee cannot tell which client session this ${method} request is for: upstream '${this.name}' is shared by all sessions ("sharing": "shared") and ` +
-          (inFlight.length === 0 ? "no call is in flight on it" : `calls of ${owners.size} sessions are in flight on it`) +
-          `, so it was refused rather than guessed. The gateway's operator can set "sharing": "session" for this server to route every such request.`,
+        `emceepee cannot tell which client session this ${method} request is for: upstream '${this.name}' is shared by all sessions ("sharing": "shared") and ${why}, ` +
+          `so it was refused rather than guessed. The gateway's operator can set "sharing": "session" for this server to route every such request.`,
         { details: { server: this.name, method } },
       ),
     );

@@ -66,6 +66,11 @@ export class WarmPool {
     return warm ? warm.created : this.inner(name, config, transportOptions);
   };
 
+  /** Ends the waiting processes of `name` (its server was removed or changed); the next use fills the pool again. */
+  evict(name: string): void {
+    for (const warm of [...(this.waiting.get(name) ?? [])]) this.drop(name, warm);
+  }
+
   /** From now on, servers that sessions use are kept warm. */
   start(): void {
     this.started = true;
@@ -78,12 +83,8 @@ export class WarmPool {
     if (!config) return;
     const list = this.list(name);
     while (list.length < this.options.size) {
-      let release: () => void;
-      try {
-        release = this.options.children.acquire(name);
-      } catch {
-        return; // at the cap: sessions' own processes come first
-      }
+      const release = this.options.children.tryAcquire(name);
+      if (!release) return; // at the cap: sessions' own processes come first
       const created = this.inner(name, config);
       const transport = created.transport as Partial<Prestartable>;
       if (typeof transport.prestart !== "function") {
@@ -93,7 +94,7 @@ export class WarmPool {
       }
       const warm: Warm = { config, created, transport: transport as Prestartable, release };
       list.push(warm);
-      // Died while waiting (a session that took it has its own handler chained after this one).
+      // Died while waiting (take() clears this before a session's client sets its own).
       warm.transport.onclose = () => this.drop(name, warm);
       warm.transport.prestart().catch((err: unknown) => {
         this.options.logger.warn({ server: name, err: errorMessage(err) }, "warm_process_failed");
@@ -109,17 +110,19 @@ export class WarmPool {
    * False when nothing waits.
    */
   reclaim(server: string): boolean {
+    const own = this.waiting.get(server)?.[0];
+    if (own) {
+      own.release();
+      setImmediate(() => this.drop(server, own));
+      return true;
+    }
     for (const [name, list] of this.waiting) {
-      if (name !== server && list[0]) {
+      if (list[0]) {
         this.drop(name, list[0]);
         return true;
       }
     }
-    const own = this.waiting.get(server)?.[0];
-    if (!own) return false;
-    own.release();
-    setImmediate(() => this.drop(server, own));
-    return true;
+    return false;
   }
 
   /** Processes waiting now, per server. */
@@ -176,9 +179,10 @@ export class WarmPool {
     this.end(warm);
   }
 
+  /** Ends a waiting process; its child slot frees once its process group is gone (as a connection's does). */
   private end(warm: Warm): void {
-    warm.release();
     warm.transport.onclose = undefined;
-    void warm.created.terminate?.().catch(() => undefined);
+    const ended = warm.created.terminate?.() ?? Promise.resolve();
+    void ended.then(warm.release, warm.release);
   }
 }

@@ -23,7 +23,8 @@ import {
   type ElicitRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import { everythingStdio, slowServerStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
-import { pollFor, startEverythingHttp, type ChildServer } from "../helpers/core-extra.js";
+import { parseConfig } from "../../src/config/load.js";
+import { pollFor, processAlive, startEverythingHttp, type ChildServer } from "../helpers/core-extra.js";
 
 interface Peer {
   client: Client;
@@ -166,6 +167,49 @@ describe("a shared stdio upstream", () => {
     }, "all three sessions served again");
     assert.equal(new Set(pids).size, 1, `one process: ${pids.join(",")}`);
     assert.notEqual(pids[0], before);
+  });
+});
+
+describe("a shared upstream's life follows its config", () => {
+  test("a reload that changes only `sharing` updates the server; one that drops it ends its process, with no session attached", async () => {
+    const slow = { ...slowServerStdio(), sharing: "shared" };
+    const gw = await startGateway({ mcpServers: { slow } });
+    try {
+      const url = gw.url.replace(/\/mcp$/, "/servers/slow/mcp");
+      const p = await peer(url, "a");
+      const pid = Number(text(await callTool(p, "pid")));
+      await (p.client.transport as StreamableHTTPClientTransport).terminateSession();
+      await p.client.close();
+      assert.ok(processAlive(pid), "a shared connection outlives its sessions while its server is configured");
+
+      const asSession = parseConfig({ mcpServers: { slow: { ...slow, sharing: "session" } } });
+      const report = await gw.gateway.reload(asSession);
+      assert.deepEqual(report.updated, ["slow"], "a change of sharing mode is a change of the server");
+      await pollFor(async () => (processAlive(pid) ? undefined : true), "the shared process ended with its config");
+
+      const q = await peer(url, "b");
+      const own = Number(text(await callTool(q, "pid")));
+      assert.notEqual(own, pid);
+      await q.client.close();
+      await gw.gateway.reload(parseConfig({ mcpServers: {} }));
+    } finally {
+      await gw.close();
+    }
+  });
+
+  test("removing a shared server ends its process even when no session uses it any more", async () => {
+    const gw = await startGateway({ mcpServers: { slow: { ...slowServerStdio(), sharing: "shared" } } });
+    try {
+      const p = await peer(gw.url.replace(/\/mcp$/, "/servers/slow/mcp"), "a");
+      const pid = Number(text(await callTool(p, "pid")));
+      await (p.client.transport as StreamableHTTPClientTransport).terminateSession();
+      await p.client.close();
+      const report = await gw.gateway.reload(parseConfig({ mcpServers: {} }));
+      assert.deepEqual(report.removed, ["slow"]);
+      await pollFor(async () => (processAlive(pid) ? undefined : true), "the removed server's process ended");
+    } finally {
+      await gw.close();
+    }
   });
 });
 

@@ -15,6 +15,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { slowServerStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { parseConfig } from "../../src/config/load.js";
 import { pollFor, processAlive } from "../helpers/core-extra.js";
 
 /** The slow-server fixture with a marker argument, so this test finds exactly its own processes. */
@@ -86,6 +87,21 @@ describe("the warm pool", () => {
     assert.equal(await pid(await session(url)), waiting, "lent: the waiting process, not a new one beyond the cap");
     await new Promise((r) => setTimeout(r, 300));
     assert.deepEqual(pidsOf(marker).sort(), [a, waiting].sort(), "two processes: the cap holds, nothing waits beyond it");
+  });
+});
+
+describe("the warm pool and config changes", () => {
+  test("a waiting process of a server that is removed ends", async () => {
+    const { marker, config } = markedServer();
+    const gw = await startGateway({ mcpServers: { slow: config }, gateway: { upstream: { warmPool: 1 } } });
+    gateways.push(gw);
+    const client = await session(gw.url.replace(/\/mcp$/, "/servers/slow/mcp"));
+    const first = await pid(client);
+    await pollFor(async () => (pidsOf(marker).length === 2 ? true : undefined), "the warm process");
+    await (client.transport as StreamableHTTPClientTransport).terminateSession();
+    await gw.gateway.reload(parseConfig({ mcpServers: {} }));
+    await pollFor(async () => (pidsOf(marker).length === 0 ? true : undefined), "no process of the removed server");
+    assert.ok(!processAlive(first));
   });
 });
 
