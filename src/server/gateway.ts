@@ -1,5 +1,8 @@
 /**
- * createGateway(config, deps): the composition root. Wires the registry,
+ * createGateway(config, deps): the composition root. (Over 400 lines on
+ * purpose: it is the one place where every part is created, started and
+ * closed, and the order of those steps is read here in one piece; the parts'
+ * own wiring lives beside them, e.g. upstream-sharing.ts, recovery.ts.) Wires the registry,
  * session manager and faces, and serves them over HTTP (listen) or stdio
  * (serveStdio). close() drains everything: sessions, upstream connections,
  * child processes (each stdio upstream's whole process group) and timers;
@@ -38,7 +41,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { systemClock, ulidGenerator, type Clock, type IdGenerator } from "../clock.js";
 import { createCluster, type Cluster } from "../cluster/index.js";
 import { createConsole } from "../console/index.js";
-import { isStdioConfig, sharingOf, type GatewayConfig, type GatewaySettings } from "../config/schema.js";
+import type { GatewayConfig, GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { createMetaServer } from "../faces/meta/server.js";
 import { createTransparentServer } from "../faces/transparent/server.js";
@@ -52,14 +55,12 @@ import type { Store } from "../store/contracts.js";
 import { openStore } from "../store/open.js";
 import { ChildProcessLimiter, ProcessGroups } from "../upstream/children.js";
 import { ServerRegistry } from "../upstream/registry.js";
-import { SharedUpstreams } from "../upstream/shared-upstreams.js";
-import { WarmPool } from "../upstream/warm-pool.js";
-import { ReceiverTaskStore, receiverTaskOptions } from "../tasks/receiver-tasks.js";
 import { createTransportFactory, type TransportFactory } from "../upstream/transports.js";
 import type { GatewayContext } from "./context.js";
 import { recoverState, sweepStoreLogged } from "./recovery.js";
 import { changedSettings, reloadServers, type ReloadReport } from "./reload.js";
 import { UpstreamChecker, type UpstreamCheckResult } from "./upstream-check.js";
+import { createUpstreamSharing } from "./upstream-sharing.js";
 
 /** A path segment's text, or "" for malformed percent-encoding (no server has that name: 404). */
 function decodePathSegment(segment: string): string {
@@ -147,51 +148,21 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     if (!store) throw new GatewayError(ErrorCodes.CLOSED, "the state store is not open: the gateway has not started (listen() or serveStdio())");
     return store;
   };
-  // Stdio servers used per session get a few processes started ahead (docs/adr/0010), once used; serve (listen) only.
-  const warm = new WarmPool(transportFactory, {
-    size: settings.upstream.warmPool,
-    children,
-    logger,
-    warmable: (name) => {
-      const config = registry.get(name)?.config;
-      return config && isStdioConfig(config) && sharingOf(config, settings) === "session" ? config : undefined;
-    },
-  });
-  children.reclaim = (server) => warm.reclaim(server);
-  registry.onChange((name) => warm.evict(name));
-  // Servers with "sharing": "shared" (docs/adr/0010): one connection for all sessions.
-  const shared = new SharedUpstreams(
-    registry,
-    (name) => ({
-      name,
-      config: registry.require(name).config,
-      transportFactory,
-      clientInfo,
-      connectTimeoutMs: settings.upstream.connectTimeoutMs,
-      requestTimeoutMs: settings.upstream.requestTimeoutMs,
-      logger,
-      newReceiverTasks: () =>
-        new ReceiverTaskStore(
-          receiverTaskOptions(settings.tasks, { sessionId: `shared:${name}`, server: name, store: openedStore().tasks, logger, clock, newId }),
-        ),
-      // No `roots`: servers cache the roots per connection, and one session's roots must not reach another's calls (ADR 0010).
-      children,
-    }),
-    logger,
-  );
+  // The warm pool and shared connections (docs/adr/0010).
+  const sharing = createUpstreamSharing({ registry, settings, transportFactory, children, clientInfo, clock, newId, logger, store: openedStore });
   const sessions = new SessionManager({
     registry,
     settings,
     clock,
     newId,
     logger,
-    transportFactory: warm.factory,
+    transportFactory: sharing.transportFactory,
     get store() {
       return openedStore();
     },
     clientInfo,
     children,
-    shared,
+    shared: sharing.shared,
   });
   const checker = new UpstreamChecker({ transportFactory, children, clientInfo, settings, logger });
   const context: GatewayContext = {
@@ -358,7 +329,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     },
     async listen() {
       await start();
-      warm.start();
+      sharing.start();
       httpServer = createHttpServer(
         settings,
         { ...routes, probes, unavailable, pages: [...observability.pages(), ...(webConsole ? [webConsole.handle] : [])] },
@@ -418,8 +389,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         await Promise.allSettled(endpoints().map((e) => e.close()));
         await stdioClose?.().catch(() => undefined);
         await sessions.close();
-        await shared.close();
-        await warm.close();
+        await sharing.close();
         // Groups whose leader crashed are still being reaped in the background: wait for them too.
         await groups.terminateAll();
         if (httpServer) {

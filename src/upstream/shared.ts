@@ -29,28 +29,16 @@
  * connection, so one session's roots would answer for every session's calls
  * (roots/list, should an upstream ask anyway, is routed as above). Upstream
  * HTTP sessions are not continued across gateway restarts.
+ *
+ * Each session's side is its SharedUpstreamView (shared-view.ts).
  */
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { AnySchema, SchemaOutput } from "@modelcontextprotocol/sdk/server/zod-compat.js";
-import type {
-  ClientCapabilities,
-  ClientRequest,
-  EmptyResult,
-  Implementation,
-  ListToolsRequest,
-  ListToolsResult,
-  LoggingLevel,
-  RequestMeta,
-  ServerCapabilities,
-} from "@modelcontextprotocol/sdk/types.js";
+import type { ListToolsResult, LoggingLevel, RequestMeta } from "@modelcontextprotocol/sdk/types.js";
 import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
 import type { Logger } from "../logging.js";
-import type { RequestAttribution } from "../mcp/request-attribution.js";
 import { UpstreamConnection, type UpstreamConnectionOptions } from "./connection.js";
 import type { UpstreamHandlers } from "./client-handlers.js";
-import { UpstreamHandle, type ConnectionStatus } from "./handle.js";
-import { CallOrigin } from "./origin.js";
-import type { ParamsOf, SendOptions } from "./requests.js";
+import type { CallOrigin } from "./origin.js";
+import { SharedUpstreamView } from "./shared-view.js";
 import type { ConnectionPersistence } from "./session-continuation.js";
 import type { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
 
@@ -333,153 +321,4 @@ export class SharedUpstream {
   }
 }
 
-/** One session's view of a shared connection: its own request surface, tool cache, level and subscriptions. */
-export class SharedUpstreamView extends UpstreamHandle {
-  readonly shared = true;
-  readonly continuedSession = false;
-  /** The level this session asked for (undefined: it never set one, and gets what the upstream sends). */
-  level: LoggingLevel | undefined;
-  private readonly subscriptions = new Set<string>();
-  private detached = false;
-  private restored = false;
-
-  constructor(
-    private readonly upstream: SharedUpstream,
-    private readonly attachment: SharedAttachment,
-    requestTimeoutMs: number,
-  ) {
-    super(requestTimeoutMs);
-  }
-
-  get name(): string {
-    return this.upstream.name;
-  }
-
-  get handlers(): UpstreamHandlers {
-    return this.attachment.handlers;
-  }
-
-  get status(): ConnectionStatus {
-    return this.detached ? "closed" : (this.upstream.connection?.status ?? "idle");
-  }
-
-  get lastError(): string | undefined {
-    return this.upstream.connection?.lastError;
-  }
-
-  get connectedAt(): number | undefined {
-    return this.upstream.connection?.connectedAt;
-  }
-
-  get serverInfo(): Implementation | undefined {
-    return this.upstream.connection?.serverInfo;
-  }
-
-  override get capabilities(): ServerCapabilities | undefined {
-    return this.upstream.connection?.capabilities;
-  }
-
-  get instructions(): string | undefined {
-    return this.upstream.connection?.instructions;
-  }
-
-  get pid(): number | null {
-    return this.upstream.connection?.pid ?? null;
-  }
-
-  get upstreamSessionId(): string | undefined {
-    return this.upstream.connection?.upstreamSessionId;
-  }
-
-  get declaredCapabilities(): ClientCapabilities | undefined {
-    return this.upstream.connection?.declaredCapabilities;
-  }
-
-  /** Joins the shared connection (connecting it if needed); a resumed session's level and subscriptions are set again once. */
-  async connect(): Promise<void> {
-    if (this.detached) throw new GatewayError(ErrorCodes.CLOSED, "this session's view of the shared upstream is closed");
-    await this.upstream.connect();
-    if (this.restored) return;
-    this.restored = true;
-    const persistence = this.attachment.persistence;
-    const level = persistence?.logLevel();
-    if (level !== undefined) await this.setLoggingLevel(level).catch(() => undefined);
-    for (const uri of persistence?.subscriptions() ?? []) await this.subscribeResource(uri).catch(() => undefined);
-  }
-
-  /** Detaches this session (its subscriptions and level stop counting); the connection stays for the others. */
-  async close(): Promise<void> {
-    if (this.detached) return;
-    this.detached = true;
-    await this.settleCancels();
-    await this.upstream.detach(this);
-  }
-
-  /** Every call through a view has an origin, so the shared connection knows whose it is. */
-  protected override request<M extends ClientRequest["method"], S extends AnySchema>(
-    method: M,
-    params: ParamsOf<M>,
-    resultSchema: S,
-    o: SendOptions = {},
-  ): Promise<SchemaOutput<S>> {
-    const origin = o.origin ?? new CallOrigin();
-    this.upstream.own(origin, this);
-    return super.request(method, params, resultSchema, { ...o, origin });
-  }
-
-  /** The first page (no cursor, no _meta) comes from the connection's one fetch for all sessions. */
-  override async listToolsPage(params?: ListToolsRequest["params"]): Promise<ListToolsResult> {
-    if (params?.cursor !== undefined || params?._meta !== undefined) return super.listToolsPage(params);
-    return this.upstream.firstToolsPage(() => super.listToolsPage(params));
-  }
-
-  override async subscribeResource(uri: string, _meta?: RequestMeta): Promise<EmptyResult> {
-    this.assertConnected();
-    if (!this.subscriptions.has(uri)) {
-      await this.upstream.subscribe(this, uri, _meta);
-      this.subscriptions.add(uri);
-      this.attachment.persistence?.subscriptionChanged(uri, true);
-    }
-    return {};
-  }
-
-  override async unsubscribeResource(uri: string, _meta?: RequestMeta): Promise<EmptyResult> {
-    this.assertConnected();
-    if (this.subscriptions.delete(uri)) {
-      await this.upstream.unsubscribe(this, uri, _meta);
-      this.attachment.persistence?.subscriptionChanged(uri, false);
-    }
-    return {};
-  }
-
-  override async setLoggingLevel(level: LoggingLevel): Promise<EmptyResult> {
-    this.assertConnected();
-    const before = this.level;
-    this.level = level;
-    try {
-      await this.upstream.applyLevel();
-    } catch (err) {
-      this.level = before;
-      throw err;
-    }
-    this.attachment.persistence?.loggingLevelSet(level);
-    return {};
-  }
-
-  /** The upstream's tool list changed: drop this view's cache. */
-  toolsListChanged(): void {
-    this.toolsChanged();
-  }
-
-  protected override connectedClient(): Client | undefined {
-    return this.detached ? undefined : this.upstream.connection?.viewAccess().client;
-  }
-
-  protected override attribution(): RequestAttribution<CallOrigin> | undefined {
-    return this.upstream.connection?.viewAccess().attribution;
-  }
-
-  protected override unavailable(): Error {
-    return this.upstream.unavailable();
-  }
-}
+export { SharedUpstreamView } from "./shared-view.js";

@@ -1,0 +1,86 @@
+/**
+ * How sessions reach upstreams beyond their own connections (docs/adr/0010):
+ * the warm pool (stdio servers in session mode get a process started ahead,
+ * once used; `serve` only, start()) and the shared connections of servers
+ * with "sharing": "shared". Both follow the registry: a server removed or
+ * changed ends its waiting processes and retires its shared connection.
+ * The composition root (gateway.ts) gives sessions `transportFactory` and
+ * `shared`, and closes both after the sessions.
+ */
+import type { Clock, IdGenerator } from "../clock.js";
+import { isStdioConfig, sharingOf, type GatewaySettings } from "../config/schema.js";
+import type { Logger } from "../logging.js";
+import type { Store } from "../store/contracts.js";
+import { ReceiverTaskStore, receiverTaskOptions } from "../tasks/receiver-tasks.js";
+import type { ChildProcessLimiter } from "../upstream/children.js";
+import type { ServerRegistry } from "../upstream/registry.js";
+import { SharedUpstreams } from "../upstream/shared-upstreams.js";
+import type { TransportFactory } from "../upstream/transports.js";
+import { WarmPool } from "../upstream/warm-pool.js";
+import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
+
+export interface UpstreamSharingOptions {
+  registry: ServerRegistry;
+  settings: GatewaySettings;
+  transportFactory: TransportFactory;
+  children: ChildProcessLimiter;
+  clientInfo: Implementation;
+  clock: Clock;
+  newId: IdGenerator;
+  logger: Logger;
+  /** The open state store (shared connections keep their receiver tasks there). */
+  store: () => Store;
+}
+
+export interface UpstreamSharing {
+  /** The factory session connections use (the warm pool's). */
+  readonly transportFactory: TransportFactory;
+  readonly shared: SharedUpstreams;
+  /** Turns the warm pool on (`serve`). */
+  start(): void;
+  /** Ends the shared connections and the waiting processes (after the sessions have closed). */
+  close(): Promise<void>;
+}
+
+export function createUpstreamSharing(o: UpstreamSharingOptions): UpstreamSharing {
+  const { registry, settings, children, clientInfo, logger } = o;
+  const warm = new WarmPool(o.transportFactory, {
+    size: settings.upstream.warmPool,
+    children,
+    logger,
+    warmable: (name) => {
+      const config = registry.get(name)?.config;
+      return config && isStdioConfig(config) && sharingOf(config, settings) === "session" ? config : undefined;
+    },
+  });
+  children.reclaim = (server) => warm.reclaim(server);
+  registry.onChange((name) => warm.evict(name));
+  const shared = new SharedUpstreams(
+    registry,
+    (name) => ({
+      name,
+      config: registry.require(name).config,
+      transportFactory: o.transportFactory,
+      clientInfo,
+      connectTimeoutMs: settings.upstream.connectTimeoutMs,
+      requestTimeoutMs: settings.upstream.requestTimeoutMs,
+      logger,
+      newReceiverTasks: () =>
+        new ReceiverTaskStore(
+          receiverTaskOptions(settings.tasks, { sessionId: `shared:${name}`, server: name, store: o.store().tasks, logger, clock: o.clock, newId: o.newId }),
+        ),
+      // No `roots`: servers cache the roots per connection, and one session's roots must not reach another's calls (ADR 0010).
+      children,
+    }),
+    logger,
+  );
+  return {
+    transportFactory: warm.factory,
+    shared,
+    start: () => warm.start(),
+    async close() {
+      await shared.close();
+      await warm.close();
+    },
+  };
+}
