@@ -344,6 +344,18 @@ export interface RunningCli {
   stderr(): string;
 }
 
+/** The JSON log lines (pino, one per line on stderr) whose `msg` is `msg`. */
+export function logLines(stderr: string, msg: string): Array<Record<string, any>> {
+  return stderr.split("\n").flatMap((line) => {
+    try {
+      const parsed = JSON.parse(line) as Record<string, any>;
+      return parsed.msg === msg ? [parsed] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
 /** Starts `emceepee serve <args>` (environment: cliEnv(env)) and resolves with the URL it prints once listening. */
 export async function startCliServe(cwd: string, args: string[], timeoutMs = 60_000, env?: NodeJS.ProcessEnv): Promise<RunningCli> {
   const child = spawn(process.execPath, [...CLI_ARGS, "serve", ...args], { cwd, env: cliEnv(env), stdio: ["ignore", "pipe", "pipe"] });

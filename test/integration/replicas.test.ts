@@ -35,6 +35,7 @@ import {
   waitExit,
   type ChildServer,
   type RunningCli,
+  logLines,
 } from "../helpers/core-extra.js";
 import { isTerminalTask, pollTask, startTask, taskResult, text } from "../helpers/tasks.js";
 import { connectFace, type Peer } from "../helpers/transparent.js";
@@ -110,18 +111,8 @@ if (skip !== undefined) {
   }
 
   /** Log lines `msg` of a replica (JSON lines on stderr). */
-  function logLines(r: Replica, msg: string): Array<Record<string, any>> {
-    return r.served
-      .stderr()
-      .split("\n")
-      .flatMap((line) => {
-        try {
-          const parsed = JSON.parse(line) as Record<string, any>;
-          return parsed.msg === msg ? [parsed] : [];
-        } catch {
-          return [];
-        }
-      });
+  function replicaLog(r: Replica, msg: string): Array<Record<string, any>> {
+    return logLines(r.served.stderr(), msg);
   }
 
   before(async () => {
@@ -169,10 +160,10 @@ if (skip !== undefined) {
 
       const replicasSeen = servedBy(session);
       assert.equal(replicasSeen.size, 3, `the session's requests reached every replica: ${[...replicasSeen].join(", ")}`);
-      const owners = replicas.filter((r) => logLines(r, "session_created").length > 0);
+      const owners = replicas.filter((r) => replicaLog(r, "session_created").length > 0);
       assert.ok(owners.length >= 1, "the session was created on one replica");
       assert.deepEqual(
-        replicas.flatMap((r) => logLines(r, "session_resumed")),
+        replicas.flatMap((r) => replicaLog(r, "session_resumed")),
         [],
         "no replica resumed the session: every request reached its owner",
       );
@@ -196,7 +187,7 @@ if (skip !== undefined) {
         assert.match(payloadText(echo), new RegExp(`Echo: hi ${i}`));
       }
       assert.ok(
-        replicas.some((rep) => logLines(rep, "cluster_server_applied").length > 0),
+        replicas.some((rep) => replicaLog(rep, "cluster_server_applied").length > 0),
         "another replica applied the change from pub/sub",
       );
       const removed = await call(adder, "remove_server", { name: "extra" });
@@ -291,7 +282,7 @@ if (skip !== undefined) {
 
     test("SIGKILL one replica under load: sessions continue, affected calls complete or fail with a reason", SLOW, async () => {
       const victim = replicas[0]!;
-      const onVictim = (id: string) => logLines(victim, "session_created").some((l) => l.sessionHash === sessionHash(id));
+      const onVictim = (id: string) => replicaLog(victim, "session_created").some((l) => l.sessionHash === sessionHash(id));
       // Sessions on every replica, at least two of them on the one to be killed (the balancer decides where each starts).
       const sessions: Client[] = [];
       // A connect is three requests (initialize, initialized, the GET stream): a probe between connects moves the rotation on.
@@ -312,7 +303,7 @@ if (skip !== undefined) {
       const done = await Promise.all(sessions.map((c) => promote(c, "everything", "trigger-long-running-operation", { duration: 1, steps: 1 }, 100)));
       for (const [i, c] of sessions.entries()) assert.equal((await waitTerminal(c, done[i]!.taskId, 30_000)).status, "completed");
       const tasks = await Promise.all(sessions.map((c) => promote(c, "everything", "trigger-long-running-operation", { duration: 4, steps: 4 }, 200)));
-      const victimSessions = new Set(logLines(victim, "session_created").map((l) => l.sessionHash as string));
+      const victimSessions = new Set(replicaLog(victim, "session_created").map((l) => l.sessionHash as string));
       // Load: echo calls from every session while the replica dies.
       let stop = false;
       const outcomes: Array<{ ok: boolean; reason?: string }> = [];
@@ -383,7 +374,7 @@ if (skip !== undefined) {
       assert.ok(victimSessions.size > 0, "the killed replica owned sessions");
       assert.ok(failedWithReason > 0, "the calls that ran on the killed replica failed with the reason");
       assert.ok(
-        replicas.slice(1).some((r) => logLines(r, "cluster_session_adopted").length > 0),
+        replicas.slice(1).some((r) => replicaLog(r, "cluster_session_adopted").length > 0),
         "a surviving replica adopted the dead replica's sessions",
       );
     });

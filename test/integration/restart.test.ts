@@ -38,6 +38,7 @@ import {
   waitExit,
   type ChildServer,
   type RunningCli,
+  logLines,
 } from "../helpers/core-extra.js";
 import { connectFace, type Peer } from "../helpers/transparent.js";
 import { isTerminalTask, LONG, pollTask, startTask, streamedResult, taskResult, text } from "../helpers/tasks.js";
@@ -105,17 +106,7 @@ class Gateway {
 
   /** JSON log lines `msg` of the current run. */
   logLines(msg: string): Array<Record<string, any>> {
-    return this.served
-      .stderr()
-      .split("\n")
-      .flatMap((line) => {
-        try {
-          const parsed = JSON.parse(line) as Record<string, any>;
-          return parsed.msg === msg ? [parsed] : [];
-        } catch {
-          return [];
-        }
-      });
+    return logLines(this.served.stderr(), msg);
   }
 }
 

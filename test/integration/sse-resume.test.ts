@@ -27,7 +27,18 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { sessionHash } from "../../src/logging.js";
 import { ROOT, everythingStdio } from "../helpers/gateway.js";
-import { MCP_POST_HEADERS, freePort, initializeBody, pollFor, rawRequest, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
+import {
+  MCP_POST_HEADERS,
+  freePort,
+  initializeBody,
+  logLines,
+  pollFor,
+  rawRequest,
+  startCliServe,
+  stopChild,
+  waitExit,
+  type RunningCli,
+} from "../helpers/core-extra.js";
 import { connectFace, DroppingFetch, type Peer, type SseStreamLog, type WireMessage } from "../helpers/transparent.js";
 import { Balancer } from "../helpers/balancer.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
@@ -57,18 +68,8 @@ after(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
-function logLines(served: RunningCli, msg: string): Array<Record<string, any>> {
-  return served
-    .stderr()
-    .split("\n")
-    .flatMap((line) => {
-      try {
-        const parsed = JSON.parse(line) as Record<string, any>;
-        return parsed.msg === msg ? [parsed] : [];
-      } catch {
-        return [];
-      }
-    });
+function logOf(served: RunningCli, msg: string): Array<Record<string, any>> {
+  return logLines(served.stderr(), msg);
 }
 
 async function serve(args: string[], env?: NodeJS.ProcessEnv): Promise<RunningCli> {
@@ -226,7 +227,7 @@ describe("SSE streams resume from the store after `emceepee serve` restarts (SQL
         running.delete(served);
         served = await serve(args);
       });
-      assert.equal(logLines(served, "session_resumed").length, 1, "the session was resumed once, by the held resumes");
+      assert.equal(logOf(served, "session_resumed").length, 1, "the session was resumed once, by the held resumes");
       await unknownCursorIs400(url, peer.sessionId);
 
       // A session that ends takes its stored replay with it.
@@ -345,14 +346,14 @@ describe("SSE streams of a dead replica resume on the replica that adopts the se
     const url = `http://127.0.0.1:${balancer.port}/servers/local/mcp`;
     let owner: (typeof replicas)[number] | undefined;
     const peer = await missedMessagesArriveOnce(url, redisEvents(redis), async (sessionId) => {
-      owner = replicas.find((r) => logLines(r.served, "session_created").some((l) => l.sessionHash === sessionHash(sessionId)));
+      owner = replicas.find((r) => logOf(r.served, "session_created").some((l) => l.sessionHash === sessionHash(sessionId)));
       assert.ok(owner, "a replica created the session");
       owner.served.child.kill("SIGKILL");
       await waitExit(owner.served.child, 60_000);
     });
     const adopter = replicas.find((r) => r !== owner)!;
     assert.ok(
-      logLines(adopter.served, "cluster_session_adopted").length > 0,
+      logOf(adopter.served, "cluster_session_adopted").length > 0,
       "the surviving replica adopted the session and replayed the dead owner's streams from Redis",
     );
     await unknownCursorIs400(url, peer.sessionId);
