@@ -159,9 +159,10 @@ export const gatewaySettingsSchema = z.strictObject({
         })
         .prefault({}),
       /**
-       * Stdio upstreams in session mode: processes per server started ahead
-       * (spawned and initialized), so a new session's first call does not wait
-       * for a spawn. They count against maxChildProcesses. 0 turns it off.
+       * Stdio upstreams in session mode (`serve` only): once a session has used
+       * a server, this many of its processes are kept spawned ahead (initialize
+       * runs when a session takes one), so the next session's first call does
+       * not wait for a spawn. They count against maxChildProcesses. 0: off.
        */
       warmPool: z.number().int().min(0).max(64).default(1),
       /**

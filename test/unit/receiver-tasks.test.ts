@@ -121,7 +121,8 @@ test("listTasks pages by 100 with a cursor", async () => {
   await tasks.close();
 });
 
-test("ended receiver tasks are bounded per session in the store (oldest rows first, never the one that just ended)", async () => {
+/** Four receiver tasks of session s1 created and completed with `result`, one ms apart, under `limits`: the store's rows, oldest first. */
+async function fourEnded(limits: { maxRetained: number; maxRetainedBytes?: number }, result: Record<string, unknown>) {
   const clock = new ManualClock();
   const store = createMemoryStore(clock);
   let n = 0;
@@ -133,48 +134,32 @@ test("ended receiver tasks are bounded per session in the store (oldest rows fir
     newId: () => `T${++n}`,
     defaultTtlMs: 60_000,
     maxTtlMs: 60_000,
-    maxRetained: 2,
+    ...limits,
   });
   const ids: string[] = [];
   for (let i = 0; i < 4; i++) {
     const t = await tasks.createTask({}, i, elicit);
     ids.push(t.taskId);
     clock.advance(1);
-    await tasks.storeTaskResult(t.taskId, "completed", { action: "decline" });
-    await flush();
-  }
-  assert.deepEqual(
-    (await store.tasks.listBySession("s1")).map((r) => r.taskId),
-    ids.slice(2),
-  );
-  await tasks.close();
-});
-
-test("ended receiver tasks are bounded in result bytes too (gateway.tasks.maxRetainedResultBytes)", async () => {
-  const clock = new ManualClock();
-  const store = createMemoryStore(clock);
-  let n = 0;
-  const tasks = new ReceiverTaskStore({
-    sessionId: "s1",
-    server: "up",
-    store: store.tasks,
-    clock,
-    newId: () => `T${++n}`,
-    defaultTtlMs: 60_000,
-    maxTtlMs: 60_000,
-    maxRetained: 100,
-    maxRetainedBytes: 2_500,
-  });
-  const ids: string[] = [];
-  for (let i = 0; i < 4; i++) {
-    const t = await tasks.createTask({}, i, elicit);
-    ids.push(t.taskId);
-    clock.advance(1);
-    // Each result is a little over 1,000 bytes of JSON: two fit in 2,500, a third does not.
-    await tasks.storeTaskResult(t.taskId, "completed", { action: "accept", content: { text: "x".repeat(1_000) } });
+    await tasks.storeTaskResult(t.taskId, "completed", result);
     await flush();
   }
   const kept = await store.tasks.listBySession("s1");
+  await tasks.close();
+  return { ids, kept };
+}
+
+test("ended receiver tasks are bounded per session in the store (oldest rows first, never the one that just ended)", async () => {
+  const { ids, kept } = await fourEnded({ maxRetained: 2 }, { action: "decline" });
+  assert.deepEqual(
+    kept.map((r) => r.taskId),
+    ids.slice(2),
+  );
+});
+
+test("ended receiver tasks are bounded in result bytes too (gateway.tasks.maxRetainedResultBytes)", async () => {
+  // Each result is a little over 1,000 bytes of JSON: two fit in 2,500, a third does not.
+  const { ids, kept } = await fourEnded({ maxRetained: 100, maxRetainedBytes: 2_500 }, { action: "accept", content: { text: "x".repeat(1_000) } });
   assert.ok(
     kept.every((r) => (r.resultBytes ?? 0) > 1_000),
     "each stored result records its size",
@@ -183,5 +168,4 @@ test("ended receiver tasks are bounded in result bytes too (gateway.tasks.maxRet
     kept.map((r) => r.taskId),
     ids.slice(2),
   );
-  await tasks.close();
 });

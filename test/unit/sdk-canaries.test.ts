@@ -93,6 +93,18 @@ function progressThenResult(): Parameters<typeof rawPeer>[0] {
   };
 }
 
+/** An McpServer with one `echo` tool, its tool errors decorated by `decorate` (src/mcp/tool-errors.ts), and a client linked to it. */
+async function decoratedEcho(decorate: Parameters<typeof wrapToolErrors>[1]) {
+  const server = new McpServer({ name: "canary", version: "1.0.0" });
+  server.registerTool("echo", { inputSchema: { text: z.string() } }, ({ text }) => ({ content: [{ type: "text", text }] }));
+  wrapToolErrors(server, decorate);
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: "canary", version: "1.0.0" });
+  await client.connect(clientSide);
+  return { server, client };
+}
+
 describe("SDK members the workarounds in src/mcp/ touch", () => {
   test("Protocol._onprogress (src/mcp/ordered-progress.ts, typescript-sdk#2580)", () => {
     assert.ok(
@@ -187,13 +199,7 @@ describe("the workarounds still work against the real SDK (InMemoryTransport)", 
   });
 
   test("wrapToolErrors: a tool error the SDK answers itself (bad arguments) passes through the decorator", async () => {
-    const server = new McpServer({ name: "canary", version: "1.0.0" });
-    server.registerTool("echo", { inputSchema: { text: z.string() } }, ({ text }) => ({ content: [{ type: "text", text }] }));
-    wrapToolErrors(server, (result) => ({ ...result, content: [...result.content, { type: "text", text: "decorated" }] }));
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await server.connect(serverSide);
-    const client = new Client({ name: "canary", version: "1.0.0" });
-    await client.connect(clientSide);
+    const { server, client } = await decoratedEcho((result) => ({ ...result, content: [...result.content, { type: "text", text: "decorated" }] }));
     const bad = (await client.callTool({ name: "echo", arguments: { text: 42 } })) as CallToolResult;
     assert.equal(bad.isError, true);
     assert.deepEqual(
@@ -208,16 +214,10 @@ describe("the workarounds still work against the real SDK (InMemoryTransport)", 
   });
 
   test("wrapToolErrors: an async decorator's result is what the client gets (McpServer awaits createToolError's value)", async () => {
-    const server = new McpServer({ name: "canary", version: "1.0.0" });
-    server.registerTool("echo", { inputSchema: { text: z.string() } }, ({ text }) => ({ content: [{ type: "text", text }] }));
-    wrapToolErrors(server, async (result) => {
+    const { server, client } = await decoratedEcho(async (result) => {
       await new Promise((r) => setImmediate(r));
       return { ...result, content: [...result.content, { type: "text", text: "decorated later" }] };
     });
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await server.connect(serverSide);
-    const client = new Client({ name: "canary", version: "1.0.0" });
-    await client.connect(clientSide);
     const bad = (await client.callTool({ name: "echo", arguments: { text: 42 } })) as CallToolResult;
     assert.equal(bad.isError, true);
     assert.deepEqual(
