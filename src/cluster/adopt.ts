@@ -9,22 +9,13 @@
  * rejected with an event. Every end is a compare-and-set: a task another
  * path ended first is left alone.
  */
-import type { Clock, IdGenerator } from "../clock.js";
-import { isStdioConfig, type GatewaySettings } from "../config/schema.js";
-import type { Logger } from "../logging.js";
-import { eventLimits, type EventType } from "../session/event-system.js";
-import type { Store, TaskRecord } from "../store/contracts.js";
-import { ACTIVE_STATUSES, endedRetainUntil } from "../store/policy.js";
-import type { ServerRegistry } from "../upstream/registry.js";
+import { isStdioConfig } from "../config/schema.js";
+import { addStoredEvent, endStoredTask, type RecoveryDeps } from "../server/recovery.js";
+import type { TaskRecord } from "../store/contracts.js";
+import { ACTIVE_STATUSES } from "../store/policy.js";
 
-export interface AdoptDeps {
-  store: Store;
-  registry: ServerRegistry;
-  settings: GatewaySettings;
-  clock: Clock;
-  newId: IdGenerator;
-  logger: Logger;
-}
+/** The same as start-up recovery's: adopting settles a session's leftovers the way a restart does (src/server/recovery.ts). */
+export type AdoptDeps = RecoveryDeps;
 
 /** The status message of a call that ran on a replica that died. */
 export function replicaStoppedCall(owner: string): string {
@@ -41,7 +32,7 @@ export async function settleAdopted(deps: AdoptDeps, sessionId: string, owner: s
   for (const request of await deps.store.pending.listBySession(sessionId)) {
     if (!(await deps.store.pending.delete(request.requestId))) continue;
     requests++;
-    await addEvent(deps, sessionId, `${request.kind}_rejected`, request.server, {
+    await addStoredEvent(deps, sessionId, `${request.kind}_rejected`, request.server, {
       requestId: request.requestId,
       reason: `replica ${who} stopped while this request waited; its upstream call ended`,
     });
@@ -59,23 +50,8 @@ async function settle(deps: AdoptDeps, task: TaskRecord, owner: string): Promise
     : task.upstreamTaskId === undefined
       ? replicaStoppedCall(owner)
       : `replica ${owner} stopped; upstream '${task.server}' ran there over stdio and ended with it, and this task with it`;
-  const now = deps.clock.now();
-  const ended = await deps.store.tasks.transition(task.taskId, {
-    from: ACTIVE_STATUSES,
-    to: "failed",
-    patch: {
-      error: reason,
-      statusMessage: reason,
-      lastUpdatedAt: now,
-      retainUntil: endedRetainUntil(task, now, receiver ? 0 : deps.settings.tasks.completedRetentionMs),
-    },
-    unset: ["inputRequired"],
-  });
+  const ended = await endStoredTask(deps, task, "failed", reason, "cluster_task_settled");
   if (!ended) return false;
-  if (!receiver) await addEvent(deps, task.sessionId, "task_failed", task.server, { taskId: task.taskId, toolName: task.toolName, error: reason });
+  if (!receiver) await addStoredEvent(deps, task.sessionId, "task_failed", task.server, { taskId: task.taskId, toolName: task.toolName, error: reason });
   return true;
-}
-
-async function addEvent(deps: AdoptDeps, sessionId: string, type: EventType, server: string, data: Record<string, unknown>): Promise<void> {
-  await deps.store.events.append(sessionId, { id: deps.newId(), type, server, createdAt: deps.clock.now(), data }, eventLimits(deps.settings.events));
 }

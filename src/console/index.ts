@@ -17,12 +17,11 @@
  * a session held elsewhere is sent to its replica, which runs it through
  * these same paths (cluster.ts).
  */
-import { timingSafeEqual, createHash } from "node:crypto";
 import type http from "node:http";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { answerElicitation, type ElicitationAnswer } from "../faces/meta/tools/elicitation.js";
 import { answerSampling } from "../faces/meta/tools/sampling.js";
-import { CONSOLE_COOKIE, CONSOLE_LOGIN_PATH, consoleCookieValue, isConsolePath } from "../http/guards.js";
+import { CONSOLE_COOKIE, CONSOLE_LOGIN_PATH, consoleCookieValue, isConsolePath, secretEquals } from "../http/guards.js";
 import type { Peers } from "../cluster/index.js";
 import type { PageHandler } from "../http/server.js";
 import type { GatewayContext } from "../server/context.js";
@@ -210,7 +209,7 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     const form = await readForm(req, maxBody);
     const next = safeNext(form.get("next"));
     if (token === undefined) return redirect(res, next);
-    if (!sameSecret(form.get("token") ?? "", token)) {
+    if (!secretEquals(form.get("token") ?? "", token)) {
       return show(res, 401, { title: "Log in", section: "login", bare: true }, loginBody(next, true, "That is not the gateway's token; try again."));
     }
     redirect(res, next, { "Set-Cookie": `${CONSOLE_COOKIE}=${consoleCookieValue(token)}; HttpOnly; SameSite=Strict; Path=/console` });
@@ -352,10 +351,4 @@ function decode(segment: string): string {
   } catch {
     return "";
   }
-}
-
-function sameSecret(given: string, token: string): boolean {
-  const a = createHash("sha256").update(given).digest();
-  const b = createHash("sha256").update(token).digest();
-  return timingSafeEqual(a, b);
 }

@@ -6,6 +6,9 @@
  * the logs), never by their id, which is a bearer secret. With replicas, the
  * merge* functions join this replica's model with the others' (cluster.ts).
  */
+import { sharingOf } from "../config/schema.js";
+import { shownStatus } from "../tasks/mcp-task.js";
+import { describeTarget } from "../upstream/registry.js";
 import type { GatewayContext } from "../server/context.js";
 import { sessionHash } from "../logging.js";
 import type { PendingInfo } from "../session/pending-requests.js";
@@ -76,10 +79,8 @@ export interface InboxItem {
 export async function overview(src: ConsoleSources): Promise<Overview> {
   const { context } = src;
   const sessions = context.sessions.list().filter((s) => !s.isClosed);
-  const upstream = context.settings.upstream as { sharing?: Record<string, string> };
   const servers = context.registry.list().map((entry): ServerRow => {
-    const config = entry.config as { command?: string; transport?: string; sharing?: string };
-    const transport = config.command !== undefined ? "stdio" : (config.transport ?? "streamable-http");
+    const { transport } = describeTarget(entry.config);
     const statuses: Record<string, number> = {};
     let lastError: string | undefined;
     for (const s of sessions) {
@@ -90,7 +91,7 @@ export async function overview(src: ConsoleSources): Promise<Overview> {
     return {
       name: entry.name,
       transport,
-      sharing: config.sharing ?? upstream.sharing?.[transport === "stdio" ? "stdio" : "remote"],
+      sharing: sharingOf(entry.config, context.settings),
       addedBy: entry.addedBy,
       statuses,
       lastError,
@@ -123,7 +124,7 @@ function faceName(face: FaceRecord): string {
 }
 
 function shown(r: TaskRecord): TaskRow["shownStatus"] {
-  return r.status === "working" && r.inputRequired === true ? "input_required" : r.status;
+  return shownStatus(r);
 }
 
 /** Every visible task of every session, newest first, filtered. */

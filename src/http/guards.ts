@@ -106,10 +106,12 @@ function cookieMatches(header: string | undefined, token: string): boolean {
     .map((part) => part.trim())
     .find((part) => part.startsWith(`${CONSOLE_COOKIE}=`))
     ?.slice(CONSOLE_COOKIE.length + 1);
-  if (value === undefined) return false;
-  const a = createHash("sha256").update(value).digest();
-  const b = createHash("sha256").update(consoleCookieValue(token)).digest();
-  return timingSafeEqual(a, b);
+  return value !== undefined && secretEquals(value, consoleCookieValue(token));
+}
+
+/** Whether two secrets are equal, compared in constant time (of their hashes, so their lengths do not leak either). */
+export function secretEquals(given: string, secret: string): boolean {
+  return timingSafeEqual(createHash("sha256").update(given).digest(), createHash("sha256").update(secret).digest());
 }
 
 /** Whether binding `host` keeps the gateway on this machine (127.0.0.0/8, ::1, localhost). */
@@ -140,8 +142,5 @@ function originAllowed(origin: string, allowed: readonly string[]): boolean {
 
 function tokenMatches(header: string | undefined, token: string): boolean {
   const m = /^Bearer\s+(.+)$/i.exec(header ?? "");
-  if (!m) return false;
-  const a = createHash("sha256").update(m[1]!.trim()).digest();
-  const b = createHash("sha256").update(token).digest();
-  return timingSafeEqual(a, b);
+  return m !== null && secretEquals(m[1]!.trim(), token);
 }

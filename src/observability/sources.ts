@@ -5,6 +5,7 @@
  * tasks in the store. Also which face each session was opened on (a promoted
  * task is a tool task of a meta-face session) and, when it ends, its duration.
  */
+import { shownStatus } from "../tasks/mcp-task.js";
 import type { SessionManager } from "../session/session-manager.js";
 import type { Store } from "../store/contracts.js";
 import type { ChildProcessLimiter } from "../upstream/children.js";
@@ -89,8 +90,7 @@ export function gatewaySources(state: GatewayState): MetricsSources {
           const records = await store.tasks.listBySession(session.id).catch(() => []);
           return records.map((r) => {
             const kind: TaskKindLabel = r.kind === "receiver" ? "receiver" : r.upstreamTaskId !== undefined ? "upstream" : meta ? "promoted" : "gateway";
-            const status = r.status === "working" && r.inputRequired ? "input_required" : r.status;
-            return { status, kind };
+            return { status: shownStatus(r), kind };
           });
         }),
       );

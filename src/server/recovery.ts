@@ -86,7 +86,7 @@ export async function recoverState(deps: RecoveryDeps): Promise<RecoveryReport> 
     // Whoever deletes it answers it: here, with the reason and an event for its session.
     if (!(await store.pending.delete(request.requestId))) continue;
     report.rejectedRequests++;
-    await addEvent(deps, request.sessionId, `${request.kind}_rejected`, request.server, { requestId: request.requestId, reason: RESTARTED_REQUEST });
+    await addStoredEvent(deps, request.sessionId, `${request.kind}_rejected`, request.server, { requestId: request.requestId, reason: RESTARTED_REQUEST });
   }
   report.deletedTasks = (await sweepStore(store, deps.clock.now())).tasks;
   return report;
@@ -96,7 +96,9 @@ async function settleTask(deps: RecoveryDeps, task: TaskRecord, report: Recovery
   const now = deps.clock.now();
   const entry = deps.registry.get(task.server);
   if ((task.kind ?? "tool") === "receiver") {
-    if (await end(deps, task, "failed", "the gateway restarted while this request waited for its client; the upstream connection that sent it is gone")) {
+    if (
+      await endStoredTask(deps, task, "failed", "the gateway restarted while this request waited for its client; the upstream connection that sent it is gone")
+    ) {
       report.failedTasks++;
     }
     return;
@@ -107,9 +109,9 @@ async function settleTask(deps: RecoveryDeps, task: TaskRecord, report: Recovery
       return;
     }
     const reason = `task expired: its TTL of ${task.ttlMs}ms ran out while the gateway was restarting`;
-    if (await end(deps, task, "expired", reason)) {
+    if (await endStoredTask(deps, task, "expired", reason)) {
       report.expiredTasks++;
-      await addEvent(deps, task.sessionId, "task_expired", task.server, { taskId: task.taskId, toolName: task.toolName, ttlMs: task.ttlMs });
+      await addStoredEvent(deps, task.sessionId, "task_expired", task.server, { taskId: task.taskId, toolName: task.toolName, ttlMs: task.ttlMs });
     }
     return;
   }
@@ -119,14 +121,24 @@ async function settleTask(deps: RecoveryDeps, task: TaskRecord, report: Recovery
       : entry
         ? `the gateway restarted, and upstream '${task.server}' runs over stdio: its process ended with the gateway, and this task with it`
         : `the gateway restarted, and upstream '${task.server}' is no longer configured; the task's state is unknown`;
-  if (await end(deps, task, "failed", reason)) {
+  if (await endStoredTask(deps, task, "failed", reason)) {
     report.failedTasks++;
-    await addEvent(deps, task.sessionId, "task_failed", task.server, { taskId: task.taskId, toolName: task.toolName, error: reason });
+    await addStoredEvent(deps, task.sessionId, "task_failed", task.server, { taskId: task.taskId, toolName: task.toolName, error: reason });
   }
 }
 
-/** One compare-and-set from a running status; false when another writer ended it first. */
-async function end(deps: RecoveryDeps, task: TaskRecord, status: "failed" | "expired", reason: string): Promise<boolean> {
+/**
+ * One compare-and-set of a stored task from a running status (also what a
+ * replica that adopts a dead replica's session does: src/cluster/adopt.ts);
+ * false when another writer ended it first. `logAs`: the log line when it ended.
+ */
+export async function endStoredTask(
+  deps: RecoveryDeps,
+  task: TaskRecord,
+  status: "failed" | "expired",
+  reason: string,
+  logAs = "task_settled_at_start",
+): Promise<boolean> {
   const now = deps.clock.now();
   const retention = task.kind === "receiver" ? 0 : deps.settings.tasks.completedRetentionMs;
   const patch: TaskPatch = {
@@ -136,11 +148,12 @@ async function end(deps: RecoveryDeps, task: TaskRecord, status: "failed" | "exp
     retainUntil: endedRetainUntil(task, now, retention),
   };
   const ended = await deps.store.tasks.transition(task.taskId, { from: ACTIVE_STATUSES, to: status, patch, unset: ["inputRequired"] });
-  if (ended) deps.logger.warn({ taskId: task.taskId, server: task.server, tool: task.toolName, status, reason }, "task_settled_at_start");
+  if (ended) deps.logger.warn({ taskId: task.taskId, server: task.server, tool: task.toolName, status, reason }, logAs);
   return ended !== undefined;
 }
 
-async function addEvent(deps: RecoveryDeps, sessionId: string, type: EventType, server: string, data: Record<string, unknown>): Promise<void> {
+/** Appends an event to a stored session's events (read by the session when it runs again). */
+export async function addStoredEvent(deps: RecoveryDeps, sessionId: string, type: EventType, server: string, data: Record<string, unknown>): Promise<void> {
   const event = { id: deps.newId(), type, server, createdAt: deps.clock.now(), data };
   await deps.store.events.append(sessionId, event, eventLimits(deps.settings.events));
 }

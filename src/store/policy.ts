@@ -88,3 +88,6 @@ export function duplicateTask(taskId: string): GatewayError {
 export function storeClosed(location: string): GatewayError {
   return new GatewayError(ErrorCodes.CLOSED, `the state store (${location}) is closed; the gateway is shutting down`);
 }
+
+/** An SSE replay event id as every ReplayStore issues them: the session's sequence number (1…, at most 16 digits). */
+export const REPLAY_EVENT_ID = /^[1-9]\d{0,15}$/;

@@ -25,9 +25,12 @@ export function toMcpTask(r: TaskRecord): Task {
 export function mcpStatus(r: TaskRecord): Task["status"] {
   // A tool result with isError is a failed task in MCP terms (its result is still returned by tasks/result).
   if (r.status === "expired" || (r.status === "completed" && r.result?.isError === true)) return "failed";
-  // A running task whose call waits for the client (ADR 0002 §8).
-  if (r.status === "working" && r.inputRequired === true) return "input_required";
-  return r.status;
+  return shownStatus(r) === "input_required" ? "input_required" : r.status;
+}
+
+/** The gateway's status with `input_required` for a running task whose call waits for the client (ADR 0002 §8). */
+export function shownStatus(r: Pick<TaskRecord, "status" | "inputRequired">): TaskRecord["status"] | "input_required" {
+  return r.status === "working" && r.inputRequired === true ? "input_required" : r.status;
 }
 
 /** Sets (or replaces) the related-task metadata of a result or request params. */

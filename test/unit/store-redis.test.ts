@@ -111,6 +111,9 @@ if (skip !== undefined) {
           "EMCP_STORE_UNAVAILABLE",
         );
         await rejectsWith(store.sessions.touch("s1"), "EMCP_STORE_UNAVAILABLE");
+        await rejectsWith(store.pending.get("R1"), "EMCP_STORE_UNAVAILABLE");
+        await rejectsWith(store.replay.streamOf("s1", "1"), "EMCP_STORE_UNAVAILABLE");
+        await rejectsWith(store.servers.get("x"), "EMCP_STORE_UNAVAILABLE");
         assert.equal(await store.healthy(), false);
         await own.restart();
         await pollFor(async () => (await store.healthy()) || undefined, "the store to reconnect", 15_000, 50);

@@ -4,7 +4,7 @@
  * session's sequence numbers as strings; lookups are scoped to the session.
  */
 import type { ReplayedMessage, ReplayLimits, ReplayStore } from "../contracts.js";
-import { assertLimit, jsonCopy } from "../policy.js";
+import { assertLimit, jsonCopy, REPLAY_EVENT_ID } from "../policy.js";
 import type { MemoryGuard } from "./guard.js";
 
 interface Entry {
@@ -90,7 +90,7 @@ export class MemoryReplayStore implements ReplayStore {
   }
 
   private find(sessionId: string, eventId: string): Entry | undefined {
-    if (!/^[1-9]\d{0,15}$/.test(eventId)) return undefined;
+    if (!REPLAY_EVENT_ID.test(eventId)) return undefined;
     return this.sessions.get(sessionId)?.entries.get(Number(eventId));
   }
 }

@@ -18,7 +18,7 @@ import type {
   ReplayLimits,
   ReplayStore,
 } from "../contracts.js";
-import { assertLimit, evictBatch } from "../policy.js";
+import { assertLimit, evictBatch, REPLAY_EVENT_ID } from "../policy.js";
 import type { RedisConn } from "./conn.js";
 
 type Reply = Array<string | number | null>;
@@ -110,7 +110,6 @@ function evictedOf(reply: Reply): EvictedCounts {
 }
 
 /** Event ids are the session's sequence numbers as strings. */
-const EVENT_ID = /^[1-9]\d{0,15}$/;
 
 export class RedisReplayStore implements ReplayStore {
   constructor(private readonly conn: RedisConn) {}
@@ -123,7 +122,7 @@ export class RedisReplayStore implements ReplayStore {
   }
 
   async streamOf(sessionId: string, eventId: string): Promise<string | undefined> {
-    if (!EVENT_ID.test(eventId)) return undefined;
+    if (!REPLAY_EVENT_ID.test(eventId)) return undefined;
     const stream = await this.conn.run("look up an SSE event", (r) => r.hget(this.conn.key("rs", sessionId), eventId));
     return stream ?? undefined;
   }
@@ -132,7 +131,7 @@ export class RedisReplayStore implements ReplayStore {
     sessionId: string,
     eventId: string,
   ): Promise<{ streamId: string; messages: Array<{ eventId: string; message: Record<string, unknown> }> } | undefined> {
-    if (!EVENT_ID.test(eventId)) return undefined;
+    if (!REPLAY_EVENT_ID.test(eventId)) return undefined;
     const reply = (await this.conn.script("replay SSE messages", "replayAfter", sessionId, eventId)) as Reply | null;
     if (!Array.isArray(reply)) return undefined;
     const messages: Array<{ eventId: string; message: Record<string, unknown> }> = [];

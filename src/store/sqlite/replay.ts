@@ -5,7 +5,7 @@
  * sequence numbers as strings.
  */
 import type { ReplayedMessage, ReplayLimits, ReplayStore } from "../contracts.js";
-import { assertLimit } from "../policy.js";
+import { assertLimit, REPLAY_EVENT_ID } from "../policy.js";
 import type { SqliteDb } from "./db.js";
 
 interface SessionRow {
@@ -106,7 +106,7 @@ export class SqliteReplayStore implements ReplayStore {
   }
 
   private streamAt(sessionId: string, eventId: string): string | undefined {
-    if (!/^[1-9]\d{0,15}$/.test(eventId)) return undefined;
+    if (!REPLAY_EVENT_ID.test(eventId)) return undefined;
     const row = this.db.stmt("SELECT stream_id FROM replay WHERE session_id = ? AND seq = ?").get(sessionId, Number(eventId)) as
       { stream_id: string } | undefined;
     return row?.stream_id;
