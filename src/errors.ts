@@ -53,6 +53,8 @@ export const ErrorCodes = {
   LIMIT_REACHED: "EMCP_LIMIT_REACHED",
   /** Sent to a shared upstream: its server→client request cannot be tied to one session's call (docs/adr/0010). */
   UNATTRIBUTABLE: "EMCP_UNATTRIBUTABLE",
+  /** An upstream message (a response, request or notification) was larger than `gateway.upstream.maxMessageBytes`; the message names the bound. */
+  RESPONSE_TOO_LARGE: "EMCP_RESPONSE_TOO_LARGE",
   /** The state store (gateway.store) cannot be opened, read or written; the message names the file. */
   STORE_UNAVAILABLE: "EMCP_STORE_UNAVAILABLE",
   /** The client cancelled the request. */
@@ -89,6 +91,7 @@ const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_FORBIDDEN: ErrorCode.InvalidRequest,
   EMCP_LIMIT_REACHED: ErrorCode.InternalError,
   EMCP_UNATTRIBUTABLE: ErrorCode.InvalidRequest,
+  EMCP_RESPONSE_TOO_LARGE: ErrorCode.InternalError,
   EMCP_STORE_UNAVAILABLE: ErrorCode.InternalError,
   EMCP_CANCELLED: ErrorCode.InternalError,
   EMCP_CLOSED: ErrorCode.InternalError,
