@@ -251,7 +251,15 @@ function withoutSdkPrefix(message: string): string {
 /** Refuses tool arguments larger than `maxBytes` (as JSON) with BAD_ARGUMENTS. */
 export function assertArgumentsSize(args: Record<string, unknown> | undefined, maxBytes: number): void {
   if (!args) return;
-  const size = Buffer.byteLength(JSON.stringify(args));
+  let json: string;
+  try {
+    json = JSON.stringify(args);
+  } catch (err) {
+    // Arguments nested thousands deep overflow the stack (over HTTP the edge refuses them first: gateway.http.maxJsonDepth).
+    if (!(err instanceof RangeError)) throw err;
+    throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, "the tool arguments are nested too deeply to be measured or forwarded; flatten them, or pass the data by reference");
+  }
+  const size = Buffer.byteLength(json);
   if (size > maxBytes) {
     throw new GatewayError(
       ErrorCodes.BAD_ARGUMENTS,

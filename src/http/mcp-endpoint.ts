@@ -44,7 +44,7 @@ import type { GatewayContext } from "../server/context.js";
 import type { Session } from "../session/session.js";
 import type { FaceRecord } from "../store/contracts.js";
 import { BoundedEventStore, StoredEventStore, type ReplayBuffer } from "./event-store.js";
-import { BodyTooLargeError, readBody, sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
+import { BodyRejected, BodyTooLargeError, parseJsonRpcBody, readBody, sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
 
 export interface FaceServer {
   connect(transport: Transport): Promise<void>;
@@ -353,12 +353,14 @@ export class McpEndpoint {
     }
   }
 
-  /** The POST body as JSON, or NO_BODY after answering 413 / a parse error. */
+  /** The POST body as JSON, or NO_BODY after answering 413 / a parse error / a body refused by parseJsonRpcBody. */
   private async readJson(req: IncomingMessage, res: ServerResponse, preread?: string): Promise<unknown> {
+    const { maxBodyBytes, maxJsonDepth } = this.gateway.settings.http;
     try {
-      return JSON.parse(preread ?? (await readBody(req, this.gateway.settings.http.maxBodyBytes)));
+      return parseJsonRpcBody(preread ?? (await readBody(req, maxBodyBytes)), maxJsonDepth);
     } catch (err) {
       if (err instanceof BodyTooLargeError) sendJsonRpcError(res, 413, -32600, err.message);
+      else if (err instanceof BodyRejected) sendJsonRpcError(res, err.status, err.code, err.message);
       else sendJsonRpcError(res, 400, -32700, `Parse error: ${errorMessage(err)}`);
       return NO_BODY;
     }
