@@ -10,7 +10,11 @@
  * exchange (no HTTP request later than `sessions.firstExchangeMs` after it
  * started; e.g. a one-shot CLI that never sends DELETE) expires sooner, after
  * `sessions.oneShotIdleMs` — unless one of its HTTP responses is still open
- * (a request being answered, or the client's GET stream: it is still there).
+ * (a request being answered, or the client's GET stream: it is still there),
+ * or it holds work the client will come back for: a task it created (working,
+ * or ended with a result) or a client request (elicitation, sampling) it
+ * queued. Such a session keeps `idleTimeoutMs` (ADR 0009, decision 6).
+ * Any end of a session that drops tasks logs one `task_dropped` line.
  * The HTTP endpoint reports requests and responses (requestArrived,
  * responseOpened); stdio sessions are created with `oneShot: false`.
  *
@@ -49,6 +53,9 @@ export type SessionChange = { sessionId: string } & ({ type: "session_started" |
  */
 export const STORED_TOUCH_INTERVAL_MS = 1_000;
 
+/** Events that mean a session holds work its client comes back for: never one-shot (see the header). */
+const HOLDS_WORK: ReadonlySet<string> = new Set(["task_created", "elicitation_request", "sampling_request"]);
+
 /** Stored sessions the sweep deletes per round (the next round takes the rest). */
 const STORED_SWEEP_BATCH = 100;
 
@@ -76,6 +83,8 @@ interface Liveness {
   openResponses: number;
   /** When activity was last written to the session's record. */
   storedTouchAt: number;
+  /** It created a task or queued a client request: never one-shot (see the header). */
+  holdsWork: boolean;
 }
 
 export class SessionManager {
@@ -118,7 +127,7 @@ export class SessionManager {
     const session = new Session(id, this.deps, options.downstreamCapabilities);
     this.sessions.set(id, session);
     this.watch(session);
-    this.liveness.set(id, { established: false, oneShot: options.oneShot ?? true, openResponses: 0, storedTouchAt: session.createdAt });
+    this.liveness.set(id, { established: false, oneShot: options.oneShot ?? true, openResponses: 0, storedTouchAt: session.createdAt, holdsWork: false });
     this.deps.logger.info({ sessionHash: sessionHash(id) }, "session_created");
     if (options.connect ?? this.options.connectEagerly) session.connectAllInBackground();
     return session;
@@ -173,7 +182,7 @@ export class SessionManager {
     const session = new Session(id, this.deps, record.clientCapabilities, record);
     this.sessions.set(id, session);
     this.watch(session);
-    this.liveness.set(id, { established: true, oneShot: true, openResponses: 0, storedTouchAt: 0 });
+    this.liveness.set(id, { established: true, oneShot: true, openResponses: 0, storedTouchAt: 0, holdsWork: false });
     try {
       // Its working tasks (upstream tasks that outlived the restart) get their TTL timers back.
       await session.tasks.restore();
@@ -192,7 +201,13 @@ export class SessionManager {
   }
 
   private watch(session: Session): void {
-    session.events.observe((change) => this.tell({ sessionId: session.id, type: "change", change }));
+    session.events.observe((change) => {
+      if (HOLDS_WORK.has(change.type)) {
+        const live = this.liveness.get(session.id);
+        if (live) live.holdsWork = true;
+      }
+      this.tell({ sessionId: session.id, type: "change", change });
+    });
     this.tell({ sessionId: session.id, type: "session_started" });
   }
 
@@ -272,9 +287,29 @@ export class SessionManager {
     this.liveness.delete(id);
     // Ended for good: neither a request meanwhile nor a restart may bring it back (shutting down keeps it for the next start).
     if (!options.keepRecords) await this.deleteRecord(id);
+    // Tasks go with the session unless a durable store keeps them for the next start.
+    if (!options.keepRecords || this.deps.store.kind === "memory") await this.logDroppedTasks(session, reason);
     await session.close(options);
     this.deps.logger.info({ sessionHash: sessionHash(id), reason }, "session_destroyed");
     this.onDestroyed?.(id);
+  }
+
+  /** One `task_dropped` line (counts by status) when a session that ends takes tasks with it. */
+  private async logDroppedTasks(session: Session, reason: string): Promise<void> {
+    let tasks;
+    try {
+      tasks = await session.tasks.list({ includeCompleted: true });
+    } catch (err) {
+      session.logger.error({ err: errorMessage(err) }, "task_store_read_failed");
+      return;
+    }
+    if (tasks.length === 0) return;
+    const byStatus: Record<string, number> = {};
+    for (const t of tasks) {
+      const status = t.status === "working" && t.inputRequired === true ? "input_required" : t.status;
+      byStatus[status] = (byStatus[status] ?? 0) + 1;
+    }
+    this.deps.logger.warn({ sessionHash: sessionHash(session.id), reason, dropped: tasks.length, byStatus }, "task_dropped");
   }
 
   /**
@@ -308,7 +343,14 @@ export class SessionManager {
       const live = this.liveness.get(s.id);
       let reason: string | undefined;
       if (idle >= settings.sessions.idleTimeoutMs) reason = "idle timeout";
-      else if (live?.oneShot && !live.established && live.openResponses === 0 && idle >= settings.sessions.oneShotIdleMs) {
+      else if (
+        live?.oneShot &&
+        !live.established &&
+        !live.holdsWork &&
+        s.pending.size === 0 &&
+        live.openResponses === 0 &&
+        idle >= settings.sessions.oneShotIdleMs
+      ) {
         reason = "one-shot idle timeout";
       }
       if (reason === undefined) continue;
