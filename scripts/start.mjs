@@ -57,7 +57,9 @@ const current = inputs();
 const recorded = existsSync(STAMP) ? readFileSync(STAMP, "utf8").split("\n") : undefined;
 const why = staleness(current, recorded);
 if (why) {
-  process.stderr.write(`emceepee: building dist/ (${why})\n`);
+  const first = recorded === undefined ? "the first start after install compiles once; " : "";
+  process.stderr.write(`emceepee: compiling TypeScript to dist/ before starting (${first}${why}); this takes a few seconds…\n`);
+  const started = Date.now();
   try {
     // The package's own build script (it starts from an empty dist/); npm_execpath is set when npm runs this script.
     const npm = process.env.npm_execpath;
@@ -67,6 +69,7 @@ if (why) {
     process.stderr.write("emceepee: the build failed (see above); fix it and run npm start again\n");
     process.exit(2);
   }
+  process.stderr.write(`emceepee: compiled in ${((Date.now() - started) / 1000).toFixed(1)} s; starting\n`);
   mkdirSync(path.dirname(STAMP), { recursive: true });
   writeFileSync(STAMP, current.join("\n"));
 }

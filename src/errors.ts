@@ -128,8 +128,33 @@ export class GatewayError extends Error {
 }
 
 export function errorMessage(err: unknown): string {
-  if (err instanceof Error) return err.message;
+  if (err instanceof Error) return networkFailure(err) ?? err.message;
   return typeof err === "string" ? err : JSON.stringify(err);
+}
+
+/**
+ * fetch() (undici) says only "fetch failed" and keeps the reason in `cause`:
+ * name it (`connection refused at 127.0.0.1:9`), as an operator would ask.
+ */
+function networkFailure(err: Error): string | undefined {
+  if (err.message !== "fetch failed" || !(err.cause instanceof Error)) return undefined;
+  const cause = err.cause as Error & { code?: string; address?: string; port?: number; hostname?: string };
+  const host = cause.address?.includes(":") ? `[${cause.address}]` : cause.address;
+  const at = host === undefined ? "" : ` at ${host}${cause.port === undefined ? "" : `:${cause.port}`}`;
+  switch (cause.code) {
+    case "ECONNREFUSED":
+      return `connection refused${at} (nothing listens there; is the server running?)`;
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return `host not found: ${cause.hostname ?? cause.message} (check the URL's host name)`;
+    case "ECONNRESET":
+      return `connection reset${at}`;
+    case "ETIMEDOUT":
+    case "UND_ERR_CONNECT_TIMEOUT":
+      return `connection timed out${at}`;
+    default:
+      return `${err.message}: ${errorMessage(cause)}`;
+  }
 }
 
 /**

@@ -7,6 +7,7 @@
 import { createRequire } from "node:module";
 import path from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
+import { configJsonSchema } from "../config/json-schema.js";
 import { loadConfig, type LoadConfigOptions } from "../config/load.js";
 import { DEFAULT_SETTINGS, type GatewaySettings } from "../config/schema.js";
 import { GatewayError, errorMessage } from "../errors.js";
@@ -144,11 +145,22 @@ export function buildProgram(options: RunOptions = {}): Command {
     .description("validate a config without serving: exit 0 if valid, 2 if not (with --connect: 1 if an upstream cannot be reached)")
     .addOption(configOption())
     .option("--connect", "also start/connect to each upstream once, list its tools and report")
+    .option("--token <token>", "the token serve would require (or set EMCEEPEE_TOKEN), validated as serve does")
     .addOption(logLevelOption("error"))
-    .action(async (opts: { config?: string; connect?: boolean; logLevel?: string }) => {
-      const config = await loadConfig({ file: opts.config, overrides: { logLevel: opts.logLevel ?? "error" } });
+    .action(async (opts: { config?: string; connect?: boolean; logLevel?: string; token?: string }) => {
+      const config = await loadConfig({
+        file: opts.config,
+        overrides: { logLevel: opts.logLevel ?? "error", token: opts.token ?? process.env.EMCEEPEE_TOKEN },
+      });
       process.stdout.write(describeConfig(config, opts.config ? path.resolve(opts.config) : "the embedded demo config"));
       if (opts.connect) process.exitCode = await connectEach(config, createLogger(config.gateway.logLevel), (text) => process.stdout.write(text));
+    });
+
+  program
+    .command("schema")
+    .description('print a JSON Schema of the config file (for editors: "$schema": "<the file you saved it to>")')
+    .action(() => {
+      process.stdout.write(JSON.stringify(configJsonSchema(), null, 2) + "\n");
     });
 
   return program;

@@ -18,9 +18,11 @@
  * - A relative `gateway.store.path` starts at the config file's folder too
  *   (the `--store` flag's is made absolute by the CLI, against its working
  *   directory, as any command-line path).
- * - Servers with `disabled: true` are dropped and named in `disabledServers`;
- *   keys from other clients that are accepted but not applied come back as
- *   `warnings`. Printing them is the CLI's job.
+ * - Servers with `disabled: true` are dropped and named in `disabledServers`
+ *   (their `${VAR}`s are not required); keys from other clients that are
+ *   accepted but not applied come back as `warnings`. Printing them is the
+ *   CLI's job. Other clients' top-level formats (VS Code's `servers` and
+ *   `inputs`, `$schema`, Claude Desktop's own keys): formats.ts.
  */
 import { readFile } from "node:fs/promises";
 import os from "node:os";
@@ -28,6 +30,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
+import { inputVariable, normalizeFormat } from "./formats.js";
 import { configFileSchema, isStdioConfig, type GatewayConfig, type ServerConfig } from "./schema.js";
 import { closest, describeValue } from "./server-entry.js";
 import { demoConfig } from "./demo.js";
@@ -79,7 +82,8 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
     baseDir = PACKAGE_DIR;
     raw = demoConfig();
   }
-  const interpolated = interpolateEnv(raw, env, []);
+  const format = isObject(raw) ? normalizeFormat(raw, origin) : undefined;
+  const interpolated = interpolateEnv(format?.raw ?? raw, env, [], format?.inputs ?? new Map());
   await readEnvFiles(interpolated, baseDir);
   let parsed = parseConfigDetailed(interpolated, origin);
   const fileGateway = isObject(interpolated) && isObject(interpolated.gateway) ? interpolated.gateway : {};
@@ -95,7 +99,7 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
     ...parsed.config,
     mcpServers,
     gateway,
-    warnings: Object.freeze(parsed.warnings),
+    warnings: Object.freeze([...(format?.warnings ?? []), ...parsed.warnings]),
     disabledServers: Object.freeze(parsed.disabledServers),
   });
 }
@@ -125,16 +129,17 @@ export function parseConfigDetailed(raw: unknown, origin = "config"): ParsedConf
       `invalid ${origin}: must be a JSON object like {"mcpServers": {...}} (got ${describeValue(raw)}); write it that way`,
     );
   }
-  const parsed = configFileSchema.safeParse(raw, { reportInput: true });
+  const format = normalizeFormat(raw as Record<string, unknown>, origin);
+  const parsed = configFileSchema.safeParse(format.raw, { reportInput: true });
   if (!parsed.success) {
     throw new GatewayError(ErrorCodes.CONFIG_INVALID, `invalid ${origin}:\n${formatZodError(parsed.error, configFileSchema)}`, { cause: parsed.error });
   }
-  return build(parsed.data);
+  return build(parsed.data, format.warnings);
 }
 
-function build(data: z.infer<typeof configFileSchema>): ParsedConfig {
+function build(data: z.infer<typeof configFileSchema>, topLevelWarnings: readonly string[] = []): ParsedConfig {
   const mcpServers: Record<string, ServerConfig> = {};
-  const warnings: string[] = [];
+  const warnings: string[] = [...topLevelWarnings];
   const disabledServers: string[] = [];
   for (const [name, entry] of Object.entries(data.mcpServers)) {
     if (entry.disabled) {
@@ -238,36 +243,55 @@ export function formatPath(at: readonly PropertyKey[]): string {
 
 // ---------------------------------------------------------------- environment
 
+/** VS Code's `${input:<id>}` (formats.ts). */
+const INPUT = /\$\{input:([^}]+)\}/g;
 const VAR = /\$\{(env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 /** Cursor's placeholders that are not environment variables and that emceepee cannot know. */
 const CURSOR_ONLY = new Set(["workspaceFolder", "workspaceFolderBasename"]);
 
-function interpolateEnv(value: unknown, env: NodeJS.ProcessEnv, at: PropertyKey[]): unknown {
+function interpolateEnv(value: unknown, env: NodeJS.ProcessEnv, at: PropertyKey[], inputs: ReadonlyMap<string, string>): unknown {
   if (typeof value === "string") {
-    return value.replace(VAR, (_m, envPrefix: string | undefined, name: string, fallback: string | undefined) => {
-      const v = env[name];
-      // As in the shell, `${VAR:-default}` also uses the default when VAR is set but empty.
-      if (fallback !== undefined) return v === undefined || v === "" ? fallback : v;
-      if (v !== undefined) return v;
-      if (!envPrefix && name === "userHome") return env.HOME ?? env.USERPROFILE ?? os.homedir();
-      const where = formatPath(at);
-      if (!envPrefix && CURSOR_ONLY.has(name)) {
+    return value
+      .replace(INPUT, (_m, id: string) => inputValue(id, env, inputs, at))
+      .replace(VAR, (_m, envPrefix: string | undefined, name: string, fallback: string | undefined) => {
+        const v = env[name];
+        // As in the shell, `${VAR:-default}` also uses the default when VAR is set but empty.
+        if (fallback !== undefined) return v === undefined || v === "" ? fallback : v;
+        if (v !== undefined) return v;
+        if (!envPrefix && name === "userHome") return env.HOME ?? env.USERPROFILE ?? os.homedir();
+        const where = formatPath(at);
+        if (!envPrefix && CURSOR_ONLY.has(name)) {
+          throw new GatewayError(
+            ErrorCodes.CONFIG_INVALID,
+            `${where}: \${${name}} is Cursor's project folder, which emceepee cannot know; write the path instead`,
+          );
+        }
         throw new GatewayError(
           ErrorCodes.CONFIG_INVALID,
-          `${where}: \${${name}} is Cursor's project folder, which emceepee cannot know; write the path instead`,
+          `${where}: environment variable ${name} is not set; set it, or write \${${name}:-default} to give a default`,
         );
-      }
-      throw new GatewayError(
-        ErrorCodes.CONFIG_INVALID,
-        `${where}: environment variable ${name} is not set; set it, or write \${${name}:-default} to give a default`,
-      );
-    });
+      });
   }
-  if (Array.isArray(value)) return value.map((v, i) => interpolateEnv(v, env, [...at, i]));
+  if (Array.isArray(value)) return value.map((v, i) => interpolateEnv(v, env, [...at, i], inputs));
   if (value && typeof value === "object") {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolateEnv(v, env, [...at, k])]));
+    // A disabled server is not run, so what it would need from the environment is not required.
+    if (at.length === 2 && at[0] === "mcpServers" && (value as { disabled?: unknown }).disabled === true) return value;
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolateEnv(v, env, [...at, k], inputs)]));
   }
   return value;
+}
+
+/** `${input:<id>}`: the environment variable inputVariable(id) names; an error that says which to set. */
+function inputValue(id: string, env: NodeJS.ProcessEnv, inputs: ReadonlyMap<string, string>, at: PropertyKey[]): string {
+  const name = inputVariable(id);
+  const v = env[name];
+  if (v !== undefined) return v;
+  const description = inputs.get(id);
+  const what = description ? ` ("${description}")` : inputs.has(id) ? "" : " (not declared in inputs)";
+  throw new GatewayError(
+    ErrorCodes.CONFIG_INVALID,
+    `${formatPath(at)}: \${input:${id}}${what} is prompted for by VS Code, and a gateway cannot prompt; set environment variable ${name} to its value`,
+  );
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);

@@ -383,3 +383,6 @@ export const mcpServersSchema = z.record(serverNameSchema, serverEntrySchema, {
   error: (iss) =>
     `must be an object mapping server names to servers, e.g. {"fs": {"command": "npx", "args": [...]}} (got ${describeValue(iss.input)}); write it that way`,
 });
+
+/** The two kinds' key schemas, for `emceepee schema` (json-schema.ts); parsing goes through serverEntrySchema. */
+export const serverEntryShapes = { stdio: stdioSchema, remote: remoteSchema } as const;

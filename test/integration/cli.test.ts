@@ -48,6 +48,14 @@ after(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
 describe("emceepee --help", () => {
   test("the top-level help lists the serve and stdio commands", SLOW, async () => {
     const run = await runCli(ROOT, ["--help"]);
@@ -148,6 +156,36 @@ describe("emceepee check", () => {
     const good = await runCli(ROOT, ["check", "--config", await tempConfig("check-good.json", { mcpServers: { everything: everythingStdio() } }), "--connect"]);
     assert.equal(good.code, 0, good.stdout + good.stderr);
     assert.match(good.stdout, /^every server answered$/m);
+  });
+
+  test("--connect names a refused connection instead of 'fetch failed'", SLOW, async () => {
+    const port = await freePort();
+    const file = await tempConfig("check-refused.json", { mcpServers: { gone: { url: `http://127.0.0.1:${port}/mcp` } } });
+    const run = await runCli(ROOT, ["check", "--config", file, "--connect"]);
+    assert.equal(run.code, 1, run.stdout + run.stderr);
+    assert.match(run.stdout, new RegExp(`^ {2}FAILED {2}gone {2}.*connection refused at 127\\.0\\.0\\.1:${port}`, "m"));
+    assert.doesNotMatch(run.stdout, /fetch failed/);
+  });
+
+  test("the token comes from EMCEEPEE_TOKEN or --token and is validated as serve does", SLOW, async () => {
+    const file = await tempConfig("check-token.json", { mcpServers: {} });
+    const fromEnv = await runCli(ROOT, ["check", "--config", file], { env: { EMCEEPEE_TOKEN: "a-token-long-enough-1234" } });
+    assert.equal(fromEnv.code, 0, fromEnv.stderr);
+    assert.match(fromEnv.stdout, /\(token: set\)$/m);
+    const short = await runCli(ROOT, ["check", "--config", file, "--token", "short"]);
+    assert.equal(short.code, 2);
+    assert.match(short.stderr, /--token: token must be at least 16 characters/);
+    assert.doesNotMatch(short.stderr, /short/);
+  });
+});
+
+describe("emceepee schema", () => {
+  test("prints a JSON Schema of the config file", SLOW, async () => {
+    const run = await runCli(ROOT, ["schema"]);
+    assert.equal(run.code, 0, run.stderr);
+    const schema = JSON.parse(run.stdout) as { $schema: string; properties: Record<string, unknown> };
+    assert.equal(schema.$schema, "https://json-schema.org/draft/2020-12/schema");
+    assert.deepEqual(Object.keys(schema.properties).sort(), ["$schema", "gateway", "mcpServers"]);
   });
 });
 

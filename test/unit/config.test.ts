@@ -105,7 +105,8 @@ describe("parseConfig: rejections", () => {
   });
 
   test("unknown top-level and gateway keys are rejected and named", () => {
-    assert.throws(() => parseConfig({ servers: {} }), configError(/'servers'/));
+    assert.throws(() => parseConfig({ mcpServer: {} }), configError(/'mcpServer'/));
+    assert.throws(() => parseConfig({ gatway: {} }), configError(/'gatway' \(did you mean 'gateway'\?\)/));
     assert.throws(() => parseConfig({ gateway: { prot: 1 } }), configError(/gateway.*'prot'/));
     assert.throws(() => parseConfig({ mcpServers: { fs: { command: "x", argz: [] } } }), configError(/mcpServers\.fs/));
   });
