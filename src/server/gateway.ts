@@ -250,6 +250,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   let sweeping: Promise<void> = Promise.resolve();
   // A function, so that checks after an await read the state then (not the narrowed one before it).
   const closingNow = () => state === "closing";
+  /** The store start() opened, unwrapped (for announce and problem). */
+  let opened: Store | undefined;
   let storeCheck: { at: number; ok: boolean } | undefined;
   let storeChecking: Promise<boolean> | undefined;
   /** The store's health, asked at most once per READY_CHECK_MS (concurrent probes share one check). */
@@ -260,7 +262,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     storeChecking ??= boundedHealthCheck(current, clock).then((ok) => {
       storeCheck = { at: clock.now(), ok };
       storeChecking = undefined;
-      if (!ok) logger.warn({ store: current.kind, location: current.location }, "store_unhealthy");
+      if (!ok) logger.warn({ store: current.kind, location: current.location, reason: (opened ?? deps.store)?.problem?.() }, "store_unhealthy");
       return ok;
     });
     return storeChecking;
@@ -286,7 +288,9 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       if (state === "closing") throw new GatewayError(ErrorCodes.CLOSED, "the gateway is shutting down");
       let raw: Store | undefined;
       if (!store) {
-        raw = await openStore(settings.store, { clock });
+        // Exclusive: a second gateway on the same SQLite file is refused, naming this one (ADR 0007, "One gateway per file").
+        raw = await openStore(settings.store, { clock, exclusive: true });
+        opened = raw;
         store = observability.store(cluster ? cluster.wrap(raw) : raw);
       }
       if (cluster) await cluster.start(raw ?? store, sessions);
@@ -337,6 +341,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       );
       webConsole?.start();
       const address = await listen(httpServer, settings.host, settings.port);
+      await opened?.announce?.({ port: address.port }).catch((err: unknown) => logger.warn({ err: errorMessage(err) }, "store_owner_not_recorded"));
       if (state === "starting") state = "ready";
       const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
       return { url: `http://${host}:${address.port}/mcp`, port: address.port };

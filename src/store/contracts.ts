@@ -389,8 +389,12 @@ export interface Store {
   readonly pending: PendingRequestStore;
   readonly replay: ReplayStore;
   readonly servers: ServerStore;
-  /** False when the backend cannot serve (closed, file gone bad); never throws. */
+  /** False when the backend cannot serve (closed, file gone bad, disk full); never throws. */
   healthy(): Promise<boolean>;
+  /** Why the last healthy() (or a failed write) found the backend unable to serve, with what to do; undefined when it can. */
+  problem?(): string | undefined;
+  /** A served SQLite store: records the port this process serves on, named to a gateway refused the same file. */
+  announce?(owner: { port: number }): Promise<void>;
   /** Flushes and releases the backend; idempotent. Every method afterwards fails with EMCP_CLOSED. */
   close(): Promise<void>;
 }

@@ -27,6 +27,8 @@ export interface OpenStoreOptions {
   env?: NodeJS.ProcessEnv;
   /** Redis: how long connecting may take before the start fails. @default 2000 */
   connectTimeoutMs?: number;
+  /** SQLite: claim the file for this process until close (a gateway serving from it; docs/adr/0007, "One gateway per file"). @default false */
+  exclusive?: boolean;
 }
 
 export async function openStore(config: StoreConfig, options: OpenStoreOptions = {}): Promise<Store> {
@@ -38,7 +40,7 @@ export async function openStore(config: StoreConfig, options: OpenStoreOptions =
       }
       return createMemoryStore(clock);
     case "sqlite":
-      return openSqliteStore(config.path ?? defaultStorePath(options.env), clock);
+      return openSqliteStore(config.path ?? defaultStorePath(options.env), clock, { exclusive: options.exclusive ?? false });
     case "redis":
       if (config.url === undefined || config.path !== undefined) {
         throw new GatewayError(ErrorCodes.CONFIG_INVALID, "a redis store takes gateway.store.url (redis://host:6379) and no path; set url and remove path");

@@ -13,12 +13,20 @@
 import { mkdirSync, statSync } from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
+import { systemClock, type Clock } from "../../clock.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../../errors.js";
 import { storeClosed } from "../policy.js";
 import { MIGRATIONS, type Migration } from "./migrations.js";
 
 /** How long a statement waits for another connection's lock before failing with SQLITE_BUSY. */
 export const BUSY_TIMEOUT_MS = 5_000;
+/** A write looks at the file's identity (deleted, replaced) at most this often; healthy() always does. */
+const FILE_CHECK_MS = 1_000;
+/** healthy() after a failed write commits (then deletes) this much, so a disk still full is not called healthy. */
+const PROBE_BYTES = 64 * 1024;
+/** Failures of the file, the disk or the lock (not of a statement): they make the store unhealthy until a write succeeds. */
+const UNAVAILABLE = /^SQLITE_(FULL|IOERR|READONLY|CANTOPEN|CORRUPT|NOTADB|BUSY|LOCKED|PERM|AUTH|NOMEM|PROTOCOL)/;
+
 /** The WAL file is truncated back to this after a checkpoint (it is reused, not grown, in between). */
 const JOURNAL_SIZE_LIMIT = 32 * 1024 * 1024;
 
@@ -27,19 +35,31 @@ export interface OpenSqliteOptions {
   migrations?: readonly Migration[];
   /** Called with every statement as run, values bound (tests check the query plans; debugging). */
   verbose?: (sql: string) => void;
+  /** When the file's identity was last checked. @default systemClock */
+  clock?: Clock;
 }
 
 export class SqliteDb {
   private readonly statements = new Map<string, Database.Statement>();
   private readonly inTransaction: Database.Transaction<(fn: () => unknown) => unknown>;
   private closed = false;
+  /** The file's identity when it was opened: a path that later names another file (or none) means ours was deleted or replaced. */
+  private readonly identity: { dev: number; ino: number };
+  private fileCheckedAt = 0;
+  /** Why the file is unusable (deleted or replaced): for good, until a restart. */
+  private fileGone: string | undefined;
+  /** The last backend failure of a read or write, until a write succeeds. */
+  private failing: string | undefined;
 
   private constructor(
     private readonly db: Database.Database,
     /** The absolute file path (named in every error). */
     readonly file: string,
+    private readonly clock: Clock,
   ) {
     this.inTransaction = db.transaction((fn: () => unknown) => fn());
+    const { dev, ino } = statSync(file);
+    this.identity = { dev, ino };
   }
 
   /**
@@ -65,7 +85,7 @@ export class SqliteDb {
       db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
       const check = db.pragma("quick_check", { simple: true });
       if (check !== "ok") throw Object.assign(new Error(`integrity check failed: ${String(check)}`), { code: "SQLITE_CORRUPT" });
-      const store = new SqliteDb(db, absolute);
+      const store = new SqliteDb(db, absolute, options.clock ?? systemClock);
       store.migrate(options.migrations ?? MIGRATIONS);
       // A write at every start: a file or folder we cannot write fails now, not at the first task.
       store.stmt("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_opened_at', ?)").run(String(Date.now()));
@@ -97,18 +117,69 @@ export class SqliteDb {
     return this.guard(what, fn);
   }
 
-  /** Runs `fn` in one IMMEDIATE transaction (the write lock is taken first, so a compare-and-set cannot interleave). */
+  /**
+   * Runs `fn` in one IMMEDIATE transaction (the write lock is taken first, so
+   * a compare-and-set cannot interleave). Refused while the file is deleted
+   * or replaced: what it wrote would be lost at the next start.
+   */
   write<T>(what: string, fn: () => T): T {
-    return this.guard(what, () => this.inTransaction.immediate(fn) as T);
+    if (!this.closed && this.clock.now() - this.fileCheckedAt >= FILE_CHECK_MS) this.checkFile();
+    if (this.fileGone !== undefined) throw this.goneError(what);
+    const result = this.guard(what, () => this.inTransaction.immediate(fn) as T);
+    this.failing = undefined;
+    return result;
   }
 
+  /**
+   * False while the store cannot serve: closed, the file deleted or replaced,
+   * or the last read/write failed (disk full, I/O error) and a probe write of
+   * PROBE_BYTES still fails. Never throws; problem() says why.
+   */
   healthy(): boolean {
     if (this.closed) return false;
+    if (this.checkFile() !== undefined) return false;
     try {
+      if (this.failing !== undefined) {
+        // The failure may be over (space freed): a write that needs new pages tells, and leaves nothing behind.
+        this.write("probe the file with a write", () => {
+          this.stmt("INSERT OR REPLACE INTO meta (key, value) VALUES ('health_probe', zeroblob(?))").run(PROBE_BYTES);
+          this.stmt("DELETE FROM meta WHERE key = 'health_probe'").run();
+        });
+        return true;
+      }
       return this.db.prepare("SELECT 1 AS ok").get() !== undefined;
-    } catch {
+    } catch (err) {
+      this.failing ??= err instanceof GatewayError ? err.message : errorMessage(err);
       return false;
     }
+  }
+
+  /** Why the store is unhealthy (with what to do), or undefined. */
+  problem(): string | undefined {
+    if (this.closed) return `the state store ${this.file} is closed`;
+    return this.fileGone ?? this.failing;
+  }
+
+  /** Compares the path's file with the one opened; records and returns why it is gone. */
+  private checkFile(): string | undefined {
+    this.fileCheckedAt = this.clock.now();
+    if (this.fileGone !== undefined) return this.fileGone;
+    let now: { dev: number; ino: number } | undefined;
+    try {
+      now = statSync(this.file, { throwIfNoEntry: false });
+    } catch {
+      now = undefined;
+    }
+    if (now && now.dev === this.identity.dev && now.ino === this.identity.ino) return undefined;
+    this.fileGone =
+      `the state store ${this.file} was ${now ? "replaced by another file" : "deleted"} while emceepee had it open; nothing more is written ` +
+      `(it would be lost at the next start). Restart emceepee: it opens the file at that path again (what was written since the deletion is gone), ` +
+      `or put the file back first`;
+    return this.fileGone;
+  }
+
+  private goneError(what: string): GatewayError {
+    return new GatewayError(ErrorCodes.STORE_UNAVAILABLE, `failed to ${what}: ${this.fileGone ?? ""}`, { details: { path: this.file, reason: "file_gone" } });
   }
 
   /** Closes the file (SQLite checkpoints the WAL into it); idempotent. */
@@ -129,7 +200,10 @@ export class SqliteDb {
       return fn();
     } catch (err) {
       if (err instanceof GatewayError) throw err;
-      throw storeError(this.file, `failed to ${what}`, err);
+      const error = storeError(this.file, `failed to ${what}`, err);
+      const code = (err as { code?: unknown } | null)?.code;
+      if (typeof code === "string" && UNAVAILABLE.test(code)) this.failing = error.message;
+      throw error;
     }
   }
 

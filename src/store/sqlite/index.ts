@@ -1,18 +1,34 @@
 /**
  * The SQLite backend: one file (WAL), one connection, the stores of each
  * kind over it. Opening checks, migrates and write-probes the file
- * (sqlite/db.ts); failures are EMCP_STORE_UNAVAILABLE naming the file.
+ * (sqlite/db.ts); failures are EMCP_STORE_UNAVAILABLE naming the file. With
+ * `exclusive` (a gateway serving from it) the file is also claimed for this
+ * process until close (sqlite/owner.ts): a second gateway on it is refused.
  */
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { SqliteDb, type OpenSqliteOptions } from "./db.js";
 import { SqliteEventStore } from "./events.js";
+import { StoreOwnership } from "./owner.js";
 import { SqlitePendingRequestStore, SqliteServerStore, SqliteSessionStore } from "./records.js";
 import { SqliteReplayStore } from "./replay.js";
 import { SqliteTaskStore } from "./tasks.js";
 
-export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteOptions = {}): Store {
-  const db = SqliteDb.open(file, options);
+export interface OpenSqliteStoreOptions extends Omit<OpenSqliteOptions, "clock"> {
+  /** Claim the file for this process until close; another claim fails with EMCP_STORE_UNAVAILABLE naming the holder. @default false */
+  exclusive?: boolean;
+}
+
+export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteStoreOptions = {}): Store {
+  const { exclusive, ...dbOptions } = options;
+  const db = SqliteDb.open(file, { ...dbOptions, clock });
+  let owner: StoreOwnership | undefined;
+  try {
+    if (exclusive) owner = StoreOwnership.claim(db, clock.now());
+  } catch (err) {
+    db.close();
+    throw err;
+  }
   return {
     kind: "sqlite",
     location: db.file,
@@ -23,6 +39,14 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteO
     replay: new SqliteReplayStore(db),
     servers: new SqliteServerStore(db),
     healthy: async () => db.healthy(),
-    close: async () => db.close(),
+    problem: () => db.problem(),
+    announce: async ({ port }) => owner?.announce(port),
+    close: async () => {
+      try {
+        db.close();
+      } finally {
+        owner?.release();
+      }
+    },
   };
 }
