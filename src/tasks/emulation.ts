@@ -48,13 +48,25 @@ export function cancelUpstream(settings: GatewaySettings, conn: UpstreamHandle, 
  *   proxies and HTTP idle timeouts from closing it, but does not reset a
  *   client's own request timeout (the SDK client's is 60 s): such a client
  *   needs a longer `timeout` for long calls (ADR 0002 §7).
- * The client's cancel cancels the upstream task.
+ * The client's cancel cancels the upstream task. With `keepAlive: false`
+ * (a tool the upstream also runs plainly) the upstream's own progress passes
+ * through unchanged and nothing is polled: what a plain call would have sent.
+ * `onTask` hears of the upstream task once it exists (execute_tool maps a
+ * promoted call onto it, design MF-20).
  */
 export async function runUpstreamTaskToEnd(
   ctx: EmulationContext,
   conn: UpstreamHandle,
   call: CallToolRequest["params"],
-  o: { signal?: AbortSignal | undefined; timeoutMs: number; onprogress?: ProgressCallback | undefined; origin?: CallOrigin | undefined },
+  o: {
+    signal?: AbortSignal | undefined;
+    timeoutMs: number;
+    onprogress?: ProgressCallback | undefined;
+    origin?: CallOrigin | undefined;
+    /** @default true */
+    keepAlive?: boolean | undefined;
+    onTask?: ((task: Task) => void) | undefined;
+  },
 ): Promise<CallToolResult> {
   const ttlMs = Math.min(o.timeoutMs, ctx.settings.tasks.maxTtlMs);
   const { clock } = ctx;
@@ -64,7 +76,8 @@ export async function runUpstreamTaskToEnd(
   let running = true;
   let last: string | undefined;
   let heartbeat: ReturnType<Clock["setTimeout"]> | undefined;
-  const report = o.onprogress;
+  const keepAlive = o.keepAlive ?? true;
+  const report = keepAlive ? o.onprogress : undefined;
   const progress = (message: string | undefined) => {
     if (!running || !report) return;
     if (message !== undefined) last = message;
@@ -75,9 +88,10 @@ export async function runUpstreamTaskToEnd(
   };
   const task = await conn.callToolAsTask(call, ttlMs, {
     signal: o.signal,
-    onprogress: (p) => progress(p.message ?? `${p.progress}${p.total !== undefined ? `/${p.total}` : ""}`),
+    onprogress: keepAlive ? (p) => progress(p.message ?? `${p.progress}${p.total !== undefined ? `/${p.total}` : ""}`) : o.onprogress,
     origin: o.origin,
   });
+  o.onTask?.(task);
   const onAbort = () => void cancelUpstream(ctx.settings, conn, task.taskId);
   o.signal?.addEventListener("abort", onAbort, { once: true });
   let stopPolling = () => undefined as void;

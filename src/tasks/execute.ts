@@ -6,8 +6,11 @@
  * promotion cancels the upstream call. The call's CallOrigin gets the task on
  * promotion, so an elicitation or sampling request of the call (waiting in
  * the pending queue) makes the task read `input_required` (ADR 0002 §8).
+ * With `keepUpstreamTask` the call runs as an upstream task from the start
+ * and a promoted task maps onto it (upstream task id and session stored), so
+ * that it survives a gateway restart (design MF-20, ADR 0014).
  */
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { CallToolResult, Task } from "@modelcontextprotocol/sdk/types.js";
 import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { Clock } from "../clock.js";
 import { ErrorCodes, GatewayError, upstreamCallError } from "../errors.js";
@@ -15,6 +18,7 @@ import type { TaskRecord } from "../store/contracts.js";
 import type { UpstreamHandle } from "../upstream/handle.js";
 import { CallOrigin } from "../upstream/origin.js";
 import type { TaskManager } from "./task-manager.js";
+import type { CreateTaskInput } from "./task-types.js";
 
 export type ExecuteOutcome = { kind: "result"; result: CallToolResult } | { kind: "task"; task: TaskRecord };
 
@@ -36,8 +40,21 @@ export interface ExecuteOptions {
   onprogress?: ProgressCallback | undefined;
   /** What caused the call. @default a new origin of no downstream request */
   origin?: CallOrigin | undefined;
-  /** Runs the call (default: a plain tools/call; tools the upstream only runs as tasks pass a driver). */
-  run?: ((o: { signal: AbortSignal; timeoutMs: number; onprogress: ProgressCallback; origin: CallOrigin }) => Promise<CallToolResult>) | undefined;
+  /** Runs the call (default: a plain tools/call; tools the upstream runs as tasks pass a driver, which reports the upstream task with `onTask`). */
+  run?: ((o: RunOptions) => Promise<CallToolResult>) | undefined;
+  /**
+   * The upstream keeps its tasks across a gateway restart (an HTTP upstream) and `run` runs the
+   * call as one: a promoted task maps onto that upstream task. @default false
+   */
+  keepUpstreamTask?: boolean | undefined;
+}
+
+export interface RunOptions {
+  signal: AbortSignal;
+  timeoutMs: number;
+  onprogress: ProgressCallback;
+  origin: CallOrigin;
+  onTask: (task: Task) => void;
 }
 
 const TIMEOUT = Symbol("timeout");
@@ -60,11 +77,15 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
   // eslint-disable-next-line prefer-const
   let taskId: string | undefined;
   const origin = o.origin ?? new CallOrigin();
-  const callOptions = {
+  // The upstream task the driver runs the call as, once it exists (`at`: when, for the TTL it has left).
+  let reportTask: (t: { task: Task; at: number }) => void = () => undefined;
+  const upstreamTask = new Promise<{ task: Task; at: number }>((resolve) => (reportTask = resolve));
+  const callOptions: RunOptions = {
     signal: abort.signal,
     timeoutMs: o.callTimeoutMs,
     onprogress: (p: Parameters<ProgressCallback>[0]) => (taskId ? o.tasks.setProgress(taskId, p) : o.onprogress?.(p)),
     origin,
+    onTask: (task) => reportTask({ task, at: o.clock.now() }),
   };
   const call = o.run ? o.run(callOptions) : o.connection.callTool(o.tool, o.args, callOptions);
   let timer: ReturnType<Clock["setTimeout"]> | undefined;
@@ -91,8 +112,10 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
   release();
   let task: TaskRecord;
   try {
-    // Stored before the client hears of it: the task survives a restart (as failed: its call does not).
-    task = await o.tasks.create({ server: o.connection.name, toolName: o.tool, toolArgs: o.args ?? {}, ttlMs: o.ttlMs, abort });
+    // Stored before the client hears of it: the task survives a restart (as failed: its call does not,
+    // unless the task maps onto an upstream task the upstream keeps).
+    const mapped = o.keepUpstreamTask ? await upstreamMapping(o, upstreamTask, call) : {};
+    task = await o.tasks.create({ server: o.connection.name, toolName: o.tool, toolArgs: o.args ?? {}, ttlMs: o.ttlMs, abort, settledByCall: true, ...mapped });
   } catch (err) {
     // No task will own the call (the session is closing, or the store failed): cancel it upstream.
     abort.abort("session closed");
@@ -112,4 +135,32 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     (err) => o.tasks.fail(task.taskId, upstreamCallError(o.connection.name, o.tool, err).message),
   );
   return { kind: "task", task: await o.tasks.get(task.taskId) };
+}
+
+/**
+ * What a promoted task stores of the upstream task its call runs as: its id,
+ * the upstream session it belongs to, and a TTL it cannot outlive. Waits for
+ * the task's creation if the promotion came first (the upstream answers it at
+ * once); a call that ends or fails before that maps onto nothing.
+ */
+async function upstreamMapping(
+  o: ExecuteOptions,
+  created: Promise<{ task: Task; at: number }>,
+  call: Promise<CallToolResult>,
+): Promise<Pick<CreateTaskInput, "upstreamTaskId" | "upstreamSessionId" | "pollIntervalMs" | "ttlMs">> {
+  const settled = call.then(
+    () => undefined,
+    () => undefined,
+  );
+  const upstream = await Promise.race([created, settled]);
+  if (upstream === undefined) return {};
+  const { task, at } = upstream;
+  const left = typeof task.ttl === "number" ? Math.max(1, task.ttl - (o.clock.now() - at)) : undefined;
+  const ttlMs = o.ttlMs === undefined || left === undefined ? o.ttlMs : Math.min(o.ttlMs, left);
+  return {
+    upstreamTaskId: task.taskId,
+    ...(o.connection.upstreamSessionId !== undefined ? { upstreamSessionId: o.connection.upstreamSessionId } : {}),
+    ...(task.pollInterval !== undefined ? { pollIntervalMs: task.pollInterval } : {}),
+    ...(ttlMs !== undefined ? { ttlMs } : {}),
+  };
 }

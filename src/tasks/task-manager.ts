@@ -141,7 +141,7 @@ export class TaskManager {
       ...(input.pollIntervalMs !== undefined ? { pollIntervalMs: input.pollIntervalMs } : {}),
     };
     // Counted (reserveCall) and aborted by close() while the write is in flight.
-    const rt: Runtime = { server: record.server, abort: input.abort, inputRequired: false };
+    const rt: Runtime = { server: record.server, abort: input.abort, inputRequired: false, ...(input.settledByCall ? { settledByCall: true } : {}) };
     attach(this.scope, record, rt);
     try {
       await this.writes.track(this.store.create(record));
@@ -180,10 +180,20 @@ export class TaskManager {
   }
 
   /**
-   * The running task mapped onto `upstreamTaskId` of `server`, from memory:
-   * for translating what an upstream sends while it runs, in order, without
-   * waiting for a store read.
+   * Whether a call of this process will settle the task with its result
+   * (execute_tool's promoted call); false for a task re-attached after a
+   * restart, whose upstream task must be asked instead.
    */
+  settledByCall(taskId: string): boolean {
+    return this.runtime.get(taskId)?.settledByCall === true;
+  }
+
+  /** Whether the task was re-attached after a restart (restore()): no call of this process runs it or can cancel it. */
+  isReattached(taskId: string): boolean {
+    const rt = this.runtime.get(taskId);
+    return rt !== undefined && rt.abort === undefined;
+  }
+
   /** Tasks of this session running on `server` now. */
   runningOn(server: string): number {
     let n = 0;
@@ -191,6 +201,11 @@ export class TaskManager {
     return n;
   }
 
+  /**
+   * The running task mapped onto `upstreamTaskId` of `server`, from memory:
+   * for translating what an upstream sends while it runs, in order, without
+   * waiting for a store read.
+   */
   runningByUpstreamId(server: string, upstreamTaskId: string): string | undefined {
     return this.byUpstream.get(upstreamKey(server, upstreamTaskId));
   }

@@ -26,6 +26,8 @@ export interface Runtime {
   upstreamKey?: string;
   /** The last inputRequired flag asked for (status notifications only on a change). */
   inputRequired: boolean;
+  /** A call of this process settles the task (execute_tool's promoted call); not so for a re-attached task. */
+  settledByCall?: boolean;
   /** get_task_result waiters: the ended record, or undefined when the session closed under them (made on first use: most tasks have none). */
   waiters?: Set<(ended: TaskRecord | undefined) => void>;
 }

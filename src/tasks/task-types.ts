@@ -29,6 +29,8 @@ export interface CreateTaskInput {
   /** The upstream's MCP session the upstream task belongs to (HTTP upstreams), kept with the task. */
   upstreamSessionId?: string | undefined;
   pollIntervalMs?: number | undefined;
+  /** A call of this process settles the task with its result (execute_tool's promotion), even when it maps onto an upstream task. */
+  settledByCall?: boolean | undefined;
 }
 
 /** How a session's tasks end with it (Session.close). */

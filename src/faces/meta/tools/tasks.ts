@@ -10,6 +10,7 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { ErrorCodes, GatewayError } from "../../../errors.js";
+import { cancelUpstream } from "../../../tasks/emulation.js";
 import { getToolTaskResult } from "../../../tasks/native.js";
 import { defineTool, iso, json } from "../define.js";
 import { elicitationSummary } from "../envelope.js";
@@ -69,9 +70,12 @@ export const getTaskResult = defineTool({
   },
   async run({ session, gateway }, { task_id, timeout_ms }, extra) {
     const current = await session.tasks.get(task_id);
-    if (current.upstreamTaskId !== undefined && (current.status === "working" || current.resultUpstream === true)) {
-      // An upstream task (created through the transparent face): its result is fetched from the upstream now,
-      // waiting at most timeout_ms (EMCP_TASK_STILL_WORKING then; the upstream task goes on).
+    const running = current.status === "working" && !session.tasks.settledByCall(task_id);
+    if (current.upstreamTaskId !== undefined && (running || current.resultUpstream === true)) {
+      // An upstream task (created through the transparent face, or a promoted execute_tool re-attached after a
+      // restart: design MF-20): its result is fetched from the upstream now, waiting at most timeout_ms
+      // (EMCP_TASK_STILL_WORKING then; the upstream task goes on). A promoted call still running here settles
+      // its task itself: waited for below, without a second tasks/result upstream.
       const ctx = { tasks: session.tasks, settings: gateway.settings, clock: gateway.clock };
       return getToolTaskResult(ctx, task_id, (server) => session.connection(server), { signal: extra.signal, waitMs: timeout_ms });
     }
@@ -100,8 +104,14 @@ export const cancelTask = defineTool({
   description: "Cancel a working task; the upstream server is sent notifications/cancelled for the call.",
   input: { task_id: taskId },
   annotations: { destructiveHint: true },
-  async run({ session }, { task_id }) {
+  async run({ session, gateway }, { task_id }) {
+    const before = await session.tasks.get(task_id);
+    const reattached = session.tasks.isReattached(task_id);
     const outcome = await session.tasks.cancel(task_id);
+    // A task re-attached after a restart has no call here to abort: its upstream task is cancelled directly (TK-12).
+    if (outcome.success && reattached && before.upstreamTaskId !== undefined) {
+      await cancelUpstream(gateway.settings, await session.connection(before.server), before.upstreamTaskId);
+    }
     return json(outcome, outcome.message);
   },
 });

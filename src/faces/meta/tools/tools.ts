@@ -1,10 +1,11 @@
 /**
  * list_tools (filtered by name, paged), execute_tool (with timeout promotion
- * to a gateway-owned task; the promotion says which respond_to_* the server's
+ * to a task — gateway-owned, or mapped onto an upstream task that survives a
+ * restart (design MF-20); the promotion says which respond_to_* the server's
  * pending requests need).
  */
 import { z } from "zod";
-import { DEFAULT_SETTINGS } from "../../../config/schema.js";
+import { DEFAULT_SETTINGS, isStdioConfig } from "../../../config/schema.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError } from "../../../errors.js";
 import { executeWithPromotion } from "../../../tasks/execute.js";
 import { runUpstreamTaskToEnd } from "../../../tasks/native.js";
@@ -148,16 +149,23 @@ export const executeTool = defineTool({
     const timeoutMs = timeout_ms ?? gateway.settings.tools.defaultTimeoutMs;
     const progress = forwardProgress(extra, extra._meta?.progressToken);
     // Tools the upstream only runs as tasks: the gateway drives the upstream task (design MF-9, TK-15).
-    const required = (await conn.taskSupport(tool)) === "required";
+    // Tools it can run as tasks, on an upstream that keeps them across a gateway restart, run as an
+    // upstream task from the start, so that a promotion survives a restart (design MF-20).
+    const support = await conn.taskSupport(tool);
+    const keepUpstreamTask = support !== "forbidden" && keepsTasksAcrossRestart(ctx, server);
+    const call = { name: tool, ...(args ? { arguments: args } : {}) };
     const outcome = await executeWithPromotion({
-      ...(required ? { run: (o) => runUpstreamTaskToEnd(gateway, conn, { name: tool, ...(args ? { arguments: args } : {}) }, o) } : {}),
+      ...(support === "required" || keepUpstreamTask
+        ? { run: (o) => runUpstreamTaskToEnd(gateway, conn, call, { ...o, keepAlive: support === "required" }) }
+        : {}),
+      keepUpstreamTask,
       tasks: session.tasks,
       connection: conn,
       clock: gateway.clock,
       tool,
       args,
       timeoutMs,
-      ttlMs: task_ttl_ms,
+      ttlMs: task_ttl_ms ?? gateway.settings.tasks.defaultTtlMs,
       callTimeoutMs: timeoutMs + gateway.settings.tasks.maxTtlMs,
       signal: extra.signal,
       onprogress: progress.onprogress,
@@ -201,6 +209,16 @@ function whatTheServerWaitsFor(server: string, elicitations: number, sampling: n
   ];
   if (waiting.length) return `Server '${server}' is waiting for ${waiting.join("; and ")}.`;
   return "If the server asks for user input (an elicitation), answer with respond_to_elicitation; if it asks for an LLM completion (a sampling request), with respond_to_sampling.";
+}
+
+/**
+ * Whether `server`'s tasks outlive the gateway process: not a stdio child
+ * (it ends with the gateway). The rule recovery applies at start
+ * (src/server/recovery.ts keeps upstream tasks of non-stdio upstreams).
+ */
+function keepsTasksAcrossRestart({ gateway }: MetaContext, server: string): boolean {
+  const entry = gateway.registry.get(server);
+  return entry !== undefined && !isStdioConfig(entry.config);
 }
 
 async function assertToolExists({ session }: MetaContext, server: string, tool: string): Promise<void> {

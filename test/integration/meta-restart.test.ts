@@ -1,0 +1,137 @@
+/**
+ * execute_tool promotions across gateway restarts, with real processes
+ * (design MF-20, ADR 0014): `emceepee serve --store sqlite:<tmp>` on a fixed
+ * port, server-everything over Streamable HTTP ("remote", its own process,
+ * running on while the gateway restarts) and over stdio ("local"). A call
+ * promoted on a task-capable HTTP upstream tool runs as that upstream's task,
+ * so after SIGKILL or SIGTERM the same meta session's get_task_result returns
+ * the real result; a promotion on the stdio upstream says it was lost.
+ */
+import { test, describe, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { Client as SdkClient } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { ROOT, block, call, everythingStdio } from "../helpers/gateway.js";
+import { firstText, freePort, startCliServe, startEverythingHttp, stopChild, waitExit, type ChildServer, type RunningCli } from "../helpers/core-extra.js";
+import { connectFace, type Peer } from "../helpers/transparent.js";
+import { streamedResult, text } from "../helpers/tasks.js";
+
+const SLOW = { timeout: 300_000 };
+const RESEARCH = { topic: "promotions across restarts" };
+
+let tmp: string;
+let remote: ChildServer;
+const running = new Set<RunningCli>();
+const closeLater: Array<() => Promise<unknown>> = [];
+
+before(async () => {
+  tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-meta-restart-test-"));
+  remote = await startEverythingHttp();
+});
+
+after(async () => {
+  await Promise.allSettled(closeLater.map((close) => close()));
+  await Promise.allSettled([...running].map((r) => stopChild(r.child)));
+  await remote?.close();
+  if (tmp) await rm(tmp, { recursive: true, force: true });
+});
+
+/** `emceepee serve` on a fixed port and SQLite file: a restart is the same address and the same state. */
+async function serve(config: string, port: number, db: string): Promise<RunningCli> {
+  const served = await startCliServe(ROOT, ["--config", config, "--port", String(port), "--store", `sqlite:${db}`, "--no-upstream-check"]);
+  running.add(served);
+  return served;
+}
+
+async function restart(old: RunningCli, signal: "SIGTERM" | "SIGKILL", start: () => Promise<RunningCli>): Promise<RunningCli> {
+  old.child.kill(signal);
+  const { code } = await waitExit(old.child, 60_000);
+  if (signal === "SIGTERM") assert.equal(code, 0, `SIGTERM must end the gateway cleanly:\n${old.stderr().slice(-3000)}`);
+  running.delete(old);
+  return start();
+}
+
+/** The clients from before a restart do not reconnect their own streams (restart.test.ts says why). */
+const NO_STREAM_RECONNECT = { initialReconnectionDelay: 1_000, maxReconnectionDelay: 1_000, reconnectionDelayGrowFactor: 1, maxRetries: 0 };
+
+async function newPeer(url: string): Promise<Peer> {
+  const peer = await connectFace(url, { capabilities: {}, http: { reconnectionOptions: NO_STREAM_RECONNECT } });
+  closeLater.push(() => peer.client.close());
+  return peer;
+}
+
+/** The same session through a new client (the SDK skips initialize when its transport has a session id). */
+async function continuePeer(url: string, previous: Peer): Promise<Peer> {
+  const old = previous.transport as StreamableHTTPClientTransport;
+  const peer = await connectFace(url, { capabilities: {}, http: { sessionId: previous.sessionId } });
+  closeLater.push(() => peer.client.close());
+  (peer.transport as StreamableHTTPClientTransport).setProtocolVersion(old.protocolVersion!);
+  return peer;
+}
+
+/** The report a direct client gets from the HTTP server-everything for RESEARCH (the reference). */
+async function directReport(): Promise<string> {
+  const direct = new SdkClient({ name: "direct", version: "1.0.0" });
+  await direct.connect(new StreamableHTTPClientTransport(new URL(remote.url)));
+  try {
+    return text(await streamedResult(direct, "simulate-research-query", RESEARCH));
+  } finally {
+    await (direct.transport as StreamableHTTPClientTransport).terminateSession().catch(() => undefined);
+    await direct.close();
+  }
+}
+
+/** The task id of a promoted execute_tool reply. */
+function promotedTaskId(result: CallToolResult): string {
+  const id = block<string>(result, "task_id");
+  assert.ok(id, `the call was promoted to a task: ${JSON.stringify(result)}`);
+  return id;
+}
+
+describe("execute_tool promotions survive a gateway restart (real processes, SQLite store)", () => {
+  for (const signal of ["SIGKILL", "SIGTERM"] as const) {
+    test(`${signal}: a task-capable HTTP upstream's promoted call returns its real result; a stdio upstream's says it was lost`, SLOW, async () => {
+      const name = `promote-${signal.toLowerCase()}`;
+      const config = path.join(tmp, `${name}.json`);
+      await writeFile(config, JSON.stringify({ mcpServers: { local: everythingStdio(), remote: { url: remote.url } } }));
+      const port = await freePort();
+      const db = path.join(tmp, `${name}.db`);
+      const start = () => serve(config, port, db);
+      const gw = await start();
+      const base = `http://127.0.0.1:${port}`;
+      const reference = directReport();
+
+      const meta = await newPeer(`${base}/mcp`);
+      const research = promotedTaskId(
+        await call(meta.client, "execute_tool", { server: "remote", tool: "simulate-research-query", args: RESEARCH, timeout_ms: 100 }),
+      );
+      const local = promotedTaskId(
+        await call(meta.client, "execute_tool", {
+          server: "local",
+          tool: "trigger-long-running-operation",
+          args: { duration: 120, steps: 120 },
+          timeout_ms: 100,
+        }),
+      );
+
+      await restart(gw, signal, start);
+
+      const meta2 = await continuePeer(`${base}/mcp`, meta);
+      const result = await call(meta2.client, "get_task_result", { task_id: research, timeout_ms: 60_000 });
+      assert.notEqual(result.isError, true, `the promoted upstream task's result, not an error: ${JSON.stringify(result)}`);
+      assert.equal(firstText(result), await reference, "the upstream task's own report, as a direct call returns it");
+      const view = block(await call(meta2.client, "get_task", { task_id: research }), "task");
+      assert.equal(view?.status, "completed", JSON.stringify(view));
+
+      const lost = await call(meta2.client, "get_task_result", { task_id: local, timeout_ms: 10_000 });
+      assert.equal(lost.isError, true, JSON.stringify(lost));
+      assert.match(firstText(lost), /^EMCP_TASK_NOT_COMPLETED/);
+      assert.match(firstText(lost), /failed: the gateway restarted/, "the stdio upstream's promoted call says the restart lost it");
+      assert.equal(block(await call(meta2.client, "get_task", { task_id: local }), "task")?.status, "failed");
+    });
+  }
+});
