@@ -26,9 +26,22 @@
  * continuing, restoring and ending an upstream session are in
  * session-continuation.ts. This file keeps the lifecycle fields (client,
  * transport, status, closing) that attaching, the fallback and close share.
+ *
+ * A remote upstream's transport does not close when the server dies: a
+ * transport error (a failed request, a POST or GET stream cut) is checked
+ * with a ping, and a failed ping, or an upstream that no longer knows the
+ * session (HTTP 404, or 400 "No valid session ID"), is a drop like a stdio
+ * close (design UP-12).
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { ClientCapabilities, Implementation, LoggingLevel, ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ErrorCode,
+  McpError,
+  type ClientCapabilities,
+  type Implementation,
+  type LoggingLevel,
+  type ServerCapabilities,
+} from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "../logging.js";
 import { isStdioConfig, type ServerConfig } from "../config/schema.js";
 import type { ChildProcessLimiter } from "./children.js";
@@ -41,6 +54,7 @@ import { UpstreamHandle, type ConnectionStatus } from "./handle.js";
 import {
   continueSession,
   restore,
+  sessionGone,
   snapshot,
   terminateSession,
   type CloseMode,
@@ -74,9 +88,13 @@ export interface UpstreamConnectionOptions {
   children?: ChildProcessLimiter | undefined;
   /** Upstream session, logging level and subscriptions kept by the owner (see the header). */
   persistence?: ConnectionPersistence | undefined;
+  /** A server added at runtime: its transport applies gateway.servers.runtimeUrls and follows no redirect (docs/adr/0014). */
+  runtime?: boolean | undefined;
 }
 
 const STDERR_TAIL_LINES = 20;
+/** Bound on the ping that checks a remote upstream after a transport error (or the request timeout, if shorter). */
+const PROBE_TIMEOUT_MS = 10_000;
 
 export class UpstreamConnection extends UpstreamHandle {
   readonly name: string;
@@ -93,6 +111,10 @@ export class UpstreamConnection extends UpstreamHandle {
   private calls: RequestAttribution<CallOrigin> | undefined;
   /** A continued upstream session: the SDK client did not initialize it, so what it negotiated comes from here. */
   private continued: UpstreamSessionSnapshot | undefined;
+  /** The ping checking the connection after a transport error, while in flight. */
+  private probe: Promise<void> | undefined;
+  /** Why a remote upstream was found gone (its transport does not close by itself). */
+  private lostReason: string | undefined;
 
   constructor(private readonly options: UpstreamConnectionOptions) {
     super(options.requestTimeoutMs);
@@ -168,7 +190,8 @@ export class UpstreamConnection extends UpstreamHandle {
     const client = this.newClient();
     let created: CreatedTransport;
     try {
-      created = this.options.transportFactory(name, config, sessionId === undefined ? undefined : { sessionId });
+      const options = { ...(sessionId !== undefined ? { sessionId } : {}), ...(this.options.runtime ? { runtime: true } : {}) };
+      created = this.options.transportFactory(name, config, Object.keys(options).length > 0 ? options : undefined);
     } catch (err) {
       this.fail(`cannot create transport: ${errorMessage(err)}`);
       this.releaseChild?.();
@@ -181,7 +204,10 @@ export class UpstreamConnection extends UpstreamHandle {
     this.calls = calls;
     created.stderr?.on("data", (chunk: Buffer) => this.captureStderr(chunk));
     client.onclose = () => this.handleClose();
-    client.onerror = (err) => logger.debug({ server: name, err: errorMessage(err) }, "upstream_transport_error");
+    client.onerror = (err) => {
+      logger.debug({ server: name, err: errorMessage(err) }, "upstream_transport_error");
+      this.transportError(client, err);
+    };
     this.client = client;
     try {
       await client.connect(created.transport, { timeout: this.options.connectTimeoutMs });
@@ -247,7 +273,7 @@ export class UpstreamConnection extends UpstreamHandle {
     // A close while connecting is reported by connect() itself, not as a disconnect.
     if (this.closing || this.status !== "connected") return;
     this.closing = true;
-    const reason = this.describeFailure("connection closed");
+    const reason = this.describeFailure(this.lostReason ?? "connection closed");
     this.fail(reason);
     this.status = "disconnected";
     // The child's group is being reaped (stdio-transport.ts); its slot frees once the group is gone.
@@ -256,6 +282,58 @@ export class UpstreamConnection extends UpstreamHandle {
     else release();
     this.options.logger.warn({ server: this.name, reason }, "upstream_disconnected");
     this.options.handlers.onDisconnect(reason);
+  }
+
+  /**
+   * A remote upstream's transport reported an error while connected: an
+   * upstream that no longer knows the session is gone at once; anything else
+   * (a stream cut, a refused request) is checked with a ping, and a failed
+   * ping means it is gone. Stdio drops are seen by the transport closing.
+   */
+  private transportError(client: Client, err: unknown): void {
+    if (isStdioConfig(this.options.config) || this.client !== client || this.closing || this.status !== "connected") return;
+    const gone = sessionGone(err);
+    if (gone !== undefined) {
+      this.lose(client, `the upstream no longer knows its MCP session (HTTP ${gone}): it restarted or ended the session`);
+      return;
+    }
+    if (this.probe) return;
+    const what = errorMessage(err);
+    this.probe = client
+      .ping({ timeout: Math.min(PROBE_TIMEOUT_MS, this.options.requestTimeoutMs) })
+      .then(
+        () => this.options.logger.debug({ server: this.name, err: what }, "upstream_probe_ok"),
+        (pingErr: unknown) => {
+          const status = sessionGone(pingErr);
+          this.lose(
+            client,
+            status !== undefined
+              ? `the upstream no longer knows its MCP session (HTTP ${status}): it restarted or ended the session`
+              : `the connection was lost (${what}; a ping to check it failed: ${errorMessage(pingErr)})`,
+          );
+        },
+      )
+      .finally(() => (this.probe = undefined));
+  }
+
+  /** The remote upstream is gone: closing the client fails what is in flight (ConnectionClosed) and handleClose reports the drop with `reason`. */
+  private lose(client: Client, reason: string): void {
+    if (this.client !== client || this.closing || this.status !== "connected") return;
+    this.lostReason = reason;
+    void client.close().catch(() => undefined);
+  }
+
+  /** A request that failed because the connection was lost says so (EMCP_UPSTREAM_UNAVAILABLE), not how the SDK saw it. */
+  protected override async requestFailed(err: unknown): Promise<unknown> {
+    // A request that failed on a transport error waits for the ping that checks the connection.
+    if (this.lostReason === undefined && this.probe) await this.probe;
+    if (this.lostReason === undefined) return err;
+    if (err instanceof McpError && err.code !== ErrorCode.ConnectionClosed) return err;
+    return new GatewayError(
+      ErrorCodes.UPSTREAM_UNAVAILABLE,
+      `upstream '${this.name}' was lost while this request ran: ${this.lostReason}. Its state is unknown — it may or may not have completed upstream; the gateway reconnects in the background (list_servers shows when it is back).`,
+      { details: { server: this.name }, cause: err },
+    );
   }
 
   private fail(reason: string): void {

@@ -170,10 +170,17 @@ export abstract class UpstreamRequests {
         return (await client.callTool(params as ParamsOf<"tools/call">, CallToolResultSchema, options)) as SchemaOutput<S>;
       }
       return await client.request({ method, params }, resultSchema, options);
+    } catch (err) {
+      throw await this.requestFailed(err);
     } finally {
       this.active--;
       call?.end();
     }
+  }
+
+  /** What a failed request throws: `err`, unless the connection knows better (a lost connection says so). */
+  protected requestFailed(err: unknown): Promise<unknown> {
+    return Promise.resolve(err);
   }
 
   /** Whether no request is in flight and none was sent since `since` (a requestCount read earlier). */

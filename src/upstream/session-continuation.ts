@@ -92,6 +92,16 @@ export async function continueSession(
   return true;
 }
 
+/**
+ * The HTTP status when `err` says the upstream no longer knows the session:
+ * 404 (MCP: session not found) or the SDK server's 400 "No valid session ID".
+ */
+export function sessionGone(err: unknown): number | undefined {
+  if (!(err instanceof StreamableHTTPError)) return undefined;
+  if (err.code === 404 || (err.code === 400 && /session/i.test(err.message))) return err.code;
+  return undefined;
+}
+
 /** What a new upstream session negotiated, as kept for continuing it. */
 export function snapshot(name: string, sessionId: string, client: Client, created: CreatedTransport | undefined): UpstreamSessionSnapshot {
   const instructions = client.getInstructions();
