@@ -119,6 +119,12 @@ export const gatewaySettingsSchema = z.strictObject({
       oneShotIdleMs: positiveMs.default(60_000),
       sweepIntervalMs: positiveMs.default(60_000),
       maxSessions: z.number().int().positive().default(1000),
+      /**
+       * Meta faces attached to one session with `?session=<id>` at once; beyond it
+       * `initialize` is refused (EMCP_LIMIT_REACHED). An attachment idle (no open
+       * response) for oneShotIdleMs gives its slot to a new one.
+       */
+      maxAttachmentsPerSession: z.number().int().positive().default(16),
     })
     .prefault({}),
   awaitActivity: z

@@ -13,6 +13,11 @@
  * An attachable endpoint (the meta face) accepts `?session=<id>` on
  * initialize to attach to an existing session of another face, e.g. to answer
  * the elicitations queued for a transparent-face client that cannot take them.
+ * An attachment is a guest: its requests are not the session's activity (the
+ * session expires by its own client's requests), at most
+ * `sessions.maxAttachmentsPerSession` are held per session, an attachment idle
+ * for `sessions.oneShotIdleMs` (no open response) gives its slot to a new one,
+ * and all of them end with the session.
  *
  * Restarts (ADR 0007, "Sessions across restarts"): an owner session's record
  * (face, negotiated protocol version, clientInfo, capabilities) is stored
@@ -37,7 +42,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isInitializeRequest, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
-import { errorMessage } from "../errors.js";
+import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { primeServerTransport, type StoredInitialize } from "../mcp/resume-session.js";
 import { onResponseSent } from "../mcp/response-sent.js";
 import type { GatewayContext } from "../server/context.js";
@@ -99,6 +104,8 @@ interface Binding {
   inflight: Set<string>;
   /** SSE messages kept for Last-Event-ID replay (in the store for an owner, in memory for an attachment). */
   replay: ReplayBuffer;
+  /** An attachment's own activity (its requests are not the session's): last request or response end, responses open. */
+  guest?: { lastActivityAt: number; open: number };
 }
 
 /** Why a resumption could not produce a binding: the HTTP status to answer with, and the error. */
@@ -113,6 +120,8 @@ export class McpEndpoint {
   private readonly bindings = new Map<string, Binding>();
   /** Resumptions of stored sessions under way, by session id (concurrent first requests share one). */
   private readonly resumptions = new Map<string, Promise<Binding | ResumeFailed | undefined>>();
+  /** Attachments held or being made, by session id (sessions.maxAttachmentsPerSession). */
+  private readonly attachments = new Map<string, number>();
 
   constructor(
     private readonly gateway: GatewayContext,
@@ -144,8 +153,18 @@ export class McpEndpoint {
           `Session not found: '${sessionId}' does not exist here or has expired; send initialize without Mcp-Session-Id to start a new session`,
         );
       }
-      this.gateway.sessions.requestArrived(binding.session);
-      res.once("close", this.gateway.sessions.responseOpened(binding.session));
+      const guest = binding.guest;
+      if (guest) {
+        guest.lastActivityAt = this.gateway.clock.now();
+        guest.open++;
+        res.once("close", () => {
+          guest.open--;
+          guest.lastActivityAt = this.gateway.clock.now();
+        });
+      } else {
+        this.gateway.sessions.requestArrived(binding.session);
+        res.once("close", this.gateway.sessions.responseOpened(binding.session));
+      }
       if (req.method === "GET") {
         let unknown: boolean;
         try {
@@ -217,6 +236,8 @@ export class McpEndpoint {
           `Session not found: cannot attach to '${attachTo}' (after a gateway restart, a session is back once its own client sends a request)`,
         );
       }
+      const refused = this.reserveAttachment(existing);
+      if (refused) return sendErrorReply(res, 503, refused, this.gateway.logger);
       session = existing;
       owner = false;
     } else {
@@ -226,12 +247,13 @@ export class McpEndpoint {
         return sendErrorReply(res, 503, err, this.gateway.logger);
       }
     }
-    res.once("close", this.gateway.sessions.responseOpened(session));
+    if (owner) res.once("close", this.gateway.sessions.responseOpened(session));
     let server: FaceServer;
     try {
       server = await this.options.face(session, body.params);
     } catch (err) {
       if (owner) await this.gateway.sessions.destroy(session.id, "face could not start");
+      else this.freeAttachment(session.id);
       return sendErrorReply(res, 502, err, this.gateway.logger);
     }
     if (owner) {
@@ -257,7 +279,7 @@ export class McpEndpoint {
       if (owner) {
         await this.gateway.sessions.destroy(session.id, "initialize failed");
         await this.gateway.store.replay.deleteBySession(session.id).catch(() => undefined);
-      }
+      } else this.freeAttachment(session.id);
       await server.close().catch(() => undefined);
     }
   }
@@ -277,7 +299,8 @@ export class McpEndpoint {
       keepAliveMs: this.gateway.settings.http.sseKeepAliveMs,
       eventStore: replay,
       onsessioninitialized: (id) => {
-        this.bindings.set(id, { transport, server, session, owner, inflight, replay });
+        const guest = owner ? undefined : { lastActivityAt: this.gateway.clock.now(), open: 0 };
+        this.bindings.set(id, { transport, server, session, owner, inflight, replay, ...(guest ? { guest } : {}) });
       },
     });
     onResponseSent(transport, (id) => inflight.delete(JSON.stringify(id)));
@@ -285,7 +308,10 @@ export class McpEndpoint {
       const binding = this.bindings.get(transportId);
       if (!binding) return;
       this.bindings.delete(transportId);
-      if (!binding.owner) return void binding.replay.release();
+      if (!binding.owner) {
+        this.freeAttachment(session.id);
+        return void binding.replay.release();
+      }
       void this.gateway.sessions.destroy(session.id, "client closed the session").then(() => binding.replay.release());
     };
     return transport;
@@ -347,10 +373,43 @@ export class McpEndpoint {
     for (const [id, binding] of this.bindings) {
       if (binding.session.id !== sessionId) continue;
       this.bindings.delete(id);
+      if (!binding.owner) this.freeAttachment(sessionId);
       void binding.server.close().catch(() => undefined);
       // Its replay goes too when the session ended for good (see ReplayBuffer.release).
       void binding.replay.release();
     }
+  }
+
+  /**
+   * Takes an attachment slot of `session`, first freeing the slots of its
+   * attachments idle for sessions.oneShotIdleMs; the error to answer when
+   * all sessions.maxAttachmentsPerSession are held.
+   */
+  private reserveAttachment(session: Session): GatewayError | undefined {
+    const { maxAttachmentsPerSession: max, oneShotIdleMs } = this.gateway.settings.sessions;
+    const now = this.gateway.clock.now();
+    for (const [id, b] of [...this.bindings]) {
+      if (b.session !== session || !b.guest || b.guest.open > 0 || now - b.guest.lastActivityAt < oneShotIdleMs) continue;
+      this.bindings.delete(id);
+      this.freeAttachment(session.id);
+      void b.server.close().catch(() => undefined);
+      void b.replay.release();
+    }
+    const held = this.attachments.get(session.id) ?? 0;
+    if (held >= max) {
+      return new GatewayError(
+        ErrorCodes.LIMIT_REACHED,
+        `session already has ${held} attached meta faces (gateway.sessions.maxAttachmentsPerSession is ${max}); end one with DELETE and its Mcp-Session-Id, wait until one is idle for gateway.sessions.oneShotIdleMs, or raise the setting`,
+      );
+    }
+    this.attachments.set(session.id, held + 1);
+    return undefined;
+  }
+
+  private freeAttachment(sessionId: string): void {
+    const held = this.attachments.get(sessionId) ?? 0;
+    if (held <= 1) this.attachments.delete(sessionId);
+    else this.attachments.set(sessionId, held - 1);
   }
 
   /** The POST body as JSON, or NO_BODY after answering 413 / a parse error / a body refused by parseJsonRpcBody. */
@@ -369,6 +428,7 @@ export class McpEndpoint {
   async close(): Promise<void> {
     const all = [...this.bindings.values()];
     this.bindings.clear();
+    this.attachments.clear();
     // Shutting down: the sessions' records and stored replay stay for the next start.
     await Promise.allSettled(all.flatMap((b) => [b.server.close(), b.replay.close()]));
   }
