@@ -306,7 +306,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   /** Deletes expired task and pending-request rows every sessions.sweepIntervalMs. */
   function scheduleSweep(): void {
     sweepTimer = clock.setTimeout(() => {
-      sweeping = sweepStoreLogged(openedStore(), clock.now(), logger).then(() => {
+      sweeping = sweepStoreLogged(openedStore(), clock.now(), logger).then(async () => {
+        await storeHealthy(); // logs store_unhealthy with the reason, also when no probe asks (a deleted file, a full disk)
         if (!closingNow()) scheduleSweep();
       });
     }, settings.sessions.sweepIntervalMs);

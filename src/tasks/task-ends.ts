@@ -5,7 +5,10 @@
  * the store fails), and the per-session retention bound applied after each
  * end. Only the winner of the compare-and-set clears the runtime, wakes the
  * waiters, adds the event and tells onStatusChange — all after the write
- * committed. Also here: the get_task_result waiters those ends wake, and
+ * committed. A call's end the store could not take (disk full, file gone,
+ * Redis down) is not lost: readers and waiters get it from memory at once
+ * (`Runtime.unstored`) and its write is retried every END_RETRY_MS until the
+ * store takes it. Also here: the get_task_result waiters those ends wake, and
  * which records a session still sees (`visible`: its own tool tasks, not past
  * their retention). TaskManager (task-manager.ts) owns the scope these run in.
  */
@@ -14,8 +17,11 @@ import { DEFAULT_SETTINGS } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import type { EventSystem } from "../session/event-system.js";
 import type { ProxyTaskStatus, TaskPatch, TaskRecord, TaskStore } from "../store/contracts.js";
-import { ACTIVE_STATUSES, endedRetainUntil, isActive } from "../store/policy.js";
+import { ACTIVE_STATUSES, applyTaskChange, endedRetainUntil, isActive } from "../store/policy.js";
 import { detach, type Runtime, type Runtimes, type TaskWrites } from "./task-runtime.js";
+
+/** How often a call's end that the store refused is written again. */
+export const END_RETRY_MS = 2_000;
 
 export type EndStatus = Exclude<ProxyTaskStatus, "working" | "input_required">;
 export type EndEvent = "task_completed" | "task_failed" | "task_cancelled" | "task_expired";
@@ -57,6 +63,11 @@ export async function endTask(
     if (rt && !ended) rt.ending = false; // not stored: a later end may try again
   }
   if (ended && status !== "completed") rt?.abort?.abort(String(patch.statusMessage ?? status));
+  if (!ended && rt?.unstored && scope.runtime.get(taskId) === rt && !scope.isClosed()) {
+    // The store refused the end: write it again later (instead of the TTL: the call ended in time).
+    scope.clock.clearTimeout(rt.ttlTimer);
+    rt.ttlTimer = scope.clock.setTimeout(() => void endTask(scope, taskId, status, patch, eventType, eventData, errors), END_RETRY_MS);
+  }
   return ended !== undefined;
 }
 
@@ -105,8 +116,9 @@ function finish(
   const logger = scope.events.logger;
   return scope.writes.track(
     (async (): Promise<TaskRecord | undefined> => {
+      let current: TaskRecord | undefined;
       try {
-        const current = await scope.store.get(taskId);
+        current = await scope.store.get(taskId);
         if (!current || current.sessionId !== scope.sessionId || !isActive(current.status)) return undefined;
         const now = scope.clock.now();
         const retainUntil = endedRetainUntil(current, now, scope.options.completedRetentionMs);
@@ -130,6 +142,12 @@ function finish(
       } catch (err) {
         logger?.error({ taskId, status, err: errorMessage(err) }, "task_store_write_failed");
         if (errors === "throw") throw err;
+        const rt = scope.runtime.get(taskId);
+        if (rt && status !== "expired" && (rt.unstored || (current && isActive(current.status)))) {
+          // A call's end the store refused: its waiters and readers get it now; endTask retries the write.
+          rt.unstored ??= applyTaskChange(current!, status, { ...patch, lastUpdatedAt: scope.clock.now() }, ["inputRequired"]);
+          for (const w of [...(rt.waiters ?? [])]) w(rt.unstored);
+        }
         return undefined;
       }
     })(),
@@ -161,6 +179,7 @@ async function enforceRetention(scope: TaskScope, justEnded: string): Promise<vo
  */
 export function waitForEnd(scope: TaskScope, rt: Runtime, record: TaskRecord, timeoutMs: number, signal?: AbortSignal): Promise<TaskRecord> {
   const taskId = record.taskId;
+  if (rt.unstored) return Promise.resolve(rt.unstored);
   return new Promise((resolve) => {
     const done = (ended: TaskRecord | undefined) => {
       scope.clock.clearTimeout(timer);

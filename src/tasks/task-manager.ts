@@ -171,7 +171,8 @@ export class TaskManager {
         { details: { taskId } },
       );
     }
-    return record;
+    // Ended, but the store could not take the end yet (it is retried): the client still gets it.
+    return this.runtime.get(taskId)?.unstored ?? record;
   }
 
   /** Whether the task is working and run (or re-attached) by this process: no store read. */

@@ -28,6 +28,8 @@ export interface Runtime {
   inputRequired: boolean;
   /** A call of this process settles the task (execute_tool's promoted call); not so for a re-attached task. */
   settledByCall?: boolean;
+  /** An end whose write failed (the store is unavailable): readers get it from memory while it is retried (task-ends.ts). */
+  unstored?: TaskRecord;
   /** get_task_result waiters: the ended record, or undefined when the session closed under them (made on first use: most tasks have none). */
   waiters?: Set<(ended: TaskRecord | undefined) => void>;
 }

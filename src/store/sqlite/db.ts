@@ -13,15 +13,12 @@
 import { mkdirSync, statSync } from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
-import { systemClock, type Clock } from "../../clock.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../../errors.js";
 import { storeClosed } from "../policy.js";
 import { MIGRATIONS, type Migration } from "./migrations.js";
 
 /** How long a statement waits for another connection's lock before failing with SQLITE_BUSY. */
 export const BUSY_TIMEOUT_MS = 5_000;
-/** A write looks at the file's identity (deleted, replaced) at most this often; healthy() always does. */
-const FILE_CHECK_MS = 1_000;
 /** healthy() after a failed write commits (then deletes) this much, so a disk still full is not called healthy. */
 const PROBE_BYTES = 64 * 1024;
 /** Failures of the file, the disk or the lock (not of a statement): they make the store unhealthy until a write succeeds. */
@@ -35,8 +32,6 @@ export interface OpenSqliteOptions {
   migrations?: readonly Migration[];
   /** Called with every statement as run, values bound (tests check the query plans; debugging). */
   verbose?: (sql: string) => void;
-  /** When the file's identity was last checked. @default systemClock */
-  clock?: Clock;
 }
 
 export class SqliteDb {
@@ -45,7 +40,6 @@ export class SqliteDb {
   private closed = false;
   /** The file's identity when it was opened: a path that later names another file (or none) means ours was deleted or replaced. */
   private readonly identity: { dev: number; ino: number };
-  private fileCheckedAt = 0;
   /** Why the file is unusable (deleted or replaced): for good, until a restart. */
   private fileGone: string | undefined;
   /** The last backend failure of a read or write, until a write succeeds. */
@@ -55,7 +49,6 @@ export class SqliteDb {
     private readonly db: Database.Database,
     /** The absolute file path (named in every error). */
     readonly file: string,
-    private readonly clock: Clock,
   ) {
     this.inTransaction = db.transaction((fn: () => unknown) => fn());
     const { dev, ino } = statSync(file);
@@ -85,7 +78,7 @@ export class SqliteDb {
       db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
       const check = db.pragma("quick_check", { simple: true });
       if (check !== "ok") throw Object.assign(new Error(`integrity check failed: ${String(check)}`), { code: "SQLITE_CORRUPT" });
-      const store = new SqliteDb(db, absolute, options.clock ?? systemClock);
+      const store = new SqliteDb(db, absolute);
       store.migrate(options.migrations ?? MIGRATIONS);
       // A write at every start: a file or folder we cannot write fails now, not at the first task.
       store.stmt("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_opened_at', ?)").run(String(Date.now()));
@@ -119,19 +112,19 @@ export class SqliteDb {
 
   /**
    * Runs `fn` in one IMMEDIATE transaction (the write lock is taken first, so
-   * a compare-and-set cannot interleave). Refused while the file is deleted
-   * or replaced: what it wrote would be lost at the next start.
+   * a compare-and-set cannot interleave). A success ends a failure healthy()
+   * reported (the disk has room again).
    */
   write<T>(what: string, fn: () => T): T {
-    if (!this.closed && this.clock.now() - this.fileCheckedAt >= FILE_CHECK_MS) this.checkFile();
-    if (this.fileGone !== undefined) throw this.goneError(what);
     const result = this.guard(what, () => this.inTransaction.immediate(fn) as T);
     this.failing = undefined;
     return result;
   }
 
   /**
-   * False while the store cannot serve: closed, the file deleted or replaced,
+   * False while the store cannot serve: closed, the file deleted or replaced
+   * (writes still go to the open file, which keeps working until the restart,
+   * but are lost then — hence 503 and a log line saying to restart),
    * or the last read/write failed (disk full, I/O error) and a probe write of
    * PROBE_BYTES still fails. Never throws; problem() says why.
    */
@@ -162,7 +155,6 @@ export class SqliteDb {
 
   /** Compares the path's file with the one opened; records and returns why it is gone. */
   private checkFile(): string | undefined {
-    this.fileCheckedAt = this.clock.now();
     if (this.fileGone !== undefined) return this.fileGone;
     let now: { dev: number; ino: number } | undefined;
     try {
@@ -172,14 +164,10 @@ export class SqliteDb {
     }
     if (now && now.dev === this.identity.dev && now.ino === this.identity.ino) return undefined;
     this.fileGone =
-      `the state store ${this.file} was ${now ? "replaced by another file" : "deleted"} while emceepee had it open; nothing more is written ` +
-      `(it would be lost at the next start). Restart emceepee: it opens the file at that path again (what was written since the deletion is gone), ` +
-      `or put the file back first`;
+      `the state store ${this.file} was ${now ? "replaced by another file" : "deleted"} while emceepee had it open: what it writes now ` +
+      `goes to the old file and is lost at the next start. Restart emceepee soon (it opens the file at that path again; sessions, tasks and ` +
+      `results since the deletion are lost), or set gateway.store.path to a file that stays`;
     return this.fileGone;
-  }
-
-  private goneError(what: string): GatewayError {
-    return new GatewayError(ErrorCodes.STORE_UNAVAILABLE, `failed to ${what}: ${this.fileGone ?? ""}`, { details: { path: this.file, reason: "file_gone" } });
   }
 
   /** Closes the file (SQLite checkpoints the WAL into it); idempotent. */

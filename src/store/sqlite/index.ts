@@ -14,14 +14,14 @@ import { SqlitePendingRequestStore, SqliteServerStore, SqliteSessionStore } from
 import { SqliteReplayStore } from "./replay.js";
 import { SqliteTaskStore } from "./tasks.js";
 
-export interface OpenSqliteStoreOptions extends Omit<OpenSqliteOptions, "clock"> {
+export interface OpenSqliteStoreOptions extends OpenSqliteOptions {
   /** Claim the file for this process until close; another claim fails with EMCP_STORE_UNAVAILABLE naming the holder. @default false */
   exclusive?: boolean;
 }
 
 export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteStoreOptions = {}): Store {
   const { exclusive, ...dbOptions } = options;
-  const db = SqliteDb.open(file, { ...dbOptions, clock });
+  const db = SqliteDb.open(file, dbOptions);
   let owner: StoreOwnership | undefined;
   try {
     if (exclusive) owner = StoreOwnership.claim(db, clock.now());

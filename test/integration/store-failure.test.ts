@@ -1,0 +1,159 @@
+/**
+ * A SQLite store that stops taking writes while `emceepee serve` runs
+ * (docs/adr/0007, "When the store fails"), with real processes and real
+ * failures: the disk full (a small tmpfs, filled up: SQLite's own
+ * SQLITE_FULL), and the store file deleted under the gateway. A call that
+ * completes meanwhile still gives its result to the client that waits for it,
+ * /readyz turns 503 and the log says why and what to do; when space is freed
+ * /readyz is 200 again and the result reaches the file. A deleted file is
+ * noticed (503, and the log says to restart: what is written to the deleted
+ * file is lost then), and a restart starts on a new file.
+ */
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { closeSync, existsSync, mkdirSync, openSync, rmSync, writeSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { openStore } from "../../src/store/open.js";
+import { allText, promote } from "../helpers/async-extra.js";
+import { logLines, pollFor, startCliServe, stopChild, type RunningCli } from "../helpers/core-extra.js";
+import { ROOT, call, connectClient, slowServerStdio } from "../helpers/gateway.js";
+
+const SLOW = { timeout: 300_000 };
+
+let tmp: string;
+let config: string;
+const running = new Set<RunningCli>();
+const clients: Client[] = [];
+let mounted: string | undefined;
+
+before(async () => {
+  tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-store-failure-"));
+  config = path.join(tmp, "config.json");
+  await writeFile(config, JSON.stringify({ mcpServers: { slow: slowServerStdio() } }));
+});
+
+after(async () => {
+  await Promise.allSettled(clients.map((c) => c.close()));
+  await Promise.allSettled([...running].map((r) => stopChild(r.child)));
+  if (mounted) execFileSync("umount", [mounted]);
+  await rm(tmp, { recursive: true, force: true });
+});
+
+async function serve(file: string): Promise<{ served: RunningCli; c: Client; base: string }> {
+  const served = await startCliServe(ROOT, ["--config", config, "--port", "0", "--store", `sqlite:${file}`, "--log-format", "json"]);
+  running.add(served);
+  const c = await connectClient(served.url);
+  clients.push(c);
+  return { served, c, base: new URL(served.url).origin };
+}
+
+async function readyz(base: string): Promise<{ status: number; body: string }> {
+  const res = await fetch(`${base}/readyz`);
+  return { status: res.status, body: await res.text() };
+}
+
+function readyzBecomes(base: string, status: number): Promise<{ status: number; body: string }> {
+  return pollFor(async () => {
+    const r = await readyz(base);
+    return r.status === status ? r : undefined;
+  }, `/readyz ${status}`);
+}
+
+/** A tmpfs of `size` at a new folder, or the reason it cannot be mounted here (then the test is skipped). */
+function mountTmpfs(size: string): string | { skip: string } {
+  const dir = path.join(tmp, "small-disk");
+  mkdirSync(dir);
+  try {
+    execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size}`, "tmpfs", dir], { stdio: "pipe" });
+  } catch (err) {
+    return { skip: `skipped: cannot mount a tmpfs here (${String(err).split("\n")[0]}); the disk-full case needs one` };
+  }
+  mounted = dir;
+  return dir;
+}
+
+/** Writes zeros to `file` until the file system is full. */
+function fillUp(file: string): void {
+  const fd = openSync(file, "w");
+  const chunk = Buffer.alloc(4096);
+  try {
+    for (;;) writeSync(fd, chunk);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOSPC") throw err;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+test(
+  "disk full: a call that completes still gives its result to the waiting client, /readyz is 503 saying why, and all recovers when space is freed",
+  SLOW,
+  async (t) => {
+    const disk = mountTmpfs("4m");
+    if (typeof disk !== "string") return t.skip(disk.skip);
+    const file = path.join(disk, "state.db");
+    const { served, c, base } = await serve(file);
+    assert.equal((await readyz(base)).status, 200);
+    const task = await promote(c, "slow", "slow", { ms: 3_000 }, 0);
+    const filler = path.join(disk, "filler");
+    fillUp(filler);
+
+    const result = await call(c, "get_task_result", { task_id: task.taskId, timeout_ms: 60_000 });
+    assert.notEqual(result.isError, true, allText(result));
+    assert.match(allText(result), /slept 3000ms/, "the result, although the store could not take it");
+    const down = await readyzBecomes(base, 503);
+    assert.match(down.body, /store_unavailable/);
+    const unhealthy = await pollFor(async () => logLines(served.stderr(), "store_unhealthy").at(-1), "store_unhealthy logged");
+    assert.match(String(unhealthy.reason), /disk \(or its quota\) is full/, JSON.stringify(unhealthy));
+    assert.ok(String(unhealthy.reason).includes(file), "names the file");
+
+    rmSync(filler);
+    await readyzBecomes(base, 200);
+    // The end the store refused is written once it can be: the file has the result.
+    const store = await openStore({ kind: "sqlite", path: file });
+    try {
+      const stored = await pollFor(async () => {
+        const r = await store.tasks.get(task.taskId);
+        return r?.status === "completed" ? r : undefined;
+      }, "the completed task in the file");
+      assert.deepEqual(stored.result?.content, [{ type: "text", text: "slept 3000ms" }]);
+    } finally {
+      await store.close();
+    }
+    const after = await call(c, "execute_tool", { server: "slow", tool: "slow", args: { ms: 10 } });
+    assert.notEqual(after.isError, true, allText(after));
+  },
+);
+
+test(
+  "store file deleted: /readyz is 503 with the fix in the log, a running call still gives its result, and a restart starts on a new file",
+  SLOW,
+  async () => {
+    const file = path.join(tmp, "deleted.db");
+    const { served, c, base } = await serve(file);
+    const task = await promote(c, "slow", "slow", { ms: 3_000 }, 0);
+    rmSync(file);
+
+    const down = await readyzBecomes(base, 503);
+    assert.match(down.body, /store_unavailable/);
+    const unhealthy = await pollFor(async () => logLines(served.stderr(), "store_unhealthy").at(-1), "store_unhealthy logged");
+    assert.match(String(unhealthy.reason), /was deleted while emceepee had it open/, JSON.stringify(unhealthy));
+    assert.match(String(unhealthy.reason), /Restart emceepee/);
+    assert.ok(String(unhealthy.reason).includes(file), "names the file");
+
+    const result = await call(c, "get_task_result", { task_id: task.taskId, timeout_ms: 60_000 });
+    assert.notEqual(result.isError, true, allText(result));
+    assert.match(allText(result), /slept 3000ms/);
+    assert.equal((await readyz(base)).status, 503, "still 503: what is written now is lost at the next start");
+
+    await stopChild(served.child);
+    running.delete(served);
+    const again = await serve(file);
+    assert.equal((await readyzBecomes(again.base, 200)).status, 200);
+    assert.ok(existsSync(file), "the file is there again");
+  },
+);
