@@ -187,6 +187,7 @@ class JsonRpcReply extends McpError {
  */
 export function toJsonRpcError(err: unknown, logger?: Logger): McpError {
   if (err instanceof JsonRpcReply) return err;
+  err = deliveredErrorOf(err) ?? err;
   const upstream = upstreamAnswerOf(err);
   if (upstream) return new JsonRpcReply(upstream.code, withoutSdkPrefix(upstream.message), upstream.data);
   const g = toGatewayError(err, logger);
@@ -204,6 +205,8 @@ export function toToolErrorText(err: unknown, logger?: Logger): string {
  * view of an upstream) classified as UPSTREAM_*; anything else INTERNAL.
  */
 export function toGatewayError(err: unknown, logger?: Logger): GatewayError {
+  const delivered = deliveredErrorOf(err);
+  if (delivered) return delivered;
   if (err instanceof GatewayError) return err;
   if (err instanceof JsonRpcReply && err.source) return err.source;
   if (err instanceof McpError) return classifyUpstream(err, "the upstream");
@@ -213,6 +216,8 @@ export function toGatewayError(err: unknown, logger?: Logger): GatewayError {
 
 /** Maps a failed upstream call to a GatewayError with a stable code; the failure is its cause. */
 export function upstreamCallError(server: string, tool: string, err: unknown): GatewayError {
+  const delivered = deliveredErrorOf(err);
+  if (delivered) return delivered;
   if (err instanceof GatewayError) return err;
   if (err instanceof McpError) return classifyUpstream(err, `upstream '${server}'`, tool, { server });
   return new GatewayError(ErrorCodes.UPSTREAM_ERROR, `calling '${tool}' on '${server}' failed: ${errorMessage(err)}`, {
@@ -241,7 +246,34 @@ function classifyUpstream(err: McpError, who: string, what?: string, details: Re
 
 /** A JSON-RPC error the upstream itself answered (not a timeout or a dropped connection). */
 export function isUpstreamAnswer(err: unknown): err is McpError {
-  return err instanceof McpError && !(err instanceof JsonRpcReply) && err.code !== ErrorCode.ConnectionClosed && err.code !== ErrorCode.RequestTimeout;
+  return (
+    err instanceof McpError &&
+    !(err instanceof JsonRpcReply) &&
+    err.code !== ErrorCode.ConnectionClosed &&
+    err.code !== ErrorCode.RequestTimeout &&
+    deliveredErrorOf(err) === undefined
+  );
+}
+
+/**
+ * Gateway errors handed to the SDK client as an upstream's error response
+ * (an oversized message, src/mcp/error-response.ts), keyed by the `data`
+ * object the SDK passes by reference into the McpError it rejects with.
+ */
+const deliveredErrors = new WeakMap<object, GatewayError>();
+
+/** The JSON-RPC `data` of a response that fails a request with `err`; the McpError the SDK makes of it maps back to `err`. */
+export function deliveredErrorData(err: GatewayError): Record<string, unknown> {
+  const data = { ...err.details, code: err.code };
+  deliveredErrors.set(data, err);
+  return data;
+}
+
+/** The gateway error an McpError stands for when the gateway delivered it (deliveredErrorData), or one wrapping it. */
+function deliveredErrorOf(err: unknown): GatewayError | undefined {
+  const mcp = err instanceof GatewayError && err.cause instanceof McpError ? err.cause : err;
+  if (!(mcp instanceof McpError) || typeof mcp.data !== "object" || mcp.data === null) return undefined;
+  return deliveredErrors.get(mcp.data);
 }
 
 /** The upstream's own error to pass through verbatim, if `err` is or wraps one. */

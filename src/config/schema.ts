@@ -154,6 +154,18 @@ export const gatewaySettingsSchema = z.strictObject({
        */
       killGraceMs: positiveMs.default(2_000),
       /**
+       * Largest message read from an upstream (a response, request or
+       * notification), in bytes, on every transport; counted as the bytes
+       * arrive. Over it the call fails with EMCP_RESPONSE_TOO_LARGE and the
+       * message is dropped unparsed (design LM-6). Not settable per server: a
+       * client's add_server could raise it.
+       */
+      maxMessageBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .default(16 * 1024 * 1024),
+      /**
        * How an upstream whose entry has no `sharing` key is used (docs/adr/0010):
        * `session` — one connection (for stdio, one process) per downstream
        * session; `shared` — one connection serves every session of the gateway.

@@ -19,28 +19,61 @@
  * No private member is touched. Relies on the transport calling the given
  * fetch for every POST with the JSON-RPC message as a JSON string body, and on
  * SSE framing. Canary: test/unit/sdk-canaries.test.ts.
+ *
+ * It also bounds every message (design LM-6, `bound`): bytes are counted as
+ * they arrive, a JSON body over the bound errors its stream, and an SSE event
+ * over it is never handed to the SDK (sse-events.ts holds each event until it
+ * is whole, so nothing oversized is buffered twice). On a request's own
+ * stream (or body) the request is failed through `bound.oversized` and the
+ * stream ends; a later resumption of that stream gets a 405, which ends the
+ * SDK's reconnection (it would replay the same event). An oversized event on
+ * the standalone stream is dropped, and only its `id:` handed on, so that a
+ * resumption starts after it.
  */
 import type { RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { SseEventFramer, concat, sseFields } from "./sse-events.js";
 
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
 
 /** Bound on remembered request ids and event ids (entries nobody asks about, e.g. pings, age out). */
 const MAX_REMEMBERED = 1000;
 
+/** The bound on one upstream message (gateway.upstream.maxMessageBytes). */
+export interface MessageBound {
+  maxBytes: number;
+  /**
+   * A message over the bound was dropped. `owner`: our request on whose
+   * stream or body it came (fail it), undefined on the standalone stream.
+   * Returns the error the body's stream ends with.
+   */
+  oversized(owner: RequestId | undefined): Error;
+}
+
 export class SseRequestTap {
   /** Upstream request id → the id of our request on whose stream it arrived. */
   private readonly related = new Map<RequestId, RequestId>();
   /** The last event id seen on a stream → the id of our request that stream belongs to (for resumption). */
   private readonly resumable = new Map<string, RequestId>();
+  /** Our requests failed for an oversized answer: their streams are not resumed. */
+  private readonly failed = new Map<RequestId, true>();
 
-  constructor(private readonly base: FetchLike = (url, init) => fetch(url, init)) {}
+  constructor(
+    private readonly base: FetchLike = (url, init) => fetch(url, init),
+    private readonly bound?: MessageBound,
+  ) {}
 
   /** Pass as StreamableHTTPClientTransport's `fetch` option. */
   readonly fetch: FetchLike = async (url, init) => {
-    const owner = init?.method === "POST" ? postedRequestId(init.body) : this.resumedOwner(init?.headers);
+    const posted = init?.method === "POST";
+    const owner = posted ? postedRequestId(init.body) : this.resumedOwner(init?.headers);
+    // 405 on a GET ends the SDK's attempts to resume a stream without an error.
+    if (!posted && owner !== undefined && this.failed.has(owner)) return new Response(null, { status: 405 });
     const response = await this.base(url, init);
-    if (owner === undefined || !response.ok || !response.body || !isEventStream(response)) return response;
-    const body = response.body.pipeThrough(this.recorder(owner));
+    if (!response.ok || !response.body) return response;
+    let body: ReadableStream<Uint8Array>;
+    if (isEventStream(response)) body = response.body.pipeThrough(this.recorder(owner));
+    else if (this.bound) body = response.body.pipeThrough(this.counter(owner, this.bound));
+    else return response;
     return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
   };
 
@@ -60,23 +93,73 @@ export class SseRequestTap {
     return lastEventId === null ? undefined : this.resumable.get(lastEventId);
   }
 
-  /** Passes the stream through unchanged, recording each event of it first. */
-  private recorder(owner: RequestId): TransformStream<Uint8Array, Uint8Array> {
-    const parser = new SseParser((event) => {
-      if (event.id !== undefined) {
-        if (event.previousId !== undefined) this.resumable.delete(event.previousId);
-        remember(this.resumable, event.id, owner);
-      }
-      const serverRequestId = requestIdOf(event.data);
-      if (serverRequestId !== undefined) remember(this.related, serverRequestId, owner);
-    });
+  /**
+   * Passes the stream through event by event, recording each event before it
+   * is handed on (`owner`: the request the stream belongs to, if known), and
+   * keeps events over the bound from the SDK.
+   */
+  private recorder(owner: RequestId | undefined): TransformStream<Uint8Array, Uint8Array> {
+    let lastId: string | undefined;
+    const decoder = new TextDecoder();
+    let framer: SseEventFramer;
     return new TransformStream({
-      transform(chunk, controller) {
-        parser.feed(chunk);
-        controller.enqueue(chunk);
+      start: (controller) => {
+        framer = new SseEventFramer(this.bound?.maxBytes ?? Infinity, {
+          event: (pieces) => {
+            if (owner !== undefined) {
+              const event = sseFields(decoder.decode(concat(pieces)));
+              if (event.id !== undefined) {
+                if (lastId !== undefined) this.resumable.delete(lastId);
+                lastId = event.id;
+                remember(this.resumable, event.id, owner);
+              }
+              const serverRequestId = requestIdOf(event.data);
+              if (serverRequestId !== undefined) remember(this.related, serverRequestId, owner);
+            }
+            for (const piece of pieces) controller.enqueue(piece);
+          },
+          oversized: () => {
+            if (owner === undefined || !this.bound) return true; // skip it, go on
+            remember(this.failed, owner, true);
+            this.bound.oversized(owner);
+            controller.terminate();
+            return false;
+          },
+          skipped: (head) => {
+            this.bound?.oversized(undefined);
+            // Hand on its id alone, so that a resumption starts after it.
+            const id = sseFields(head.slice(0, lastLineEnd(head))).id;
+            if (id !== undefined) controller.enqueue(new TextEncoder().encode(`id: ${id}\n\n`));
+          },
+        });
+      },
+      transform: (chunk) => framer.feed(chunk),
+      flush: (controller) => {
+        for (const piece of framer.rest()) controller.enqueue(piece);
       },
     });
   }
+
+  /** Counts a JSON body's bytes as they pass; over the bound, fails `owner` and errors the body. */
+  private counter(owner: RequestId | undefined, bound: MessageBound): TransformStream<Uint8Array, Uint8Array> {
+    let bytes = 0;
+    return new TransformStream({
+      transform: (chunk, controller) => {
+        bytes += chunk.length;
+        if (bytes <= bound.maxBytes) {
+          controller.enqueue(chunk);
+          return;
+        }
+        if (owner !== undefined) remember(this.failed, owner, true);
+        controller.error(bound.oversized(owner));
+      },
+    });
+  }
+}
+
+/** Where the last whole line of `text` ends (a cut-off last line is left out). */
+function lastLineEnd(text: string): number {
+  return Math.max(text.lastIndexOf("\n"), text.lastIndexOf("\r")) + 1;
 }
 
 function remember<K, V>(map: Map<K, V>, key: K, value: V): void {
@@ -116,55 +199,4 @@ function requestId(message: unknown): RequestId | undefined {
   if (!message || typeof message !== "object" || !("method" in message) || !("id" in message)) return undefined;
   const id = (message as { id: unknown }).id;
   return typeof id === "string" || typeof id === "number" ? id : undefined;
-}
-
-interface SseEvent {
-  id: string | undefined;
-  /** The stream's event id before this one (so it can be forgotten). */
-  previousId: string | undefined;
-  data: string;
-}
-
-/** A minimal incremental parser of the SSE framing: `id` and `data` fields, events ended by a blank line. */
-class SseParser {
-  private readonly decoder = new TextDecoder();
-  private buffer = "";
-  private data: string[] = [];
-  private id: string | undefined;
-  private lastId: string | undefined;
-
-  constructor(private readonly onEvent: (event: SseEvent) => void) {}
-
-  feed(chunk: Uint8Array): void {
-    this.buffer += this.decoder.decode(chunk, { stream: true });
-    for (;;) {
-      const end = this.buffer.search(/\r\n|\r|\n/);
-      // A lone trailing CR may be the first half of CRLF: wait for the next chunk.
-      if (end < 0 || (end === this.buffer.length - 1 && this.buffer[end] === "\r")) return;
-      const line = this.buffer.slice(0, end);
-      this.buffer = this.buffer.slice(this.buffer.startsWith("\r\n", end) ? end + 2 : end + 1);
-      this.line(line);
-    }
-  }
-
-  private line(line: string): void {
-    if (line === "") return this.dispatch();
-    if (line.startsWith(":")) return; // a comment (keep-alive)
-    const colon = line.indexOf(":");
-    const field = colon < 0 ? line : line.slice(0, colon);
-    let value = colon < 0 ? "" : line.slice(colon + 1);
-    if (value.startsWith(" ")) value = value.slice(1);
-    if (field === "data") this.data.push(value);
-    else if (field === "id" && !value.includes("\0")) this.id = value;
-  }
-
-  private dispatch(): void {
-    const id = this.id;
-    const previousId = this.lastId;
-    if (id !== undefined) this.lastId = id;
-    const data = this.data.join("\n");
-    this.data = [];
-    this.id = undefined;
-    if (id !== undefined || data) this.onEvent({ id, previousId: id !== undefined ? previousId : undefined, data });
-  }
 }

@@ -5,7 +5,10 @@
  *
  * Replaces the SDK's StdioClientTransport, which spawns through cross-spawn
  * without `detached`, ends only its direct child and leaves its SIGKILL to an
- * unref'd timer. Framing is the SDK's own (ReadBuffer / serializeMessage).
+ * unref'd timer. Output is split by our linear LineReader, not the SDK's
+ * quadratic ReadBuffer; a line over `maxMessageBytes` is skipped and the
+ * connection goes on (design LM-6): the request it answered, when its id is
+ * found at either end and is one of ours, fails with EMCP_RESPONSE_TOO_LARGE.
  *
  * Lifecycle: start() spawns — or, after prestart() (the warm pool,
  * warm-pool.ts), takes over the process already running; close() (= terminate()) is idempotent and
@@ -22,11 +25,17 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { PassThrough } from "node:stream";
-import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
+import { deserializeMessage, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { errorMessage } from "../errors.js";
+import { errorResponseFor } from "../mcp/error-response.js";
 import { reapGroup, signalGroup, waitUntil, type GroupLeader, type ProcessGroupOwner, type ProcessGroups } from "./children.js";
+import { LineReader, type OversizedLine } from "./line-reader.js";
+import { messageIdOf, messageTooLarge } from "./message-bound.js";
+
+/** Ids of our requests still waiting for an answer are remembered up to this many (the oldest are forgotten). */
+const MAX_OUTSTANDING = 10_000;
 
 export interface StdioProcessOptions {
   command: string;
@@ -38,7 +47,13 @@ export interface StdioProcessOptions {
   killGraceMs: number;
   /** Where the running group is registered, for the gateway's close() and destroy(). */
   groups?: ProcessGroups | undefined;
+  /** Largest message read from the server, in bytes (gateway.upstream.maxMessageBytes). @default 16 MiB */
+  maxMessageBytes?: number | undefined;
+  /** The server's name, for errors. @default the command */
+  name?: string | undefined;
 }
+
+export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 export class GroupStdioClientTransport implements Transport, ProcessGroupOwner {
   onclose?: Transport["onclose"];
@@ -47,14 +62,22 @@ export class GroupStdioClientTransport implements Transport, ProcessGroupOwner {
   /** The child's stderr; available before start() so no early line is lost. */
   readonly stderr = new PassThrough();
   private child: ChildProcess | undefined;
-  private readonly readBuffer = new ReadBuffer();
+  private readonly lines: LineReader;
+  /** Ids of our requests not yet answered (an oversized answer to one fails it). */
+  private readonly outstanding = new Set<RequestId>();
   private ending: Promise<void> | undefined;
   private untrack: (() => void) | undefined;
   private closeReported = false;
   /** The spawn of prestart(), until start() takes it over. */
   private prestarted: Promise<void> | undefined;
 
-  constructor(private readonly options: StdioProcessOptions) {}
+  constructor(private readonly options: StdioProcessOptions) {
+    this.lines = new LineReader({
+      maxLineBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+      onLine: (line) => this.receiveLine(line),
+      onOversized: (line) => this.receiveOversized(line),
+    });
+  }
 
   /**
    * Spawns the process now, before any client connects (the warm pool). The
@@ -122,6 +145,10 @@ export class GroupStdioClientTransport implements Transport, ProcessGroupOwner {
     if (!stdin || this.ending || !stdin.writable) {
       return Promise.reject(new Error(`not connected: the upstream process '${this.options.command}' is not running`));
     }
+    if ("method" in message && "id" in message) {
+      this.outstanding.add(message.id);
+      if (this.outstanding.size > MAX_OUTSTANDING) this.outstanding.delete(this.outstanding.values().next().value!);
+    }
     return new Promise((resolve, reject) => {
       stdin.write(serializeMessage(message), (err) =>
         err ? reject(new Error(`cannot write to upstream '${this.options.command}': ${errorMessage(err)}`, { cause: err })) : resolve(),
@@ -131,7 +158,8 @@ export class GroupStdioClientTransport implements Transport, ProcessGroupOwner {
 
   async close(): Promise<void> {
     await this.terminate();
-    this.readBuffer.clear();
+    this.lines.clear();
+    this.outstanding.clear();
     this.reportClose();
   }
 
@@ -171,25 +199,35 @@ export class GroupStdioClientTransport implements Transport, ProcessGroupOwner {
   }
 
   private receive(chunk: Buffer): void {
+    this.lines.push(chunk);
+  }
+
+  private receiveLine(line: string): void {
+    if (line.trim() === "") return;
+    let message: JSONRPCMessage;
     try {
-      this.readBuffer.append(chunk);
+      message = deserializeMessage(line);
     } catch (err) {
-      // Over the buffer limit: the stream cannot be resynchronised.
-      this.onerror?.(err as Error);
-      void this.close();
+      this.onerror?.(err as Error); // one bad line; the next one is read as usual
       return;
     }
-    for (;;) {
-      let message: JSONRPCMessage | null;
-      try {
-        message = this.readBuffer.readMessage();
-      } catch (err) {
-        this.onerror?.(err as Error); // one bad line; the buffer is already past it
-        continue;
-      }
-      if (message === null) break;
-      this.onmessage?.(message);
+    if (!("method" in message) && message.id !== undefined) this.outstanding.delete(message.id);
+    this.onmessage?.(message);
+  }
+
+  /**
+   * A line over the bound was skipped. Newline-delimited JSON has no raw
+   * newline inside a message, so the stream is in step again at the next line
+   * and the connection goes on; only the request it answered fails.
+   */
+  private receiveOversized(line: OversizedLine): void {
+    const error = messageTooLarge(this.options.name ?? this.options.command, this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, line.bytes);
+    const id = messageIdOf(line.head, line.tail);
+    if (id !== undefined && this.outstanding.delete(id)) {
+      this.onmessage?.(errorResponseFor(id, error));
+      return;
     }
+    this.onerror?.(error); // a request or notification of the server's, or an id we cannot find: dropped
   }
 
   private reportClose(): void {

@@ -15,6 +15,8 @@ import { SseRequestTap } from "../mcp/sse-request-tap.js";
 import { gatewaySettingsSchema, isStdioConfig, remoteTransportOf, type RemoteServerConfig, type ServerConfig } from "../config/schema.js";
 import type { ProcessGroups } from "./children.js";
 import { GroupStdioClientTransport } from "./stdio-transport.js";
+import { errorResponseFor } from "../mcp/error-response.js";
+import { messageTooLarge } from "./message-bound.js";
 
 export interface CreatedTransport {
   transport: Transport;
@@ -59,13 +61,16 @@ export type TransportFactory = (name: string, config: ServerConfig, options?: Tr
 export interface TransportFactoryOptions {
   /** gateway.upstream.killGraceMs */
   killGraceMs: number;
+  /** gateway.upstream.maxMessageBytes (design LM-6). @default 16 MiB */
+  maxMessageBytes?: number | undefined;
   /** Registers every stdio process group (the gateway's close() and destroy() end them all). */
   groups?: ProcessGroups | undefined;
 }
 
 /** The transports the gateway uses for real upstreams. */
 export function createTransportFactory(options: TransportFactoryOptions): TransportFactory {
-  return (_name, config, transportOptions = {}) => {
+  const maxMessageBytes = options.maxMessageBytes ?? gatewaySettingsSchema.parse({}).upstream.maxMessageBytes;
+  return (name, config, transportOptions = {}) => {
     if (isStdioConfig(config)) {
       const transport = new GroupStdioClientTransport({
         command: config.command,
@@ -74,10 +79,12 @@ export function createTransportFactory(options: TransportFactoryOptions): Transp
         cwd: config.cwd,
         killGraceMs: options.killGraceMs,
         groups: options.groups,
+        maxMessageBytes,
+        name,
       });
       return { transport, stderr: transport.stderr, pid: () => transport.pid, terminate: (graceMs) => transport.terminate(graceMs) };
     }
-    return remoteTransport(config, transportOptions.sessionId);
+    return remoteTransport(config, transportOptions.sessionId, { name, maxMessageBytes });
   };
 }
 
@@ -86,14 +93,23 @@ export const defaultTransportFactory: TransportFactory = createTransportFactory(
   killGraceMs: gatewaySettingsSchema.parse({}).upstream.killGraceMs,
 });
 
-function remoteTransport(config: RemoteServerConfig, sessionId: string | undefined): CreatedTransport {
+function remoteTransport(config: RemoteServerConfig, sessionId: string | undefined, bound: { name: string; maxMessageBytes: number }): CreatedTransport {
   const url = new URL(config.url);
   const requestInit: RequestInit = config.headers ? { headers: config.headers } : {};
   if (remoteTransportOf(config) === "sse") {
     const eventSourceInit = sseInit(config.headers);
     return { transport: new SSEClientTransport(url, { requestInit, ...(eventSourceInit ? { eventSourceInit } : {}) }) };
   }
-  const requestStreams = new SseRequestTap();
+  // Over the bound, the request whose answer it was fails with EMCP_RESPONSE_TOO_LARGE (design LM-6).
+  const requestStreams = new SseRequestTap(undefined, {
+    maxBytes: bound.maxMessageBytes,
+    oversized: (owner) => {
+      const error = messageTooLarge(bound.name, bound.maxMessageBytes);
+      if (owner !== undefined) transport.onmessage?.(errorResponseFor(owner, error));
+      else transport.onerror?.(error);
+      return error;
+    },
+  });
   const transport = new StreamableHTTPClientTransport(url, { requestInit, fetch: requestStreams.fetch, ...(sessionId !== undefined ? { sessionId } : {}) });
   return {
     transport,

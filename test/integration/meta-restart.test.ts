@@ -5,18 +5,32 @@
  * running on while the gateway restarts) and over stdio ("local"). A call
  * promoted on a task-capable HTTP upstream tool runs as that upstream's task,
  * so after SIGKILL or SIGTERM the same meta session's get_task_result returns
- * the real result; a promotion on the stdio upstream says it was lost.
+ * the real result; a promotion on the stdio upstream says it was lost. An
+ * `optional` task tool (test/fixtures/task-server.ts over HTTP) answers a fast
+ * call inline as before, and cancel_task of a task re-attached after the
+ * restart cancels the upstream task.
  */
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { spawn } from "node:child_process";
 import os from "node:os";
 import path from "node:path";
 import { Client as SdkClient } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { ROOT, block, call, everythingStdio } from "../helpers/gateway.js";
-import { firstText, freePort, startCliServe, startEverythingHttp, stopChild, waitExit, type ChildServer, type RunningCli } from "../helpers/core-extra.js";
+import { FIXTURES, ROOT, block, call, everythingStdio } from "../helpers/gateway.js";
+import {
+  firstText,
+  freePort,
+  pollFor,
+  startCliServe,
+  startEverythingHttp,
+  stopChild,
+  waitExit,
+  type ChildServer,
+  type RunningCli,
+} from "../helpers/core-extra.js";
 import { connectFace, type Peer } from "../helpers/transparent.js";
 import { streamedResult, text } from "../helpers/tasks.js";
 
@@ -85,6 +99,18 @@ async function directReport(): Promise<string> {
   }
 }
 
+/** test/fixtures/task-server.ts over Streamable HTTP; `stderr()` has its "cancelled <taskId>" lines. */
+async function startTaskServerHttp(): Promise<{ url: string; stderr: () => string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(FIXTURES, "task-server.ts"), "--http"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  running.add({ child, url: "", stdout: () => "", stderr: () => "" });
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (c: Buffer) => (out += c.toString("utf8")));
+  child.stderr.on("data", (c: Buffer) => (err += c.toString("utf8")));
+  const url = await pollFor(async () => /listening on (\S+)/.exec(out)?.[1], `task-server --http to listen (stderr: ${err})`, 60_000);
+  return { url, stderr: () => err };
+}
+
 /** The task id of a promoted execute_tool reply. */
 function promotedTaskId(result: CallToolResult): string {
   const id = block<string>(result, "task_id");
@@ -134,4 +160,42 @@ describe("execute_tool promotions survive a gateway restart (real processes, SQL
       assert.equal(block(await call(meta2.client, "get_task", { task_id: local }), "task")?.status, "failed");
     });
   }
+
+  test(
+    "an optional task tool of an HTTP upstream: a fast call answers inline, no task; a promoted one survives SIGKILL; cancel_task after the restart cancels it upstream",
+    SLOW,
+    async () => {
+      const upstream = await startTaskServerHttp();
+      const config = path.join(tmp, "optional.json");
+      await writeFile(config, JSON.stringify({ mcpServers: { tasks: { url: upstream.url } } }));
+      const port = await freePort();
+      const db = path.join(tmp, "optional.db");
+      const start = () => serve(config, port, db);
+      const gw = await start();
+      const base = `http://127.0.0.1:${port}`;
+
+      const meta = await newPeer(`${base}/mcp`);
+      const fast = await call(meta.client, "execute_tool", { server: "tasks", tool: "slow-task", args: { ms: 50 }, timeout_ms: 60_000 });
+      assert.notEqual(fast.isError, true, JSON.stringify(fast));
+      assert.equal(firstText(fast), "slept 50ms", "the result, unchanged");
+      assert.equal(fast._meta, undefined, "no upstream task metadata in the reply");
+      assert.deepEqual(block(await call(meta.client, "list_tasks", { include_completed: true }), "tasks"), [], "a call answered in time is no task");
+
+      const finishing = promotedTaskId(await call(meta.client, "execute_tool", { server: "tasks", tool: "slow-task", args: { ms: 4_000 }, timeout_ms: 100 }));
+      const endless = promotedTaskId(await call(meta.client, "execute_tool", { server: "tasks", tool: "slow-task", args: { ms: 600_000 }, timeout_ms: 100 }));
+
+      await restart(gw, "SIGKILL", start);
+
+      const meta2 = await continuePeer(`${base}/mcp`, meta);
+      const result = await call(meta2.client, "get_task_result", { task_id: finishing, timeout_ms: 60_000 });
+      assert.notEqual(result.isError, true, JSON.stringify(result));
+      assert.equal(firstText(result), "slept 4000ms");
+
+      assert.doesNotMatch(upstream.stderr(), /cancelled/, "nothing was cancelled upstream so far");
+      const cancelled = await call(meta2.client, "cancel_task", { task_id: endless });
+      assert.equal(block(cancelled, "success"), true, JSON.stringify(cancelled));
+      await pollFor(async () => /task-server: cancelled /.exec(upstream.stderr()) ?? undefined, "the upstream's tasks/cancel", 30_000);
+      assert.equal(block(await call(meta2.client, "get_task", { task_id: endless }), "task")?.status, "cancelled");
+    },
+  );
 });

@@ -17,6 +17,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
 import {
+  McpError,
   CallToolResultSchema,
   CreateTaskResultSchema,
   ElicitRequestSchema,
@@ -35,6 +36,9 @@ import { SseRequestTap } from "../../src/mcp/sse-request-tap.js";
 import { releaseTaskProgressHandler } from "../../src/mcp/task-progress.js";
 import { wrapToolErrors } from "../../src/mcp/tool-errors.js";
 import { tapTransport } from "../../src/mcp/transport-tap.js";
+import { errorResponseFor } from "../../src/mcp/error-response.js";
+import { upstreamCallError } from "../../src/errors.js";
+import { messageTooLarge } from "../../src/upstream/message-bound.js";
 
 function hasMethod(proto: object, member: string): boolean {
   return typeof (proto as Record<string, unknown>)[member] === "function";
@@ -443,6 +447,22 @@ describe("attribution (src/mcp/request-attribution.ts, src/mcp/sse-request-tap.t
       await client.close();
       await server.close();
       await new Promise((resolve) => http.close(resolve));
+    }
+  });
+});
+
+describe("delivered error responses (src/mcp/error-response.ts: gateway.upstream.maxMessageBytes)", () => {
+  test("a delivered error response fails its request with an McpError whose data is the very object given, which maps back to the gateway error", async () => {
+    const error = messageTooLarge("canary", 1024);
+    const { client, transport } = await rawPeer((req) => transport.onmessage?.(errorResponseFor(req.id, error)));
+    try {
+      await assert.rejects(client.callTool({ name: "anything", arguments: {} }), (err: unknown) => {
+        assert.ok(err instanceof McpError, "Protocol._onresponse no longer rejects with an McpError");
+        assert.equal(upstreamCallError("canary", "anything", err), error, "Protocol._onresponse copies error.data: errors.ts cannot tell a delivered error");
+        return true;
+      });
+    } finally {
+      await client.close();
     }
   });
 });

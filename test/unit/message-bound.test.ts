@@ -1,0 +1,163 @@
+/**
+ * The linear readers behind gateway.upstream.maxMessageBytes (design LM-6):
+ * LineReader (stdio), SseEventFramer (Streamable HTTP), and finding the
+ * JSON-RPC id of a message known only by its edges.
+ */
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { EDGE_BYTES, LineReader, type OversizedLine } from "../../src/upstream/line-reader.js";
+import { messageIdOf, messageTooLarge } from "../../src/upstream/message-bound.js";
+import { SseEventFramer, concat } from "../../src/mcp/sse-events.js";
+import { toJsonRpcError, toToolErrorText, upstreamCallError } from "../../src/errors.js";
+import { errorResponseFor } from "../../src/mcp/error-response.js";
+import { McpError } from "@modelcontextprotocol/sdk/types.js";
+
+function reader(maxLineBytes: number) {
+  const lines: string[] = [];
+  const oversized: OversizedLine[] = [];
+  const r = new LineReader({ maxLineBytes, onLine: (l) => lines.push(l), onOversized: (o) => oversized.push(o) });
+  return { r, lines, oversized };
+}
+
+/** Splits `text` into chunks of `size` bytes. */
+function chunks(text: string, size: number): Buffer[] {
+  const bytes = Buffer.from(text);
+  const out: Buffer[] = [];
+  for (let i = 0; i < bytes.length; i += size) out.push(bytes.subarray(i, i + size));
+  return out;
+}
+
+describe("LineReader", () => {
+  test("lines split over many chunks, several lines per chunk, CRLF and blank lines", () => {
+    const { r, lines, oversized } = reader(1000);
+    const input = 'one\n{"a":1}\r\n\nthree-is-longer\n' + "é".repeat(50) + "\n";
+    for (const size of [1, 2, 3, 7, 64]) {
+      lines.length = 0;
+      for (const c of chunks(input, size)) r.push(c);
+      assert.deepEqual(lines, ["one", '{"a":1}', "", "three-is-longer", "é".repeat(50)], `chunk size ${size}`);
+      assert.equal(r.pending, 0);
+    }
+    assert.equal(oversized.length, 0);
+  });
+
+  test("a long line in many small chunks is joined once, whole", () => {
+    const { r, lines } = reader(4_000_000);
+    const long = "x".repeat(3_000_000);
+    for (const c of chunks(long + "\nafter\n", 1024)) r.push(c);
+    assert.equal(lines.length, 2);
+    assert.equal(lines[0]!.length, 3_000_000);
+    assert.equal(lines[1], "after");
+  });
+
+  test("a line over the bound is dropped with its size and edges; the next line is read as usual", () => {
+    const { r, lines, oversized } = reader(10_000);
+    const big = '{"result":{"text":"' + "y".repeat(50_000) + '"},"jsonrpc":"2.0","id":7}';
+    for (const c of chunks("small\n" + big + "\nnext\n", 999)) r.push(c);
+    assert.deepEqual(lines, ["small", "next"]);
+    assert.equal(oversized.length, 1);
+    assert.equal(oversized[0]!.bytes, Buffer.byteLength(big));
+    assert.equal(oversized[0]!.head, big.slice(0, EDGE_BYTES));
+    assert.equal(oversized[0]!.tail, big.slice(-EDGE_BYTES));
+    assert.equal(messageIdOf(oversized[0]!.head, oversized[0]!.tail), 7);
+  });
+
+  test("while skipping, nothing of the line is held", () => {
+    const { r } = reader(1000);
+    for (let i = 0; i < 1000; i++) r.push(Buffer.alloc(1000, 0x61));
+    assert.equal(r.pending, 1_000_000); // counted
+    // The only bytes held are the edges: a line under the bound afterwards comes through.
+    r.push(Buffer.from("\nok\n"));
+  });
+
+  test("at exactly the bound the line is kept; one byte more is dropped", () => {
+    const { r, lines, oversized } = reader(10);
+    r.push(Buffer.from("0123456789\n01234567890\n"));
+    assert.deepEqual(lines, ["0123456789"]);
+    assert.equal(oversized.length, 1);
+    assert.equal(oversized[0]!.bytes, 11);
+  });
+});
+
+describe("messageIdOf", () => {
+  test("finds the top-level id at either edge, in the TypeScript and Python SDKs' key orders", () => {
+    assert.equal(messageIdOf('{"jsonrpc":"2.0","id":3,"result":{"content":[{"te', ""), 3);
+    assert.equal(messageIdOf('{"id": "abc", "jsonrpc"', ""), "abc");
+    assert.equal(messageIdOf('{"result":{"content":[{"te', 'xxxx"}]},"jsonrpc":"2.0","id":12}'), 12);
+    assert.equal(messageIdOf("", 'xx"}]},"id":"r-1","jsonrpc":"2.0"}\r'), "r-1");
+  });
+
+  test("ignores ids that are not top-level or only inside strings", () => {
+    assert.equal(messageIdOf('{"result":{"id":5,"x":', 'xx"}}'), undefined);
+    assert.equal(messageIdOf("", 'xx","y":{"id":5}}'), undefined);
+    assert.equal(messageIdOf("", '"text":"\\"id\\":5}"}'), undefined);
+    assert.equal(messageIdOf("not json", "either"), undefined);
+  });
+});
+
+describe("SseEventFramer", () => {
+  function framer(maxBytes: number, stopOnOversized = false) {
+    const events: string[] = [];
+    const skipped: { head: string; bytes: number }[] = [];
+    let oversizedCalls = 0;
+    const f = new SseEventFramer(maxBytes, {
+      event: (pieces) => events.push(new TextDecoder().decode(concat(pieces))),
+      oversized: () => {
+        oversizedCalls++;
+        return !stopOnOversized;
+      },
+      skipped: (head, bytes) => skipped.push({ head, bytes }),
+    });
+    return { f, events, skipped, oversized: () => oversizedCalls };
+  }
+
+  test("hands on whole events byte for byte, whatever the chunking and line ends", () => {
+    const input = 'id: 1\ndata: a\n\n: keep-alive\r\n\r\nid: 2\rdata: b\r\rdata: {"x":1}\r\n\r\n';
+    for (const size of [1, 2, 5, 100]) {
+      const { f, events } = framer(1000);
+      for (const c of chunks(input, size)) f.feed(c);
+      // A CRLF split over two chunks: its LF comes with what follows (here: the stream's rest).
+      const rest = new TextDecoder().decode(concat(f.rest()));
+      assert.equal(events.join("") + rest, input, `chunk size ${size}`);
+      assert.equal(events.length, 4, `chunk size ${size}: ${JSON.stringify(events)}`);
+    }
+  });
+
+  test("an event over the bound is skipped to its end; its head keeps its id; the stream goes on", () => {
+    const big = "id: 9\ndata: " + "z".repeat(20_000) + "\n\n";
+    const { f, events, skipped } = framer(5000);
+    for (const c of chunks("data: before\n\n" + big + "data: after\n\n", 333)) f.feed(c);
+    assert.deepEqual(events, ["data: before\n\n", "data: after\n\n"]);
+    assert.equal(skipped.length, 1);
+    assert.equal(skipped[0]!.bytes, Buffer.byteLength(big));
+    assert.match(skipped[0]!.head, /^id: 9\ndata: z/);
+  });
+
+  test("a handler that stops on an oversized event ends the framing", () => {
+    const { f, events, oversized } = framer(100, true);
+    f.feed(Buffer.from("data: " + "q".repeat(200) + "\n\ndata: later\n\n"));
+    f.feed(Buffer.from("data: more\n\n"));
+    assert.equal(oversized(), 1);
+    assert.deepEqual(events, []);
+  });
+});
+
+describe("EMCP_RESPONSE_TOO_LARGE through the SDK client", () => {
+  test("the error response delivered for a request maps back to the gateway error on both faces", () => {
+    const error = messageTooLarge("big", 16 * 1024 * 1024, 20_000_123);
+    const response = errorResponseFor(4, error);
+    // What Protocol._onresponse makes of it (the canary checks the SDK really does this).
+    const seen = new McpError(response.error.code, response.error.message, response.error.data);
+    assert.equal(upstreamCallError("big", "tool", seen), error);
+    assert.match(
+      toToolErrorText(seen),
+      /^EMCP_RESPONSE_TOO_LARGE: upstream 'big' sent a message of 20000123 bytes, over gateway\.upstream\.maxMessageBytes \(16 MiB\)/,
+    );
+    const wire = toJsonRpcError(seen);
+    assert.equal(wire.code, -32603);
+    assert.match(wire.message, /^EMCP_RESPONSE_TOO_LARGE: /);
+    assert.deepEqual(wire.data, { server: "big", maxMessageBytes: 16 * 1024 * 1024, bytes: 20_000_123, code: "EMCP_RESPONSE_TOO_LARGE" });
+    // An upstream's own error with the same text is not mistaken for it.
+    const forged = new McpError(response.error.code, response.error.message, { ...(response.error.data as object) });
+    assert.equal(upstreamCallError("big", "tool", forged).code, "EMCP_UPSTREAM_ERROR");
+  });
+});
