@@ -14,6 +14,14 @@ import { alive, childPids, cpuMs, rssBytes } from "./proc.js";
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const PROBE = path.join(ROOT, "bench/lib/gc-probe.ts");
 
+/** What bench/lib/gc-probe.ts answers. */
+export interface ProbeAnswer {
+  type: string;
+  id: number;
+  memory?: NodeJS.MemoryUsage;
+  path?: string;
+}
+
 export interface GatewayProcess {
   child: ChildProcess;
   pid: number;
@@ -23,6 +31,8 @@ export interface GatewayProcess {
   /** Full GC in the gateway, then its RSS (VmRSS) in bytes. */
   settledRss(settleMs?: number): Promise<number>;
   cpuMs(): number;
+  /** Sends a gc-probe message (`{ type, ...fields }`) and resolves with its answer, or undefined after `timeoutMs`. */
+  ask(type: string, fields?: Record<string, unknown>, timeoutMs?: number): Promise<ProbeAnswer | undefined>;
   /** Pids of the upstream processes the gateway spawned. */
   upstreamPids(): number[];
   /** What the gateway wrote to stderr so far (its JSON log lines, when started with a log level). */
@@ -70,22 +80,25 @@ export async function startGatewayProcess(
     });
   });
   let probeId = 0;
-  const gc = () =>
-    new Promise<void>((resolve) => {
+  const ask = (type: string, fields: Record<string, unknown> = {}, timeoutMs = 5_000) =>
+    new Promise<ProbeAnswer | undefined>((resolve) => {
       const id = ++probeId;
       const timer = setTimeout(() => {
         child.off("message", onMessage);
-        resolve();
-      }, 5_000);
-      const onMessage = (m: { type?: string; id?: number }) => {
-        if (m?.type !== "gc" || m.id !== id) return;
+        resolve(undefined);
+      }, timeoutMs);
+      const onMessage = (m: ProbeAnswer) => {
+        if (m?.type !== type || m.id !== id) return;
         clearTimeout(timer);
         child.off("message", onMessage);
-        resolve();
+        resolve(m);
       };
       child.on("message", onMessage);
-      child.send({ type: "gc", id });
+      child.send({ ...fields, type, id });
     });
+  const gc = async () => {
+    await ask("gc");
+  };
   let stopped: Promise<void> | undefined;
   return {
     child,
@@ -100,6 +113,7 @@ export async function startGatewayProcess(
       return rssBytes(pid);
     },
     cpuMs: () => cpuMs(pid),
+    ask,
     stderr: () => stderr,
     upstreamPids: () =>
       childPids(pid).filter((p) => {

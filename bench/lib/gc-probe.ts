@@ -1,15 +1,30 @@
 /**
  * Preloaded into the benchmarked gateway process (`--import bench/lib/gc-probe.ts`,
- * with `--expose-gc`): on an IPC message `{ type: "gc" }` it runs a full GC and
- * answers with process.memoryUsage(), so RSS readings taken right after are not
- * inflated by garbage. It changes nothing else in the gateway.
+ * with `--expose-gc`). It answers IPC messages and changes nothing else in the
+ * gateway: `{ type: "gc" }` runs a full GC and answers with
+ * process.memoryUsage(), so RSS readings taken right after are not inflated by
+ * garbage; `{ type: "mem" }` answers with process.memoryUsage() without a GC;
+ * `{ type: "snapshot", path }` runs a full GC and writes a heap snapshot there.
  */
-type GcRequest = { type?: unknown; id?: unknown };
+import v8 from "node:v8";
+
+type ProbeRequest = { type?: unknown; id?: unknown; path?: unknown };
 
 if (process.send) {
-  process.on("message", (m: GcRequest) => {
-    if (m?.type !== "gc") return;
+  process.on("message", (m: ProbeRequest) => {
     const gc = (globalThis as { gc?: () => void }).gc;
+    if (m?.type === "mem") {
+      process.send?.({ type: "mem", id: m.id, memory: process.memoryUsage() });
+      return;
+    }
+    if (m?.type === "snapshot" && typeof m.path === "string") {
+      gc?.();
+      gc?.();
+      const file = v8.writeHeapSnapshot(m.path);
+      process.send?.({ type: "snapshot", id: m.id, path: file, memory: process.memoryUsage() });
+      return;
+    }
+    if (m?.type !== "gc") return;
     gc?.();
     gc?.();
     setImmediate(() => process.send?.({ type: "gc", id: m.id, gc: gc !== undefined, memory: process.memoryUsage() }));

@@ -62,10 +62,15 @@ export async function callTool(
   extra: Extra,
 ): Promise<CallToolResult | CreateTaskResult> {
   const untrack = h.routes.track(extra.requestId);
-  // Closing the session aborts the call first (an emulated call then cancels its upstream task before the connection closes).
+  // Closing the session aborts the call first (an emulated call then cancels its upstream task before the connection closes);
+  // so does the request's own signal. Not AbortSignal.any(): Node keeps a composite signal with a listener alive until it
+  // aborts, and the SDK never removes the abort listener each request adds, so every call and its session stayed in memory.
   const closing = new AbortController();
   const unguard = h.session.tasks.abortOnClose(closing);
-  const signal = AbortSignal.any([extra.signal, closing.signal]);
+  const onAbort = () => closing.abort(extra.signal.reason);
+  if (extra.signal.aborted) onAbort();
+  else extra.signal.addEventListener("abort", onAbort, { once: true });
+  const signal = closing.signal;
   try {
     if (params.task) return { task: await startToolTask(nativeContext(h), conn, params, upstreamName, extra.requestId) };
     const progress = forwardProgress(extra, params._meta?.progressToken);
@@ -90,6 +95,7 @@ export async function callTool(
     await progress.flush();
     return result;
   } finally {
+    extra.signal.removeEventListener("abort", onAbort);
     unguard();
     untrack();
   }

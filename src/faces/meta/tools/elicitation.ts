@@ -5,7 +5,6 @@
  * is that one path, shared with the web console (src/console/), which answers
  * as "console" so that the client is told who answered first.
  */
-import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js";
 import type { ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
@@ -13,8 +12,7 @@ import { ErrorCodes, GatewayError } from "../../../errors.js";
 import type { Session } from "../../../session/session.js";
 import type { AnsweredBy } from "../../../session/pending-requests.js";
 import { defineTool, iso, json } from "../define.js";
-
-const validator = new AjvJsonSchemaValidator();
+import { jsonSchemaValidator as validator } from "../../json-schema-validator.js";
 
 export const getElicitations = defineTool({
   name: "get_elicitations",

@@ -1,0 +1,33 @@
+/**
+ * The shared JSON Schema validator is bounded (issue 29): Ajv caches a
+ * compiled validator per schema object for good, and every elicitation
+ * brings a new object, so a long-running gateway kept one more compiled
+ * validator per answered elicitation.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js";
+import { BoundedSchemaValidator, MAX_COMPILED_SCHEMAS, jsonSchemaValidator } from "../../src/faces/json-schema-validator.js";
+
+const form = (): JsonSchemaType => ({ type: "object", properties: { name: { type: "string" } }, required: ["name"] });
+
+test("the same schema text compiles once, whichever object it comes in", () => {
+  const first = jsonSchemaValidator.getValidator(form());
+  const again = jsonSchemaValidator.getValidator(form());
+  assert.equal(again, first, "a new object with the same schema reuses the compiled validator");
+  assert.equal(first({ name: "Ada" }).valid, true);
+  assert.equal(first({}).valid, false);
+});
+
+test("at most `max` schemas are kept compiled; validators handed out before a reset keep working", () => {
+  const v = new BoundedSchemaValidator(3);
+  const schema = (n: number): JsonSchemaType => ({ type: "object", properties: { [`f${n}`]: { type: "integer" } }, required: [`f${n}`] });
+  const early = v.getValidator(schema(0));
+  for (let n = 1; n < 10; n++) {
+    v.getValidator(schema(n));
+    assert.ok(v.size <= 3, `at most 3 compiled, got ${v.size}`);
+  }
+  assert.equal(early({ f0: 1 }).valid, true);
+  assert.equal(early({ f0: "x" }).valid, false);
+  assert.equal(MAX_COMPILED_SCHEMAS, 256, "the documented bound (docs/design/limits.md)");
+});
