@@ -228,6 +228,12 @@ export const gatewaySettingsSchema = z.strictObject({
     .strictObject({
       /** Joins server and item names on the aggregated /all/mcp face. */
       separator: z.string().min(1).max(8).default("__"),
+      /**
+       * How long /all/mcp's initialize and lists wait for an upstream to connect;
+       * one that takes longer (or fails) is listed as missing, keeps connecting in
+       * the background, and is not waited for again (design TF-10).
+       */
+      aggregateWaitMs: positiveMs.default(5_000),
     })
     .prefault({}),
   http: z

@@ -9,6 +9,7 @@ import type { ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import { toJsonRpcError } from "../../errors.js";
 import type { GatewayContext } from "../../server/context.js";
 import type { Session } from "../../session/session.js";
+import type { AggregateConnector } from "./aggregate.js";
 import type { DownstreamRoutes } from "./bridge.js";
 import type { Catalog } from "./catalog.js";
 
@@ -20,6 +21,8 @@ export interface HandlerContext {
   /** This face's requests in flight and what waits for a task's tasks/result (bridge.ts). */
   routes: DownstreamRoutes;
   gateway: GatewayContext;
+  /** Which upstreams the aggregate face lists now, without waiting for a hung one (aggregate.ts). */
+  aggregate: AggregateConnector;
 }
 
 /**

@@ -41,12 +41,17 @@ export function registerHandlers(h: HandlerContext): void {
   const single = catalog.target.kind === "server";
   // What these throw reaches the client through verbatimErrors (the face's one error boundary).
   const conn = (name: string): Promise<UpstreamHandle> => session.connection(name);
-  /** Every upstream of the face that connects, in catalog order. */
+  /** Every upstream of the face that connects within the bound (aggregate.ts, design TF-10), in catalog order. */
   const each = async <T>(read: (c: UpstreamHandle, server: string) => Promise<T[]>, failed?: Unavailable): Promise<Array<{ server: string; item: T }>> => {
+    const { connected, missing } = await h.aggregate.reach(catalog.servers());
+    for (const m of missing) {
+      session.logger.warn({ server: m.server, err: m.reason }, "aggregate_list_failed");
+      failed?.push(m);
+    }
     const rows = await Promise.all(
-      catalog.servers().map(async (s) => {
+      connected.map(async ({ server: s, conn: c }) => {
         try {
-          return (await read(await session.connection(s), s)).map((item) => ({ server: s, item }));
+          return (await read(c, s)).map((item) => ({ server: s, item }));
         } catch (err) {
           session.logger.warn({ server: s, err: toToolErrorText(err) }, "aggregate_list_failed");
           failed?.push({ server: s, reason: toToolErrorText(err) });

@@ -19,6 +19,7 @@ import { withVisibleRequests } from "../../session/bridge.js";
 import type { Session } from "../../session/session.js";
 import { jsonSchemaValidator } from "../json-schema-validator.js";
 import type { UpstreamHandle } from "../../upstream/handle.js";
+import { AggregateConnector } from "./aggregate.js";
 import { createBridge, DownstreamRoutes } from "./bridge.js";
 import { Catalog, type FaceTarget } from "./catalog.js";
 import { registerHandlers } from "./handlers.js";
@@ -35,14 +36,25 @@ export interface TransparentFaceOptions {
 export async function createTransparentServer(o: TransparentFaceOptions): Promise<Server> {
   const { session, gateway, target } = o;
   const catalog = new Catalog(target, () => gateway.registry.names());
-  const connections = await connectAll(session, catalog);
+  // A missing upstream that joins before the face's server exists has no client to tell yet.
+  let announceJoin = (): void => undefined;
+  const aggregate = new AggregateConnector({
+    connect: (name) => session.connection(name),
+    clock: gateway.clock,
+    boundMs: gateway.settings.transparent.aggregateWaitMs,
+    backoff: gateway.settings.upstream.reconnect,
+    logger: session.logger,
+    joined: () => announceJoin(),
+  });
+  const connections = await connectAll(session, catalog, aggregate);
   const capabilities = deriveCapabilities(connections, target);
   const single = target.kind === "server" ? connections[0] : undefined;
   const info: Implementation = single?.serverInfo ?? { name: "emceepee", title: "emceepee (all upstreams)", version: gateway.version };
   const instructions = single ? single.instructions : allInstructions(catalog);
   const server = new Server(info, { capabilities, jsonSchemaValidator, ...(instructions ? { instructions } : {}) });
+  announceJoin = () => listsChanged(server, capabilities);
   const routes = new DownstreamRoutes();
-  registerHandlers({ server, session, catalog, capabilities, routes, gateway });
+  registerHandlers({ server, session, catalog, capabilities, routes, gateway, aggregate });
   server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
     for (const c of session.liveConnections()) await c.sendRootsListChanged().catch(() => undefined);
   });
@@ -62,17 +74,28 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
     markInitialized();
   };
   server.onclose = () => {
+    aggregate.close();
     session.bridge = undefined;
     routes.close("the client's session on this face closed");
   };
   return server;
 }
 
-/** Single face: its upstream must connect (the face *is* that upstream). All face: whatever connects. */
-async function connectAll(session: Session, catalog: Catalog): Promise<UpstreamHandle[]> {
+/** Single face: its upstream must connect (the face *is* that upstream). All face: whatever connects within the bound (TF-10). */
+async function connectAll(session: Session, catalog: Catalog, aggregate: AggregateConnector): Promise<UpstreamHandle[]> {
   if (catalog.target.kind === "server") return [await session.connection(catalog.target.server)];
-  const settled = await Promise.allSettled(catalog.servers().map((s) => session.connection(s)));
-  return settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+  return (await aggregate.reach(catalog.servers())).connected.map((c) => c.conn);
+}
+
+/** A missing upstream joined the aggregate: every list the face offers may have changed. */
+function listsChanged(server: Server, caps: ServerCapabilities): void {
+  const sends = [
+    caps.tools && server.sendToolListChanged(),
+    caps.resources && server.sendResourceListChanged(),
+    caps.prompts && server.sendPromptListChanged(),
+  ];
+  // Before the client's transport is connected there is no one to tell (it has not listed yet).
+  for (const sent of sends) if (sent) sent.catch(() => undefined);
 }
 
 function deriveCapabilities(connections: UpstreamHandle[], target: FaceTarget): ServerCapabilities {
