@@ -197,6 +197,8 @@ export const gatewaySettingsSchema = z.strictObject({
           jitter: z.number().min(0).max(1).default(0.3),
           /** 0 turns background reconnection off (connections are still retried on next use). */
           maxAttempts: z.number().int().min(0).default(8),
+          /** A reconnected upstream must stay up this long before the backoff starts over; one that drops sooner (a crash loop) goes on counting attempts. */
+          stableAfterMs: positiveMs.default(30_000),
         })
         .prefault({}),
     })

@@ -4,7 +4,10 @@
  * connection to a dropped server succeeds (in the background or on use),
  * detect a restart, refresh the server's lists, report which changed
  * (list_changed) and emit `server_reconnected` with counts. Only connecting
- * is retried — never a tool call, which may have had side effects.
+ * is retried — never a tool call, which may have had side effects. The
+ * backoff starts over only once a connection stayed up `stableAfterMs`: an
+ * upstream that dies right after each reconnect (a crash loop) keeps counting
+ * attempts, so maxDelayMs and maxAttempts apply (design UP-13).
  */
 import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, TimerHandle } from "../clock.js";
@@ -48,8 +51,16 @@ interface Dropped {
 
 const KINDS: readonly ListKind[] = ["tools", "resources", "prompts"];
 
+/** A reconnect that succeeded: its attempt count carries over to a drop before `stableAfterMs`. */
+interface Reconnected {
+  attempt: number;
+  /** Epoch ms (the host's clock). */
+  at: number;
+}
+
 export class Reconnections {
   private readonly dropped = new Map<string, Dropped>();
+  private readonly recent = new Map<string, Reconnected>();
 
   constructor(private readonly host: ReconnectionHost) {}
 
@@ -59,7 +70,7 @@ export class Reconnections {
     this.clearTimer(previous);
     // A drop during an earlier outage keeps what was known before the first one.
     const state: Dropped = {
-      attempt: 0,
+      attempt: Math.max(previous?.attempt ?? 0, this.carriedAttempts(server)),
       serverInfo: previous ? previous.serverInfo : lost?.serverInfo,
       upstreamSessionId: previous ? previous.upstreamSessionId : lost?.upstreamSessionId,
       digests: previous ? previous.digests : { ...lost?.listDigests },
@@ -79,6 +90,15 @@ export class Reconnections {
   stop(server: string): void {
     this.clearTimer(this.dropped.get(server));
     this.dropped.delete(server);
+    this.recent.delete(server);
+  }
+
+  /** The attempts of the last reconnect, when that connection dropped before it was stable (else 0: the backoff starts over). */
+  private carriedAttempts(server: string): number {
+    const recent = this.recent.get(server);
+    this.recent.delete(server);
+    const stableAfterMs = this.host.settings.upstream.reconnect.stableAfterMs;
+    return recent && this.host.clock.now() - recent.at < stableAfterMs ? recent.attempt : 0;
   }
 
   close(): void {
@@ -90,7 +110,8 @@ export class Reconnections {
     const policy = host.settings.upstream.reconnect;
     if (this.dropped.get(server) !== state || !host.wanted(server)) return;
     if (state.attempt >= policy.maxAttempts) {
-      host.logger.warn({ server, attempts: state.attempt }, "upstream_reconnect_gave_up");
+      const reason = `gave up reconnecting '${server}' after ${state.attempt} attempts (gateway.upstream.reconnect.maxAttempts), each connection dropping within stableAfterMs (${policy.stableAfterMs} ms) or failing; the next use of the server tries again`;
+      host.logger.warn({ server, attempts: state.attempt, reason }, "upstream_reconnect_gave_up");
       return; // The next use of the server tries again.
     }
     state.attempt++;
@@ -115,6 +136,8 @@ export class Reconnections {
    */
   private async reconcile(server: string, conn: UpstreamHandle, state: Dropped): Promise<void> {
     this.stop(server);
+    // Until it has stayed up stableAfterMs, a drop of this connection (even during the refresh below) goes on counting attempts.
+    this.recent.set(server, { attempt: Math.max(1, state.attempt), at: this.host.clock.now() });
     const restarted =
       conn.pid !== null || conn.upstreamSessionId !== state.upstreamSessionId || JSON.stringify(conn.serverInfo) !== JSON.stringify(state.serverInfo);
     const refresh: Record<ListKind, () => Promise<unknown>> = {
