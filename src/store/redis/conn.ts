@@ -112,6 +112,13 @@ export class RedisConn {
     }
   }
 
+  /** Why the connection cannot serve now (with what to check), or undefined while it is ready. */
+  problem(): string | undefined {
+    if (this.closed) return `the state store ${this.location} is closed`;
+    if (this.redis.status === "ready") return undefined;
+    return this.error("is not connected", this.lastError ?? new Error(`connection ${this.redis.status}`)).message;
+  }
+
   /** Quits (or, when the server is gone, drops) the connection and stops reconnecting; idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;

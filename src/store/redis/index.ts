@@ -25,6 +25,7 @@ export async function openRedisStore(url: string, clock: Clock, options: OpenRed
     replay: new RedisReplayStore(conn),
     servers: new RedisServerStore(conn),
     healthy: () => conn.healthy(),
+    problem: () => conn.problem(),
     close: () => conn.close(),
   };
 }
