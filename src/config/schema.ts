@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { mcpServersSchema, sharingMode, type ServerConfig, type SharingMode } from "./server-entry.js";
+import { DEFAULT_DENIED_URLS, urlPatternProblem } from "./url-patterns.js";
 
 // The `mcpServers` entries (names, stdio/remote, keys from other clients) live in server-entry.ts.
 export {
@@ -23,6 +24,11 @@ export {
 } from "./server-entry.js";
 
 const positiveMs = z.number().int().positive();
+
+const urlPattern = z.string().superRefine((text, ctx) => {
+  const problem = urlPatternProblem(text);
+  if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+});
 
 export const gatewaySettingsSchema = z.strictObject({
   host: z.string().default("127.0.0.1"),
@@ -49,6 +55,17 @@ export const gatewaySettingsSchema = z.strictObject({
       allowRuntimeRemote: z.boolean().default(true),
       /** remove_server of a config-file server, and add_server replacing one with another config. */
       allowConfigServerChanges: z.boolean().default(false),
+      /** add_server / remove_server changing a server another session added at runtime (docs/adr/0015). Off: only the session that added it. */
+      allowCrossSessionChanges: z.boolean().default(false),
+      /** Which URLs add_server may use (docs/adr/0015): hosts, `*.` subdomains, IP addresses, CIDR ranges or http(s) URL prefixes. */
+      runtimeUrls: z
+        .strictObject({
+          /** Empty: any URL not denied; else a URL must match one of these (IP/CIDR: every address its host resolves to). */
+          allow: z.array(urlPattern).default([]),
+          /** Refused when the host, the URL or any resolved address matches; replacing the list drops the defaults. */
+          deny: z.array(urlPattern).default([...DEFAULT_DENIED_URLS]),
+        })
+        .prefault({}),
     })
     .prefault({}),
   tools: z

@@ -138,7 +138,13 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   const groups = new ProcessGroups();
   const observability = new Observability({ settings, version: pkg.version, logger, tracerProvider: deps.tracerProvider });
   const transportFactory = observability.transportFactory(
-    deps.transportFactory ?? createTransportFactory({ killGraceMs: settings.upstream.killGraceMs, maxMessageBytes: settings.upstream.maxMessageBytes, groups }),
+    deps.transportFactory ??
+      createTransportFactory({
+        killGraceMs: settings.upstream.killGraceMs,
+        maxMessageBytes: settings.upstream.maxMessageBytes,
+        groups,
+        runtimeUrls: settings.servers.runtimeUrls,
+      }),
   );
   const children = new ChildProcessLimiter(settings.upstream.maxChildProcesses);
   const clientInfo = { name: "emceepee", version: pkg.version };

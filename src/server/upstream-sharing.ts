@@ -8,12 +8,12 @@
  * `shared`, and closes both after the sessions.
  */
 import type { Clock, IdGenerator } from "../clock.js";
-import { isStdioConfig, sharingOf, type GatewaySettings } from "../config/schema.js";
+import { isStdioConfig, type GatewaySettings } from "../config/schema.js";
 import type { Logger } from "../logging.js";
 import type { Store } from "../store/contracts.js";
 import { ReceiverTaskStore, receiverTaskOptions } from "../tasks/receiver-tasks.js";
 import type { ChildProcessLimiter } from "../upstream/children.js";
-import type { ServerRegistry } from "../upstream/registry.js";
+import { entrySharing, isRuntime, type ServerRegistry } from "../upstream/registry.js";
 import { SharedUpstreams } from "../upstream/shared-upstreams.js";
 import type { TransportFactory } from "../upstream/transports.js";
 import { WarmPool } from "../upstream/warm-pool.js";
@@ -49,8 +49,8 @@ export function createUpstreamSharing(o: UpstreamSharingOptions): UpstreamSharin
     children,
     logger,
     warmable: (name) => {
-      const config = registry.get(name)?.config;
-      return config && isStdioConfig(config) && sharingOf(config, settings) === "session" ? config : undefined;
+      const entry = registry.get(name);
+      return entry && isStdioConfig(entry.config) && entrySharing(entry, settings) === "session" ? entry.config : undefined;
     },
   });
   children.reclaim = (server) => warm.reclaim(server);
@@ -60,6 +60,8 @@ export function createUpstreamSharing(o: UpstreamSharingOptions): UpstreamSharin
     (name) => ({
       name,
       config: registry.require(name).config,
+      // Shared runtime servers have no credentials (entrySharing); their URL rules still apply (docs/adr/0015).
+      runtime: isRuntime(registry.require(name)),
       transportFactory: o.transportFactory,
       clientInfo,
       connectTimeoutMs: settings.upstream.connectTimeoutMs,

@@ -10,7 +10,7 @@
  */
 import type { ServerConfig } from "../config/schema.js";
 import { sessionHash } from "../logging.js";
-import { describeTarget, sameServerConfig, toServerRecord, type RegisteredServer } from "../upstream/registry.js";
+import { configFor, describeTarget, sameServerConfig, toServerRecord, type RegisteredServer } from "../upstream/registry.js";
 import type { Session, SessionDeps } from "./session.js";
 
 /** What add_server did: a new name, a new config for a runtime-added name, or nothing (same config). */
@@ -40,15 +40,21 @@ export class ServerChanges {
    * replace `existing`; it throws to refuse. A different config replaces the
    * server (see update).
    */
-  add(caller: Session, name: string, config: ServerConfig, authorize: (existing: RegisteredServer | undefined) => void): Promise<AddServerOutcome> {
+  add(
+    caller: Session,
+    name: string,
+    config: ServerConfig,
+    authorize: (existing: RegisteredServer | undefined) => void | Promise<void>,
+  ): Promise<AddServerOutcome> {
     return this.oneAtATime(name, async () => {
       const { registry, clock } = this.deps;
       const existing = registry.get(name);
-      if (existing && sameServerConfig(existing.config, config)) {
+      // Compared with what the caller would connect with: another session's server without its credentials (docs/adr/0015).
+      if (existing && sameServerConfig(configFor(existing, caller.id), config)) {
         await caller.connection(name);
         return "unchanged";
       }
-      authorize(existing);
+      await authorize(existing);
       if (existing) return this.update(caller, existing, config);
       const entry: RegisteredServer = { name, config, addedAt: clock.now(), addedBy: caller.id };
       registry.add(entry);
@@ -128,10 +134,10 @@ export class ServerChanges {
    * undefined: the config file dropped it on reload). `authorize`, if given,
    * may refuse (throw) once it is this change's turn, seeing the entry it would remove.
    */
-  remove(caller: Session | undefined, name: string, authorize?: (entry: RegisteredServer) => void): Promise<number> {
+  remove(caller: Session | undefined, name: string, authorize?: (entry: RegisteredServer) => void | Promise<void>): Promise<number> {
     return this.oneAtATime(name, async () => {
       const entry = this.deps.registry.require(name);
-      authorize?.(entry);
+      await authorize?.(entry);
       // Deleted first: if the store fails nothing changes, and a removed server never comes back after a restart.
       if (entry.addedBy !== "config") await this.deps.store.servers.delete(name);
       this.deps.registry.remove(name);

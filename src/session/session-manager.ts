@@ -316,7 +316,12 @@ export class SessionManager {
    * add_server (see ServerChanges.add): registers or replaces `name` for every
    * session once `authorize` (the caller's policy) allows it.
    */
-  addServer(caller: Session, name: string, config: ServerConfig, authorize: (existing: RegisteredServer | undefined) => void): Promise<AddServerOutcome> {
+  addServer(
+    caller: Session,
+    name: string,
+    config: ServerConfig,
+    authorize: (existing: RegisteredServer | undefined) => void | Promise<void>,
+  ): Promise<AddServerOutcome> {
     return this.serverChanges.add(caller, name, config, authorize);
   }
 
@@ -326,7 +331,7 @@ export class SessionManager {
   }
 
   /** Unregisters a server and disconnects every session from it (see ServerChanges.remove). */
-  removeServer(caller: Session | undefined, name: string, authorize?: (entry: RegisteredServer) => void): Promise<number> {
+  removeServer(caller: Session | undefined, name: string, authorize?: (entry: RegisteredServer) => void | Promise<void>): Promise<number> {
     return this.serverChanges.remove(caller, name, authorize);
   }
 

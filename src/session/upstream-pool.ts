@@ -14,10 +14,9 @@ import type { Logger } from "../logging.js";
 import type { Store } from "../store/contracts.js";
 import { ReceiverTaskStore, receiverTaskOptions } from "../tasks/receiver-tasks.js";
 import type { ChildProcessLimiter } from "../upstream/children.js";
-import { sharingOf } from "../config/schema.js";
 import { UpstreamConnection, type CloseMode, type ConnectionPersistence, type ListKind, type UpstreamHandlers } from "../upstream/connection.js";
 import type { UpstreamHandle } from "../upstream/handle.js";
-import type { ServerRegistry } from "../upstream/registry.js";
+import { configFor, entrySharing, isRuntime, type ServerRegistry } from "../upstream/registry.js";
 import type { SharedUpstreams } from "../upstream/shared-upstreams.js";
 import type { TransportFactory } from "../upstream/transports.js";
 import { Reconnections, type ReconnectReport } from "./reconnection.js";
@@ -107,7 +106,7 @@ export class UpstreamPool {
     const inflight = this.connecting.get(name);
     if (inflight) return inflight;
     const { settings } = this.deps;
-    if (sharingOf(entry.config, settings) === "shared" && this.deps.shared) return this.connect(name, this.sharedView(name, existing));
+    if (entrySharing(entry, settings) === "shared" && this.deps.shared) return this.connect(name, this.sharedView(name, existing));
     this.closeReceivers(name);
     const { store, clock, newId } = this.deps;
     const receiverTasks = new ReceiverTaskStore(
@@ -118,7 +117,9 @@ export class UpstreamPool {
       receiverTasks,
       children: this.deps.children,
       name,
-      config: entry.config,
+      // A runtime server's credentials only for the session that added it (docs/adr/0015).
+      config: configFor(entry, this.host.sessionId),
+      runtime: isRuntime(entry),
       handlers: this.host.handlersFor(name),
       transportFactory: this.deps.transportFactory,
       clientInfo: this.deps.clientInfo,

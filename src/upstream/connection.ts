@@ -88,7 +88,7 @@ export interface UpstreamConnectionOptions {
   children?: ChildProcessLimiter | undefined;
   /** Upstream session, logging level and subscriptions kept by the owner (see the header). */
   persistence?: ConnectionPersistence | undefined;
-  /** A server added at runtime: its transport applies gateway.servers.runtimeUrls and follows no redirect (docs/adr/0014). */
+  /** A server added at runtime: its transport applies gateway.servers.runtimeUrls and follows no redirect (docs/adr/0015). */
   runtime?: boolean | undefined;
 }
 

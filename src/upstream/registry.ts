@@ -11,7 +11,8 @@
  * at start, after the file's, which wins a name both have).
  */
 import { ErrorCodes, GatewayError } from "../errors.js";
-import { isStdioConfig, remoteTransportOf, type ServerConfig } from "../config/schema.js";
+import { isStdioConfig, remoteTransportOf, sharingOf, type GatewaySettings, type ServerConfig } from "../config/schema.js";
+import type { SharingMode } from "../config/server-entry.js";
 import type { ServerRecord } from "../store/contracts.js";
 
 export interface RegisteredServer {
@@ -116,6 +117,41 @@ export class ServerRegistry {
   names(): string[] {
     return [...this.servers.keys()];
   }
+}
+
+/** Whether the entry was added at runtime (add_server), not by the config file. */
+export function isRuntime(entry: RegisteredServer): boolean {
+  return entry.addedBy !== "config";
+}
+
+/** Whether a config carries credentials: `headers` (remote) or `env` (stdio). */
+export function hasCredentials(config: ServerConfig): boolean {
+  return Object.keys((isStdioConfig(config) ? config.env : config.headers) ?? {}).length > 0;
+}
+
+/** The config without its credentials (`headers`, `env`). */
+export function withoutCredentials(config: ServerConfig): ServerConfig {
+  if (isStdioConfig(config)) {
+    const { env: _env, ...rest } = config;
+    return rest;
+  }
+  const { headers: _headers, ...rest } = config;
+  return rest;
+}
+
+/**
+ * The config session `sessionId` connects with (docs/adr/0015): a runtime
+ * server's credentials are only for the session that added it; every other
+ * session gets the server without them. Config-file servers are the
+ * operator's: everyone gets them whole.
+ */
+export function configFor(entry: RegisteredServer, sessionId: string): ServerConfig {
+  return !isRuntime(entry) || entry.addedBy === sessionId ? entry.config : withoutCredentials(entry.config);
+}
+
+/** The entry's sharing mode: a runtime server with credentials is always per session (a shared connection would carry them to everyone). */
+export function entrySharing(entry: RegisteredServer, settings: GatewaySettings): SharingMode {
+  return isRuntime(entry) && hasCredentials(entry.config) ? "session" : sharingOf(entry.config, settings);
 }
 
 /** A runtime-added entry as the ServerStore keeps it. */

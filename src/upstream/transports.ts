@@ -11,12 +11,14 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { openStandaloneStream } from "../mcp/resume-session.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { SseRequestTap } from "../mcp/sse-request-tap.js";
+import { SseRequestTap, type FetchLike } from "../mcp/sse-request-tap.js";
 import { gatewaySettingsSchema, isStdioConfig, remoteTransportOf, type RemoteServerConfig, type ServerConfig } from "../config/schema.js";
 import type { ProcessGroups } from "./children.js";
 import { GroupStdioClientTransport } from "./stdio-transport.js";
 import { errorResponseFor } from "../mcp/error-response.js";
 import { messageTooLarge } from "./message-bound.js";
+import { remoteFetch } from "./remote-fetch.js";
+import { RuntimeUrlPolicy, type RuntimeUrlRules } from "./url-policy.js";
 
 export interface CreatedTransport {
   transport: Transport;
@@ -54,6 +56,8 @@ export interface CreatedTransport {
 export interface TransportOptions {
   /** Continue this upstream session (Streamable HTTP only; other transports ignore it). */
   sessionId?: string | undefined;
+  /** A server added at runtime: its URL is checked against gateway.servers.runtimeUrls and redirects are refused (remote-fetch.ts). */
+  runtime?: boolean | undefined;
 }
 
 export type TransportFactory = (name: string, config: ServerConfig, options?: TransportOptions) => CreatedTransport;
@@ -65,10 +69,13 @@ export interface TransportFactoryOptions {
   maxMessageBytes?: number | undefined;
   /** Registers every stdio process group (the gateway's close() and destroy() end them all). */
   groups?: ProcessGroups | undefined;
+  /** gateway.servers.runtimeUrls (servers added at runtime only). */
+  runtimeUrls?: RuntimeUrlRules | undefined;
 }
 
 /** The transports the gateway uses for real upstreams. */
 export function createTransportFactory(options: TransportFactoryOptions): TransportFactory {
+  const policy = new RuntimeUrlPolicy(options.runtimeUrls ?? gatewaySettingsSchema.parse({}).servers.runtimeUrls);
   const maxMessageBytes = options.maxMessageBytes ?? gatewaySettingsSchema.parse({}).upstream.maxMessageBytes;
   return (name, config, transportOptions = {}) => {
     if (isStdioConfig(config)) {
@@ -84,7 +91,8 @@ export function createTransportFactory(options: TransportFactoryOptions): Transp
       });
       return { transport, stderr: transport.stderr, pid: () => transport.pid, terminate: (graceMs) => transport.terminate(graceMs) };
     }
-    return remoteTransport(config, transportOptions.sessionId, { name, maxMessageBytes });
+    const fetch = remoteFetch({ server: name, runtime: transportOptions.runtime ? policy : undefined });
+    return remoteTransport(config, transportOptions.sessionId, fetch, { name, maxMessageBytes });
   };
 }
 
@@ -93,15 +101,20 @@ export const defaultTransportFactory: TransportFactory = createTransportFactory(
   killGraceMs: gatewaySettingsSchema.parse({}).upstream.killGraceMs,
 });
 
-function remoteTransport(config: RemoteServerConfig, sessionId: string | undefined, bound: { name: string; maxMessageBytes: number }): CreatedTransport {
+function remoteTransport(
+  config: RemoteServerConfig,
+  sessionId: string | undefined,
+  fetch: FetchLike,
+  bound: { name: string; maxMessageBytes: number },
+): CreatedTransport {
   const url = new URL(config.url);
   const requestInit: RequestInit = config.headers ? { headers: config.headers } : {};
   if (remoteTransportOf(config) === "sse") {
-    const eventSourceInit = sseInit(config.headers);
-    return { transport: new SSEClientTransport(url, { requestInit, ...(eventSourceInit ? { eventSourceInit } : {}) }) };
+    const eventSourceInit = sseInit(config.headers, fetch);
+    return { transport: new SSEClientTransport(url, { requestInit, fetch, ...(eventSourceInit ? { eventSourceInit } : {}) }) };
   }
   // Over the bound, the request whose answer it was fails with EMCP_RESPONSE_TOO_LARGE (design LM-6).
-  const requestStreams = new SseRequestTap(undefined, {
+  const requestStreams = new SseRequestTap(fetch, {
     maxBytes: bound.maxMessageBytes,
     oversized: (owner) => {
       const error = messageTooLarge(bound.name, bound.maxMessageBytes);
@@ -123,10 +136,10 @@ function remoteTransport(config: RemoteServerConfig, sessionId: string | undefin
 }
 
 /** EventSource does not take headers directly; pass them through its fetch. */
-function sseInit(headers: Record<string, string> | undefined) {
+function sseInit(headers: Record<string, string> | undefined, fetch: FetchLike) {
   if (!headers) return undefined;
   return {
-    fetch: (input: string | URL | Request, init?: RequestInit) =>
+    fetch: (input: string | URL, init?: RequestInit) =>
       fetch(input, { ...init, headers: { ...Object.fromEntries(new Headers(init?.headers).entries()), ...headers } }),
   };
 }

@@ -10,10 +10,11 @@
  */
 import { z } from "zod";
 import { formatZodError } from "../../../config/load.js";
-import { isStdioConfig, serverConfigSchema, serverNameSchema, sharingOf, type ServerConfig } from "../../../config/schema.js";
+import { isStdioConfig, serverConfigSchema, serverNameSchema, type ServerConfig } from "../../../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../../../errors.js";
 import { isLoopbackHost } from "../../../http/guards.js";
-import { describeTarget, type RegisteredServer } from "../../../upstream/registry.js";
+import { describeTarget, entrySharing, type RegisteredServer } from "../../../upstream/registry.js";
+import { RuntimeUrlPolicy } from "../../../upstream/url-policy.js";
 import { defineTool, iso, json, type MetaContext } from "../define.js";
 
 export const addServer = defineTool({
@@ -85,8 +86,9 @@ export const removeServer = defineTool({
   input: { name: z.string().describe("Server name, as in list_servers") },
   annotations: { destructiveHint: true },
   async run({ session, gateway }, { name }) {
-    const sessions = await gateway.sessions.removeServer(session, name, (entry) => {
+    const sessions = await gateway.sessions.removeServer(session, name, async (entry) => {
       if (entry.addedBy === "config") authorizeConfigServerChange({ session, gateway }, name, "remove");
+      else await authorizeCrossSession({ session, gateway }, entry, "remove");
     });
     return json({ removed: name, sessionsDisconnected: sessions }, `Server '${name}' removed.`);
   },
@@ -111,7 +113,9 @@ export const listServers = defineTool({
         // The alias `url` (design MF-19): remote servers only (without credentials or query); stdio servers have none.
         ...(target.transport !== "stdio" ? { url: target.target } : {}),
         source: entry.addedBy === "config" ? "config" : "runtime",
-        sharing: sharingOf(entry.config, gateway.settings),
+        // Who may change it (docs/adr/0015); a runtime server of another session is used here without its credentials.
+        owner: entry.addedBy === "config" ? "config" : entry.addedBy === session.id ? "this_session" : "another_session",
+        sharing: entrySharing(entry, gateway.settings),
         status: view.status,
         connected: view.status === "connected",
         ...(connectedAt !== undefined ? { connected_at: connectedAt, connectedAt } : {}),
@@ -124,9 +128,14 @@ export const listServers = defineTool({
   },
 });
 
-/** add_server's policy: the kind of server the client asks for, and whether it replaces a config-file server. */
-function authorizeAdd(ctx: MetaContext, name: string, config: ServerConfig, existing: RegisteredServer | undefined): void {
+/**
+ * add_server's policy: whether it replaces a config-file server or another
+ * session's, the kind of server the client asks for, and its URL
+ * (gateway.servers.runtimeUrls; resolved here, before anything is sent).
+ */
+async function authorizeAdd(ctx: MetaContext, name: string, config: ServerConfig, existing: RegisteredServer | undefined): Promise<void> {
   if (existing?.addedBy === "config") authorizeConfigServerChange(ctx, name, "replace");
+  else if (existing) await authorizeCrossSession(ctx, existing, "replace");
   const { servers } = ctx.gateway.settings;
   if (isStdioConfig(config)) {
     if (!servers.allowRuntimeStdio) {
@@ -148,7 +157,36 @@ function authorizeAdd(ctx: MetaContext, name: string, config: ServerConfig, exis
       );
     }
     requireTokenBeyondLoopback(ctx, name, "add_server with `url`", "make it connect to any URL its host can reach");
+    try {
+      await new RuntimeUrlPolicy(servers.runtimeUrls).check(config.url, name);
+    } catch (err) {
+      if (err instanceof GatewayError) ctx.session.logger.warn({ server: name, setting: "gateway.servers.runtimeUrls" }, "server_change_forbidden");
+      throw err;
+    }
   }
+}
+
+/**
+ * A runtime server belongs to the session that added it (docs/adr/0015):
+ * another session may not replace or remove it — that would re-point the
+ * owner's next calls, with its credentials — unless the operator allows it
+ * (gateway.servers.allowCrossSessionChanges), or the owner has ended for good
+ * (no live session here and no stored record: nobody else could ever change it).
+ */
+async function authorizeCrossSession(ctx: MetaContext, entry: RegisteredServer, change: "remove" | "replace"): Promise<void> {
+  const { session, gateway } = ctx;
+  if (entry.addedBy === session.id || gateway.settings.servers.allowCrossSessionChanges) return;
+  if (!gateway.sessions.get(entry.addedBy) && !(await gateway.store.sessions.get(entry.addedBy))) return;
+  const how =
+    change === "remove"
+      ? "Only that session can remove it"
+      : `add_server yours under another name (the same \`url\` without \`headers\` just connects you to this one, without the other session's credentials)`;
+  refuse(
+    ctx,
+    entry.name,
+    "gateway.servers.allowCrossSessionChanges",
+    `server '${entry.name}' was added at runtime by another session, and sessions may not ${change} each other's servers (gateway.servers.allowCrossSessionChanges is false): its credentials and its URL are that session's. ${how}; or ask the gateway's operator to set gateway.servers.allowCrossSessionChanges: true.`,
+  );
 }
 
 /** remove_server of a config-file server, or add_server replacing one with another config. */
