@@ -81,7 +81,9 @@ const counts = { calls: 0, promoted: 0, elicitations: 0, churned: 0, abandoned: 
 const errors: string[] = [];
 const fail = (where: string, e: unknown) => {
   counts.errors++;
-  if (errors.length < 20) errors.push(`${where}: ${e instanceof Error ? e.message : String(e)}`);
+  // fetch's "fetch failed" says why only in its cause (a reset keep-alive socket, a connect timeout…).
+  const cause = e instanceof Error && e.cause instanceof Error ? ` (${e.cause.message})` : "";
+  if (errors.length < 20) errors.push(`${where}: ${e instanceof Error ? e.message : String(e)}${cause}`);
 };
 
 /** An OTLP/HTTP trace sink that answers 200 and keeps nothing. */

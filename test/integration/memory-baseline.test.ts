@@ -20,6 +20,7 @@ import vm from "node:vm";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { systemClock, type Clock, type TimerHandle } from "../../src/clock.js";
 import type { Session } from "../../src/session/session.js";
 import { pollFor } from "../helpers/core-extra.js";
@@ -166,8 +167,20 @@ async function lifetimes(tg: TestGateway, from: number, count: number): Promise<
   }
 }
 
+/** The label sets of every series /metrics shows (a series per line, values dropped). */
+async function metricSeries(url: string): Promise<Set<string>> {
+  const text = await (await fetch(new URL("/metrics", url))).text();
+  return new Set(
+    text
+      .split("\n")
+      .filter((l) => l && !l.startsWith("#"))
+      .map((l) => l.slice(0, l.lastIndexOf(" "))),
+  );
+}
+
+// The SQLite run also traces (spans to an in-memory exporter): spans and their contexts must not keep sessions either.
 for (const store of ["memory", "sqlite"] as const) {
-  describe(`memory baseline (${store} store)`, () => {
+  describe(`memory baseline (${store} store${store === "sqlite" ? ", tracing" : ""})`, () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "emceepee-memory-baseline-"));
     let tg: TestGateway | undefined;
     after(async () => {
@@ -177,6 +190,7 @@ for (const store of ["memory", "sqlite"] as const) {
 
     test("many session lifetimes leave sessions, timers, listeners, handles and map entries at their baseline", async () => {
       const clock = countingClock();
+      const exporter = new InMemorySpanExporter();
       tg = await startGateway(
         {
           mcpServers: { everything: everythingStdio() },
@@ -185,7 +199,7 @@ for (const store of ["memory", "sqlite"] as const) {
             sessions: { oneShotIdleMs: 3_000, sweepIntervalMs: 200 },
           },
         },
-        { clock },
+        { clock, ...(store === "sqlite" ? { tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }) } : {}) },
       );
       const sessions: Array<WeakRef<Session>> = [];
       tg.gateway.context.sessions.observe((c) => {
@@ -215,10 +229,15 @@ for (const store of ["memory", "sqlite"] as const) {
       // Warm-up: the upstream spawned once (and the warm pool filled), the SDK's and the store's first-use state made.
       await lifetimes(tg, 0, 2);
       const baseline = await settled("the warm-up sessions to end");
+      const seriesBefore = await metricSeries(tg.url);
       const before = sessions.length;
       await lifetimes(tg, 2, 10);
       assert.equal(sessions.length - before, 20, "20 more sessions started");
       await settled("sessions, timers, listeners, handles and map entries back at their baseline", baseline);
+      // Metrics' label sets do not grow with sessions (no session or task id in a label): the same series as after the warm-up.
+      const grown = [...(await metricSeries(tg.url))].filter((l) => !seriesBefore.has(l));
+      assert.deepEqual(grown, [], "no new metric series after 10 more lifetimes of the same kinds");
+      exporter.reset();
       await pollFor(
         async () => {
           gc();
