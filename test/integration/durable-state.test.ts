@@ -237,7 +237,7 @@ describe("emceepee serve --store sqlite: real processes", () => {
 
   test(
     "SIGKILL under load: every task reported completed before the kill still has its result; those running then are failed at the restart",
-    SLOW,
+    { timeout: 600_000 },
     async () => {
       const file = dbFile();
       const config = path.join(tmp, "kill.json");
@@ -267,8 +267,9 @@ describe("emceepee serve --store sqlite: real processes", () => {
         }),
       );
       // What the clients are told is completed (task_completed events, delivered once), until a good share.
+      // The calls last at most 2.1 s each; the bound is for a loaded 2-core machine (CI beside other work), not a speed.
       const completed = new Set<string>();
-      const deadline = Date.now() + 60_000;
+      const deadline = Date.now() + 300_000;
       while (completed.size < LOAD / 2 && Date.now() < deadline) {
         for (const c of clients) {
           for (const e of activityEvents(await awaitActivity(c, 500))) if (e.type === "task_completed") completed.add(String(e.data.taskId));
