@@ -224,6 +224,9 @@ export const gatewaySettingsSchema = z.strictObject({
   console: z
     .strictObject({
       enabled: z.boolean().default(true),
+      /** Wrong tokens one client address may send to /console/login per `loginWindowMs`; then 429 with Retry-After until the window ends. */
+      loginMaxFailures: z.number().int().positive().default(5),
+      loginWindowMs: positiveMs.default(60_000),
     })
     .prefault({}),
   /** Prometheus metrics (src/observability, docs/adr/0011-observability.md), served after the Host/Origin/token guards. */

@@ -32,6 +32,7 @@ import { formContent, type RequestedSchema } from "./form.js";
 import { html, type Html } from "./html.js";
 import { FormError, SECURITY_HEADERS, readForm, redirect, sendHtml, sendText } from "./http.js";
 import { ConsoleLive } from "./live.js";
+import { LoginLimiter } from "./login-limit.js";
 import {
   findTask,
   inbox,
@@ -87,6 +88,11 @@ export function createConsole(options: ConsoleOptions): WebConsole {
   const src: ConsoleSources = { context, childProcesses: options.childProcesses, reconnects: live.reconnects };
   const token = context.settings.token;
   const maxBody = context.settings.http.maxBodyBytes;
+  const logins = new LoginLimiter({
+    clock: context.clock,
+    maxFailures: context.settings.console.loginMaxFailures,
+    windowMs: context.settings.console.loginWindowMs,
+  });
 
   /** Every replica's pending requests (this one's alone without a cluster). */
   async function allInbox(): Promise<InboxItem[]> {
@@ -119,9 +125,16 @@ export function createConsole(options: ConsoleOptions): WebConsole {
   }
 
   /** A page with the inbox badge (`items`: the inbox if already read); a bare page (login, which needs no token) asks no replica. */
-  const show = async (res: http.ServerResponse, status: number, o: Omit<PageOptions, "inboxCount" | "canLogOut">, body: Html, items?: InboxItem[]) => {
+  const show = async (
+    res: http.ServerResponse,
+    status: number,
+    o: Omit<PageOptions, "inboxCount" | "canLogOut">,
+    body: Html,
+    items?: InboxItem[],
+    headers: Record<string, string> = {},
+  ) => {
     const inboxCount = o.bare ? undefined : (items ?? (await allInbox())).length;
-    sendHtml(res, status, page({ ...o, ...(inboxCount === undefined ? {} : { inboxCount }), canLogOut: token !== undefined }, body));
+    sendHtml(res, status, page({ ...o, ...(inboxCount === undefined ? {} : { inboxCount }), canLogOut: token !== undefined }, body), headers);
   };
 
   /** Answers a request of a session this replica holds ("not_here" otherwise). */
@@ -209,9 +222,19 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     const form = await readForm(req, maxBody);
     const next = safeNext(form.get("next"));
     if (token === undefined) return redirect(res, next);
+    // Failed logins per client address (login-limit.ts): the right token too is refused while blocked.
+    const address = req.socket.remoteAddress ?? "unknown";
+    const blockedMs = logins.blockedFor(address);
+    if (blockedMs !== undefined) {
+      const seconds = Math.max(1, Math.ceil(blockedMs / 1000));
+      const message = `Too many wrong tokens from this address (gateway.console.loginMaxFailures per loginWindowMs); try again in ${seconds} s.`;
+      return show(res, 429, { title: "Log in", section: "login", bare: true }, loginBody(next, true, message), undefined, { "Retry-After": String(seconds) });
+    }
     if (!secretEquals(form.get("token") ?? "", token)) {
+      logins.failed(address);
       return show(res, 401, { title: "Log in", section: "login", bare: true }, loginBody(next, true, "That is not the gateway's token; try again."));
     }
+    logins.succeeded(address);
     redirect(res, next, { "Set-Cookie": `${CONSOLE_COOKIE}=${consoleCookieValue(token)}; HttpOnly; SameSite=Strict; Path=/console` });
   }
 
