@@ -55,6 +55,8 @@ export async function endTask(
 ): Promise<boolean> {
   const rt = scope.runtime.get(taskId);
   if (rt?.ending) return false;
+  // Its end was given to the client already (not stored yet): only that end is written, no other wins.
+  if (rt?.unstored && rt.unstored.status !== status) return false;
   if (rt) rt.ending = true;
   let ended: TaskRecord | undefined;
   try {
