@@ -151,11 +151,17 @@ async function metaLifetime(url: string, n: number): Promise<void> {
   await client.close();
 }
 
-/** A transparent session: one tools/call, then DELETE — or, `drop`, the client just goes (one-shot expiry ends it). */
-async function transparentLifetime(url: string, n: number, drop: boolean): Promise<void> {
+/**
+ * A transparent session: one tools/call and a meta face attached to it (`?session=`, left without DELETE: it ends
+ * with the session), then DELETE — or, `drop`, the client just goes (one-shot expiry ends it).
+ */
+async function transparentLifetime(url: string, metaUrl: string, n: number, drop: boolean): Promise<void> {
   const { client, transport } = await connect(url);
   const r = (await client.callTool({ name: "echo", arguments: { message: `t${n}` } })) as CallToolResult;
   assert.notEqual(r.isError, true, JSON.stringify(r.content));
+  const attached = await connect(`${metaUrl}?session=${encodeURIComponent(transport.sessionId!)}`);
+  await meta(attached.client, "get_elicitations", {});
+  await attached.client.close();
   if (!drop) await transport.terminateSession();
   await client.close();
 }
@@ -163,7 +169,7 @@ async function transparentLifetime(url: string, n: number, drop: boolean): Promi
 async function lifetimes(tg: TestGateway, from: number, count: number): Promise<void> {
   const origin = new URL(tg.url).origin;
   for (let n = from; n < from + count; n++) {
-    await Promise.all([metaLifetime(tg.url, n), transparentLifetime(`${origin}/servers/everything/mcp`, n, n % 2 === 1)]);
+    await Promise.all([metaLifetime(tg.url, n), transparentLifetime(`${origin}/servers/everything/mcp`, tg.url, n, n % 2 === 1)]);
   }
 }
 
