@@ -131,3 +131,23 @@ test("a blocking call in flight when the Streamable HTTP upstream dies fails at 
   assert.match(allText(r), /upstream 'remote' was lost while this request ran/);
   assert.match(allText(r), /connection refused|no longer knows/);
 });
+
+test("an upstream that forgets the gateway's MCP session (it was ended upstream) is a drop: server_disconnected says so, and a new session is opened (restarted: true)", async () => {
+  const up = await server();
+  const { gw, c } = await gatewayFor(up.url);
+  const ledger = new EventLedger();
+  const conn = await sessionOf(gw, c).connection("remote");
+  const old = conn.upstreamSessionId;
+  assert.ok(old, "the gateway holds an upstream session");
+  // Ended from outside, as an upstream restart (or its own expiry) would: the server no longer knows the id.
+  const res = await fetch(up.url, { method: "DELETE", headers: { "mcp-session-id": old, "mcp-protocol-version": "2025-06-18" } });
+  assert.ok(res.ok, `DELETE answered ${res.status}`);
+
+  await awaitUntil(c, ledger, (l) => l.has(reconnected), 60_000);
+  const event = ledger.all.find(disconnected)!;
+  assert.match(String(event.data.reason), /no longer knows its MCP session \(HTTP (404|400)\)/);
+  assert.equal(ledger.all.find(reconnected)!.data.restarted, true);
+  const again = await ledger.call(c, "execute_tool", { server: "remote", tool: "echo", args: { message: "new session" } });
+  assert.match(allText(again), /Echo: new session/);
+  assert.notEqual((await sessionOf(gw, c).connection("remote")).upstreamSessionId, old);
+});
