@@ -10,7 +10,8 @@ import { messageIdOf, messageTooLarge } from "../../src/upstream/message-bound.j
 import { SseEventFramer, concat } from "../../src/mcp/sse-events.js";
 import { toJsonRpcError, toToolErrorText, upstreamCallError } from "../../src/errors.js";
 import { errorResponseFor } from "../../src/mcp/error-response.js";
-import { McpError } from "@modelcontextprotocol/sdk/types.js";
+import { McpError, type RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { SseRequestTap } from "../../src/mcp/sse-request-tap.js";
 
 function reader(maxLineBytes: number) {
   const lines: string[] = [];
@@ -159,5 +160,69 @@ describe("EMCP_RESPONSE_TOO_LARGE through the SDK client", () => {
     // An upstream's own error with the same text is not mistaken for it.
     const forged = new McpError(response.error.code, response.error.message, { ...(response.error.data as object) });
     assert.equal(upstreamCallError("big", "tool", forged).code, "EMCP_UPSTREAM_ERROR");
+  });
+});
+
+describe("SseRequestTap's bound (Streamable HTTP)", () => {
+  const encoder = new TextEncoder();
+  /** A response whose body streams `parts` (each a chunk) as `type`. */
+  const respond = (parts: string[], type: string) =>
+    new Response(
+      new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (const part of parts) controller.enqueue(encoder.encode(part));
+          controller.close();
+        },
+      }),
+      { status: 200, headers: { "content-type": type } },
+    );
+  const post = (id: number): RequestInit => ({ method: "POST", body: JSON.stringify({ jsonrpc: "2.0", id, method: "tools/call", params: {} }) });
+  const read = async (response: Response) => await response.text();
+
+  function tap(answer: (init: RequestInit | undefined) => Response) {
+    const failed: (RequestId | undefined)[] = [];
+    const fetched: string[] = [];
+    const t = new SseRequestTap(
+      async (_url, init) => {
+        fetched.push(init?.method ?? "GET");
+        return answer(init);
+      },
+      {
+        maxBytes: 1000,
+        oversized: (owner) => {
+          failed.push(owner);
+          return messageTooLarge("s", 1000);
+        },
+      },
+    );
+    return { t, failed, fetched };
+  }
+
+  test("an oversized event on a request's stream fails that request and ends the stream; its resumption is refused with 405 without asking the server", async () => {
+    const { t, failed, fetched } = tap(() =>
+      respond(["id: e1\ndata: \n\n", "id: e2\ndata: " + "x".repeat(600), "y".repeat(600) + "\n\n", "data: never\n\n"], "text/event-stream"),
+    );
+    const text = await read(await t.fetch("http://u/mcp", post(7)));
+    assert.equal(text, "id: e1\ndata: \n\n"); // the priming event only
+    assert.deepEqual(failed, [7]);
+    const resumed = await t.fetch("http://u/mcp", { method: "GET", headers: { "last-event-id": "e1" } });
+    assert.equal(resumed.status, 405);
+    assert.deepEqual(fetched, ["POST"]);
+  });
+
+  test("an oversized event on the standalone stream is dropped, its id passed on, and the stream goes on", async () => {
+    const { t, failed } = tap(() => respond(["id: a\ndata: {}\n\n", "id: b\ndata: " + "x".repeat(2000) + "\n\n", "id: c\ndata: {}\n\n"], "text/event-stream"));
+    const text = await read(await t.fetch("http://u/mcp", { method: "GET" }));
+    assert.equal(text, "id: a\ndata: {}\n\nid: b\n\nid: c\ndata: {}\n\n");
+    assert.deepEqual(failed, [undefined]);
+  });
+
+  test("a JSON body is counted as it arrives: over the bound its stream errors and the request fails; within it, it passes whole", async () => {
+    const big = tap(() => respond(['{"jsonrpc":"2.0","id":3,"result":{"t":"', "x".repeat(800), "x".repeat(800), '"}}'], "application/json"));
+    await assert.rejects((await big.t.fetch("http://u/mcp", post(3))).json(), /EMCP_RESPONSE_TOO_LARGE|over gateway\.upstream\.maxMessageBytes/);
+    assert.deepEqual(big.failed, [3]);
+    const small = tap(() => respond(['{"jsonrpc":"2.0","id":4,', '"result":{}}'], "application/json"));
+    assert.deepEqual(await (await small.t.fetch("http://u/mcp", post(4))).json(), { jsonrpc: "2.0", id: 4, result: {} });
+    assert.deepEqual(small.failed, []);
   });
 });
