@@ -62,6 +62,7 @@ import {
   type UpstreamSessionSnapshot,
 } from "./session-continuation.js";
 import type { CreatedTransport, TransportFactory } from "./transports.js";
+import { excerptOf } from "./remote-fetch.js";
 import type { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
 
 export type { CallToolOptions, ListKind, TaskSupport } from "./requests.js";
@@ -88,11 +89,17 @@ export interface UpstreamConnectionOptions {
   children?: ChildProcessLimiter | undefined;
   /** Upstream session, logging level and subscriptions kept by the owner (see the header). */
   persistence?: ConnectionPersistence | undefined;
+  /** Remote upstreams: while requests are in flight, ping this often (gateway.upstream.livenessPingMs). @default 0 (off) */
+  livenessPingMs?: number | undefined;
+  /** @default systemClock */
+  clock?: Clock | undefined;
   /** A server added at runtime: its transport applies gateway.servers.runtimeUrls and follows no redirect (docs/adr/0015). */
   runtime?: boolean | undefined;
 }
 
 const STDERR_TAIL_LINES = 20;
+/** Characters of a failure's own message kept in `lastError` (the stderr tail is added after). */
+const FAILURE_CHARS = 500;
 /** Bound on the ping that checks a remote upstream after a transport error (or the request timeout, if shorter). */
 const PROBE_TIMEOUT_MS = 10_000;
 
@@ -342,6 +349,8 @@ export class UpstreamConnection extends UpstreamHandle {
   }
 
   private describeFailure(base: string): string {
+    // One line, bounded: what an upstream answered must not fill the error (e.g. a schema dump of a non-MCP reply; docs/adr/0015).
+    base = excerptOf(base, false, FAILURE_CHARS);
     const tail = this.stderrTail.slice(-3).join(" | ");
     return tail ? `${base} (stderr: ${tail})` : base;
   }

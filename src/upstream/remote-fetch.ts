@@ -64,11 +64,11 @@ export async function bodyExcerpt(response: Response): Promise<string> {
   return excerptOf(new TextDecoder().decode(Buffer.concat(chunks)), more);
 }
 
-/** `text` on one line, cut to BODY_EXCERPT_CHARS with a marker (also when `cut` says there was more). */
-export function excerptOf(text: string, cut = false): string {
+/** `text` on one line, cut to `max` characters with a marker (also when `cut` says there was more). */
+export function excerptOf(text: string, cut = false, max = BODY_EXCERPT_CHARS): string {
   const line = text.replace(/\s+/g, " ").trim();
-  if (line.length <= BODY_EXCERPT_CHARS && !cut) return line;
-  return `${line.slice(0, BODY_EXCERPT_CHARS)}… (truncated)`;
+  if (line.length <= max && !cut) return line;
+  return `${line.slice(0, max)}… (truncated)`;
 }
 
 function redirectRefused(server: string, response: Response, requested: string | URL): GatewayError {

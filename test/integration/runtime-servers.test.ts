@@ -109,6 +109,7 @@ describe("what a failed add_server quotes, and redirects", () => {
     const page = `<html><body>Not an MCP endpoint. ${"x".repeat(1000)} ${MARKER} ${"y".repeat(4000)}</body></html>`;
     web = await listen((req, res) => {
       if (req.url === "/big") res.writeHead(400, { "Content-Type": "text/html" }).end(page);
+      else if (req.url === "/json") res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ page }));
       else if (req.url === "/moved") res.writeHead(307, { Location: "/final?token=abc" }).end();
       else if (req.url === "/elsewhere") res.writeHead(302, { Location: "http://127.0.0.1:9/other" }).end();
       else res.writeHead(404).end("not here");
@@ -143,6 +144,13 @@ describe("what a failed add_server quotes, and redirects", () => {
     assert.ok(!allText(servers).includes(MARKER));
     assert.ok(!logs.includes(MARKER), "a log line carries the body past the excerpt");
     assert.deepEqual(gw.gateway.context.registry.names(), []);
+  });
+
+  test("a JSON answer that is not JSON-RPC gives a bounded one-line error, without the body", SLOW, async () => {
+    const text = refused(await call(client, "add_server", { name: "json", url: `${web.base}/json` }), "EMCP_UPSTREAM_UNAVAILABLE");
+    assert.ok(!text.includes(MARKER));
+    assert.ok(!text.includes("\n"), text);
+    assert.ok(text.length < 1000, `the error is ${text.length} characters long`);
   });
 
   test("a redirect is not followed: the error names where it pointed and the target is never asked", SLOW, async () => {
