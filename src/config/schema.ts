@@ -275,7 +275,7 @@ export const gatewaySettingsSchema = z.strictObject({
       /** An SSE comment frame on every open SSE stream this often, so proxies and idle timeouts keep it open (0: none). */
       sseKeepAliveMs: z.number().int().min(0).default(15_000),
       /** A POST body nested deeper than this (arrays and objects) is refused with 400 before anything parses it further. */
-      maxJsonDepth: z.number().int().min(8).max(10_000).default(64),
+      maxJsonDepth: z.number().int().min(8).max(4_000).default(2_048),
     })
     .prefault({}),
   /**

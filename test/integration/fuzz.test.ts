@@ -18,6 +18,7 @@ import path from "node:path";
 import v8 from "node:v8";
 import vm from "node:vm";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { DEFAULT_SETTINGS } from "../../src/config/schema.js";
 import { META_TOOLS } from "../../src/faces/meta/server.js";
 import { ROOT, connectClient, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 import { initializeBody, processAlive, startCliServe, stopChild } from "../helpers/core-extra.js";
@@ -89,6 +90,7 @@ interface Reply {
 
 const REQUEST_TIMEOUT_MS = 20_000;
 const MAX_BODY = 4 * 1024 * 1024; // gateway.http.maxBodyBytes default
+const MAX_JSON_DEPTH = DEFAULT_SETTINGS.http.maxJsonDepth; // a deeper body is refused at the edge (400)
 const PROTOCOL = "2025-06-18";
 
 /** One raw HTTP request; fails if the whole reply has not arrived within `deadlineMs` (SSE keep-alives do not count). */
@@ -490,14 +492,14 @@ const GENERATORS: Record<string, Gen> = {
         return {
           label: `${depth} nested arrays in ping params`,
           body: `{"jsonrpc":"2.0","id":${id},"method":"ping","params":{"deep":${"[".repeat(depth)}${"]".repeat(depth)}}}`,
-          expect: "any",
+          // Deeper than gateway.http.maxJsonDepth: refused at the edge (400, -32600).
+          expect: depth + 3 > MAX_JSON_DEPTH ? "malformed" : "any",
         };
       default:
         return {
           label: `${depth} nested arrays in execute_tool args`,
           body: `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"execute_tool","arguments":{"server":"everything","tool":"echo","args":{"deep":${"[".repeat(depth)}${"]".repeat(depth)}}}}}`,
-          expect: "tool-error",
-          id,
+          ...(depth + 5 > MAX_JSON_DEPTH ? { expect: "malformed" as const } : { expect: "tool-error" as const, id }),
         };
     }
   },

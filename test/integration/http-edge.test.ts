@@ -77,7 +77,7 @@ describe("HTTP edge", () => {
       assert.equal(r.status, 400, r.text);
       const error = errorOf(r);
       assert.equal(error.code, -32600);
-      assert.match(error.message, /nested more than 64 levels deep \(gateway\.http\.maxJsonDepth\)/);
+      assert.match(error.message, /nested more than 2048 levels deep \(gateway\.http\.maxJsonDepth\)/);
       // Nesting within the bound still reaches the tool.
       const ok = await post(url, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":${face.call(deep(20))}}`, sessionId);
       assert.equal(ok.status, 200, ok.text);
@@ -139,7 +139,7 @@ describe("HTTP edge", () => {
 test("jsonNestingDepth counts arrays and objects, not brackets inside strings", () => {
   assert.equal(jsonNestingDepth('{"a":[1,{"b":"[[[{{{"}]}'), 3);
   assert.equal(jsonNestingDepth('"\\"[["'), 0);
-  assert.equal(jsonNestingDepth(deep(100_000), 64), 65, "stops counting past the bound");
+  assert.equal(jsonNestingDepth(deep(100_000), 2048), 2049, "stops counting past the bound");
 });
 
 test("tool arguments too deep to stringify are EMCP_BAD_ARGUMENTS, not a stack overflow (stdio face, in-process callers)", () => {
