@@ -7,8 +7,8 @@
  * so after SIGKILL or SIGTERM the same meta session's get_task_result returns
  * the real result; a promotion on the stdio upstream says it was lost. An
  * `optional` task tool (test/fixtures/task-server.ts over HTTP) answers a fast
- * call inline as before, and cancel_task of a task re-attached after the
- * restart cancels the upstream task.
+ * call inline as before; after the restart get_task asks the upstream about
+ * a re-attached task, and cancel_task cancels the upstream task.
  */
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -187,6 +187,14 @@ describe("execute_tool promotions survive a gateway restart (real processes, SQL
       await restart(gw, "SIGKILL", start);
 
       const meta2 = await continuePeer(`${base}/mcp`, meta);
+      // get_task asks the upstream about a re-attached task: it reads completed once the upstream task is.
+      const statusOf = async (taskId: string) => block<{ status: string }>(await call(meta2.client, "get_task", { task_id: taskId }), "task")?.status;
+      await pollFor(
+        async () => ((await statusOf(finishing)) === "completed" ? true : undefined),
+        "get_task to read the re-attached task completed",
+        60_000,
+        500,
+      );
       const result = await call(meta2.client, "get_task_result", { task_id: finishing, timeout_ms: 60_000 });
       assert.notEqual(result.isError, true, JSON.stringify(result));
       assert.equal(firstText(result), "slept 4000ms");

@@ -11,7 +11,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { ErrorCodes, GatewayError } from "../../../errors.js";
 import { cancelUpstream } from "../../../tasks/emulation.js";
-import { getToolTaskResult } from "../../../tasks/native.js";
+import { getToolTask, getToolTaskResult } from "../../../tasks/native.js";
 import { defineTool, iso, json } from "../define.js";
 import { elicitationSummary } from "../envelope.js";
 import { taskViewWithArgs } from "./task-view.js";
@@ -47,8 +47,15 @@ export const getTask = defineTool({
     "Get a task's status and the pending elicitations of its server (which may be what it waits for): a summary in `pending_elicitations_for_server`, the full requests in `pending_elicitations`.",
   input: { task_id: taskId },
   annotations: { readOnlyHint: true },
-  async run({ session }, { task_id }) {
-    const task = await session.tasks.get(task_id);
+  async run({ session, gateway }, { task_id }, extra) {
+    let task = await session.tasks.get(task_id);
+    if (task.upstreamTaskId !== undefined && task.status === "working" && session.tasks.isReattached(task_id)) {
+      // Re-attached after a restart (MF-20): nothing here watches it, so its status is asked of the upstream now (TK-10).
+      // A poll that fails shows the stored status; one the upstream answers "unknown task" has failed the task.
+      const ctx = { tasks: session.tasks, settings: gateway.settings, clock: gateway.clock };
+      await getToolTask(ctx, task_id, (server) => session.connection(server), extra.signal).catch(() => undefined);
+      task = await session.tasks.get(task_id);
+    }
     const pending = session.pending.list("elicitation", task.server);
     return json({
       task: taskViewWithArgs(task),
