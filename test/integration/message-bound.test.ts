@@ -199,8 +199,11 @@ describe("upstream message bound: the gateway process", { timeout: 600_000 }, ()
       assert.ok(stored < 8 * 1024 * 1024, `the state files hold ${stored} bytes`);
       for (const client of Object.values(clients)) await client.close();
     } finally {
-      gateway.kill("SIGTERM");
-      await new Promise((resolve) => gateway.once("exit", resolve));
+      if (gateway.exitCode === null && gateway.signalCode === null) {
+        const exited = new Promise((resolve) => gateway.once("exit", resolve));
+        gateway.kill("SIGTERM");
+        await exited;
+      }
       fixture.kill();
       fs.rmSync(dir, { recursive: true, force: true });
     }
