@@ -5,9 +5,9 @@
  * `gateway.upstream.maxMessageBytes` is never parsed, so the transport hands
  * the client such a response in its place (design LM-6).
  *
- * Relies on Protocol._onresponse building its McpError with the response's
+ * Relies on Protocol._onresponse building the error it rejects with from the response's
  * `error.data` object by reference (no copy), so that errors.ts can map the
- * McpError back to the GatewayError it stands for (deliveredErrorData).
+ * SDK's error back to the GatewayError it stands for (deliveredErrorData).
  * Canary: test/unit/sdk-canaries.test.ts ("a delivered error response …").
  */
 import { ErrorCode, type JSONRPCErrorResponse, type RequestId } from "@modelcontextprotocol/sdk/types.js";
