@@ -83,6 +83,7 @@ export function createCluster(deps: ClusterDeps): Cluster {
     prefix,
     replicaId: c.replicaId,
     advertiseUrl: c.advertiseUrl,
+    secret: c.secret,
     leaseMs: c.leaseMs,
     ownerTtlMs: settings.sessions.idleTimeoutMs + c.leaseMs,
     clock,
@@ -128,6 +129,8 @@ export function createCluster(deps: ClusterDeps): Cluster {
       } catch (err) {
         redis.disconnect();
         subscriber.disconnect();
+        // A conflict with the live replicas (membership.ts) is the config's fault, not Redis's.
+        if (err instanceof GatewayError && err.code === ErrorCodes.CONFIG_INVALID) throw err;
         throw new GatewayError(
           ErrorCodes.STORE_UNAVAILABLE,
           `the cluster could not join through ${redactUrl(store.url!)}: ${errorMessage(err)}; check that Redis is running and reachable`,

@@ -13,17 +13,26 @@
  * close() stops the timer and deletes the heartbeat (so the others adopt
  * without waiting for the lease).
  *
+ * Joining is one script (JOIN_LUA) that refuses a replica whose secret or
+ * advertised URL conflicts with a live replica's (docs/adr/0013, "Guards at
+ * start"): `P cluster:secret-check` holds an HMAC of a fixed text under the
+ * cluster secret, written by the first replica (or any replica when none is
+ * live: how the secret is rotated); a live replica whose heartbeat holds the
+ * same URL is a duplicate. A conflict is tried once more after a lease (a
+ * replica that died without leaving holds nothing by then), then start()
+ * throws EMCP_CONFIG_INVALID naming the setting.
+ *
  * `P replicas` is the set of incarnations that joined, so that the live ones
  * can be listed (the web console reads every replica) without scanning the
  * keyspace: a member is live while its heartbeat key exists; a member whose
  * heartbeat expired (SIGKILL) is removed by the next listing.
  */
-import { randomBytes } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 import os from "node:os";
 import type { Redis } from "ioredis";
 import type { Clock, TimerHandle } from "../clock.js";
 import type { Logger } from "../logging.js";
-import { errorMessage } from "../errors.js";
+import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 
 export interface MembershipOptions {
   redis: Redis;
@@ -31,6 +40,8 @@ export interface MembershipOptions {
   /** Stable name of this replica (config or host+pid). */
   replicaId?: string | undefined;
   advertiseUrl: string;
+  /** gateway.cluster.secret: checked against the live replicas' at start (never stored itself). */
+  secret: string;
   leaseMs: number;
   /** TTL of owner records (the session idle timeout). */
   ownerTtlMs: number;
@@ -46,6 +57,32 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`;
 
+/** What the secret check's HMAC is taken of (a new text would make old and new replicas refuse each other). */
+const SECRET_CHECK_TEXT = "emceepee cluster secret check v1";
+
+/**
+ * Joins atomically unless a live replica conflicts. KEYS: secret check, replicas set, own heartbeat;
+ * ARGV: check value, heartbeat key prefix, incarnation, advertised URL, lease ms.
+ * → {'ok', ''} | {'url', holder} | {'secret', a live replica}.
+ */
+const JOIN_LUA = `
+local live = nil
+for _, m in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  if m ~= ARGV[3] then
+    local url = redis.call('GET', ARGV[2] .. m)
+    if url then
+      if url == ARGV[4] then return {'url', m} end
+      live = live or m
+    end
+  end
+end
+local current = redis.call('GET', KEYS[1])
+if live and current and current ~= ARGV[1] then return {'secret', live} end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[5])
+redis.call('SADD', KEYS[2], ARGV[3])
+return {'ok', ''}`;
+
 /** Sessions whose last owner-record refresh is remembered before old entries are dropped. */
 const MAX_TRACKED = 10_000;
 
@@ -57,6 +94,8 @@ export class Membership {
   private closed = false;
   /** Owner records refreshed recently: session → when. */
   private readonly refreshed = new Map<string, number>();
+  /** The wait before a second join attempt (close() ends it). */
+  private joinWait: { timer: TimerHandle; resolve: () => void } | undefined;
 
   constructor(private readonly o: MembershipOptions) {
     this.replicaId = o.replicaId ?? `${os.hostname()}-${process.pid}`;
@@ -76,9 +115,44 @@ export class Membership {
       await redis.srem(this.key("replicas"), previous);
       this.o.logger.info({ previous }, "cluster_predecessor_released");
     }
-    await this.beat();
-    await redis.sadd(this.key("replicas"), this.incarnation);
+    await this.join();
     this.schedule();
+  }
+
+  /** Writes the heartbeat and joins `P replicas`, unless the secret or URL conflicts with a live replica (see the header). */
+  private async join(): Promise<void> {
+    const { redis, advertiseUrl, leaseMs, logger } = this.o;
+    const check = createHmac("sha256", this.o.secret).update(SECRET_CHECK_TEXT).digest("hex");
+    for (let attempt = 0; ; attempt++) {
+      const keys = [this.key("cluster", "secret-check"), this.key("replicas"), this.key("replica", this.incarnation)];
+      const [verdict, other] = (await redis.eval(JOIN_LUA, 3, ...keys, check, this.key("replica", ""), this.incarnation, advertiseUrl, leaseMs)) as [
+        string,
+        string,
+      ];
+      if (verdict === "ok" || this.closed) return;
+      if (attempt === 0) {
+        // A replica that died without leaving keeps its heartbeat for up to a lease: only a live one renews it.
+        logger.warn({ conflict: verdict, replica: other }, "cluster_join_conflict");
+        await this.pause(leaseMs + Math.ceil(leaseMs / 3) + 200);
+        continue;
+      }
+      throw new GatewayError(
+        ErrorCodes.CONFIG_INVALID,
+        verdict === "url"
+          ? `gateway.cluster.advertiseUrl ${advertiseUrl} is already advertised by the live replica ${other}; give each replica its own advertiseUrl (the address the other replicas reach this one at, e.g. http://<its host>:<its port>)`
+          : `gateway.cluster.secret differs from the one the live replicas (e.g. ${other}) share (checked by an HMAC in ${this.key("cluster", "secret-check")}); give every replica the same secret (the same EMCEEPEE_CLUSTER_SECRET), or stop all replicas to change it`,
+      );
+    }
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = this.o.clock.setTimeout(() => {
+        this.joinWait = undefined;
+        resolve();
+      }, ms);
+      this.joinWait = { timer, resolve };
+    });
   }
 
   /** Every live replica (this one included) with its advertised URL; drops members whose heartbeat expired. */
@@ -157,6 +231,11 @@ export class Membership {
     this.closed = true;
     this.o.clock.clearTimeout(this.timer);
     this.timer = undefined;
+    if (this.joinWait) {
+      this.o.clock.clearTimeout(this.joinWait.timer);
+      this.joinWait.resolve();
+      this.joinWait = undefined;
+    }
     await this.o.redis.del(this.key("replica", this.incarnation)).catch(() => undefined);
     await this.o.redis.srem(this.key("replicas"), this.incarnation).catch(() => undefined);
   }

@@ -5,7 +5,8 @@
  * here. Forwarded requests (carrying the shared secret) are never forwarded
  * again. Failures of Redis answer 503 with the store's error. An owner's URL
  * is reused for a second without asking Redis again; a forward that finds it
- * gone falls back to the full lookup (and adoption).
+ * gone falls back to the full lookup (and adoption). An id with no owner and
+ * no stored session is claimed by no one: nothing is written for it.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Clock, TimerHandle } from "../clock.js";
@@ -68,6 +69,9 @@ export class ClusterRouter implements SessionRouter {
         const owner = await membership.ownerOf(sessionId);
         if (owner === membership.incarnation) return { kind: "local", body };
         if (owner === undefined) {
+          // No owner: a session from before the cluster (its record exists) is claimed; for an id that names no
+          // session nothing is written (the endpoint answers 404), so bogus ids leave no key behind.
+          if ((await this.o.adopt.store.sessions.get(sessionId)) === undefined) return { kind: "local", body };
           if (!(await membership.claim(sessionId))) continue;
           await settleAdopted(this.o.adopt, sessionId, undefined);
           return { kind: "local", body };

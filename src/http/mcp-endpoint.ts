@@ -136,6 +136,8 @@ export class McpEndpoint {
     const header = req.headers["mcp-session-id"];
     const sessionId = Array.isArray(header) ? header[0] : header;
     if (sessionId !== undefined) {
+      // Not an id this gateway makes: unknown, answered before any lookup (no store read, no Redis key; docs/adr/0013).
+      if (!isGatewaySessionId(sessionId)) return sessionNotFound(res, sessionId);
       let preread: string | undefined;
       const router = this.options.router;
       if (router && !this.bindings.has(sessionId)) {
@@ -145,14 +147,7 @@ export class McpEndpoint {
       } else router?.seen(sessionId);
       const binding = this.bindings.get(sessionId) ?? (await this.resumed(sessionId));
       if (binding instanceof ResumeFailed) return sendErrorReply(res, binding.status, binding.error, this.gateway.logger);
-      if (!binding) {
-        return sendJsonRpcError(
-          res,
-          404,
-          -32001,
-          `Session not found: '${sessionId}' does not exist here or has expired; send initialize without Mcp-Session-Id to start a new session`,
-        );
-      }
+      if (!binding) return sessionNotFound(res, sessionId);
       const guest = binding.guest;
       if (guest) {
         guest.lastActivityAt = this.gateway.clock.now();
@@ -435,6 +430,28 @@ export class McpEndpoint {
 }
 
 const NO_BODY = Symbol("no body");
+
+/** The ids this endpoint makes (randomUUID). */
+const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Whether an Mcp-Session-Id has the form of the ids this gateway makes; any other is unknown (404) without a lookup. */
+export function isGatewaySessionId(id: string): boolean {
+  return SESSION_ID.test(id);
+}
+
+/**
+ * 404 for an unknown (or ended, or foreign-format) session: the Streamable HTTP spec's answer for a session
+ * id the server does not know, on which the client starts a new session. The id is quoted only when short.
+ */
+function sessionNotFound(res: ServerResponse, sessionId: string): void {
+  const named = sessionId.length <= 64 ? `'${sessionId}'` : `the given id (${sessionId.length} characters)`;
+  sendJsonRpcError(
+    res,
+    404,
+    -32001,
+    `Session not found: ${named} does not exist here or has expired; send initialize without Mcp-Session-Id to start a new session`,
+  );
+}
 
 /** The protocol version the SDK server answers an initialize with (the client's when supported, else the latest). */
 function negotiated(requested: string): string {

@@ -45,6 +45,7 @@ if (skip !== undefined) {
       prefix,
       replicaId,
       advertiseUrl: url,
+      secret: "unit-test-secret-0123456789",
       leaseMs: 60_000,
       ownerTtlMs: 60_000,
       clock: new ManualClock(),
