@@ -92,7 +92,7 @@ function inUse(db: SqliteDb): GatewayError {
     holder = undefined; // the refusal matters more than the detail
   }
   const who = holder
-    ? `pid ${holder.pid} on ${holder.hostname}${holder.port !== undefined ? `, port ${holder.port}` : ", still starting"}, since ${new Date(holder.startedAt).toISOString()}`
+    ? `pid ${holder.pid} on ${holder.hostname}${holder.port !== undefined ? `, port ${holder.port}` : ", no port: emceepee stdio, or still starting"}, since ${new Date(holder.startedAt).toISOString()}`
     : "a process that has not said who it is yet";
   return new GatewayError(
     ErrorCodes.STORE_UNAVAILABLE,
