@@ -206,6 +206,12 @@ export const gatewaySettingsSchema = z.strictObject({
        * reconnects on next use. 0 keeps connections for the session's life.
        */
       idleReleaseMs: z.number().int().min(0).default(300_000),
+      /**
+       * Remote upstreams: while requests are in flight, ping this often; a ping
+       * unanswered within 10 s (or requestTimeoutMs) is a drop (design UP-12).
+       * 0: off (only transport errors reveal a lost upstream).
+       */
+      livenessPingMs: z.number().int().min(0).default(15_000),
       /** After an upstream drops, the session reconnects in the background with capped exponential backoff. */
       reconnect: z
         .strictObject({

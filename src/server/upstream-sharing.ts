@@ -66,6 +66,8 @@ export function createUpstreamSharing(o: UpstreamSharingOptions): UpstreamSharin
       clientInfo,
       connectTimeoutMs: settings.upstream.connectTimeoutMs,
       requestTimeoutMs: settings.upstream.requestTimeoutMs,
+      livenessPingMs: settings.upstream.livenessPingMs,
+      clock: o.clock,
       logger,
       newReceiverTasks: () =>
         new ReceiverTaskStore(

@@ -125,6 +125,8 @@ export class UpstreamPool {
       clientInfo: this.deps.clientInfo,
       connectTimeoutMs: settings.upstream.connectTimeoutMs,
       requestTimeoutMs: settings.upstream.requestTimeoutMs,
+      livenessPingMs: settings.upstream.livenessPingMs,
+      clock,
       logger: this.host.logger,
       roots: this.host.roots,
       persistence: this.host.persistenceFor?.(name),

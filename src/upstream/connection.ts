@@ -43,6 +43,7 @@ import {
   type ServerCapabilities,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "../logging.js";
+import { systemClock, type Clock, type TimerHandle } from "../clock.js";
 import { isStdioConfig, type ServerConfig } from "../config/schema.js";
 import type { ChildProcessLimiter } from "./children.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
@@ -120,6 +121,8 @@ export class UpstreamConnection extends UpstreamHandle {
   private continued: UpstreamSessionSnapshot | undefined;
   /** The ping checking the connection after a transport error, while in flight. */
   private probe: Promise<void> | undefined;
+  /** The liveness ping's next check (remote upstreams with livenessPingMs). */
+  private liveness: TimerHandle | undefined;
   /** Why a remote upstream was found gone (its transport does not close by itself). */
   private lostReason: string | undefined;
 
@@ -179,6 +182,7 @@ export class UpstreamConnection extends UpstreamHandle {
     this.status = "connected";
     this.connectedAt = Date.now();
     this.lastError = undefined;
+    this.watchLiveness(client);
     logger.info({ server: name, serverInfo: this.serverInfo, ...(continued ? { continuedSession: true } : {}) }, "upstream_connected");
     const sessionId = this.created?.sessionId?.();
     if (sessionId !== undefined) persistence?.sessionOpened(continued ? resume : snapshot(name, sessionId, client, this.created));
@@ -261,6 +265,7 @@ export class UpstreamConnection extends UpstreamHandle {
   async close(mode: CloseMode = "end"): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    this.stopLiveness();
     if (this.status === "connected") {
       await this.settleCancels();
       if (mode === "end") await terminateSession(this.options, this.created);
@@ -280,6 +285,7 @@ export class UpstreamConnection extends UpstreamHandle {
     // A close while connecting is reported by connect() itself, not as a disconnect.
     if (this.closing || this.status !== "connected") return;
     this.closing = true;
+    this.stopLiveness();
     const reason = this.describeFailure(this.lostReason ?? "connection closed");
     this.fail(reason);
     this.status = "disconnected";
@@ -304,8 +310,12 @@ export class UpstreamConnection extends UpstreamHandle {
       this.lose(client, `the upstream no longer knows its MCP session (HTTP ${gone}): it restarted or ended the session`);
       return;
     }
+    this.check(client, errorMessage(err));
+  }
+
+  /** Pings the upstream (one check at a time); a failed ping is a drop, `what` says what made us check. */
+  private check(client: Client, what: string): void {
     if (this.probe) return;
-    const what = errorMessage(err);
     this.probe = client
       .ping({ timeout: Math.min(PROBE_TIMEOUT_MS, this.options.requestTimeoutMs) })
       .then(
@@ -321,6 +331,29 @@ export class UpstreamConnection extends UpstreamHandle {
         },
       )
       .finally(() => (this.probe = undefined));
+  }
+
+  /**
+   * A remote upstream that stops answering without an error (a stopped
+   * process, a silent network) is seen only by asking: while requests are in
+   * flight it is pinged every `livenessPingMs`.
+   */
+  private watchLiveness(client: Client): void {
+    const ms = this.options.livenessPingMs ?? 0;
+    if (ms === 0 || isStdioConfig(this.options.config)) return;
+    const clock = this.options.clock ?? systemClock;
+    const tick = () => {
+      this.liveness = undefined;
+      if (this.client !== client || this.closing || this.status !== "connected") return;
+      if (!this.idleSince(this.requestCount)) this.check(client, "requests were in flight");
+      this.liveness = clock.setTimeout(tick, ms);
+    };
+    this.liveness = clock.setTimeout(tick, ms);
+  }
+
+  private stopLiveness(): void {
+    (this.options.clock ?? systemClock).clearTimeout(this.liveness);
+    this.liveness = undefined;
   }
 
   /** The remote upstream is gone: closing the client fails what is in flight (ConnectionClosed) and handleClose reports the drop with `reason`. */

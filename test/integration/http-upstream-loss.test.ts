@@ -151,3 +151,25 @@ test("an upstream that forgets the gateway's MCP session (it was ended upstream)
   assert.match(allText(again), /Echo: new session/);
   assert.notEqual((await sessionOf(gw, c).connection("remote")).upstreamSessionId, old);
 });
+
+test("an upstream that stops answering without any error (SIGSTOP) is found by the liveness ping while a call is in flight", async () => {
+  const up = await server();
+  const gw = await startGateway({ mcpServers: { remote: { url: up.url } }, gateway: { upstream: { livenessPingMs: 500 } } });
+  gateways.push(gw);
+  const c = await connectClient(gw.url);
+  clients.push(c);
+  await waitConnected(c, "remote");
+  const ledger = new EventLedger();
+  const { taskId } = await promote(c, "remote", "trigger-long-running-operation", { duration: 60, steps: 60 }, 200, {}, ledger);
+  // Stopped, not dead: its sockets stay open and silent, no transport error ever comes.
+  up.child.kill("SIGSTOP");
+  try {
+    await awaitUntil(c, ledger, (l) => l.has(disconnected), 60_000);
+    const event = ledger.all.find(disconnected)!;
+    assert.match(String(event.data.reason), /requests were in flight; a ping to check it failed/);
+    assert.ok(Array.isArray(event.data.failedTasks) && event.data.failedTasks.includes(taskId), JSON.stringify(event.data));
+    assert.equal((await remoteStatus(c, ledger)).connected, false);
+  } finally {
+    up.child.kill("SIGKILL");
+  }
+});
