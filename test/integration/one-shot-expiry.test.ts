@@ -114,4 +114,39 @@ describe("one-shot expiry keeps sessions with work", { timeout: 120_000 }, () =>
     assert.equal(line.dropped, 1);
     assert.equal(line.reason, "client closed the session");
   });
+
+  test("idle expiry and a shutdown with a memory store log task_dropped too", async () => {
+    const logs = new LogSink();
+    const own = await startGateway(
+      {
+        mcpServers: { slow: slowServerStdio() },
+        gateway: { logLevel: "info", upstream: { warmPool: 0 }, sessions: { idleTimeoutMs: 8_000, sweepIntervalMs: 50 } },
+      },
+      { logger: createLogger("info", logs) },
+    );
+    try {
+      const promote = async () => {
+        const id = await open(own.url);
+        const r = await post(own.url, id, "tools/call", {
+          name: "execute_tool",
+          arguments: { server: "slow", tool: "slow", args: { ms: 120_000 }, timeout_ms: 50 },
+        });
+        assert.match(text(r.message), /timeout/i);
+        return id;
+      };
+      const idle = await promote();
+      const idleLine = await pollFor(
+        async () => logs.lines.find((l) => l.msg === "task_dropped" && l.sessionHash === sessionHash(idle)),
+        "task_dropped for the idle session",
+      );
+      assert.equal(idleLine.reason, "idle timeout");
+      assert.deepEqual(idleLine.byStatus, { working: 1 });
+      const kept = await promote();
+      await own.close();
+      const shutdownLine = logs.lines.find((l) => l.msg === "task_dropped" && l.sessionHash === sessionHash(kept));
+      assert.equal(shutdownLine?.reason, "gateway shutdown", "a memory store loses its tasks at shutdown: said so");
+    } finally {
+      await own.close();
+    }
+  });
 });
