@@ -21,7 +21,9 @@ import { z } from "zod";
 import { createLogger } from "../../src/logging.js";
 import { createTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
 import { call, connectClient, startGateway, type TestGateway } from "../helpers/gateway.js";
-import { allText, errorCodeOf, field, payloadText } from "../helpers/async-extra.js";
+import { allText, errorCodeOf, eventually, field, payloadText } from "../helpers/async-extra.js";
+import { freePort } from "../helpers/core-extra.js";
+import { redisSkipReason, startRedis } from "../helpers/redis.js";
 
 const SLOW = { timeout: 120_000 };
 const MARKER = "SECRET-PAST-THE-EXCERPT-7f3a";
@@ -345,5 +347,44 @@ describe("gateway.servers.allowCrossSessionChanges: true", () => {
     assert.ok(second.requests.length > 0);
     assert.ok(second.requests.every((r) => r.authorization === undefined));
     ok(await call(a, "remove_server", { name: "keyed" }));
+  });
+});
+
+describe("two replicas on one Redis (server-sync, docs/adr/0013)", { skip: redisSkipReason() }, () => {
+  test("a session on another replica sees the server without its headers and cannot re-point or remove it", SLOW, async (t) => {
+    const redis = await startRedis();
+    t.after(() => redis.stop());
+    const upstream = await mcpUpstream();
+    const evil = await mcpUpstream();
+    t.after(() => upstream.close());
+    t.after(() => evil.close());
+    const replica = async (): Promise<TestGateway> => {
+      const port = await freePort();
+      const cluster = { enabled: true, advertiseUrl: `http://127.0.0.1:${port}`, secret: "runtime-servers-cluster-secret-01" };
+      const gw = await startGateway({ mcpServers: {}, gateway: { port, store: { kind: "redis", url: redis.url }, cluster } });
+      t.after(() => gw.close());
+      return gw;
+    };
+    const [one, two] = [await replica(), await replica()];
+    const a = await connectClient(one.url, { name: "session-a" });
+    const b = await connectClient(two.url, { name: "session-b" });
+    t.after(() => a.close());
+    t.after(() => b.close());
+    ok(await call(a, "add_server", { name: "keyed", url: `${upstream.base}/mcp`, headers: { Authorization: "Bearer A-SECRET" } }));
+    // Replica two applies the change from pub/sub; B's first successful call goes out without A's header.
+    const start = upstream.requests.length;
+    await eventually("the server on the other replica", async () => {
+      const result = await call(b, "execute_tool", { server: "keyed", tool: "echo", args: { message: "b" } });
+      return result.isError ? undefined : result;
+    });
+    const ofB = upstream.requests.slice(start);
+    assert.ok(ofB.length > 0 && ofB.every((r) => r.authorization === undefined), JSON.stringify(ofB));
+    const text = refused(await call(b, "add_server", { name: "keyed", url: `${evil.base}/mcp` }), "EMCP_FORBIDDEN");
+    assert.match(text, /gateway\.servers\.allowCrossSessionChanges/);
+    refused(await call(b, "remove_server", { name: "keyed" }), "EMCP_FORBIDDEN");
+    assert.equal(evil.requests.length, 0);
+    const fromA = upstream.requests.length;
+    assert.equal(await echo(a, "keyed", "a"), "echo: a");
+    assert.ok(upstream.requests.slice(fromA).every((r) => r.authorization === "Bearer A-SECRET"));
   });
 });
