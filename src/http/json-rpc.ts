@@ -35,7 +35,7 @@ export class BodyTooLargeError extends Error {}
 
 /**
  * Reads a request body up to maxBytes. Beyond it, the rest is read and thrown
- * away (at most DRAIN_FACTOR × maxBytes more, then the request is destroyed)
+ * away (up to drainLimit(maxBytes) in all, then the request is destroyed)
  * before BodyTooLargeError: destroying a request mid-body resets the
  * connection, and the client never sees the 413.
  */
@@ -45,7 +45,8 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<string
     let size = 0;
     const tooLarge = () => new BodyTooLargeError(`request body exceeds gateway.http.maxBodyBytes (${maxBytes} bytes); send less, or raise the bound`);
     const declared = Number(req.headers["content-length"]);
-    if (Number.isFinite(declared) && declared > maxBytes * DRAIN_FACTOR) {
+    const drainBytes = drainLimit(maxBytes);
+    if (Number.isFinite(declared) && declared > drainBytes) {
       // Not worth draining: refuse at once (the reply closes the connection).
       req.resume();
       return reject(tooLarge());
@@ -54,7 +55,7 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<string
       size += chunk.length;
       if (size <= maxBytes) chunks.push(chunk);
       else if (chunks.length > 0) chunks.length = 0;
-      if (size > maxBytes * DRAIN_FACTOR) {
+      if (size > drainBytes) {
         cleanup();
         req.resume();
         reject(tooLarge());
@@ -80,8 +81,10 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<string
   });
 }
 
-/** How far beyond maxBytes an oversized body is still drained before the request is destroyed. */
-const DRAIN_FACTOR = 4;
+/** How much of an oversized body is read and thrown away before the request is destroyed instead: 4 × the bound, at least 16 MiB. */
+function drainLimit(maxBytes: number): number {
+  return Math.max(4 * maxBytes, 16 * 1024 * 1024);
+}
 
 /** A POST body the edge refuses before it reaches an MCP transport: the HTTP status, JSON-RPC code and message. */
 export class BodyRejected extends Error {

@@ -136,6 +136,28 @@ describe("HTTP edge", () => {
   });
 });
 
+test("an error answered before the request body arrived says Connection: close (the unread body cannot be told from a next request)", LIMIT, async () => {
+  const gw = await startGateway({ mcpServers: { everything: everythingStdio() } });
+  const socket = net.connect(Number(new URL(gw.url).port), "127.0.0.1");
+  try {
+    let received = "";
+    await new Promise<void>((resolve, reject) => {
+      socket.on("data", (d: Buffer) => {
+        received += d.toString("utf8");
+        if (received.includes("\r\n\r\n")) resolve();
+      });
+      socket.on("error", reject);
+      // A Host the guard refuses (403), and a body that never comes.
+      socket.write(`POST /mcp HTTP/1.1\r\nHost: evil.example\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n`);
+    });
+    assert.match(received, /^HTTP\/1\.1 403 /);
+    assert.match(received, /\r\nConnection: close\r\n/i);
+  } finally {
+    socket.destroy();
+    await gw.close();
+  }
+});
+
 test("jsonNestingDepth counts arrays and objects, not brackets inside strings", () => {
   assert.equal(jsonNestingDepth('{"a":[1,{"b":"[[[{{{"}]}'), 3);
   assert.equal(jsonNestingDepth('"\\"[["'), 0);
