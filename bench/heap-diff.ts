@@ -56,12 +56,26 @@ for (const r of rows.sort((x, y) => y.ds - x.ds).slice(0, top))
 process.stdout.write("\nBy count:\n\n| group | Δ count | count (late) |\n| --- | --- | --- |\n");
 for (const r of rows.sort((x, y) => y.dc - x.dc).slice(0, top)) process.stdout.write(`| ${r.k.replace(/\|/g, "\\|").slice(0, 80)} | ${r.dc} | ${r.lc} |\n`);
 
-// --retainers=<Constructor>: the shortest path from the GC roots to a few live objects of that
-// constructor in the late snapshot (weak edges skipped): who keeps them.
+// --retainers=<Constructor or (type)>: the shortest path from the GC roots to a few live objects of
+// that constructor (or node type) made after the early snapshot (weak edges skipped): who keeps them.
 const wanted = process.argv.find((x) => x.startsWith("--retainers="))?.slice(12);
-if (wanted) retainers(b, wanted, Number(process.argv.find((x) => x.startsWith("--paths="))?.slice(8) ?? 3));
+if (wanted) retainers(b, wanted, Number(process.argv.find((x) => x.startsWith("--paths="))?.slice(8) ?? 3), maxId(a));
 
-function retainers(file: string, ctor: string, paths: number): void {
+/** The highest id of a JS heap object in a snapshot (synthetic and native nodes have ids of their own). */
+function maxId(file: string): number {
+  const s = JSON.parse(fs.readFileSync(file, "utf8")) as Snapshot;
+  const fields = s.snapshot.meta.node_fields;
+  const types = s.snapshot.meta.node_types[0];
+  const [width, iId, iType] = [fields.length, fields.indexOf("id"), fields.indexOf("type")];
+  let max = 0;
+  for (let i = 0; i < s.nodes.length; i += width) {
+    const type = types[s.nodes[i + iType]!];
+    if (type !== "synthetic" && type !== "native") max = Math.max(max, s.nodes[i + iId]!);
+  }
+  return max;
+}
+
+function retainers(file: string, ctor: string, paths: number, newerThan: number): void {
   const s = JSON.parse(fs.readFileSync(file, "utf8")) as Snapshot & {
     snapshot: { meta: { edge_fields: string[]; edge_types: [string[], ...unknown[]] } };
     edges: number[];
@@ -71,7 +85,7 @@ function retainers(file: string, ctor: string, paths: number): void {
   const nodeTypes = s.snapshot.meta.node_types[0];
   const edgeTypes = s.snapshot.meta.edge_types[0];
   const [nw, ew] = [nf.length, ef.length];
-  const [iType, iName, iEdges] = [nf.indexOf("type"), nf.indexOf("name"), nf.indexOf("edge_count")];
+  const [iType, iName, iEdges, iId] = [nf.indexOf("type"), nf.indexOf("name"), nf.indexOf("edge_count"), nf.indexOf("id")];
   const [eType, eName, eTo] = [ef.indexOf("type"), ef.indexOf("name_or_index"), ef.indexOf("to_node")];
   const count = s.nodes.length / nw;
   const firstEdge = new Uint32Array(count + 1);
@@ -103,7 +117,11 @@ function retainers(file: string, ctor: string, paths: number): void {
   };
   let shown = 0;
   for (let n = 0; n < count && shown < paths; n++) {
-    if (nodeTypes[s.nodes[n * nw + iType]!] !== "object" || s.strings[s.nodes[n * nw + iName]!] !== ctor || parent[n] === -1) continue;
+    const type = nodeTypes[s.nodes[n * nw + iType]!];
+    // "(concatenated string)", "(array)"…: nodes of that type; otherwise objects of that constructor.
+    const match = ctor.startsWith("(") ? `(${type})` === ctor : type === "object" && s.strings[s.nodes[n * nw + iName]!] === ctor;
+    // Only objects made after the early snapshot (heap snapshot ids grow and stay with an object in one process).
+    if (!match || parent[n] === -1 || s.nodes[n * nw + iId]! <= newerThan) continue;
     const chain: string[] = [];
     for (let m = n; m !== 0; m = parent[m]!) chain.unshift(`${edgeLabel(parentEdge[m]!)} → ${label(m)}`);
     process.stdout.write(`\n${ctor} #${++shown}:\n  ${chain.join("\n  ")}\n`);
