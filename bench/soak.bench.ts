@@ -8,8 +8,10 @@
  *            (`trigger-long-running-operation`, `timeout_ms: 0`, then
  *            `get_task_result`); every `--elicit-every`-th a promoted
  *            `trigger-elicitation-request` answered with `get_elicitations` +
- *            `respond_to_elicitation` (accept, decline, cancel in turn); an
- *            `await_activity` now and then.
+ *            `respond_to_elicitation` (accept, decline, cancel in turn; not with
+ *            `--sharing=shared`: a shared stdio upstream's elicitation cannot be
+ *            told apart while other sessions' calls run, README "Many sessions");
+ *            an `await_activity` now and then.
  *   churn    every `--churn-ms` a transparent session on /servers/everything/mcp:
  *            initialize, one `echo`, then DELETE — or, every `--abandon-every`-th,
  *            just dropped (it expires after `sessions.oneShotIdleMs`).
@@ -136,7 +138,7 @@ function sc<T>(r: CallToolResult, key: string): T | undefined {
 async function promote(client: Client, tool: string, args: Record<string, unknown>): Promise<string> {
   const r = await meta(client, "execute_tool", { server: "everything", tool, args, timeout_ms: 0 });
   const id = sc<string>(r, "task_id");
-  if (!id) throw new Error(`execute_tool ${tool} with timeout_ms 0 was not promoted: ${JSON.stringify(r.structuredContent).slice(0, 300)}`);
+  if (!id) throw new Error(`execute_tool ${tool} with timeout_ms 0 was not promoted: ${JSON.stringify(r.content).slice(0, 300)}`);
   counts.promoted++;
   return id;
 }
@@ -167,7 +169,7 @@ async function metaLoop(index: number): Promise<void> {
   while (!stopping) {
     n++;
     try {
-      if (n % opts.elicitEvery === 0) await elicitRound(client, n / opts.elicitEvery);
+      if (n % opts.elicitEvery === 0 && opts.sharing === "session") await elicitRound(client, n / opts.elicitEvery);
       else if (n % opts.promoteEvery === 0) {
         const id = await promote(client, "trigger-long-running-operation", { duration: 0.2, steps: 1 });
         await meta(client, "get_task_result", { task_id: id, timeout_ms: 30_000 });
