@@ -128,3 +128,29 @@ test("after close() a late upstream is not announced", async () => {
   await settle();
   assert.deepEqual(joined, []);
 });
+
+test("a missing upstream that another path connected (a call, a reconnection) is listed at once", async () => {
+  const upstream: { live?: UpstreamHandle } = {};
+  const calls: string[] = [];
+  const connector = new AggregateConnector({
+    connect: (server) => (calls.push(server), Promise.reject(new Error("connection refused"))),
+    live: () => upstream.live,
+    clock: new ManualClock(),
+    boundMs: BOUND,
+    backoff: BACKOFF,
+    logger: pino({ level: "silent" }),
+    joined: () => assert.fail("listed at once: no list_changed owed"),
+  });
+  assert.deepEqual(
+    (await connector.reach(["flaky"])).missing.map((m) => m.server),
+    ["flaky"],
+  );
+  upstream.live = HANDLE;
+  const now = await connector.reach(["flaky"]);
+  assert.deepEqual(
+    now.connected.map((c) => c.server),
+    ["flaky"],
+  );
+  assert.deepEqual(now.missing, []);
+  assert.equal(calls.length, 1, "no new attempt: the live connection is used");
+});

@@ -18,6 +18,8 @@ import type { UpstreamHandle } from "../../upstream/handle.js";
 export interface AggregateOptions {
   /** The session's connection to `server` (connecting on demand; concurrent callers share one attempt). */
   connect(server: string): Promise<UpstreamHandle>;
+  /** The session's live connection to `server`, if it has one now (another path, e.g. a call or a reconnection, may have made it). */
+  live?(server: string): UpstreamHandle | undefined;
   clock: Clock;
   /** How long a list or initialize waits for an upstream not found missing before. */
   boundMs: number;
@@ -79,6 +81,14 @@ export class AggregateConnector {
   private async reachOne(server: string): Promise<UpstreamHandle | Missing> {
     let state = this.states.get(server);
     if (!state) this.states.set(server, (state = { misses: 0, retryAt: 0 }));
+    const live = this.o.live?.(server);
+    if (live && state.misses > 0 && !state.attempt) {
+      // Connected by another path: listed now, so no list_changed is owed.
+      state.misses = 0;
+      state.reason = undefined;
+      this.o.logger.info({ server }, "aggregate_upstream_joined");
+    }
+    if (live && state.misses === 0) return live;
     if (state.misses > 0) {
       if (!state.attempt && this.o.clock.now() >= state.retryAt) void this.start(server, state);
       return { server, reason: state.reason ?? "not connected yet" };

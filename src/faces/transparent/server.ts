@@ -40,6 +40,7 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   let announceJoin = (): void => undefined;
   const aggregate = new AggregateConnector({
     connect: (name) => session.connection(name),
+    live: (name) => session.liveConnections().find((c) => c.name === name),
     clock: gateway.clock,
     boundMs: gateway.settings.transparent.aggregateWaitMs,
     backoff: gateway.settings.upstream.reconnect,
