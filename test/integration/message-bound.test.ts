@@ -135,7 +135,7 @@ describe("upstream message bound", { timeout: 600_000 }, () => {
 });
 
 describe("upstream message bound: the gateway process", { timeout: 600_000 }, () => {
-  test("after oversized answers the heap returns near its baseline and the replay store holds nothing of them", async () => {
+  test("after oversized answers the heap returns near its baseline and the replay store holds nothing of them", async (t) => {
     const { url, child: fixture } = await startHttpFixture(false);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "emceepee-bound-"));
     const config = path.join(dir, "config.json");
@@ -193,10 +193,14 @@ describe("upstream message bound: the gateway process", { timeout: 600_000 }, ()
         }
       }
       const afterwards = await heapAfterGc();
+      t.diagnostic(
+        `gateway heap after a full GC: ${(baseline / 2 ** 20).toFixed(1)} MiB before, ${(afterwards / 2 ** 20).toFixed(1)} MiB after four 20 MB answers`,
+      );
       assert.ok(afterwards < baseline + 64 * 1024 * 1024, `heap ${afterwards} after, ${baseline} before`);
       // Nothing oversized was ever written: SQLite files do not shrink when rows are deleted.
       const stored = fs.readdirSync(dir).reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
       assert.ok(stored < 8 * 1024 * 1024, `the state files hold ${stored} bytes`);
+      t.diagnostic(`state files: ${stored} bytes`);
       for (const client of Object.values(clients)) await client.close();
     } finally {
       if (gateway.exitCode === null && gateway.signalCode === null) {
