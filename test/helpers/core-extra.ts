@@ -94,8 +94,8 @@ export interface ChildServer {
   close(): Promise<void>;
 }
 
-/** Waits for a child to exit (or returns at once if it already has). */
-export function waitExit(child: ChildProcess, timeoutMs = 15_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+/** Waits for a child to exit (or returns at once if it already has); the default bound is generous for a loaded machine. */
+export function waitExit(child: ChildProcess, timeoutMs = 60_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   if (child.exitCode !== null || child.signalCode !== null) {
     return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
   }
@@ -121,7 +121,7 @@ export async function stopChild(child: ChildProcess): Promise<void> {
 }
 
 /** server-everything in Streamable HTTP mode on `port` (default: a free one); resolves once it listens. */
-export async function startEverythingHttp(timeoutMs = 30_000, fixedPort?: number): Promise<ChildServer> {
+export async function startEverythingHttp(timeoutMs = 90_000, fixedPort?: number): Promise<ChildServer> {
   const port = fixedPort ?? (await freePort());
   const child = spawn(process.execPath, [everythingServerEntry(), "streamableHttp"], {
     env: { ...process.env, PORT: String(port) },
@@ -317,7 +317,7 @@ export async function runCli(
   args: string[],
   options: { timeoutMs?: number; stopWhenStdout?: RegExp; env?: NodeJS.ProcessEnv } = {},
 ): Promise<CliRun> {
-  const timeoutMs = options.timeoutMs ?? 60_000;
+  const timeoutMs = options.timeoutMs ?? 120_000;
   const child = spawn(process.execPath, [...CLI_ARGS, ...args], { cwd, env: cliEnv(options.env), stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
@@ -357,7 +357,7 @@ export function logLines(stderr: string, msg: string): Array<Record<string, any>
 }
 
 /** Starts `emceepee serve <args>` (environment: cliEnv(env)) and resolves with the URL it prints once listening. */
-export async function startCliServe(cwd: string, args: string[], timeoutMs = 60_000, env?: NodeJS.ProcessEnv): Promise<RunningCli> {
+export async function startCliServe(cwd: string, args: string[], timeoutMs = 120_000, env?: NodeJS.ProcessEnv): Promise<RunningCli> {
   const child = spawn(process.execPath, [...CLI_ARGS, "serve", ...args], { cwd, env: cliEnv(env), stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";

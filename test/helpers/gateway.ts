@@ -97,8 +97,8 @@ export async function drainEvents(client: Client): Promise<void> {
   await call(client, "list_servers");
 }
 
-/** Uses `server` in this session (upstreams connect on first use) until it is connected. */
-export async function waitConnected(client: Client, server: string, timeoutMs = 30_000): Promise<void> {
+/** Uses `server` in this session (upstreams connect on first use) until it is connected (a spawn: generous bound for a loaded machine). */
+export async function waitConnected(client: Client, server: string, timeoutMs = 90_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
     await call(client, "list_tools", { server });
