@@ -34,7 +34,8 @@ import {
   type RunningCli,
 } from "../helpers/core-extra.js";
 
-const SLOW = { timeout: 120_000 };
+/** Each test spawns the CLI through tsx, some several times: a bound for a loaded machine, far above the sum of their waits. */
+const SLOW = { timeout: 600_000 };
 
 let tmp: string | undefined;
 async function tempConfig(name: string, content: unknown): Promise<string> {
@@ -389,7 +390,7 @@ describe("emceepee serve --port 0", () => {
     assert.equal(firstText(echo), "Echo: from the CLI");
 
     child.kill("SIGTERM");
-    const { code, signal } = await waitExit(child, 30_000);
+    const { code, signal } = await waitExit(child, 60_000);
     assert.equal(signal, null, `killed by ${signal}; stderr: ${served!.stderr()}`);
     assert.equal(code, 0, `stderr: ${served!.stderr()}`);
   });
@@ -485,7 +486,7 @@ test("emceepee stdio exits 0 by itself when stdin ends", SLOW, async () => {
     assert.equal(msg.id, 7);
     assert.equal(msg.result?.serverInfo?.name, "emceepee");
     child.stdin.end();
-    const { code, signal } = await waitExit(child, 30_000);
+    const { code, signal } = await waitExit(child, 60_000);
     assert.equal(signal, null);
     assert.equal(code, 0);
   } finally {
@@ -503,9 +504,9 @@ test("emceepee stdio logs at gateway.logLevel from the config (and --log-level o
       child.stdout.on("data", (c: Buffer) => (out += c.toString("utf8")));
       child.stderr.on("data", (c: Buffer) => (err += c.toString("utf8")));
       child.stdin.write(initializeBody(1) + "\n");
-      await pollFor(async () => (/"id":1/.test(out) ? true : undefined), "the initialize response");
+      await pollFor(async () => (/"id":1/.test(out) ? true : undefined), "the initialize response", 120_000);
       child.stdin.end();
-      assert.equal((await waitExit(child, 30_000)).code, 0);
+      assert.equal((await waitExit(child, 60_000)).code, 0);
       return err;
     } finally {
       await stopChild(child);

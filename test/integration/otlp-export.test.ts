@@ -46,14 +46,14 @@ async function tracedRun(protocol: string, sinkUrl: string): Promise<void> {
     OTEL_SERVICE_NAME: "emceepee-under-test",
     OTEL_BSP_SCHEDULE_DELAY: "100",
   };
-  const served = await startCliServe(ROOT, ["--port", "0", "--no-upstream-check", "--store", "memory", "--log-level", "silent"], 60_000, env);
+  const served = await startCliServe(ROOT, ["--port", "0", "--no-upstream-check", "--store", "memory", "--log-level", "silent"], 120_000, env);
   children.push(served);
   const client = await connectClient(served.url);
   const r = await call(client, "list_servers");
   assert.notEqual(r.isError, true);
   await client.close();
   served.child.kill("SIGTERM");
-  assert.equal((await waitExit(served.child, 30_000)).code, 0, served.stderr());
+  assert.equal((await waitExit(served.child, 60_000)).code, 0, served.stderr());
 }
 
 describe("OTLP export from the OTEL_* environment", () => {
