@@ -8,12 +8,14 @@
 import { test, describe, after } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
+import { Writable } from "node:stream";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { everythingServerEntry } from "../../src/config/demo.js";
+import { createLogger } from "../../src/logging.js";
 import { call, connectClient, everythingStdio, FIXTURES, startGateway, TEST_SHARING, waitConnected, type TestGateway } from "../helpers/gateway.js";
-import { allText, awaitUntil, errorCodeOf, EventLedger, promote, sessionOf, waitTerminal } from "../helpers/async-extra.js";
+import { allText, awaitUntil, errorCodeOf, eventually, EventLedger, promote, sessionOf, waitTerminal } from "../helpers/async-extra.js";
 import { initializeBody, MCP_POST_HEADERS, pollFor } from "../helpers/core-extra.js";
 import { connectFace, startTask, upstreamIdOf } from "../helpers/tasks.js";
 import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
@@ -32,8 +34,8 @@ after(async () => {
   await Promise.allSettled(gateways.map((g) => g.close()));
 });
 
-async function gatewayWith(raw: Parameters<typeof startGateway>[0]): Promise<TestGateway> {
-  const gw = await startGateway(raw);
+async function gatewayWith(raw: Parameters<typeof startGateway>[0], deps?: Parameters<typeof startGateway>[1]): Promise<TestGateway> {
+  const gw = await startGateway(raw, deps);
   gateways.push(gw);
   return gw;
 }
@@ -79,10 +81,20 @@ describe("reconnection after an upstream crash", () => {
   });
 
   test("an upstream that cannot come back is retried a bounded number of times, then on next use", async () => {
-    const gw = await gatewayWith({
-      mcpServers: { everything: everythingStdio() },
-      gateway: { upstream: { reconnect: { initialDelayMs: 50, maxDelayMs: 50, maxAttempts: 2 } } },
+    const logged: Array<Record<string, unknown>> = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) logged.push(JSON.parse(line) as Record<string, unknown>);
+        done();
+      },
     });
+    const gw = await gatewayWith(
+      {
+        mcpServers: { everything: everythingStdio() },
+        gateway: { upstream: { reconnect: { initialDelayMs: 50, maxDelayMs: 50, maxAttempts: 2 } } },
+      },
+      { logger: createLogger("info", sink) },
+    );
     const c = await client(gw);
     await waitConnected(c, "everything");
     const session = sessionOf(gw, c);
@@ -93,7 +105,8 @@ describe("reconnection after an upstream crash", () => {
     const ledger = new EventLedger();
     await awaitUntil(c, ledger, (l) => l.has((e) => e.type === "server_disconnected"));
     // Two failed attempts (50 ms apart), then the session stops retrying by itself.
-    await new Promise((r) => setTimeout(r, 1000));
+    const gaveUp = await eventually("upstream_reconnect_gave_up is logged", () => logged.find((l) => l.msg === "upstream_reconnect_gave_up"), 60_000);
+    assert.equal(gaveUp.attempts, 2);
     const r = await call(c, "execute_tool", { server: "everything", tool: "echo", args: { message: "x" } });
     assert.equal(errorCodeOf(r), "EMCP_UPSTREAM_UNAVAILABLE", allText(r));
     assert.match(allText(r), /missing API key/, "the reason names what the upstream said on stderr");
@@ -154,7 +167,8 @@ describe("limits and broken upstreams", () => {
   test("a hanging upstream times out with a reason; a garbage-speaking one fails; other servers keep serving", async () => {
     const gw = await gatewayWith({
       mcpServers: { everything: everythingStdio(), hang: crashy("hang"), garbage: crashy("garbage") },
-      gateway: { upstream: { connectTimeoutMs: 3000, reconnect: { maxAttempts: 0 } } },
+      // One connect timeout for all three: long enough for server-everything to start on a loaded machine.
+      gateway: { upstream: { connectTimeoutMs: 20_000, reconnect: { maxAttempts: 0 } } },
     });
     const c = await client(gw);
     const [hang, garbage] = await Promise.all([
@@ -248,7 +262,7 @@ describe("shutdown, idle expiry and churn", () => {
     }
     assert.equal(gw.gateway.context.sessions.size, 0);
     // A session's rows go as its close() finishes, which the DELETE does not wait for.
-    await pollFor(async () => ((await store.events.total()) === 0 ? true : undefined), "every session's events to be deleted", 10_000);
+    await pollFor(async () => ((await store.events.total()) === 0 ? true : undefined), "every session's events to be deleted", 60_000);
     for (const id of ids) {
       assert.deepEqual(await store.tasks.listBySession(id), []);
       assert.deepEqual(await store.pending.listBySession(id), []);
