@@ -145,12 +145,13 @@ describe("a shared stdio upstream", () => {
 
   test("with calls of two sessions in flight, the unattributable elicitation is refused and neither session sees it", async () => {
     const [a, b] = [await open("a"), await open("b")];
-    const slow = await slowRunning(a, 3_000);
+    // Long enough to be still in flight when b's call reaches the upstream on a loaded machine.
+    const slow = await slowRunning(a, 20_000);
     const refused = await callTool(b, "elicit-twice");
     assert.equal(refused.isError, true, JSON.stringify(refused));
     assert.match(text(refused), /EMCP_UNATTRIBUTABLE/);
     assert.match(text(refused), /"sharing": "session"/);
-    assert.equal(await slow.done, "slept 3000ms");
+    assert.equal(await slow.done, "slept 20000ms");
     assert.equal(a.elicitations.length + b.elicitations.length, 0);
   });
 
@@ -231,8 +232,14 @@ describe("a shared Streamable HTTP upstream", () => {
     const url = gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
     const [a, b] = [await peer(url, "a"), await peer(url, "b")];
     peers.push(a, b);
-    const long = callTool(a, "trigger-long-running-operation", { duration: 2, steps: 2 });
-    await new Promise((r) => setTimeout(r, 300));
+    // a's call is in flight upstream (its first progress came) and stays so while b's elicitation runs.
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const long = a.client.callTool({ name: "trigger-long-running-operation", arguments: { duration: 10, steps: 10 } }, undefined, {
+      timeout: 60_000,
+      onprogress: () => started(),
+    });
+    await running;
     const asked = await callTool(b, "trigger-elicitation-request");
     assert.notEqual(asked.isError, true, JSON.stringify(asked));
     await long;

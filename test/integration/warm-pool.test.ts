@@ -37,6 +37,9 @@ function pidsOf(marker: string): number[] {
   }
 }
 
+/** Bound for a process to be started (a spawn through tsx takes seconds on a loaded machine). */
+const SPAWN_MS = 90_000;
+
 const gateways: TestGateway[] = [];
 const clients: Client[] = [];
 after(async () => {
@@ -68,24 +71,34 @@ describe("the warm pool", () => {
     const url = await start(config, { warmPool: 1 });
     assert.deepEqual(pidsOf(marker), [], "nothing starts before a session uses the server");
     const first = await pid(await session(url));
-    const waiting = await pollFor(async () => {
-      const others = pidsOf(marker).filter((p) => p !== first);
-      return others.length === 1 ? others[0] : undefined;
-    }, "the warm process");
+    const waiting = await pollFor(
+      async () => {
+        const others = pidsOf(marker).filter((p) => p !== first);
+        return others.length === 1 ? others[0] : undefined;
+      },
+      "the warm process",
+      SPAWN_MS,
+    );
     assert.equal(await pid(await session(url)), waiting, "the second session takes the waiting process");
-    await pollFor(async () => (pidsOf(marker).length === 3 ? true : undefined), "the pool filled again");
+    await pollFor(async () => (pidsOf(marker).length === 3 ? true : undefined), "the pool filled again", SPAWN_MS);
   });
 
   test("at the child-process cap the waiting process goes to the session (the cap holds)", async () => {
     const { marker, config } = markedServer();
     const url = await start(config, { warmPool: 1, maxChildProcesses: 2 });
     const a = await pid(await session(url));
-    const waiting = await pollFor(async () => {
-      const others = pidsOf(marker).filter((p) => p !== a);
-      return others.length === 1 ? others[0] : undefined;
-    }, "the pool filled to the cap");
+    const waiting = await pollFor(
+      async () => {
+        const others = pidsOf(marker).filter((p) => p !== a);
+        return others.length === 1 ? others[0] : undefined;
+      },
+      "the pool filled to the cap",
+      SPAWN_MS,
+    );
     assert.equal(await pid(await session(url)), waiting, "lent: the waiting process, not a new one beyond the cap");
-    await new Promise((r) => setTimeout(r, 300));
+    // An observation window, not a precondition: the refill at the cap (a setImmediate after the lend) has run; a process it
+    // started would show up in it.
+    await new Promise((r) => setTimeout(r, 1_000));
     assert.deepEqual(pidsOf(marker).sort(), [a, waiting].sort(), "two processes: the cap holds, nothing waits beyond it");
   });
 });
@@ -97,7 +110,7 @@ describe("the warm pool and config changes", () => {
     gateways.push(gw);
     const client = await session(gw.url.replace(/\/mcp$/, "/servers/slow/mcp"));
     const first = await pid(client);
-    await pollFor(async () => (pidsOf(marker).length === 2 ? true : undefined), "the warm process");
+    await pollFor(async () => (pidsOf(marker).length === 2 ? true : undefined), "the warm process", SPAWN_MS);
     await (client.transport as StreamableHTTPClientTransport).terminateSession();
     await gw.gateway.reload(parseConfig({ mcpServers: {} }));
     await pollFor(async () => (pidsOf(marker).length === 0 ? true : undefined), "no process of the removed server");
@@ -125,7 +138,11 @@ describe("idle release", () => {
     assert.equal((slow.content[0] as { text: string }).text, "slept 1000ms");
     assert.equal(await pid(client), first, "the call kept it");
     await client.subscribeResource({ uri: "fixture://a" });
-    await new Promise((r) => setTimeout(r, 1_000));
+    // A session used after the subscription, holding nothing: once its process is released, idle release has had its turn
+    // for the subscribed one too.
+    const control = await session(url);
+    const other = await pid(control);
+    await pollFor(async () => (processAlive(other) ? undefined : true), "the idle process of the session that holds nothing ended");
     assert.ok(processAlive(first), "the subscription keeps it");
     assert.equal(await pid(client), first);
   });
