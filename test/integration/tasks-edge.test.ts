@@ -10,6 +10,8 @@ import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import { CreateTaskResultSchema, RELATED_TASK_META_KEY, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { systemClock, type Clock } from "../../src/clock.js";
+import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
 import { call, connectClient, everythingStdio, FIXTURES, ROOT, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 import { connectFace, getTask, pollTask, RecordingTaskStore, rpcError, startTask, taskResult, waitFor, withoutMeta, type Peer } from "../helpers/tasks.js";
 
@@ -21,8 +23,12 @@ after(async () => {
   await Promise.allSettled(gateways.map((g) => g.close()));
 });
 
-async function gateway(raw: Parameters<typeof startGateway>[0], store = new RecordingTaskStore()): Promise<{ gw: TestGateway; store: RecordingTaskStore }> {
-  const gw = await startGateway(raw, { store: store.bundle });
+async function gateway(
+  raw: Parameters<typeof startGateway>[0],
+  store = new RecordingTaskStore(),
+  clock: Clock = systemClock,
+): Promise<{ gw: TestGateway; store: RecordingTaskStore }> {
+  const gw = await startGateway(raw, { store: store.bundle, clock });
   gateways.push(gw);
   return { gw, store };
 }
@@ -76,8 +82,21 @@ function progressFor(peer: Peer, token: string): Array<Record<string, unknown>> 
   return peer.received.filter((m) => m.method === "notifications/progress" && m.params?.progressToken === token).map((m) => m.params);
 }
 
+/** Real time, moved forward by the test instead of sleeping (the gateway's timers run on real time). */
+class ShiftedClock implements Clock {
+  offset = 0;
+  now = () => Date.now() + this.offset;
+  setTimeout: Clock["setTimeout"] = (fn, ms) => systemClock.setTimeout(fn, ms);
+  clearTimeout: Clock["clearTimeout"] = (handle) => systemClock.clearTimeout(handle);
+}
+
 test("an ended task lives at least its TTL; each session keeps a bounded number of ended tasks", async () => {
-  const { gw } = await gateway({ mcpServers: { everything: everythingStdio() }, gateway: { tasks: { completedRetentionMs: 200, maxRetainedPerSession: 2 } } });
+  const clock = new ShiftedClock();
+  const { gw } = await gateway(
+    { mcpServers: { everything: everythingStdio() }, gateway: { tasks: { completedRetentionMs: 200, maxRetainedPerSession: 2 } } },
+    undefined,
+    clock,
+  );
   const peer = await face(gw, "everything");
   const ids: string[] = [];
   for (const n of [1, 2, 3]) {
@@ -85,7 +104,7 @@ test("an ended task lives at least its TTL; each session keeps a bounded number 
     await taskResult(peer.client, t.taskId);
     ids.push(t.taskId);
   }
-  await new Promise((r) => setTimeout(r, 600)); // longer than completedRetentionMs, far shorter than the TTL
+  clock.offset += 10_000; // far longer than completedRetentionMs, far shorter than the TTL
   assert.equal((await getTask(peer.client, ids[2]!)).status, "completed", "kept until its TTL, not just the retention period");
   assert.equal((await getTask(peer.client, ids[1]!)).status, "completed");
   const evicted = await rpcError(getTask(peer.client, ids[0]!));
@@ -93,12 +112,26 @@ test("an ended task lives at least its TTL; each session keeps a bounded number 
 });
 
 test("a server removed while an emulated task-only call polls it: the call fails cleanly, the gateway keeps serving", async () => {
-  const { gw } = await gateway({ mcpServers: { everything: everythingStdio() }, gateway: { servers: { allowConfigServerChanges: true } } });
+  const sent: string[] = [];
+  const recording: TransportFactory = (name, config, options) => {
+    const created = defaultTransportFactory(name, config, options);
+    const send = created.transport.send.bind(created.transport);
+    created.transport.send = (message, sendOptions) => {
+      if ("method" in message) sent.push(message.method);
+      return send(message, sendOptions);
+    };
+    return created;
+  };
+  const gw = await startGateway(
+    { mcpServers: { everything: everythingStdio() }, gateway: { servers: { allowConfigServerChanges: true } } },
+    { transportFactory: recording },
+  );
+  gateways.push(gw);
   const a = await connectClient(gw.url);
   const b = await connectClient(gw.url);
   await waitConnected(a, "everything");
   const running = call(a, "execute_tool", { server: "everything", tool: "simulate-research-query", args: { topic: "x" }, timeout_ms: 60_000 });
-  await new Promise((r) => setTimeout(r, 300));
+  await waitFor(() => (sent.includes("tasks/get") ? true : undefined), "the call polling its upstream task (tasks/get sent)", 60_000);
   assert.notEqual((await call(b, "remove_server", { name: "everything" })).isError, true, "remove_server of the config-file server (opted in)");
   const failed = await running;
   assert.equal(failed.isError, true);
@@ -112,16 +145,25 @@ test("progress of an upstream task reaches the client under its token while the 
   const { gw } = await gateway({ mcpServers: { tasks: taskServer } });
   const peer = await face(gw, "tasks");
   const created = await peer.client.request(
-    { method: "tools/call", params: { name: "progress-task", arguments: { ms: 3000 }, _meta: { progressToken: "tok-up" } } },
+    { method: "tools/call", params: { name: "progress-task", arguments: { ms: 30_000 }, _meta: { progressToken: "tok-up" } } },
     CreateTaskResultSchema,
     { task: { ttl: 60_000 }, timeout: 60_000 },
   );
   await waitFor(() => (progressFor(peer, "tok-up").length >= 2 ? true : undefined), "progress while the task runs");
   await peer.client.experimental.tasks.cancelTask(created.task.taskId);
-  await new Promise((r) => setTimeout(r, 100)); // what was already on the wire
-  const atCancel = progressFor(peer, "tok-up").length;
-  await new Promise((r) => setTimeout(r, 800)); // the upstream keeps sending (it ignores cancel)
-  assert.equal(progressFor(peer, "tok-up").length, atCancel, "no progress under a token whose task has ended");
+  // What was already on the wire may still arrive; after that nothing, though the upstream (it ignores cancel) goes on
+  // sending every 100 ms for 30 s: a gateway that forwarded it would never be quiet for 2 s.
+  let seen = progressFor(peer, "tok-up").length;
+  let since = Date.now();
+  await waitFor(
+    () => {
+      const now = progressFor(peer, "tok-up").length;
+      if (now !== seen) [seen, since] = [now, Date.now()];
+      return Date.now() - since >= 2_000 ? true : undefined;
+    },
+    "no progress under a token whose task has ended (2 s without any)",
+    25_000,
+  );
 });
 
 test("receiver tasks count against the cap only while they wait", async () => {
