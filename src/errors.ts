@@ -314,7 +314,10 @@ export function assertArgumentsSize(args: Record<string, unknown> | undefined, m
   } catch (err) {
     // Arguments nested thousands deep overflow the stack (over HTTP the edge refuses them first: gateway.http.maxJsonDepth).
     if (!(err instanceof RangeError)) throw err;
-    throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, "the tool arguments are nested too deeply to be measured or forwarded; flatten them, or pass the data by reference");
+    throw new GatewayError(
+      ErrorCodes.BAD_ARGUMENTS,
+      "the tool arguments are nested too deeply to be measured or forwarded; flatten them, or pass the data by reference",
+    );
   }
   const size = Buffer.byteLength(json);
   if (size > maxBytes) {
