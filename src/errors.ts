@@ -244,6 +244,11 @@ function classifyUpstream(err: McpError, who: string, what?: string, details: Re
   });
 }
 
+/** The JSON-RPC code of an error the SDK raised (an upstream's answer, a timeout, a closed connection); undefined for anything else. */
+export function mcpErrorCode(err: unknown): number | undefined {
+  return err instanceof McpError ? err.code : undefined;
+}
+
 /** A JSON-RPC error the upstream itself answered (not a timeout or a dropped connection). */
 export function isUpstreamAnswer(err: unknown): err is McpError {
   return (

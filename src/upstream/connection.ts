@@ -34,19 +34,12 @@
  * close (design UP-12).
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import {
-  ErrorCode,
-  McpError,
-  type ClientCapabilities,
-  type Implementation,
-  type LoggingLevel,
-  type ServerCapabilities,
-} from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "../logging.js";
 import { systemClock, type Clock, type TimerHandle } from "../clock.js";
 import { isStdioConfig, type ServerConfig } from "../config/schema.js";
 import type { ChildProcessLimiter } from "./children.js";
-import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
+import { ErrorCodes, GatewayError, errorMessage, mcpErrorCode } from "../errors.js";
 import { installOrderedProgress } from "../mcp/ordered-progress.js";
 import { RequestAttribution } from "../mcp/request-attribution.js";
 import { newUpstreamClient, type UpstreamHandlers } from "./client-handlers.js";
@@ -368,7 +361,8 @@ export class UpstreamConnection extends UpstreamHandle {
     // A request that failed on a transport error waits for the ping that checks the connection.
     if (this.lostReason === undefined && this.probe) await this.probe;
     if (this.lostReason === undefined) return err;
-    if (err instanceof McpError && err.code !== ErrorCode.ConnectionClosed) return err;
+    const code = mcpErrorCode(err);
+    if (code !== undefined && code !== ErrorCode.ConnectionClosed) return err;
     return new GatewayError(
       ErrorCodes.UPSTREAM_UNAVAILABLE,
       `upstream '${this.name}' was lost while this request ran: ${this.lostReason}. Its state is unknown — it may or may not have completed upstream; the gateway reconnects in the background (list_servers shows when it is back).`,
