@@ -58,7 +58,7 @@ async function setup(remoteVersions: () => Promise<string>) {
       }
     }
   })();
-  for (let i = 0; i < 200 && live.streamCount === 0; i++) await new Promise((r) => setTimeout(r, 5));
+  for (const end = Date.now() + 30_000; live.streamCount === 0 && Date.now() < end;) await new Promise((r) => setTimeout(r, 5));
   assert.equal(live.streamCount, 1, "the page's stream is open");
   const changes = () => frames.filter((f) => f.startsWith("event: change")).length;
   /** Lets the stream's bytes arrive (real I/O; the clock is manual). */
@@ -66,13 +66,19 @@ async function setup(remoteVersions: () => Promise<string>) {
     for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 5));
     await flush();
   };
-  return { clock, sessions, live, server, changes, settle };
+  /** Waits until `n` change frames arrived (real I/O, slow on a loaded machine); the test then asserts the exact count. */
+  const untilChanges = async (n: number) => {
+    for (const end = Date.now() + 30_000; changes() < n && Date.now() < end;) await new Promise((r) => setTimeout(r, 5));
+  };
+  return { clock, sessions, live, server, changes, settle, untilChanges };
 }
 
 test("other replicas' changes reach an open page; the counter served to them counts only this replica's own changes", async () => {
   const readings = ["a1", "a1", "a2"];
   let reads = 0;
-  const { clock, sessions, live, server, changes, settle } = await setup(() => Promise.resolve(readings[Math.min(reads++, readings.length - 1)]!));
+  const { clock, sessions, live, server, changes, settle, untilChanges } = await setup(() =>
+    Promise.resolve(readings[Math.min(reads++, readings.length - 1)]!),
+  );
   try {
     assert.equal(reads, 0, "nothing read before the first period");
     clock.advance(REMOTE_POLL_MS);
@@ -80,6 +86,7 @@ test("other replicas' changes reach an open page; the counter served to them cou
     assert.equal(reads, 1);
     clock.advance(CHANGE_DELAY_MS);
     await settle();
+    await untilChanges(1);
     assert.equal(changes(), 1, "the first reading is a change (nothing between the render and it is missed)");
 
     clock.advance(REMOTE_POLL_MS);
@@ -94,6 +101,7 @@ test("other replicas' changes reach an open page; the counter served to them cou
     clock.advance(CHANGE_DELAY_MS);
     await settle();
     assert.equal(reads, 3);
+    await untilChanges(2);
     assert.equal(changes(), 2, "another replica changed: one change");
     assert.equal(live.localVersion, 0, "remote changes are not served as this replica's own (no echo)");
 

@@ -68,8 +68,9 @@ async function openStream(url: string) {
   };
 }
 
+/** Polls `check` (real I/O: bounded generously for a loaded machine). */
 async function waitFor(what: string, check: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 5));
+  for (const end = Date.now() + 30_000; !check() && Date.now() < end;) await new Promise((r) => setTimeout(r, 5));
   assert.ok(check(), what);
 }
 

@@ -175,26 +175,35 @@ async function linkedPair(tap: { server?: (t: InMemoryTransport) => void; client
       { type: "text", text: JSON.stringify(extra._meta ?? {}) },
     ],
   }));
-  server.registerTool("slow", {}, (extra) => new Promise((_, reject) => extra.signal.addEventListener("abort", () => reject(new Error("aborted")))));
+  let slowStarted = 0;
+  server.registerTool("slow", {}, (extra) => {
+    slowStarted++;
+    return new Promise((_, reject) => extra.signal.addEventListener("abort", () => reject(new Error("aborted"))));
+  });
   server.registerTool("fails", {}, () => ({ isError: true, content: [{ type: "text", text: "no" }] }));
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   await server.connect(serverSide);
   tap.server?.(serverSide);
   const client = new Client({ name: "unit", version: "1.0.0" });
   await client.connect(tap.clientTransport ? tap.clientTransport(clientSide) : clientSide);
-  return { server, client };
+  /** Resolves once `n` calls of `slow` have reached the server (instead of sleeping). */
+  const slowRunning = async (n: number) => {
+    for (const end = Date.now() + 30_000; slowStarted < n && Date.now() < end;) await new Promise((r) => setTimeout(r, 5));
+    assert.equal(slowStarted, n, "the slow call reached the server");
+  };
+  return { server, client, slowRunning };
 }
 
 describe("the server tap (instrument-server.ts)", () => {
   test("each request is one observation: results, tool errors, JSON-RPC errors, cancellations and the close", async () => {
     const metrics = new GatewayMetrics();
-    const { client, server } = await linkedPair({ server: (t) => instrumentServerTransport(t, { metrics, transport: "pipe" }) });
+    const { client, server, slowRunning } = await linkedPair({ server: (t) => instrumentServerTransport(t, { metrics, transport: "pipe" }) });
     await client.callTool({ name: "echo", arguments: { text: "a" } });
     await client.callTool({ name: "fails", arguments: {} });
     await assert.rejects(client.request({ method: "prompts/list" }, CallToolResultSchema), /-32601|Method not found/);
     const abort = new AbortController();
     const slow = client.callTool({ name: "slow", arguments: {} }, undefined, { signal: abort.signal });
-    await new Promise((r) => setTimeout(r, 20));
+    await slowRunning(1);
     abort.abort("enough");
     await assert.rejects(slow);
     const counts = await lines(metrics, "mcp_server_operation_duration_seconds_count");
@@ -207,7 +216,7 @@ describe("the server tap (instrument-server.ts)", () => {
     ]);
     // A request still running when the transport closes ends as transport_closed.
     void client.callTool({ name: "slow", arguments: {} }).catch(() => undefined);
-    await new Promise((r) => setTimeout(r, 20));
+    await slowRunning(2);
     await client.close();
     assert.ok(
       (await lines(metrics, "mcp_server_operation_duration_seconds_count")).includes(
