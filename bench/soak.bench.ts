@@ -43,7 +43,8 @@ import { everythingServerEntry } from "../src/config/demo.js";
 import { startGatewayProcess } from "./lib/gateway-process.js";
 import { option } from "./lib/options.js";
 import { descendantPids, rssBytes } from "./lib/proc.js";
-import { fmt, table } from "./lib/stats.js";
+import { soakReport } from "./lib/soak-report.js";
+import { fmt } from "./lib/stats.js";
 
 const text = (name: string, fallback: string): string =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? process.env[`BENCH_${name.toUpperCase().replace(/-/g, "_")}`] ?? fallback;
@@ -234,6 +235,8 @@ interface Sample {
   upstreams: number;
 }
 const samples: Sample[] = [];
+/** The work done when each sample was taken. */
+const progress: Array<{ calls: number; churned: number }> = [];
 const csv = fs.createWriteStream(path.join(outDir, "samples.csv"));
 csv.write("minute,rss_bytes,heap_used_bytes,external_bytes,upstream_processes,calls,promoted,churned,errors\n");
 let minuteShown = 0;
@@ -249,6 +252,7 @@ async function sampleOnce(): Promise<void> {
     upstreams: descendantPids(gateway.pid).length,
   };
   samples.push(s);
+  progress.push({ calls: counts.calls, churned: counts.churned });
   csv.write(`${s.min.toFixed(3)},${s.rss},${s.heapUsed},${s.external},${s.upstreams},${counts.calls},${counts.promoted},${counts.churned},${counts.errors}\n`);
   while (Math.floor(s.min) > minuteShown) {
     const m = samples.filter((x) => x.min >= minuteShown && x.min < minuteShown + 1);
@@ -282,23 +286,16 @@ await gateway.stop();
 await sink?.close();
 csv.end();
 
-// Report: per-quarter floors (the lowest RSS sample, i.e. after a collection) and means.
-const quarters = [0, 1, 2, 3].map((q) => samples.filter((s) => s.min >= (q * opts.minutes) / 4 && s.min < ((q + 1) * opts.minutes) / 4));
-const rows = quarters.map((qs, i) => {
-  const rss = qs.map((s) => s.rss);
-  const heap = qs.map((s) => s.heapUsed);
-  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
-  return [`Q${i + 1}`, MiB(Math.min(...rss)), MiB(mean(rss)), MiB(Math.max(...rss)), MiB(Math.min(...heap)), MiB(mean(heap)), String(qs.length)];
-});
-const floor = (q: number) => Math.min(...(quarters[q] ?? []).map((s) => s.rss));
-const ratio = floor(3) / floor(1);
+// Report: per-quarter floors and the curve (bench/lib/soak-report.ts).
 const out = [
   `# Soak: ${opts.minutes} min, ${opts.sessions} meta sessions, a transparent session every ${opts.churnMs} ms`,
   "",
-  table(["quarter", "RSS floor MiB", "RSS mean MiB", "RSS peak MiB", "heap floor MiB", "heap mean MiB", "samples"], rows),
+  ...soakReport(
+    samples.map((s, i) => ({ ...s, calls: progress[i]?.calls, churned: progress[i]?.churned })),
+    opts.minutes,
+  ),
   "",
-  `Last quarter's floor / second quarter's: ×${fmt(ratio, 3)} (${ratio <= 1.1 ? "flat: within 10 %" : "NOT within 10 %"}). ` +
-    `Start RSS ${MiB(samples[0]?.rss ?? 0)} MiB; after the run, sessions closed and a full GC: ${MiB(settled)} MiB.`,
+  `Start RSS ${MiB(samples[0]?.rss ?? 0)} MiB; after the run, sessions closed and a full GC: ${MiB(settled)} MiB.`,
   "",
   `Work: ${counts.calls} calls, ${counts.promoted} promoted, ${counts.elicitations} elicitations answered, ${counts.churned} churned sessions (${counts.abandoned} left to expire), ` +
     `${counts.scrapes} /metrics scrapes, ${counts.errors} errors.`,
