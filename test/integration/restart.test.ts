@@ -301,7 +301,7 @@ describe("sessions survive a gateway restart (real processes, SQLite store)", ()
     gw.served.child.kill("SIGKILL");
     await waitExit(gw.served.child, 60_000);
     await own.close();
-    own = await startEverythingHttp(30_000, own.port);
+    own = await startEverythingHttp(90_000, own.port);
     await gw.start();
     const peer2 = await continuePeer(`${gw.base}/servers/remote/mcp`, peer);
     const task = await peer2.client.experimental.tasks.getTask(research.taskId, LONG);
@@ -312,12 +312,16 @@ describe("sessions survive a gateway restart (real processes, SQLite store)", ()
   });
 
   test("a session idle past sessions.idleTimeoutMs while the gateway was down is not resurrected: 404", SLOW, async () => {
-    const gw = await newGateway("expiry", { sessions: { idleTimeoutMs: 2_000 } });
+    // Long enough that neither session expires while the other connects on a loaded machine.
+    const idleTimeoutMs = 15_000;
+    const gw = await newGateway("expiry", { sessions: { idleTimeoutMs } });
     const meta = await newPeer(`${gw.base}/mcp`);
     const transparent = await newPeer(`${gw.base}/servers/remote/mcp`);
+    const lastUsed = Date.now();
     gw.served.child.kill("SIGKILL");
     await waitExit(gw.served.child, 60_000);
-    await new Promise((r) => setTimeout(r, 2_500));
+    // The condition itself: both sessions' last activity is more than idleTimeoutMs ago.
+    await new Promise((r) => setTimeout(r, Math.max(0, lastUsed + idleTimeoutMs + 500 - Date.now())));
     await gw.start();
     assert.equal((await rawCall(`${gw.base}/mcp`, meta.sessionId)).status, 404);
     assert.equal((await rawCall(`${gw.base}/servers/remote/mcp`, transparent.sessionId)).status, 404);
