@@ -49,7 +49,8 @@ before(async () => {
       web: { url: web.url },
       tasks: { command: process.execPath, args: ["--import", "tsx", path.join(FIXTURES, "task-server.ts")], cwd: ROOT },
     },
-    gateway: { http: { sseKeepAliveMs: 200 }, tasks: { progressKeepAliveMs: 300 }, upstream: { taskPollTimeoutMs: 500 } },
+    // taskPollTimeoutMs bounds every tasks/get to an upstream: long enough for a loaded machine's answers.
+    gateway: { http: { sseKeepAliveMs: 200 }, tasks: { progressKeepAliveMs: 300 }, upstream: { taskPollTimeoutMs: 5_000 } },
   });
   base = gw.url.replace(/\/mcp$/, "");
 });
@@ -108,7 +109,8 @@ describe("which stream carries an upstream's elicitation", () => {
   test("stdio upstream, two calls in flight: nobody can tell whose it is, so it goes on the standalone stream", async () => {
     const { peer, net } = await peerOn("everything");
     await standaloneOpen(net);
-    const [first] = await Promise.all([peer.callTool(ELICIT), peer.callTool("trigger-long-running-operation", { duration: 2, steps: 2 })]);
+    // The second call runs 10 s: still in flight when the elicitation comes back on a loaded machine.
+    const [first] = await Promise.all([peer.callTool(ELICIT), peer.callTool("trigger-long-running-operation", { duration: 10, steps: 10 })]);
     assert.match(text(first), /declined/);
     assert.equal(elicitationStream(net).kind, "get");
   });
@@ -160,7 +162,8 @@ describe("a gateway-owned task waiting for an elicitation (ADR 0002 §8)", () =>
   test("meta face: get_task and list_tasks show input_required, the request is in pending_client_action; answered, the task completes", async () => {
     const client = await connectClient(`${base}/mcp`, { name: "routing-meta" });
     closing.push({ close: () => client.close() });
-    const promoted = await call(client, "execute_tool", { server: "everything", tool: ELICIT, timeout_ms: 1_000 });
+    // Long enough for the upstream's elicitation to arrive before the promotion on a loaded machine (it never answers by itself).
+    const promoted = await call(client, "execute_tool", { server: "everything", tool: ELICIT, timeout_ms: 10_000 });
     const task = field<{ task_id: string; status: string }>(promoted, "proxy_task");
     assert.ok(task, allText(promoted));
     // The elicitation was sent at once: by the promotion the call already waits for it.
@@ -187,8 +190,9 @@ describe("a gateway-owned task waiting for an elicitation (ADR 0002 §8)", () =>
 
 describe("bounded waits on upstream tasks", () => {
   test("meta get_task_result honours timeout_ms for an upstream task: still working, not failed; later the result", async () => {
-    const { peer } = await peerOn("everything");
-    const task = await startTask(peer.client, "simulate-research-query", { topic: "timeouts" });
+    // An upstream task that runs 20 s: still working after the steps below however slow the machine is.
+    const { peer } = await peerOn("tasks");
+    const task = await startTask(peer.client, "slow-task", { ms: 20_000 });
     const meta = await connectClient(`${base}/mcp?session=${encodeURIComponent(peer.sessionId)}`, { name: "routing-attached" });
     closing.push({ close: () => meta.close() });
     const early = await call(meta, "get_task_result", { task_id: task.taskId, timeout_ms: 200 });
@@ -197,13 +201,13 @@ describe("bounded waits on upstream tasks", () => {
     assert.equal((await getTask(peer.client, task.taskId)).status, "working", "a wait cut short leaves the task running");
     const result = await call(meta, "get_task_result", { task_id: task.taskId });
     assert.notEqual(result.isError, true, allText(result));
-    assert.match(allText(result), /Research Report: timeouts/);
+    assert.match(allText(result), /slept 20000ms/);
   });
 
   test("a lazy tasks/get poll the upstream never answers fails after upstream.taskPollTimeoutMs; the task goes on", async () => {
     const { peer } = await peerOn("tasks");
     const task = await startTask(peer.client, "stuck-poll-task", {});
-    // The client's own timeout is far longer than the poll's bound (500 ms here, the request timeout 60 s).
+    // The client's own timeout is far longer than the poll's bound (5 s here, the request timeout 60 s).
     const err = await peer.client.experimental.tasks.getTask(task.taskId, LONG).then(
       () => assert.fail("tasks/get answered although the upstream never does"),
       (e: unknown) => e as { code?: number; message: string },
@@ -214,11 +218,12 @@ describe("bounded waits on upstream tasks", () => {
 });
 
 describe("emulated calls stay alive (a plain call of a task-only tool)", () => {
-  test("with a progress token: a client with a 1.5 s timeout and resetTimeoutOnProgress gets the ~4 s call's result", async () => {
+  test("with a progress token: a client with a 3 s timeout and resetTimeoutOnProgress gets the 4 s call's result", async () => {
     const { peer } = await peerOn("everything");
     let progress = 0;
     const result = (await peer.client.callTool({ name: "simulate-research-query", arguments: { topic: "keepalive" } }, CallToolResultSchema, {
-      timeout: 1_500,
+      // Shorter than the call (4 stages of 1 s upstream), ten keep-alive intervals (300 ms) long: a loaded machine's pauses fit.
+      timeout: 3_000,
       resetTimeoutOnProgress: true,
       onprogress: () => progress++,
     })) as CallToolResult;
