@@ -525,10 +525,10 @@ describe("session resumption (src/mcp/resume-session.ts)", () => {
         true,
       );
       // Until the GET stream is up, an unsolicited message is dropped: call until one arrives.
-      const end = Date.now() + 5_000;
+      const end = Date.now() + 30_000;
       while (!messages.includes("standalone")) {
         if (Date.now() > end) assert.fail(`no message on the standalone stream (errors: ${JSON.stringify(opened.map(String))})`);
-        const result = await client.callTool({ name: "ping-me" }, CallToolResultSchema, { timeout: 5_000 });
+        const result = await client.callTool({ name: "ping-me" }, CallToolResultSchema, { timeout: 30_000 });
         assert.deepEqual(result.content, [{ type: "text", text: "pong" }]);
         await turn();
       }
@@ -541,7 +541,7 @@ describe("session resumption (src/mcp/resume-session.ts)", () => {
   });
 });
 
-async function eventuallyTrue(probe: () => boolean, timeoutMs = 5_000): Promise<void> {
+async function eventuallyTrue(probe: () => boolean, timeoutMs = 30_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!probe()) {
     if (Date.now() > end) throw new Error("condition not met in time");
