@@ -43,9 +43,10 @@ import { sessionHash } from "../../src/logging.js";
 import { Balancer, type Backend } from "../helpers/balancer.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
 
-const SLOW = { timeout: 300_000 };
+const SLOW = { timeout: 600_000 };
 const SECRET = "replica-test-secret-0123456789";
-const LEASE_MS = 2_000;
+/** Long enough that a live replica's heartbeat is not missed on a loaded machine (a takeover waits for it to run out). */
+const LEASE_MS = 5_000;
 const skip = redisSkipReason();
 
 interface Replica extends Backend {
@@ -324,10 +325,15 @@ if (skip !== undefined) {
           }
         }
       });
-      await new Promise((r) => setTimeout(r, 300));
+      await pollFor(async () => (outcomes.length >= sessions.length ? true : undefined), "the load running (calls answered)", 60_000);
       victim.served.child.kill("SIGKILL");
       await waitExit(victim.served.child);
-      await new Promise((r) => setTimeout(r, LEASE_MS * 2));
+      // The load goes on until the victim's lease ran out and another replica took over one of its sessions.
+      await pollFor(
+        async () => (replicas.some((r) => r !== victim && replicaLog(r, "cluster_session_adopted").length > 0) ? true : undefined),
+        "a session of the killed replica adopted by another",
+        90_000,
+      );
       stop = true;
       await Promise.all(load);
       assert.ok(outcomes.length > 0);
