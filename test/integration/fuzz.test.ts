@@ -88,7 +88,7 @@ interface Reply {
   body: Buffer;
 }
 
-const REQUEST_TIMEOUT_MS = 20_000;
+const REQUEST_TIMEOUT_MS = 60_000;
 const MAX_BODY = 4 * 1024 * 1024; // gateway.http.maxBodyBytes default
 const MAX_JSON_DEPTH = DEFAULT_SETTINGS.http.maxJsonDepth; // a deeper body is refused at the edge (400)
 const PROTOCOL = "2025-06-18";
@@ -788,7 +788,7 @@ function childPids(): number[] {
   return pids;
 }
 
-async function eventually(probe: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+async function eventually(probe: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!probe()) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
@@ -1158,20 +1158,21 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
     async () => {
       const slow: FuzzCase = {
         label: "await_activity id dup",
-        body: rpc({ id: "dup", method: "tools/call", params: { name: "await_activity", arguments: { timeout_ms: 1_000 } } }),
+        body: rpc({ id: "dup", method: "tools/call", params: { name: "await_activity", arguments: { timeout_ms: 5_000 } } }),
         expect: "request",
         id: "dup",
       };
       const fast: FuzzCase = { label: "ping id dup", body: rpc({ id: "dup", method: "ping" }), expect: "malformed" };
-      const first = send(base, slow, sessionHeaders(), 6_000).then(
+      const first = send(base, slow, sessionHeaders(), 60_000).then(
         (r) => judge(slow, r),
         (err: unknown) => [String(err)],
       );
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      const second = judge(fast, await send(base, fast, sessionHeaders(), 6_000));
+      // The first request is in flight: its await_activity waits.
+      await eventually(() => (gw.gateway.context.sessions.get(sessionId)?.events.waiterCount ?? 0) > 0, "the first request's await_activity to wait", 30_000);
+      const second = judge(fast, await send(base, fast, sessionHeaders(), 30_000));
       sent += 2;
       assert.deepEqual(second, [], "the second request gets a JSON-RPC error (its id is taken)");
-      assert.deepEqual(await first, [], "the first request (await_activity, 1 s)");
+      assert.deepEqual(await first, [], "the first request (await_activity, 5 s)");
     },
   );
 
