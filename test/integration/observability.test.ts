@@ -246,7 +246,7 @@ describe("/readyz", () => {
     await store.close();
     // The first check is cached for a moment: ask until it has expired (it is at most a second).
     let res: Response;
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + 30_000;
     do {
       res = await fetch(faceUrl(gw, "/readyz"));
     } while (res.status === 200 && Date.now() < deadline && (await new Promise((r) => setTimeout(r, 100, true))));
@@ -362,7 +362,7 @@ describe("the stdio face", () => {
     });
     const send = (message: object) => stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...message })}\n`);
     const reply = async (id: number) => {
-      const deadline = Date.now() + 30_000;
+      const deadline = Date.now() + 90_000; // the first execute_tool starts the upstream process
       while (!replies.has(id) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
       return replies.get(id);
     };
@@ -399,7 +399,7 @@ describe("logs", () => {
       });
       let stderr = "";
       child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-      const deadline = Date.now() + 60_000;
+      const deadline = Date.now() + 120_000; // the CLI starting through tsx on a loaded machine
       while (!stderr.includes("state_recovered") && Date.now() < deadline && child.exitCode === null) await new Promise((r) => setTimeout(r, 50));
       await stopChild(child);
       return stderr;
