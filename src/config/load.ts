@@ -244,33 +244,32 @@ export function formatPath(at: readonly PropertyKey[]): string {
 // ---------------------------------------------------------------- environment
 
 /** VS Code's `${input:<id>}` (formats.ts). */
-const INPUT = /\$\{input:([^}]+)\}/g;
-const VAR = /\$\{(env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+/** One pass over both kinds, so a value substituted is never scanned again (a secret may contain `${`). */
+const PLACEHOLDER = /\$\{input:([^}]+)\}|\$\{(env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 /** Cursor's placeholders that are not environment variables and that emceepee cannot know. */
 const CURSOR_ONLY = new Set(["workspaceFolder", "workspaceFolderBasename"]);
 
 function interpolateEnv(value: unknown, env: NodeJS.ProcessEnv, at: PropertyKey[], inputs: ReadonlyMap<string, string>): unknown {
   if (typeof value === "string") {
-    return value
-      .replace(INPUT, (_m, id: string) => inputValue(id, env, inputs, at))
-      .replace(VAR, (_m, envPrefix: string | undefined, name: string, fallback: string | undefined) => {
-        const v = env[name];
-        // As in the shell, `${VAR:-default}` also uses the default when VAR is set but empty.
-        if (fallback !== undefined) return v === undefined || v === "" ? fallback : v;
-        if (v !== undefined) return v;
-        if (!envPrefix && name === "userHome") return env.HOME ?? env.USERPROFILE ?? os.homedir();
-        const where = formatPath(at);
-        if (!envPrefix && CURSOR_ONLY.has(name)) {
-          throw new GatewayError(
-            ErrorCodes.CONFIG_INVALID,
-            `${where}: \${${name}} is Cursor's project folder, which emceepee cannot know; write the path instead`,
-          );
-        }
+    return value.replace(PLACEHOLDER, (_m, id: string | undefined, envPrefix: string | undefined, name: string, fallback: string | undefined) => {
+      if (id !== undefined) return inputValue(id, env, inputs, at);
+      const v = env[name];
+      // As in the shell, `${VAR:-default}` also uses the default when VAR is set but empty.
+      if (fallback !== undefined) return v === undefined || v === "" ? fallback : v;
+      if (v !== undefined) return v;
+      if (!envPrefix && name === "userHome") return env.HOME ?? env.USERPROFILE ?? os.homedir();
+      const where = formatPath(at);
+      if (!envPrefix && CURSOR_ONLY.has(name)) {
         throw new GatewayError(
           ErrorCodes.CONFIG_INVALID,
-          `${where}: environment variable ${name} is not set; set it, or write \${${name}:-default} to give a default`,
+          `${where}: \${${name}} is Cursor's project folder, which emceepee cannot know; write the path instead`,
         );
-      });
+      }
+      throw new GatewayError(
+        ErrorCodes.CONFIG_INVALID,
+        `${where}: environment variable ${name} is not set; set it, or write \${${name}:-default} to give a default`,
+      );
+    });
   }
   if (Array.isArray(value)) return value.map((v, i) => interpolateEnv(v, env, [...at, i], inputs));
   if (value && typeof value === "object") {

@@ -83,6 +83,11 @@ describe("VS Code's mcp.json", () => {
     );
   });
 
+  test("a substituted value is not scanned again: an input's secret may contain ${", async () => {
+    const config = await loadConfig({ file: await file(vscode), env: { GITHUB_TOKEN: "a${HOME}b${input:x}" } });
+    assert.deepEqual((config.mcpServers.github as { headers: Record<string, string> }).headers, { Authorization: "Bearer a${HOME}b${input:x}" });
+  });
+
   test("a missing input names its description and the variable to set", async () => {
     await assert.rejects(
       loadConfig({ file: await file(vscode), env: {} }),
