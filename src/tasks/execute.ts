@@ -8,7 +8,10 @@
  * the pending queue) makes the task read `input_required` (ADR 0002 §8).
  * With `keepUpstreamTask` the call runs as an upstream task from the start
  * and a promoted task maps onto it (upstream task id and session stored), so
- * that it survives a gateway restart (design MF-20, ADR 0014).
+ * that it survives a gateway restart (design MF-20, ADR 0014). The promotion
+ * waits at most `mappingWaitMs` (1 s) for the upstream to name that task (the
+ * client's cancel still counts meanwhile); a later answer is mapped onto the
+ * task created without it.
  */
 import type { CallToolResult, Task } from "@modelcontextprotocol/sdk/types.js";
 import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
@@ -47,7 +50,15 @@ export interface ExecuteOptions {
    * call as one: a promoted task maps onto that upstream task. @default false
    */
   keepUpstreamTask?: boolean | undefined;
+  /**
+   * With keepUpstreamTask: how long a promotion waits for the upstream to name its task
+   * (CreateTaskResult) before the task is created without it. @default UPSTREAM_MAPPING_WAIT_MS
+   */
+  mappingWaitMs?: number | undefined;
 }
+
+/** How long a promotion waits for the upstream task's creation (design MF-20): a slow upstream does not hold execute_tool past timeout_ms by more. */
+export const UPSTREAM_MAPPING_WAIT_MS = 1_000;
 
 export interface RunOptions {
   signal: AbortSignal;
@@ -73,6 +84,7 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
   log?.debug({ ...about, hasArgs: o.args !== undefined }, "tool_execution_start");
   const onDownstreamAbort = () => abort.abort("cancelled by the client");
   o.signal?.addEventListener("abort", onDownstreamAbort, { once: true });
+  const stopListening = () => o.signal?.removeEventListener("abort", onDownstreamAbort);
   // Set once the call is promoted; onprogress reads it from then on.
   // eslint-disable-next-line prefer-const
   let taskId: string | undefined;
@@ -92,8 +104,10 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
   const timeout = new Promise<typeof TIMEOUT>((resolve) => {
     timer = o.clock.setTimeout(() => resolve(TIMEOUT), o.timeoutMs);
   });
+  let promoted = false;
   try {
     const first = await Promise.race([call, timeout]);
+    promoted = first === TIMEOUT;
     if (first !== TIMEOUT) {
       release();
       log?.debug({ ...about, durationMs: o.clock.now() - started }, "tool_execution_complete");
@@ -106,15 +120,26 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     throw upstreamCallError(o.connection.name, o.tool, err);
   } finally {
     o.clock.clearTimeout(timer);
-    o.signal?.removeEventListener("abort", onDownstreamAbort);
+    // A promotion that waits for the upstream task's creation can still be cancelled by the client.
+    if (!promoted || !o.keepUpstreamTask) stopListening();
   }
   // From here the working task itself counts toward maxTasksPerSession.
   release();
   let task: TaskRecord;
+  let late = false;
   try {
     // Stored before the client hears of it: the task survives a restart (as failed: its call does not,
     // unless the task maps onto an upstream task the upstream keeps).
-    const mapped = o.keepUpstreamTask ? await upstreamMapping(o, upstreamTask, call) : {};
+    let mapped: Mapping = {};
+    if (o.keepUpstreamTask) {
+      const found = await upstreamMapping(o, upstreamTask, call, abort.signal).finally(stopListening);
+      if (abort.signal.aborted) {
+        if (abort.signal.reason instanceof GatewayError) throw abort.signal.reason;
+        throw new GatewayError(ErrorCodes.CANCELLED, `the client cancelled the call to '${o.tool}' before it became a task; it was cancelled upstream`);
+      }
+      late = found === "late";
+      if (found !== "late") mapped = found;
+    }
     task = await o.tasks.create({ server: o.connection.name, toolName: o.tool, toolArgs: o.args ?? {}, ttlMs: o.ttlMs, abort, settledByCall: true, ...mapped });
   } catch (err) {
     // No task will own the call (the session is closing, or the store failed): cancel it upstream.
@@ -123,6 +148,13 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     throw err;
   }
   taskId = task.taskId;
+  // The upstream named its task after the wait: mapped now (a restart before that loses the call, as an unmapped promotion's).
+  if (late) {
+    void upstreamTask.then((u) => {
+      const { upstreamSessionId, pollIntervalMs } = mappingOf(o, u); // the task's TTL stays (its timer runs)
+      o.tasks.mapUpstream(task.taskId, { upstreamTaskId: u.task.taskId, upstreamSessionId, pollIntervalMs });
+    });
+  }
   // What the call already waits for (an elicitation in the pending queue) makes the new task input_required.
   origin.attachTask(task.taskId, (waiting) => o.tasks.setInputRequired(task.taskId, waiting));
   log?.info({ ...about, taskId, timeoutMs: o.timeoutMs }, "tool_execution_timeout");
@@ -137,24 +169,45 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
   return { kind: "task", task: await o.tasks.get(task.taskId) };
 }
 
+type Mapping = Pick<CreateTaskInput, "upstreamTaskId" | "upstreamSessionId" | "pollIntervalMs" | "ttlMs">;
+
 /**
  * What a promoted task stores of the upstream task its call runs as: its id,
  * the upstream session it belongs to, and a TTL it cannot outlive. Waits for
- * the task's creation if the promotion came first (the upstream answers it at
- * once); a call that ends or fails before that maps onto nothing.
+ * the task's creation if the promotion came first, at most `mappingWaitMs`
+ * ("late": the task is created without it, mapped when it comes) and not past
+ * an abort (the client's cancel, the session's close); a call that ends or
+ * fails before that maps onto nothing.
  */
 async function upstreamMapping(
   o: ExecuteOptions,
   created: Promise<{ task: Task; at: number }>,
   call: Promise<CallToolResult>,
-): Promise<Pick<CreateTaskInput, "upstreamTaskId" | "upstreamSessionId" | "pollIntervalMs" | "ttlMs">> {
+  aborted: AbortSignal,
+): Promise<Mapping | "late"> {
   const settled = call.then(
     () => undefined,
     () => undefined,
   );
-  const upstream = await Promise.race([created, settled]);
-  if (upstream === undefined) return {};
-  const { task, at } = upstream;
+  let timer: ReturnType<Clock["setTimeout"]> | undefined;
+  let onAbort = () => undefined as void;
+  const bound = new Promise<"late">((resolve) => {
+    timer = o.clock.setTimeout(() => resolve("late"), o.mappingWaitMs ?? UPSTREAM_MAPPING_WAIT_MS);
+    onAbort = () => resolve("late");
+    aborted.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    const upstream = await Promise.race([created, settled, bound]);
+    if (upstream === undefined) return {};
+    if (upstream === "late") return "late";
+    return mappingOf(o, upstream);
+  } finally {
+    o.clock.clearTimeout(timer);
+    aborted.removeEventListener("abort", onAbort);
+  }
+}
+
+function mappingOf(o: ExecuteOptions, { task, at }: { task: Task; at: number }): Mapping {
   const left = typeof task.ttl === "number" ? Math.max(1, task.ttl - (o.clock.now() - at)) : undefined;
   const ttlMs = o.ttlMs === undefined || left === undefined ? o.ttlMs : Math.min(o.ttlMs, left);
   return {

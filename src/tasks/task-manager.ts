@@ -277,6 +277,26 @@ export class TaskManager {
   }
 
   /**
+   * Maps a running task onto the upstream task its call runs as, once the
+   * upstream named it after the task was created (execute_tool's promotion
+   * waits only so long for it: design MF-20). In the background, in order;
+   * only a still-working task is patched.
+   */
+  mapUpstream(taskId: string, mapping: { upstreamTaskId: string; upstreamSessionId?: string | undefined; pollIntervalMs?: number | undefined }): void {
+    const rt = this.runtime.get(taskId);
+    if (!rt || rt.upstreamKey !== undefined) return;
+    rt.upstreamKey = upstreamKey(rt.server, mapping.upstreamTaskId);
+    this.byUpstream.set(rt.upstreamKey, taskId);
+    const patch: TaskPatch = {
+      upstreamTaskId: mapping.upstreamTaskId,
+      ...(mapping.upstreamSessionId !== undefined ? { upstreamSessionId: mapping.upstreamSessionId } : {}),
+      ...(mapping.pollIntervalMs !== undefined ? { pollIntervalMs: mapping.pollIntervalMs } : {}),
+      lastUpdatedAt: this.clock.now(),
+    };
+    void this.writes.inOrder("record the upstream task", taskId, () => this.store.patch(taskId, patch, { ifStatus: ["working"] }));
+  }
+
+  /**
    * Cancels a working task, then its upstream call (the cancel is stored
    * first: the call's own end cannot overwrite it). A store failure is the
    * caller's error (EMCP_STORE_UNAVAILABLE); the task then runs on.

@@ -6,7 +6,7 @@ import type { IdGenerator } from "../../src/clock.js";
 import { ErrorCodes, GatewayError, upstreamCallError } from "../../src/errors.js";
 import { EventSystem } from "../../src/session/event-system.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
-import { executeWithPromotion, type ExecuteOptions, type ExecuteOutcome } from "../../src/tasks/execute.js";
+import { executeWithPromotion, UPSTREAM_MAPPING_WAIT_MS, type ExecuteOptions, type ExecuteOutcome, type RunOptions } from "../../src/tasks/execute.js";
 import { TaskManager, type TaskManagerOptions } from "../../src/tasks/task-manager.js";
 import type { UpstreamConnection } from "../../src/upstream/connection.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
@@ -358,6 +358,85 @@ describe("executeWithPromotion: promotion", () => {
     assert.ok(state.error instanceof GatewayError);
     assert.equal(state.error.code, ErrorCodes.CLOSED);
     assert.equal(clock.pendingTimers, 0);
+  });
+});
+
+/** A driver that runs the call as an upstream task (like runUpstreamTaskToEnd) and names it when the test says so. */
+function upstreamTaskDriver() {
+  const d: { opts?: RunOptions; resolve?: (r: CallToolResult) => void } = {};
+  const run = (opts: RunOptions) => {
+    d.opts = opts;
+    return new Promise<CallToolResult>((resolve, reject) => {
+      d.resolve = resolve;
+      opts.signal.addEventListener("abort", () => reject(opts.signal.reason as Error), { once: true });
+    });
+  };
+  const created = (taskId: string) => {
+    assert.ok(d.opts, "the call was not started");
+    d.opts.onTask({ taskId, status: "working", ttl: 60_000, pollInterval: 200, createdAt: new Date().toISOString(), lastUpdatedAt: new Date().toISOString() });
+  };
+  return { d, run, created };
+}
+
+describe("executeWithPromotion: mapped onto the upstream task (keepUpstreamTask, design MF-20)", () => {
+  test("an upstream task named before the promotion is mapped at creation", async () => {
+    const { clock, tasks, run } = setup();
+    const driver = upstreamTaskDriver();
+    const state = track(run({ keepUpstreamTask: true, run: driver.run }));
+    driver.created("up-1");
+    clock.advance(TIMEOUT);
+    await flush();
+    const task = asTask(state.value);
+    assert.equal(task.upstreamTaskId, "up-1");
+    assert.equal(task.pollIntervalMs, 200);
+    assert.equal(tasks.runningByUpstreamId("slow", "up-1"), task.taskId);
+  });
+
+  test("regression: an upstream slow to name its task holds the promotion at most mappingWaitMs; the late name is mapped then", async () => {
+    const { clock, tasks, run } = setup();
+    const driver = upstreamTaskDriver();
+    const state = track(run({ keepUpstreamTask: true, run: driver.run }));
+    clock.advance(TIMEOUT);
+    await flush();
+    assert.equal(state.settled, false, "waits a little for the upstream's CreateTaskResult");
+    clock.advance(UPSTREAM_MAPPING_WAIT_MS);
+    await flush();
+    const task = asTask(state.value);
+    assert.equal(task.upstreamTaskId, undefined);
+    assert.equal(clock.pendingTimers, 1, "only the task's TTL timer");
+
+    driver.created("up-late");
+    await flush();
+    const mapped = await tasks.get(task.taskId);
+    assert.equal(mapped.status, "working");
+    assert.equal(mapped.upstreamTaskId, "up-late");
+    assert.equal(mapped.pollIntervalMs, 200);
+    assert.equal(mapped.ttlMs, task.ttlMs, "the TTL stays");
+    assert.equal(tasks.runningByUpstreamId("slow", "up-late"), task.taskId);
+
+    driver.d.resolve?.(RESULT);
+    await flush();
+    assert.equal((await tasks.get(task.taskId)).status, "completed");
+    assert.equal(tasks.runningByUpstreamId("slow", "up-late"), undefined);
+  });
+
+  test("regression: the client's cancel while the promotion waits for the upstream task cancels the call (EMCP_CANCELLED, no task)", async () => {
+    const { clock, tasks, run, assertSlotFree } = setup();
+    const driver = upstreamTaskDriver();
+    const ctrl = new AbortController();
+    const state = track(run({ keepUpstreamTask: true, run: driver.run, signal: ctrl.signal }));
+    clock.advance(TIMEOUT);
+    await flush();
+    assert.equal(state.settled, false);
+    ctrl.abort();
+    await flush();
+    assert.ok(state.error instanceof GatewayError, `rejected: ${String(state.error)}`);
+    assert.equal(state.error.code, ErrorCodes.CANCELLED);
+    assert.equal(driver.d.opts?.signal.aborted, true, "the upstream call was aborted");
+    assert.equal(getEventListeners(ctrl.signal, "abort").length, 0, "listener removed");
+    assert.equal(clock.pendingTimers, 0);
+    assert.deepEqual(await tasks.list({ includeCompleted: true }), []);
+    assertSlotFree();
   });
 });
 
