@@ -134,6 +134,8 @@ export class Membership {
         // A replica that died without leaving keeps its heartbeat for up to a lease: only a live one renews it.
         logger.warn({ conflict: verdict, replica: other }, "cluster_join_conflict");
         await this.pause(leaseMs + Math.ceil(leaseMs / 3) + 200);
+        // close() ended the wait: a closed replica writes no heartbeat or member record.
+        if (this.closed) return;
         continue;
       }
       throw new GatewayError(

@@ -10,12 +10,13 @@
 import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
+import { pino } from "pino";
 import { settleAdopted } from "../../src/cluster/adopt.js";
 import { Membership } from "../../src/cluster/membership.js";
 import { orphansOnly } from "../../src/cluster/recovery-view.js";
 import { ulidGenerator } from "../../src/clock.js";
 import { gatewaySettingsSchema } from "../../src/config/schema.js";
-import { silentLogger } from "../../src/logging.js";
+import { silentLogger, type Logger } from "../../src/logging.js";
 import { openStore } from "../../src/store/open.js";
 import { ServerRegistry } from "../../src/upstream/registry.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
@@ -37,7 +38,7 @@ if (skip !== undefined) {
   });
   let prefixes = 0;
 
-  function member(prefix: string, replicaId: string, url = `http://10.0.0.1:${8800 + memberships.length}`): Membership {
+  function member(prefix: string, replicaId: string, url = `http://10.0.0.1:${8800 + memberships.length}`, logger: Logger = silentLogger): Membership {
     const redis = new Redis(server.port, "127.0.0.1", { maxRetriesPerRequest: 1 });
     connections.push(redis);
     const m = new Membership({
@@ -49,7 +50,7 @@ if (skip !== undefined) {
       leaseMs: 60_000,
       ownerTtlMs: 60_000,
       clock: new ManualClock(),
-      logger: silentLogger,
+      logger,
     });
     memberships.push(m);
     return m;
@@ -91,6 +92,28 @@ if (skip !== undefined) {
       assert.equal(await observer.urlOf(second.incarnation), "http://10.0.0.5:8808");
       await second.close();
       assert.equal(await observer.urlOf(second.incarnation), undefined, "a closed replica's heartbeat is gone: its sessions are adoptable");
+    });
+
+    test("closed while waiting to join again after a conflict: no heartbeat or member record is written after close", async () => {
+      const prefix = `m${++prefixes}:`;
+      const url = "http://10.0.0.7:8809";
+      const live = member(prefix, "live", url);
+      await live.start();
+      const events: string[] = [];
+      const sink = { write: (line: string) => void events.push((JSON.parse(line) as { msg: string }).msg) };
+      const late = member(prefix, "late", url, pino({ level: "info" }, sink));
+      const starting = late.start();
+      const end = Date.now() + 30_000;
+      while (!events.includes("cluster_join_conflict") && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      assert.ok(events.includes("cluster_join_conflict"), "the second replica advertising the same URL waits (its clock is not moved)");
+      // The conflict is gone by the time the waiting replica is closed: a join now would succeed.
+      await live.close();
+      await late.close();
+      await starting;
+      const redis = new Redis(server.port, "127.0.0.1", { maxRetriesPerRequest: 1 });
+      connections.push(redis);
+      assert.equal(await redis.get(`${prefix}replica:${late.incarnation}`), null, "no heartbeat of the closed replica");
+      assert.deepEqual(await redis.smembers(`${prefix}replicas`), [], "no member record of the closed replica");
     });
   });
 
