@@ -7,8 +7,10 @@
  * without `detached`, ends only its direct child and leaves its SIGKILL to an
  * unref'd timer. Output is split by our linear LineReader, not the SDK's
  * quadratic ReadBuffer; a line over `maxMessageBytes` is skipped and the
- * connection goes on (design LM-6): the request it answered, when its id is
- * found at either end and is one of ours, fails with EMCP_RESPONSE_TOO_LARGE.
+ * connection goes on (design LM-6): the request it answered, when either end
+ * shows it is an answer (a top-level result or error, no method) with one of
+ * our ids, fails with EMCP_RESPONSE_TOO_LARGE; an oversized request of the
+ * server's is answered with that error.
  *
  * Lifecycle: start() spawns — or, after prestart() (the warm pool,
  * warm-pool.ts), takes over the process already running; close() (= terminate()) is idempotent and
@@ -32,7 +34,7 @@ import { errorMessage } from "../errors.js";
 import { errorResponseFor } from "../mcp/error-response.js";
 import { reapGroup, signalGroup, waitUntil, type GroupLeader, type ProcessGroupOwner, type ProcessGroups } from "./children.js";
 import { LineReader, type OversizedLine } from "./line-reader.js";
-import { messageIdOf, messageTooLarge } from "./message-bound.js";
+import { messageEdgesOf, messageTooLarge } from "./message-bound.js";
 
 /** Ids of our requests still waiting for an answer are remembered up to this many (the oldest are forgotten). */
 const MAX_OUTSTANDING = 10_000;
@@ -221,13 +223,19 @@ export class GroupStdioClientTransport implements Transport, ProcessGroupOwner {
    * and the connection goes on; only the request it answered fails.
    */
   private receiveOversized(line: OversizedLine): void {
-    const error = messageTooLarge(this.options.name ?? this.options.command, this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, line.bytes);
-    const id = messageIdOf(line.head, line.tail);
-    if (id !== undefined && this.outstanding.delete(id)) {
-      this.onmessage?.(errorResponseFor(id, error));
+    const server = this.options.name ?? this.options.command;
+    const error = messageTooLarge(server, this.options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES, line.bytes);
+    const edges = messageEdgesOf(line.head, line.tail);
+    if (edges.response && edges.id !== undefined && this.outstanding.delete(edges.id)) {
+      this.onmessage?.(errorResponseFor(edges.id, error));
       return;
     }
-    this.onerror?.(error); // a request or notification of the server's, or an id we cannot find: dropped
+    // Not an answer we can attribute (a request of the server's has its own ids, from 0 like ours): dropped and reported.
+    this.onerror?.(error);
+    if (edges.request && edges.id !== undefined) {
+      // The server's request is answered, so it does not wait for an answer that will never come.
+      this.send(errorResponseFor(edges.id, error)).catch(() => undefined);
+    }
   }
 
   private reportClose(): void {

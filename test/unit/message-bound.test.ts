@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { EDGE_BYTES, LineReader, type OversizedLine } from "../../src/upstream/line-reader.js";
-import { messageIdOf, messageTooLarge } from "../../src/upstream/message-bound.js";
+import { messageEdgesOf, messageIdOf, messageTooLarge } from "../../src/upstream/message-bound.js";
 import { SseEventFramer, concat } from "../../src/mcp/sse-events.js";
 import { toJsonRpcError, toToolErrorText, upstreamCallError } from "../../src/errors.js";
 import { errorResponseFor } from "../../src/mcp/error-response.js";
@@ -82,9 +82,11 @@ describe("LineReader", () => {
 describe("messageIdOf", () => {
   test("finds the top-level id at either edge, in the TypeScript and Python SDKs' key orders", () => {
     assert.equal(messageIdOf('{"jsonrpc":"2.0","id":3,"result":{"content":[{"te', ""), 3);
-    assert.equal(messageIdOf('{"id": "abc", "jsonrpc"', ""), "abc");
+    assert.equal(messageIdOf('{"id": "abc", "jsonrpc": "2.0", "result": {"x', ""), "abc");
     assert.equal(messageIdOf('{"result":{"content":[{"te', 'xxxx"}]},"jsonrpc":"2.0","id":12}'), 12);
-    assert.equal(messageIdOf("", 'xx"}]},"id":"r-1","jsonrpc":"2.0"}\r'), "r-1");
+    assert.equal(messageIdOf('{"result":{"content":[{"te', 'xx"}]},"id":"r-1","jsonrpc":"2.0"}\r'), "r-1");
+    // An id alone does not make an answer: the upstream's requests have ids too.
+    assert.equal(messageIdOf('{"id": "abc", "jsonrpc"', ""), undefined);
   });
 
   test("ignores ids that are not top-level or only inside strings", () => {
@@ -92,6 +94,48 @@ describe("messageIdOf", () => {
     assert.equal(messageIdOf("", 'xx","y":{"id":5}}'), undefined);
     assert.equal(messageIdOf("", '"text":"\\"id\\":5}"}'), undefined);
     assert.equal(messageIdOf("not json", "either"), undefined);
+  });
+});
+
+describe("messageIdOf: answers only, never the upstream's own requests", () => {
+  /** The edges LineReader keeps of `message` when its middle is over the bound. */
+  const edges = (message: string): [string, string] => [message.slice(0, EDGE_BYTES), message.slice(-EDGE_BYTES)];
+  const big = "z".repeat(3 * EDGE_BYTES);
+
+  test("an oversized request of the upstream's (sampling, elicitation) is not an answer, in either key order", () => {
+    const methodFirst = `{"method":"sampling/createMessage","jsonrpc":"2.0","id":0,"params":{"messages":[{"text":"${big}"}]}}`;
+    const idFirst = `{"jsonrpc":"2.0","id":3,"method":"elicitation/create","params":{"message":"${big}"}}`;
+    const methodLast = `{"jsonrpc":"2.0","id":4,"params":{"message":"${big}"},"method":"elicitation/create"}`;
+    const idLast = `{"params":{"message":"${big}"},"method":"sampling/createMessage","jsonrpc":"2.0","id":5}`;
+    for (const [message, id] of [
+      [methodFirst, 0],
+      [idFirst, 3],
+      [methodLast, 4],
+      [idLast, 5],
+    ] as const) {
+      assert.equal(messageIdOf(...edges(message)), undefined, message.slice(0, 60));
+      assert.deepEqual(messageEdgesOf(...edges(message)), { id, request: true, response: false }, message.slice(0, 60));
+    }
+  });
+
+  test("an oversized answer is one in either key order; a nested or quoted method does not count", () => {
+    const python = `{"jsonrpc":"2.0","id":3,"result":{"method":"x","content":[{"text":"${big}"}]}}`;
+    const typescript = `{"result":{"content":[{"text":"${big}","method":"y"}]},"jsonrpc":"2.0","id":0}`;
+    const error = `{"jsonrpc":"2.0","id":"e-1","error":{"code":-1,"message":"\\"method\\":${big}"}}`;
+    const quoted = `{"result":{"text":"${big}\\",\\"method\\":1"},"jsonrpc":"2.0","id":9}`;
+    assert.equal(messageIdOf(...edges(python)), 3);
+    assert.equal(messageIdOf(...edges(typescript)), 0);
+    assert.equal(messageIdOf(...edges(error)), "e-1");
+    assert.equal(messageIdOf(...edges(quoted)), 9);
+  });
+
+  test("an id with nothing to tell an answer from a request is not attributed", () => {
+    // Its keys are in the middle, never kept.
+    const hidden = `{"id":2,"params":{"a":"${big}"},"x":"${big}","y":{"b":"${big}"}}`;
+    assert.equal(messageIdOf(...edges(hidden)), undefined);
+    assert.deepEqual(messageEdgesOf(...edges(hidden)), { id: 2, request: false, response: false });
+    // A tail that starts inside a string: the scan stops rather than guess.
+    assert.equal(messageIdOf("", 'abc","id":4}'), undefined);
   });
 });
 
