@@ -5,8 +5,8 @@
  * the store fails), and the per-session retention bound applied after each
  * end. Only the winner of the compare-and-set clears the runtime, wakes the
  * waiters, adds the event and tells onStatusChange — all after the write
- * committed. A call's end the store could not take (disk full, file gone,
- * Redis down) is not lost: readers and waiters get it from memory at once
+ * committed. A call's end the store could not take or even read (disk full,
+ * file gone, Redis down) is not lost: readers and waiters get it from memory at once
  * (`Runtime.unstored`) and its write is retried every END_RETRY_MS until the
  * store takes it. Also here: the get_task_result waiters those ends wake, and
  * which records a session still sees (`visible`: its own tool tasks, not past
@@ -145,9 +145,11 @@ function finish(
         logger?.error({ taskId, status, err: errorMessage(err) }, "task_store_write_failed");
         if (errors === "throw") throw err;
         const rt = scope.runtime.get(taskId);
-        if (rt && status !== "expired" && (rt.unstored || (current && isActive(current.status)))) {
+        // The read may have failed too (Redis down): the record this process runs the task from stands in.
+        const base = current ?? rt?.record;
+        if (rt && status !== "expired" && (rt.unstored || (base && isActive(base.status)))) {
           // A call's end the store refused: its waiters and readers get it now; endTask retries the write.
-          rt.unstored ??= applyTaskChange(current!, status, { ...patch, lastUpdatedAt: scope.clock.now() }, ["inputRequired"]);
+          rt.unstored ??= applyTaskChange(base!, status, { ...patch, lastUpdatedAt: scope.clock.now() }, ["inputRequired"]);
           for (const w of [...(rt.waiters ?? [])]) w(rt.unstored);
         }
         return undefined;

@@ -163,6 +163,9 @@ export class TaskManager {
   /** Throws UNKNOWN_TASK for ids that do not exist, belong to another session or are past their retention. */
   async get(taskId: string): Promise<TaskRecord> {
     await this.writes.ordered; // reads see the field updates asked for before them (input_required, progress)
+    // Ended, but the store could not take the end yet (it is retried): the client gets it, even while the store cannot be read.
+    const unstored = this.runtime.get(taskId)?.unstored;
+    if (unstored) return unstored;
     const record = await this.store.get(taskId);
     if (!record || !visible(this.scope, record)) {
       throw new GatewayError(
@@ -171,8 +174,7 @@ export class TaskManager {
         { details: { taskId } },
       );
     }
-    // Ended, but the store could not take the end yet (it is retried): the client still gets it.
-    return this.runtime.get(taskId)?.unstored ?? record;
+    return record;
   }
 
   /** Whether the task is working and run (or re-attached) by this process: no store read. */

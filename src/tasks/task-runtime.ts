@@ -30,6 +30,8 @@ export interface Runtime {
   settledByCall?: boolean;
   /** An end whose write failed (the store is unavailable): readers get it from memory while it is retried (task-ends.ts). */
   unstored?: TaskRecord;
+  /** The record as created or re-attached here: what an end is built on when the store cannot even be read. */
+  record?: TaskRecord;
   /** get_task_result waiters: the ended record, or undefined when the session closed under them (made on first use: most tasks have none). */
   waiters?: Set<(ended: TaskRecord | undefined) => void>;
 }
@@ -46,6 +48,7 @@ export function attach(rts: Runtimes, record: TaskRecord, rt: Runtime): void {
     rt.upstreamKey = upstreamKey(record.server, record.upstreamTaskId);
     rts.byUpstream.set(rt.upstreamKey, record.taskId);
   }
+  rt.record = record;
   rts.runtime.set(record.taskId, rt);
 }
 

@@ -382,13 +382,13 @@ describe("TaskManager: lifecycle", () => {
 });
 
 describe("TaskManager: store failures", () => {
-  /** A task store whose writes fail while `broken.on` (disk full). */
+  /** A task store whose writes fail while `broken.on` (disk full), and whose reads fail too while `broken.reads` (Redis down). */
   function breakable(inner: TaskStore) {
-    const broken = { on: false };
+    const broken = { on: false, reads: false };
     const fail = () => Promise.reject(new GatewayError(ErrorCodes.STORE_UNAVAILABLE, "the disk (or its quota) is full: nothing was written"));
     const store: TaskStore = {
       ...inner,
-      get: (id) => inner.get(id),
+      get: (id) => (broken.reads ? fail() : inner.get(id)),
       listBySession: (id, q) => inner.listBySession(id, q),
       findByUpstreamTask: (...a) => inner.findByUpstreamTask(...a),
       create: (r) => (broken.on ? fail() : inner.create(r)),
@@ -448,6 +448,44 @@ describe("TaskManager: store failures", () => {
     await flush();
     assert.equal((await mem.tasks.get(task.taskId))?.status, "completed", "stored once the store takes it");
     assert.deepEqual((await mem.tasks.get(task.taskId))?.result, RESULT);
+    assert.equal(clock.pendingTimers, 0);
+  });
+
+  test("a call's end is kept and written again when the store cannot even be read (Redis down): never expired, stored once it is back", async () => {
+    const clock = new ManualClock();
+    const mem = createMemoryStore(clock);
+    const logged: string[] = [];
+    const logger = {
+      error: (_o: unknown, msg: string) => logged.push(msg),
+      warn: (_o: unknown, msg: string) => logged.push(msg),
+      info: () => undefined,
+      debug: () => undefined,
+    } as unknown as Logger;
+    const b = breakable(mem.tasks);
+    const events = new EventSystem("s1", EVENTS, mem.events, clock, counterIds("ev"), logger);
+    const tm = new TaskManager("s1", OPTIONS, b.store, events, clock, counterIds("task"));
+    const { task } = await newTask(tm);
+    const waiting = tm.waitForTerminal(task.taskId, 60_000);
+    await flush(); // the waiter read the task (working) and waits
+    b.broken.on = true;
+    b.broken.reads = true;
+    assert.equal(await tm.complete(task.taskId, RESULT), false, "not stored");
+    assert.deepEqual(logged, ["task_store_write_failed"]);
+    const ended = await waiting;
+    assert.equal(ended.status, "completed", "a waiting client gets the result");
+    assert.deepEqual(ended.result, RESULT);
+    assert.equal(await status(tm, task.taskId), "completed", "…and so does a later reader, the store unreadable");
+    clock.advance(OPTIONS.defaultTtlMs);
+    await flush();
+    assert.equal(clock.pendingTimers, 1, "a retry is scheduled, no expiry");
+    assert.ok(!logged.includes("task_expired"), "never expired: the upstream answered in time");
+    b.broken.on = false;
+    b.broken.reads = false;
+    clock.advance(60_000);
+    await flush();
+    const stored = await mem.tasks.get(task.taskId);
+    assert.equal(stored?.status, "completed", "stored once the store is back");
+    assert.deepEqual(stored?.result, RESULT);
     assert.equal(clock.pendingTimers, 0);
   });
 });
