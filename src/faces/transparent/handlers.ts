@@ -9,6 +9,7 @@ import {
   CompleteRequestSchema,
   GetPromptRequestSchema,
   ListPromptsRequestSchema,
+  type LoggingLevel,
   ListResourceTemplatesRequestSchema,
   ListResourcesRequestSchema,
   ListToolsRequestSchema,
@@ -35,7 +36,10 @@ export const UNAVAILABLE_META_KEY = "emceepee/unavailable";
 type Unavailable = Array<{ server: string; reason: string }>;
 const unavailableMeta = (failed: Unavailable) => (failed.length ? { _meta: { [UNAVAILABLE_META_KEY]: failed } } : {});
 
-export function registerHandlers(h: HandlerContext): void {
+/** What the face does when a missing upstream joins the aggregate (TF-10): it gets the client's logging level. */
+export type JoinedHook = (server: string) => void;
+
+export function registerHandlers(h: HandlerContext): JoinedHook {
   const { session, catalog, capabilities } = h;
   const server = verbatimErrors(h.server);
   const single = catalog.target.kind === "server";
@@ -169,8 +173,10 @@ export function registerHandlers(h: HandlerContext): void {
     });
   }
 
+  let level: LoggingLevel | undefined;
   if (capabilities.logging) {
     server.setRequestHandler(SetLevelRequestSchema, async (req) => {
+      level = req.params.level;
       await Promise.all(
         session
           .liveConnections()
@@ -180,6 +186,11 @@ export function registerHandlers(h: HandlerContext): void {
       return {};
     });
   }
+  return (joined) => {
+    const c = session.liveConnections().find((l) => l.name === joined);
+    if (level === undefined || !c?.capabilities?.logging) return;
+    c.setLoggingLevel(level).catch((err: unknown) => session.logger.warn({ server: joined, level, err: toToolErrorText(err) }, "aggregate_set_level_failed"));
+  };
 }
 
 /** Remembers which upstream owns which resource URI / template (aggregate face). */

@@ -37,7 +37,7 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   const { session, gateway, target } = o;
   const catalog = new Catalog(target, () => gateway.registry.names());
   // A missing upstream that joins before the face's server exists has no client to tell yet.
-  let announceJoin = (): void => undefined;
+  let announceJoin = (_server: string): void => undefined;
   const aggregate = new AggregateConnector({
     connect: (name) => session.connection(name),
     live: (name) => session.liveConnections().find((c) => c.name === name),
@@ -45,7 +45,7 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
     boundMs: gateway.settings.transparent.aggregateWaitMs,
     backoff: gateway.settings.upstream.reconnect,
     logger: session.logger,
-    joined: () => announceJoin(),
+    joined: (name) => announceJoin(name),
   });
   const connections = await connectAll(session, catalog, aggregate);
   const capabilities = deriveCapabilities(connections, target);
@@ -53,9 +53,12 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   const info: Implementation = single?.serverInfo ?? { name: "emceepee", title: "emceepee (all upstreams)", version: gateway.version };
   const instructions = single ? single.instructions : allInstructions(catalog);
   const server = new Server(info, { capabilities, jsonSchemaValidator, ...(instructions ? { instructions } : {}) });
-  announceJoin = () => listsChanged(server, capabilities);
   const routes = new DownstreamRoutes();
-  registerHandlers({ server, session, catalog, capabilities, routes, gateway, aggregate });
+  const joined = registerHandlers({ server, session, catalog, capabilities, routes, gateway, aggregate });
+  announceJoin = (name) => {
+    joined(name);
+    listsChanged(server, capabilities);
+  };
   server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
     for (const c of session.liveConnections()) await c.sendRootsListChanged().catch(() => undefined);
   });
@@ -99,26 +102,28 @@ function listsChanged(server: Server, caps: ServerCapabilities): void {
   for (const sent of sends) if (sent) sent.catch(() => undefined);
 }
 
+/**
+ * The aggregate offers everything it can serve, whichever upstreams answered by `initialize`
+ * (TF-10): an upstream that connects later (a slow start, servers added at runtime) is reachable
+ * in the same session, and until one has them the lists are empty. `subscribe` too: a
+ * subscription goes to the resource's owner, whose own error answers if it has none.
+ */
+const ALL_FACE_CAPABILITIES: ServerCapabilities = {
+  tools: { listChanged: true },
+  resources: { subscribe: true, listChanged: true },
+  prompts: { listChanged: true },
+  logging: {},
+  completions: {},
+};
+
 function deriveCapabilities(connections: UpstreamHandle[], target: FaceTarget): ServerCapabilities {
+  if (target.kind === "all") return { ...structuredClone(ALL_FACE_CAPABILITIES), tasks: TASKS_CAPABILITY };
   const caps: ServerCapabilities = {};
-  // The aggregate always offers tools: servers can be added at runtime.
-  if (target.kind === "all") caps.tools = { listChanged: true };
   for (const c of connections) {
     const up = c.capabilities ?? {};
-    if (up.tools) caps.tools = { listChanged: target.kind === "all" || up.tools.listChanged === true };
-    if (up.resources) {
-      caps.resources = {
-        subscribe: caps.resources?.subscribe === true || up.resources.subscribe === true,
-        listChanged: target.kind === "all" || caps.resources?.listChanged === true || up.resources.listChanged === true,
-      };
-    }
-    if (up.prompts) caps.prompts = { listChanged: target.kind === "all" || caps.prompts?.listChanged === true || up.prompts.listChanged === true };
     if (up.logging) caps.logging = {};
     if (up.completions) caps.completions = {};
-  }
-  if (target.kind === "server") {
     // Keep the upstream's own flags verbatim where they exist.
-    const up = connections[0]?.capabilities ?? {};
     for (const key of ["tools", "resources", "prompts"] as const) if (up[key]) caps[key] = { ...up[key] };
   }
   // Every tool can run as a task here, whatever the upstream supports (see tasks.ts).
