@@ -140,9 +140,10 @@ describe("structured replies", SLOW, () => {
 
   test("a promotion names the action its server's pending requests need: respond_to_sampling, respond_to_elicitation", async () => {
     const client = await open();
+    // timeout_ms 10 s: the upstream's request has arrived by the promotion even on a loaded machine (nobody answers it).
     type Promotion = { task_id: string; pending_on_server: { sampling_requests_for_server: unknown[]; elicitations_for_server: unknown[] } };
     const sampling = ok(
-      await call(client, "execute_tool", { server: "one", tool: "trigger-sampling-request", args: { prompt: "hi", maxTokens: 8 }, timeout_ms: 1_000 }),
+      await call(client, "execute_tool", { server: "one", tool: "trigger-sampling-request", args: { prompt: "hi", maxTokens: 8 }, timeout_ms: 10_000 }),
     );
     const samplingText = allText(sampling).split("\n")[0]!;
     assert.match(samplingText, /Promoted to task/);
@@ -151,7 +152,7 @@ describe("structured replies", SLOW, () => {
     const samplingTask = sampling.structuredContent as Promotion;
     assert.equal(samplingTask.pending_on_server.sampling_requests_for_server.length, 1);
 
-    const elicitation = ok(await call(client, "execute_tool", { server: "two", tool: "trigger-elicitation-request", args: {}, timeout_ms: 1_000 }));
+    const elicitation = ok(await call(client, "execute_tool", { server: "two", tool: "trigger-elicitation-request", args: {}, timeout_ms: 10_000 }));
     const elicitationText = allText(elicitation).split("\n")[0]!;
     assert.match(elicitationText, /respond_to_elicitation/);
     assert.doesNotMatch(elicitationText, /respond_to_sampling/);
