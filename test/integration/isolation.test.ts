@@ -191,8 +191,17 @@ function sseIds(res: RawResponse): string[] {
     .map((l) => l.slice(3).trim());
 }
 
-/** A GET (standalone SSE stream) with Last-Event-ID: the status and whatever arrives within `forMs`, then aborted. */
-async function resume(url: string, sessionId: string, lastEventId: string, forMs = 500): Promise<{ status: number; body: string }> {
+/**
+ * A GET (standalone SSE stream) with Last-Event-ID: the status and whatever arrives within `forMs` (or until `enough`
+ * holds for what arrived), then aborted.
+ */
+async function resume(
+  url: string,
+  sessionId: string,
+  lastEventId: string,
+  forMs = 500,
+  enough: (body: string) => boolean = () => false,
+): Promise<{ status: number; body: string }> {
   const abort = new AbortController();
   const noHeaders = setTimeout(() => abort.abort(), 15_000);
   let res: Response;
@@ -217,6 +226,7 @@ async function resume(url: string, sessionId: string, lastEventId: string, forMs
       const { done, value } = await reader.read();
       if (done) break;
       body += decoder.decode(value, { stream: true });
+      if (enough(body)) break;
     }
   } catch {
     // Aborted after forMs: what arrived so far is the answer.
@@ -819,7 +829,7 @@ describe("SSE resumption cannot cross sessions", () => {
     const aEventIds = [...sseIds(initA), ...streamIds];
 
     // Control: A itself may resume that stream after its first event (the rest is replayed).
-    const own = await resume(url, idA, streamIds[0]!);
+    const own = await resume(url, idA, streamIds[0]!, 30_000, (body) => body.includes(secret));
     assert.equal(own.status, 200, own.body);
     assert.ok(own.body.includes(secret), `A's own resumption replays its messages: ${own.body.slice(0, 300)}`);
 
