@@ -570,7 +570,7 @@ describe("task failure, cancellation and expiry (slow-server fixture)", () => {
     assert.notEqual(twice.isError, true);
     assert.equal(field(twice, "success"), false, "an ended task cannot be cancelled again");
 
-    await awaitUntil(c, ledger, (l) => l.has((e) => e.type === "task_cancelled" && e.data.taskId === p.taskId), 10_000);
+    await awaitUntil(c, ledger, (l) => l.has((e) => e.type === "task_cancelled" && e.data.taskId === p.taskId), 60_000);
     assert.equal((await getTask(c, p.taskId)).task.status, "cancelled", "the upstream's late answer does not revive it");
     assert.ok((await taskIds(c)).includes(p.taskId), "list_tasks include_completed still shows it");
 
@@ -591,7 +591,7 @@ describe("task failure, cancellation and expiry (slow-server fixture)", () => {
     const p = await promote(c, "slow", "slow", { ms: 5_000 }, 50, { task_ttl_ms: 300 }, ledger);
     assert.equal(p.task.ttl_ms, 300);
 
-    const triggers = await awaitUntil(c, ledger, (l) => l.has((e) => e.type === "task_expired" && e.data.taskId === p.taskId), 20_000);
+    const triggers = await awaitUntil(c, ledger, (l) => l.has((e) => e.type === "task_expired" && e.data.taskId === p.taskId), 60_000);
     assert.ok(
       triggers.some((t) => t.type === "event" && t.eventType === "task_expired" && t.server === "slow"),
       JSON.stringify(triggers),
@@ -675,7 +675,7 @@ describe("multi-round elicitation (slow-server elicit-twice)", () => {
     const r1 = await ledger.call(c, "respond_to_elicitation", { request_id: first.requestId, action: "accept", content: { answer: "a" } });
     assert.notEqual(r1.isError, true, allText(r1));
 
-    await awaitUntil(c, ledger, (l) => l.has((e) => e.type === "elicitation_request" && e.data.requestId !== first.requestId), 20_000);
+    await awaitUntil(c, ledger, (l) => l.has((e) => e.type === "elicitation_request" && e.data.requestId !== first.requestId), 60_000);
     const second = await onlyElicitation(c, "slow");
     assert.notEqual(second.requestId, first.requestId);
     assert.equal(second.message, "second question");

@@ -528,7 +528,7 @@ describe("raw HTTP on /mcp: malformed requests and session lifecycle", () => {
 
     const after = await rawRequest(url, { headers: sessionHeaders(sessionId), body: toolsList(3) });
     assert.equal(after.status, 404);
-    await pollFor(async () => (gw!.gateway.context.sessions.get(sessionId) ? undefined : true), "the gateway session to be destroyed", 10_000);
+    await pollFor(async () => (gw!.gateway.context.sessions.get(sessionId) ? undefined : true), "the gateway session to be destroyed", 60_000);
   });
 });
 
@@ -565,6 +565,6 @@ describe("DELETE through the SDK client ends the session and its upstream proces
     assert.equal(res.status, 404);
     assert.equal(gw!.gateway.context.sessions.get(sessionId!), undefined);
     assert.ok(session.isClosed);
-    await pollFor(async () => (processAlive(pid!) ? undefined : true), `upstream process ${pid} to exit`, 15_000);
+    await pollFor(async () => (processAlive(pid!) ? undefined : true), `upstream process ${pid} to exit`, 60_000);
   });
 });
