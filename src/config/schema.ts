@@ -207,11 +207,14 @@ export const gatewaySettingsSchema = z.strictObject({
        */
       idleReleaseMs: z.number().int().min(0).default(300_000),
       /**
-       * Remote upstreams: while requests are in flight, ping this often; a ping
-       * unanswered within 10 s (or requestTimeoutMs) is a drop (design UP-12).
+       * Remote upstreams: while requests are in flight, ping this often; two
+       * pings in a row unanswered within pingTimeoutMs, with nothing else heard
+       * from the upstream meanwhile, are a drop (design UP-12).
        * 0: off (only transport errors reveal a lost upstream).
        */
       livenessPingMs: z.number().int().min(0).default(15_000),
+      /** Bound on each ping that checks a remote upstream (liveness, or after a transport error); requestTimeoutMs if shorter. */
+      pingTimeoutMs: positiveMs.default(10_000),
       /** After an upstream drops, the session reconnects in the background with capped exponential backoff. */
       reconnect: z
         .strictObject({

@@ -67,6 +67,7 @@ export function createUpstreamSharing(o: UpstreamSharingOptions): UpstreamSharin
       connectTimeoutMs: settings.upstream.connectTimeoutMs,
       requestTimeoutMs: settings.upstream.requestTimeoutMs,
       livenessPingMs: settings.upstream.livenessPingMs,
+      pingTimeoutMs: settings.upstream.pingTimeoutMs,
       clock: o.clock,
       logger,
       newReceiverTasks: () =>

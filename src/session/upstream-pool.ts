@@ -126,6 +126,7 @@ export class UpstreamPool {
       connectTimeoutMs: settings.upstream.connectTimeoutMs,
       requestTimeoutMs: settings.upstream.requestTimeoutMs,
       livenessPingMs: settings.upstream.livenessPingMs,
+      pingTimeoutMs: settings.upstream.pingTimeoutMs,
       clock,
       logger: this.host.logger,
       roots: this.host.roots,

@@ -29,9 +29,12 @@
  *
  * A remote upstream's transport does not close when the server dies: a
  * transport error (a failed request, a POST or GET stream cut) is checked
- * with a ping, and a failed ping, or an upstream that no longer knows the
- * session (HTTP 404, or 400 "No valid session ID"), is a drop like a stdio
- * close (design UP-12).
+ * with a ping. A ping refused at the connection (refused, reset), or an
+ * upstream that no longer knows the session (HTTP 404, or 400 "No valid
+ * session ID"), is a drop like a stdio close at once; an unanswered ping is
+ * one only when a second one goes unanswered too and nothing at all came from
+ * the upstream meanwhile (a busy single-threaded upstream is alive) (design
+ * UP-12).
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
@@ -39,7 +42,7 @@ import type { Logger } from "../logging.js";
 import { systemClock, type Clock, type TimerHandle } from "../clock.js";
 import { isStdioConfig, type ServerConfig } from "../config/schema.js";
 import type { ChildProcessLimiter } from "./children.js";
-import { ErrorCodes, GatewayError, errorMessage, mcpErrorCode } from "../errors.js";
+import { ErrorCodes, GatewayError, errorMessage, isUpstreamAnswer, mcpErrorCode } from "../errors.js";
 import { installOrderedProgress } from "../mcp/ordered-progress.js";
 import { RequestAttribution } from "../mcp/request-attribution.js";
 import { newUpstreamClient, type UpstreamHandlers } from "./client-handlers.js";
@@ -85,6 +88,8 @@ export interface UpstreamConnectionOptions {
   persistence?: ConnectionPersistence | undefined;
   /** Remote upstreams: while requests are in flight, ping this often (gateway.upstream.livenessPingMs). @default 0 (off) */
   livenessPingMs?: number | undefined;
+  /** Bound on each ping that checks a remote upstream (gateway.upstream.pingTimeoutMs; requestTimeoutMs if shorter). @default 10000 */
+  pingTimeoutMs?: number | undefined;
   /** @default systemClock */
   clock?: Clock | undefined;
   /** A server added at runtime: its transport applies gateway.servers.runtimeUrls and follows no redirect (docs/adr/0015). */
@@ -94,8 +99,10 @@ export interface UpstreamConnectionOptions {
 const STDERR_TAIL_LINES = 20;
 /** Characters of a failure's own message kept in `lastError` (the stderr tail is added after). */
 const FAILURE_CHARS = 500;
-/** Bound on the ping that checks a remote upstream after a transport error (or the request timeout, if shorter). */
+/** Bound on each ping that checks a remote upstream, unless pingTimeoutMs says otherwise (or the request timeout is shorter). */
 const PROBE_TIMEOUT_MS = 10_000;
+/** Unanswered pings in a row, with nothing else heard from the upstream, that make a drop. */
+const UNANSWERED_PINGS = 2;
 
 export class UpstreamConnection extends UpstreamHandle {
   readonly name: string;
@@ -118,6 +125,8 @@ export class UpstreamConnection extends UpstreamHandle {
   private liveness: TimerHandle | undefined;
   /** Why a remote upstream was found gone (its transport does not close by itself). */
   private lostReason: string | undefined;
+  /** Messages received from the upstream (any kind): one that arrives while a ping waits shows it alive. */
+  private heard = 0;
 
   constructor(private readonly options: UpstreamConnectionOptions) {
     super(options.requestTimeoutMs);
@@ -172,6 +181,7 @@ export class UpstreamConnection extends UpstreamHandle {
     if (resume !== undefined && !continued) await this.attach(undefined);
     const client = this.client!;
     if (!installOrderedProgress(client, this.created!.transport)) logger.warn({ server: name }, "sdk_ordered_progress_unavailable");
+    this.countMessages(this.created!.transport);
     this.status = "connected";
     this.connectedAt = Date.now();
     this.lastError = undefined;
@@ -306,24 +316,59 @@ export class UpstreamConnection extends UpstreamHandle {
     this.check(client, errorMessage(err));
   }
 
-  /** Pings the upstream (one check at a time); a failed ping is a drop, `what` says what made us check. */
+  /** Counts every message the transport delivers from the upstream (call after installOrderedProgress, which also wraps onmessage). */
+  private countMessages(transport: CreatedTransport["transport"]): void {
+    const dispatch = transport.onmessage;
+    if (!dispatch) return;
+    transport.onmessage = (message, extra) => {
+      this.heard++;
+      dispatch(message, extra);
+    };
+  }
+
+  /** Checks the upstream with pings (one check at a time); `what` says what made us check. */
   private check(client: Client, what: string): void {
     if (this.probe) return;
-    this.probe = client
-      .ping({ timeout: Math.min(PROBE_TIMEOUT_MS, this.options.requestTimeoutMs) })
-      .then(
-        () => this.options.logger.debug({ server: this.name, err: what }, "upstream_probe_ok"),
-        (pingErr: unknown) => {
-          const status = sessionGone(pingErr);
-          this.lose(
-            client,
-            status !== undefined
-              ? `the upstream no longer knows its MCP session (HTTP ${status}): it restarted or ended the session`
-              : `the connection was lost (${what}; a ping to check it failed: ${errorMessage(pingErr)})`,
-          );
-        },
-      )
-      .finally(() => (this.probe = undefined));
+    this.probe = this.probeUpstream(client, what).finally(() => (this.probe = undefined));
+  }
+
+  /**
+   * Pings until the upstream shows it is alive — an answer (even an error),
+   * or any message from it while a ping waited — or is found gone: a ping
+   * refused at the connection or a forgotten session at once, unanswered
+   * pings only after UNANSWERED_PINGS in a row with nothing heard.
+   */
+  private async probeUpstream(client: Client, what: string): Promise<void> {
+    const timeout = Math.min(this.options.pingTimeoutMs ?? PROBE_TIMEOUT_MS, this.options.requestTimeoutMs);
+    for (let unanswered = 0; ;) {
+      const heard = this.heard;
+      try {
+        await client.ping({ timeout });
+        this.options.logger.debug({ server: this.name, err: what }, "upstream_probe_ok");
+        return;
+      } catch (pingErr) {
+        const status = sessionGone(pingErr);
+        if (status !== undefined) {
+          this.lose(client, `the upstream no longer knows its MCP session (HTTP ${status}): it restarted or ended the session`);
+          return;
+        }
+        if (isUpstreamAnswer(pingErr)) return; // it answered (an error): alive
+        if (mcpErrorCode(pingErr) !== ErrorCode.RequestTimeout) {
+          this.lose(client, `the connection was lost (${what}; a ping to check it failed: ${errorMessage(pingErr)})`);
+          return;
+        }
+        if (this.heard !== heard) {
+          this.options.logger.debug({ server: this.name, err: what }, "upstream_probe_busy");
+          return;
+        }
+        if (++unanswered >= UNANSWERED_PINGS) {
+          this.lose(client, `the connection was lost (${what}; a ping to check it failed: ${unanswered} in a row went unanswered: ${errorMessage(pingErr)})`);
+          return;
+        }
+        this.options.logger.info({ server: this.name, err: what, timeoutMs: timeout }, "upstream_ping_unanswered");
+        if (this.client !== client || this.closing || this.status !== "connected") return;
+      }
+    }
   }
 
   /**
@@ -358,8 +403,8 @@ export class UpstreamConnection extends UpstreamHandle {
 
   /** A request that failed because the connection was lost says so (EMCP_UPSTREAM_UNAVAILABLE), not how the SDK saw it. */
   protected override async requestFailed(err: unknown): Promise<unknown> {
-    // A request that failed on a transport error waits for the ping that checks the connection.
-    if (this.lostReason === undefined && this.probe) await this.probe;
+    // A request that failed on a transport error waits for the ping that checks the connection; an answer, a timeout or a cancel does not.
+    if (this.lostReason === undefined && this.probe && transportFailure(err)) await this.probe;
     if (this.lostReason === undefined) return err;
     const code = mcpErrorCode(err);
     if (code !== undefined && code !== ErrorCode.ConnectionClosed) return err;
@@ -424,4 +469,12 @@ export class UpstreamConnection extends UpstreamHandle {
   protected override loggingLevelSet(level: LoggingLevel): void {
     this.options.persistence?.loggingLevelSet(level);
   }
+}
+
+/** Whether a request's failure came from the connection (the SDK's ConnectionClosed, or the transport's own error), not an answer, a timeout or a cancel. */
+function transportFailure(err: unknown): boolean {
+  if (isUpstreamAnswer(err)) return false;
+  const code = mcpErrorCode(err);
+  if (code !== undefined) return code === ErrorCode.ConnectionClosed;
+  return err instanceof Error && !(err instanceof GatewayError) && err.name !== "AbortError";
 }

@@ -4,14 +4,21 @@
  * and while idle — and started again on the same port. The gateway notices,
  * fails what ran there with a reason, emits server_disconnected, shows the
  * server as not connected, and reconnects (a new upstream session:
- * restarted: true).
+ * restarted: true). An upstream that is only busy (a synchronous handler
+ * outlasting one ping) is not lost.
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createServer, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import path from "node:path";
+import { Writable } from "node:stream";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { block, connectClient, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
+import { block, connectClient, FIXTURES, ROOT, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 import { allText, awaitUntil, EventLedger, field, promote, sessionOf, type TaskView, type WireEvent } from "../helpers/async-extra.js";
-import { startEverythingHttp, waitExit, type ChildServer } from "../helpers/core-extra.js";
+import { pollFor, startEverythingHttp, stopChild, waitExit, type ChildServer } from "../helpers/core-extra.js";
+import { createLogger } from "../../src/logging.js";
 
 const gateways: TestGateway[] = [];
 const clients: Client[] = [];
@@ -171,5 +178,144 @@ test("an upstream that stops answering without any error (SIGSTOP) is found by t
     assert.equal((await remoteStatus(c, ledger)).connected, false);
   } finally {
     up.child.kill("SIGKILL");
+  }
+});
+
+/** test/fixtures/task-server.ts over Streamable HTTP (its block-loop tool keeps the process busy). */
+async function taskServerHttp(): Promise<ChildServer> {
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(FIXTURES, "task-server.ts"), "--http"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout.on("data", (c: Buffer) => (out += c.toString("utf8")));
+  child.stderr.on("data", (c: Buffer) => (out += c.toString("utf8")));
+  const s: ChildServer = { url: "", port: 0, child, output: () => out, close: () => stopChild(child) };
+  servers.push(s);
+  s.url = await pollFor(async () => /listening on (\S+)/.exec(out)?.[1], `task-server --http to listen (output: ${out})`, 90_000);
+  return s;
+}
+
+test("a busy upstream (a synchronous handler longer than one ping timeout, shorter than two) is alive: no drop, its call completes", async () => {
+  const up = await taskServerHttp();
+  const logs: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) logs.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  // Each ping waits 5 s; the handler holds the process 7 s: one ping goes unanswered, the next is answered (or the call's result heard) 3 s before a drop.
+  const gw = await startGateway(
+    { mcpServers: { remote: { url: up.url } }, gateway: { upstream: { livenessPingMs: 200, pingTimeoutMs: 5_000 } } },
+    { logger: createLogger("info", sink) },
+  );
+  gateways.push(gw);
+  const c = await connectClient(gw.url);
+  clients.push(c);
+  await waitConnected(c, "remote");
+  const ledger = new EventLedger();
+  const r = await ledger.call(c, "execute_tool", { server: "remote", tool: "block-loop", args: { ms: 7_000 }, timeout_ms: 120_000 });
+  assert.notEqual(r.isError, true, allText(r));
+  assert.match(allText(r), /blocked 7000ms/);
+  assert.ok(
+    logs.some((l) => l.msg === "upstream_ping_unanswered" && l.server === "remote"),
+    `a ping went unanswered while the handler ran: ${JSON.stringify(logs.map((l) => l.msg))}`,
+  );
+  assert.ok(!logs.some((l) => l.msg === "upstream_disconnected"), "the busy upstream was not taken for lost");
+  assert.ok(!ledger.all.some(disconnected), "no server_disconnected");
+  assert.equal((await remoteStatus(c, ledger)).connected, true);
+});
+
+/**
+ * Named behaviour, in process: a Streamable HTTP upstream (JSON bodies) that holds every ping and the tool `hang`
+ * unanswered, and answers the tool `refuse` at once with a JSON-RPC error.
+ */
+async function pingHoldingUpstream(): Promise<{ url: string; pings: () => number; pingsGivenUp: () => number; close: () => Promise<void> }> {
+  const held: ServerResponse[] = [];
+  const pingIds = new Set<number | string>();
+  let pings = 0;
+  let pingsGivenUp = 0;
+  const http = createServer((req, res) => {
+    if (req.method === "DELETE") return void res.writeHead(200).end();
+    if (req.method !== "POST") return void res.writeHead(405).end();
+    let body = "";
+    req.on("data", (c: Buffer) => (body += c.toString("utf8")));
+    req.on("end", () => {
+      const msg = JSON.parse(body) as {
+        id?: number | string;
+        method?: string;
+        params?: { name?: string; protocolVersion?: string; requestId?: number | string };
+      };
+      // The client gives up on a ping (its timeout) with notifications/cancelled naming it.
+      if (msg.method === "notifications/cancelled" && msg.params?.requestId !== undefined && pingIds.has(msg.params.requestId)) pingsGivenUp++;
+      if (msg.id === undefined) return void res.writeHead(202).end();
+      const answer = (payload: object) =>
+        void res
+          .writeHead(200, { "content-type": "application/json", "mcp-session-id": "held-1" })
+          .end(JSON.stringify({ jsonrpc: "2.0", id: msg.id, ...payload }));
+      if (msg.method === "ping") {
+        pings++;
+        pingIds.add(msg.id);
+      }
+      if (msg.method === "ping" || (msg.method === "tools/call" && msg.params?.name === "hang")) return void held.push(res);
+      if (msg.method === "initialize") {
+        return answer({
+          result: { protocolVersion: msg.params?.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "ping-holder", version: "1.0.0" } },
+        });
+      }
+      if (msg.method === "tools/list") {
+        const tool = (name: string) => ({ name, inputSchema: { type: "object" } });
+        return answer({ result: { tools: [tool("hang"), tool("refuse")] } });
+      }
+      if (msg.method === "tools/call") return answer({ error: { code: -32602, message: "refused on purpose" } });
+      return answer({ error: { code: -32601, message: `no ${msg.method}` } });
+    });
+  });
+  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+  const { port } = http.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    pings: () => pings,
+    pingsGivenUp: () => pingsGivenUp,
+    close: async () => {
+      for (const res of held) res.destroy();
+      http.closeAllConnections();
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+    },
+  };
+}
+
+test("a request the upstream answers with a JSON-RPC error does not wait for a ping still checking the upstream", async () => {
+  const up = await pingHoldingUpstream();
+  const logs: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) logs.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  // The pings are held for their whole bound (60 s): the refused call must not be held with them.
+  const gw = await startGateway(
+    { mcpServers: { remote: { url: up.url } }, gateway: { upstream: { livenessPingMs: 100, pingTimeoutMs: 60_000 } } },
+    { logger: createLogger("info", sink) },
+  );
+  gateways.push(gw);
+  const c = await connectClient(gw.url);
+  clients.push(c);
+  try {
+    await waitConnected(c, "remote");
+    const ledger = new EventLedger();
+    // Keeps a request in flight, so the liveness ping starts (and is held).
+    const hanging = ledger.call(c, "execute_tool", { server: "remote", tool: "hang", args: {}, timeout_ms: 180_000 }).catch(() => undefined);
+    await pollFor(async () => (up.pings() > 0 ? true : undefined), "a liveness ping to reach the upstream", 60_000);
+    const r = await ledger.call(c, "execute_tool", { server: "remote", tool: "refuse", args: {}, timeout_ms: 180_000 });
+    const seen = logs.map((l) => l.msg);
+    assert.match(allText(r), /refused on purpose/, allText(r));
+    assert.equal(up.pingsGivenUp(), 0, "the answer came while the gateway still waited for its ping");
+    assert.ok(
+      !seen.includes("upstream_ping_unanswered") && !seen.includes("upstream_disconnected"),
+      `answered while the ping was still held: ${JSON.stringify(seen)}`,
+    );
+    void hanging;
+  } finally {
+    await up.close();
   }
 });
