@@ -17,7 +17,7 @@
  * session expires by its own client's requests), at most
  * `sessions.maxAttachmentsPerSession` are held per session, an attachment idle
  * for `sessions.oneShotIdleMs` (no open response) gives its slot to a new one,
- * and all of them end with the session.
+ * and all of them end with the session (one still starting when it ends too).
  *
  * Restarts (ADR 0007, "Sessions across restarts"): an owner session's record
  * (face, negotiated protocol version, clientInfo, capabilities) is stored
@@ -251,6 +251,12 @@ export class McpEndpoint {
       else this.freeAttachment(session.id);
       return sendErrorReply(res, 502, err, this.gateway.logger);
     }
+    // The session ended while the attachment's face started (release() had no binding to end then).
+    if (!owner && this.gateway.sessions.get(session.id) !== session) {
+      this.freeAttachment(session.id);
+      await server.close().catch(() => undefined);
+      return sendJsonRpcError(res, 404, -32001, `Session not found: session '${session.id}' ended while attaching to it`);
+    }
     if (owner) {
       const { protocolVersion, clientInfo, capabilities } = body.params;
       const start = { face: this.options.kind, protocolVersion: negotiated(protocolVersion), clientInfo, clientCapabilities: capabilities };
@@ -276,6 +282,9 @@ export class McpEndpoint {
         await this.gateway.store.replay.deleteBySession(session.id).catch(() => undefined);
       } else this.freeAttachment(session.id);
       await server.close().catch(() => undefined);
+    } else if (!owner && this.gateway.sessions.get(session.id) !== session) {
+      // The session ended while the attachment initialized: it ends with it, as in release().
+      this.release(session.id);
     }
   }
 
@@ -399,6 +408,11 @@ export class McpEndpoint {
     }
     this.attachments.set(session.id, held + 1);
     return undefined;
+  }
+
+  /** Attachment slots of `sessionId` held here (design LM-1). */
+  attachmentsOf(sessionId: string): number {
+    return this.attachments.get(sessionId) ?? 0;
   }
 
   private freeAttachment(sessionId: string): void {
