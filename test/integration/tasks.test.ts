@@ -195,7 +195,8 @@ describe("transparent face: task-augmented tools/call of an upstream task tool",
 
   test("TTL expiry ends the task (failed, says it expired), cancels the upstream task, then the gateway's sweep deletes the record", async () => {
     const expiring = new RecordingTaskStore();
-    const gw2 = await startGateway({ gateway: { tasks: { completedRetentionMs: 1000 }, sessions: { sweepIntervalMs: 300 } } }, { store: expiring.bundle });
+    // Retention long enough for the checks below to read the expired task on a loaded machine.
+    const gw2 = await startGateway({ gateway: { tasks: { completedRetentionMs: 10_000 }, sessions: { sweepIntervalMs: 300 } } }, { store: expiring.bundle });
     const p = await connectFace(`${gw2.url.replace(/\/mcp$/, "")}/servers/everything/mcp`);
     try {
       const session = sessionOf(gw2, p);
@@ -215,14 +216,18 @@ describe("transparent face: task-augmented tools/call of an upstream task tool",
       const conn = await session.connection("everything");
       await waitFor(async () => ((await conn.getTask(upstreamId)).status === "cancelled" ? true : undefined), "the upstream task to be cancelled");
       // After completedRetentionMs the record is gone.
-      const gone = await waitFor(async () => {
-        try {
-          await getTask(p.client, task.taskId);
-          return undefined;
-        } catch (err) {
-          return err;
-        }
-      }, "the expired task to be freed");
+      const gone = await waitFor(
+        async () => {
+          try {
+            await getTask(p.client, task.taskId);
+            return undefined;
+          } catch (err) {
+            return err;
+          }
+        },
+        "the expired task to be freed",
+        60_000,
+      );
       assert.match(String(gone), /not found/i);
       await waitFor(async () => ((await expiring.get(task.taskId)) === undefined ? true : undefined), "the sweep to delete the row");
       assert.equal(session.tasks.timerCount, 0);
