@@ -40,7 +40,7 @@ async function screenshot(page: Page, name: string): Promise<void> {
   if (SCREENSHOTS) await page.screenshot({ path: path.join(ROOT, "docs/images", `console-${name}.png`), fullPage: true });
 }
 
-describe("web console in a real browser", { skip, timeout: 240_000 }, () => {
+describe("web console in a real browser", { skip, timeout: 600_000 }, () => {
   let gw: TestGateway;
   let base: string;
   let tb: TestBrowser;
@@ -53,6 +53,7 @@ describe("web console in a real browser", { skip, timeout: 240_000 }, () => {
     base = gw.url.replace(/\/mcp$/, "");
     tb = await launchBrowser();
     context = await tb.browser.newContext({ viewport: { width: 1200, height: 900 } });
+    context.setDefaultTimeout(90_000); // Chromium on a loaded 2-core machine
     page = await context.newPage();
   });
 
@@ -336,7 +337,7 @@ describe("web console in a real browser", { skip, timeout: 240_000 }, () => {
   });
 });
 
-describe("web console behind a token", { skip, timeout: 120_000 }, () => {
+describe("web console behind a token", { skip, timeout: 300_000 }, () => {
   let gw: TestGateway;
   let base: string;
   let tb: TestBrowser;
@@ -357,6 +358,7 @@ describe("web console behind a token", { skip, timeout: 120_000 }, () => {
     assert.equal((await fetch(`${base}/console/tasks`, { headers: { Authorization: `Bearer ${TOKEN}` } })).status, 200, "the bearer token works too");
 
     const context = await tb.browser.newContext();
+    context.setDefaultTimeout(90_000); // Chromium on a loaded 2-core machine
     const page = await context.newPage();
     await page.goto(`${base}/console`);
     assert.match(page.url(), /\/console\/login\?next=/, "a browser is sent to the login page");
