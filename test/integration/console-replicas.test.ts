@@ -46,7 +46,7 @@ function rawResult(text: string): unknown {
   return JSON.parse(text.slice(i + "Raw result:".length));
 }
 
-describe("web console across replicas", { skip, timeout: 300_000 }, () => {
+describe("web console across replicas", { skip, timeout: 600_000 }, () => {
   let tmp: string;
   let redis: RedisServer;
   let a: Replica;
@@ -101,6 +101,7 @@ describe("web console across replicas", { skip, timeout: 300_000 }, () => {
     [a, b] = await Promise.all([startReplica("ra"), startReplica("rb")]);
     tb = await launchBrowser();
     context = await tb.browser.newContext({ viewport: { width: 1200, height: 900 } });
+    context.setDefaultTimeout(90_000); // Chromium on a loaded 2-core machine
     page = await context.newPage();
     // The person logs in on B's console only.
     await page.goto(`${b.base}/console/login`);
@@ -131,7 +132,7 @@ describe("web console across replicas", { skip, timeout: 300_000 }, () => {
     await openLive("/console/inbox");
     const p = await promote(agent, "everything", "trigger-elicitation-request", {}, 1_000);
     const item = page.locator("article.request", { hasText: "Please provide inputs for the following fields:" });
-    await item.waitFor({ timeout: 20_000 });
+    await item.waitFor({ timeout: 90_000 });
     await notReloaded();
     const requestId = (await item.getAttribute("data-key"))!;
     assert.equal(await item.locator("input[name=session]").getAttribute("value"), sessionHash(session), "the request of A's session");
@@ -178,7 +179,7 @@ describe("web console across replicas", { skip, timeout: 300_000 }, () => {
     // …and B's console, when the agent answered first.
     const second = await promote(agent, "everything", "trigger-elicitation-request", {}, 1_000);
     const next = page.locator("article.request", { hasText: "Please provide inputs for the following fields:" });
-    await next.waitFor({ timeout: 20_000 });
+    await next.waitFor({ timeout: 90_000 });
     const nextId = (await next.getAttribute("data-key"))!;
     const byAgent = await call(agent, "respond_to_elicitation", { request_id: nextId, action: "decline" });
     assert.notEqual(byAgent.isError, true, allText(byAgent));
@@ -208,7 +209,7 @@ describe("web console across replicas", { skip, timeout: 300_000 }, () => {
     await openLive("/console/tasks?status=working");
     const p = await promote(agent, "everything", "trigger-long-running-operation", { duration: 60, steps: 60 }, 300);
     const link = page.getByRole("link", { name: p.taskId });
-    await link.waitFor({ timeout: 20_000 });
+    await link.waitFor({ timeout: 90_000 });
     await notReloaded();
     await link.click();
     await page.getByRole("button", { name: "Cancel task" }).waitFor();
@@ -227,7 +228,7 @@ describe("web console across replicas", { skip, timeout: 300_000 }, () => {
     await openLive("/console/inbox");
     const p = await promote(agent, "everything", "trigger-sampling-request", { prompt: "Say <hello> from A", maxTokens: 50 }, 1_000);
     const item = page.locator("article.request", { hasText: "Sampling request" });
-    await item.waitFor({ timeout: 20_000 });
+    await item.waitFor({ timeout: 90_000 });
     await notReloaded();
     assert.ok((await item.locator("pre.text").allTextContents()).some((t) => t.includes("Say <hello> from A")));
     const requestId = (await item.getAttribute("data-key"))!;
@@ -272,7 +273,7 @@ describe("web console across replicas", { skip, timeout: 300_000 }, () => {
     await openLive("/console/inbox");
     await promote(agent, "everything", "trigger-elicitation-request", {}, 1_000);
     const item = page.locator("article.request", { hasText: "Please provide inputs for the following fields:" });
-    await item.waitFor({ timeout: 20_000 });
+    await item.waitFor({ timeout: 90_000 });
     const requestId = (await item.getAttribute("data-key"))!;
     a.served.child.kill("SIGKILL");
     await waitExit(a.served.child);
