@@ -357,15 +357,13 @@ export class UpstreamConnection extends UpstreamHandle {
           this.lose(client, `the connection was lost (${what}; a ping to check it failed: ${errorMessage(pingErr)})`);
           return;
         }
-        if (this.heard !== heard) {
-          this.options.logger.debug({ server: this.name, err: what }, "upstream_probe_busy");
-          return;
-        }
+        const heardMeanwhile = this.heard !== heard;
+        this.options.logger.info({ server: this.name, err: what, timeoutMs: timeout, heardMeanwhile }, "upstream_ping_unanswered");
+        if (heardMeanwhile) return; // busy, not gone
         if (++unanswered >= UNANSWERED_PINGS) {
           this.lose(client, `the connection was lost (${what}; a ping to check it failed: ${unanswered} in a row went unanswered: ${errorMessage(pingErr)})`);
           return;
         }
-        this.options.logger.info({ server: this.name, err: what, timeoutMs: timeout }, "upstream_ping_unanswered");
         if (this.client !== client || this.closing || this.status !== "connected") return;
       }
     }
