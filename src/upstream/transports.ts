@@ -11,6 +11,9 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { openStandaloneStream } from "../mcp/resume-session.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { SseEventFramer } from "../mcp/sse-events.js";
+import type { GatewayError } from "../errors.js";
 import { SseRequestTap, type FetchLike } from "../mcp/sse-request-tap.js";
 import { gatewaySettingsSchema, isStdioConfig, remoteTransportOf, type RemoteServerConfig, type ServerConfig } from "../config/schema.js";
 import type { ProcessGroups } from "./children.js";
@@ -110,8 +113,15 @@ function remoteTransport(
   const url = new URL(config.url);
   const requestInit: RequestInit = config.headers ? { headers: config.headers } : {};
   if (remoteTransportOf(config) === "sse") {
-    const eventSourceInit = sseInit(config.headers, fetch);
-    return { transport: new SSEClientTransport(url, { requestInit, fetch, ...(eventSourceInit ? { eventSourceInit } : {}) }) };
+    // The legacy transport's EventSource reads its one stream itself: its events are framed here, with the bound.
+    const bounded = boundedSseFetch(fetch, bound.maxMessageBytes, () => {
+      const error = messageTooLarge(bound.name, bound.maxMessageBytes);
+      transport.endOversized(error);
+      return error;
+    });
+    const eventSourceInit = sseInit(config.headers, bounded);
+    const transport = new BoundedSseClientTransport(url, { requestInit, fetch: bounded, ...(eventSourceInit ? { eventSourceInit } : {}) });
+    return { transport };
   }
   // Over the bound, the request whose answer it was fails with EMCP_RESPONSE_TOO_LARGE (design LM-6).
   const requestStreams = new SseRequestTap(fetch, {
@@ -142,4 +152,94 @@ function sseInit(headers: Record<string, string> | undefined, fetch: FetchLike) 
     fetch: (input: string | URL, init?: RequestInit) =>
       fetch(input, { ...init, headers: { ...Object.fromEntries(new Headers(init?.headers).entries()), ...headers } }),
   };
+}
+
+/**
+ * The legacy HTTP+SSE transport, bounded (design LM-6): every answer comes on
+ * its one GET stream, so an oversized event there cannot be skipped without
+ * losing the stream's place. The connection ends instead: the requests still
+ * waiting fail with EMCP_RESPONSE_TOO_LARGE (which one the event answered is
+ * not known), and the upstream is reconnected as after any drop.
+ */
+export class BoundedSseClientTransport extends SSEClientTransport {
+  /** Ids of our requests not yet answered. */
+  private readonly outstanding = new Set<RequestId>();
+
+  constructor(...args: ConstructorParameters<typeof SSEClientTransport>) {
+    super(...args);
+    let handler: Transport["onmessage"];
+    Object.defineProperty(this, "onmessage", {
+      configurable: true,
+      get: () => handler,
+      set: (next: Transport["onmessage"]) => {
+        handler =
+          next &&
+          ((message, extra) => {
+            if (!("method" in message) && "id" in message && message.id !== undefined) this.outstanding.delete(message.id);
+            next(message, extra);
+          });
+      },
+    });
+  }
+
+  override send(message: JSONRPCMessage): Promise<void> {
+    if ("method" in message && "id" in message) {
+      this.outstanding.add(message.id);
+      if (this.outstanding.size > MAX_OUTSTANDING) this.outstanding.delete(this.outstanding.values().next().value!);
+    }
+    return super.send(message);
+  }
+
+  override async close(): Promise<void> {
+    this.outstanding.clear();
+    await super.close();
+  }
+
+  /** An event over the bound arrived: every waiting request fails with `error`, and the connection ends. */
+  endOversized(error: GatewayError): void {
+    const waiting = [...this.outstanding];
+    this.outstanding.clear();
+    for (const id of waiting) this.onmessage?.(errorResponseFor(id, error));
+    this.onerror?.(error);
+    void this.close();
+  }
+}
+
+/** Ids remembered per legacy SSE connection at most (the oldest are forgotten). */
+const MAX_OUTSTANDING = 10_000;
+
+/**
+ * `fetch` whose `text/event-stream` bodies pass through the SSE event framer
+ * with the bound: an event over `maxBytes` is never held; the body errors with
+ * what `oversized()` returns and nothing more is read.
+ */
+export function boundedSseFetch(fetch: FetchLike, maxBytes: number, oversized: () => Error): FetchLike {
+  return async (url, init) => {
+    const response = await fetch(url, init);
+    if (!response.body || !isEventStream(response)) return response;
+    let framer: SseEventFramer;
+    const bounded = new TransformStream<Uint8Array, Uint8Array>({
+      start: (controller) => {
+        framer = new SseEventFramer(maxBytes, {
+          event: (pieces) => {
+            for (const piece of pieces) controller.enqueue(piece);
+          },
+          oversized: () => {
+            controller.error(oversized());
+            return false;
+          },
+          skipped: () => undefined,
+        });
+      },
+      transform: (chunk) => framer.feed(chunk),
+      flush: (controller) => {
+        for (const piece of framer.rest()) controller.enqueue(piece);
+      },
+    });
+    return new Response(response.body.pipeThrough(bounded), { status: response.status, statusText: response.statusText, headers: response.headers });
+  };
+}
+
+function isEventStream(response: Response): boolean {
+  return (response.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase() === "text/event-stream";
 }

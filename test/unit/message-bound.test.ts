@@ -12,6 +12,13 @@ import { toJsonRpcError, toToolErrorText, upstreamCallError } from "../../src/er
 import { errorResponseFor } from "../../src/mcp/error-response.js";
 import { McpError, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { SseRequestTap } from "../../src/mcp/sse-request-tap.js";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { z } from "zod";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js";
+import { createTransportFactory } from "../../src/upstream/transports.js";
 
 function reader(maxLineBytes: number) {
   const lines: string[] = [];
@@ -268,5 +275,67 @@ describe("SseRequestTap's bound (Streamable HTTP)", () => {
     const small = tap(() => respond(['{"jsonrpc":"2.0","id":4,', '"result":{}}'], "application/json"));
     assert.deepEqual(await (await small.t.fetch("http://u/mcp", post(4))).json(), { jsonrpc: "2.0", id: 4, result: {} });
     assert.deepEqual(small.failed, []);
+  });
+});
+
+describe("the legacy HTTP+SSE transport's bound", () => {
+  /** A real legacy HTTP+SSE MCP server (the SDK's SSEServerTransport) on a local port, with a tool answering `bytes` bytes. */
+  async function legacyServer() {
+    const transports = new Map<string, SSEServerTransport>();
+    const http = createServer((req, res) => {
+      void (async () => {
+        if (req.method === "GET" && req.url === "/sse") {
+          const transport = new SSEServerTransport("/messages", res);
+          transports.set(transport.sessionId, transport);
+          const server = new McpServer({ name: "legacy", version: "1.0.0" });
+          server.registerTool("big", { description: "a text result of `bytes` bytes", inputSchema: { bytes: z.number().int().min(0) } }, ({ bytes }) => ({
+            content: [{ type: "text", text: "x".repeat(bytes) }],
+          }));
+          await server.connect(transport);
+          return;
+        }
+        const sessionId = new URL(req.url ?? "/", "http://localhost").searchParams.get("sessionId") ?? "";
+        const transport = transports.get(sessionId);
+        if (req.method === "POST" && transport) return transport.handlePostMessage(req, res);
+        res.writeHead(404).end();
+      })();
+    });
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    const { port } = http.address() as AddressInfo;
+    return {
+      url: `http://127.0.0.1:${port}/sse`,
+      close: async () => {
+        for (const t of transports.values()) await t.close();
+        http.closeAllConnections();
+        await new Promise((resolve) => http.close(resolve));
+      },
+    };
+  }
+
+  test("an answer over the bound on the SSE stream fails the waiting call with EMCP_RESPONSE_TOO_LARGE and ends the connection; one under it passes", async () => {
+    const server = await legacyServer();
+    const factory = createTransportFactory({ killGraceMs: 1000, maxMessageBytes: 64 * 1024 });
+    const { transport } = factory("legacy", { transport: "sse", url: server.url });
+    const client = new Client({ name: "t", version: "1.0.0" });
+    let closed = false;
+    client.onclose = () => (closed = true);
+    try {
+      await client.connect(transport);
+      const small = await client.callTool({ name: "big", arguments: { bytes: 1000 } });
+      assert.equal((small.content as { text: string }[])[0]!.text.length, 1000);
+      const err = await client.callTool({ name: "big", arguments: { bytes: 2 * 1024 * 1024 } }).then(
+        () => assert.fail("an answer over the bound was delivered"),
+        (e: unknown) => e,
+      );
+      const mapped = upstreamCallError("legacy", "big", err);
+      assert.equal(mapped.code, "EMCP_RESPONSE_TOO_LARGE", String(err));
+      assert.match(mapped.message, /maxMessageBytes \(64 KiB\)/);
+      const deadline = Date.now() + 30_000;
+      while (!closed && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      assert.ok(closed, "the connection ended");
+    } finally {
+      await client.close().catch(() => undefined);
+      await server.close();
+    }
   });
 });
