@@ -2,8 +2,9 @@
  * The SQLite backend: one file (WAL), one connection, the stores of each
  * kind over it. Opening checks, migrates and write-probes the file
  * (sqlite/db.ts); failures are EMCP_STORE_UNAVAILABLE naming the file. With
- * `exclusive` (a gateway serving from it) the file is also claimed for this
- * process until close (sqlite/owner.ts): a second gateway on it is refused.
+ * `exclusive` (a gateway serving from it) the file is claimed for this
+ * process until close (sqlite/owner.ts), before it is opened: a second
+ * gateway on it is refused without touching it.
  */
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
@@ -21,12 +22,20 @@ export interface OpenSqliteStoreOptions extends OpenSqliteOptions {
 
 export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteStoreOptions = {}): Store {
   const { exclusive, ...dbOptions } = options;
-  const db = SqliteDb.open(file, dbOptions);
-  let owner: StoreOwnership | undefined;
+  // The claim comes first: a refused gateway (maybe another version) neither migrates nor writes the holder's file.
+  const owner = exclusive ? StoreOwnership.claim(file, clock.now()) : undefined;
+  let db: SqliteDb;
   try {
-    if (exclusive) owner = StoreOwnership.claim(db, clock.now());
+    db = SqliteDb.open(file, dbOptions);
+  } catch (err) {
+    owner?.release();
+    throw err;
+  }
+  try {
+    owner?.bind(db);
   } catch (err) {
     db.close();
+    owner?.release();
     throw err;
   }
   return {
