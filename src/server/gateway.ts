@@ -295,7 +295,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       let raw: Store | undefined;
       if (!store) {
         // Exclusive: a second gateway on the same SQLite file is refused, naming this one (ADR 0007, "One gateway per file").
-        raw = await openStore(settings.store, { clock, exclusive: true });
+        raw = await openStore(settings.store, { clock, exclusive: true, logger });
         opened = raw;
         store = observability.store(cluster ? cluster.wrap(raw) : raw);
       }

@@ -12,6 +12,7 @@ import path from "node:path";
 import { systemClock, type Clock } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
+import type { Logger } from "../logging.js";
 import type { Store } from "./contracts.js";
 import { createMemoryStore } from "./memory/index.js";
 import { openRedisStore } from "./redis/index.js";
@@ -29,6 +30,8 @@ export interface OpenStoreOptions {
   connectTimeoutMs?: number;
   /** SQLite: claim the file for this process until close (a gateway serving from it; docs/adr/0007, "One gateway per file"). @default false */
   exclusive?: boolean;
+  /** SQLite: where `store_recovered` is logged (a deleted or replaced file written back to its path). */
+  logger?: Logger;
 }
 
 export async function openStore(config: StoreConfig, options: OpenStoreOptions = {}): Promise<Store> {
@@ -40,7 +43,10 @@ export async function openStore(config: StoreConfig, options: OpenStoreOptions =
       }
       return createMemoryStore(clock);
     case "sqlite":
-      return openSqliteStore(config.path ?? defaultStorePath(options.env), clock, { exclusive: options.exclusive ?? false });
+      return openSqliteStore(config.path ?? defaultStorePath(options.env), clock, {
+        exclusive: options.exclusive ?? false,
+        onRecovered: (what) => options.logger?.warn({ store: "sqlite", reason: what }, "store_recovered"),
+      });
     case "redis":
       if (config.url === undefined || config.path !== undefined) {
         throw new GatewayError(ErrorCodes.CONFIG_INVALID, "a redis store takes gateway.store.url (redis://host:6379) and no path; set url and remove path");

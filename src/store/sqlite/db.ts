@@ -10,7 +10,7 @@
  * thread, so the async store methods above it are atomic within the process,
  * and the transactions make them atomic against other processes on the file.
  */
-import { mkdirSync, statSync } from "node:fs";
+import { mkdirSync, renameSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { ErrorCodes, GatewayError, errorMessage } from "../../errors.js";
@@ -32,23 +32,26 @@ export interface OpenSqliteOptions {
   migrations?: readonly Migration[];
   /** Called with every statement as run, values bound (tests check the query plans; debugging). */
   verbose?: (sql: string) => void;
+  /** Told (for the log line `store_recovered`) when the file was deleted or replaced and the open database was written back to its path. */
+  onRecovered?: (what: string) => void;
 }
 
 export class SqliteDb {
   private readonly statements = new Map<string, Database.Statement>();
-  private readonly inTransaction: Database.Transaction<(fn: () => unknown) => unknown>;
+  private inTransaction: Database.Transaction<(fn: () => unknown) => unknown>;
   private closed = false;
   /** The file's identity when it was opened: a path that later names another file (or none) means ours was deleted or replaced. */
-  private readonly identity: { dev: number; ino: number };
-  /** Why the file is unusable (deleted or replaced): for good, until a restart. */
+  private identity: { dev: number; ino: number };
+  /** Why the file is unusable (deleted or replaced, and writing it back failed): every use fails until it can be written back. */
   private fileGone: string | undefined;
   /** The last backend failure of a read or write, until a write succeeds. */
   private failing: string | undefined;
 
   private constructor(
-    private readonly db: Database.Database,
+    private db: Database.Database,
     /** The absolute file path (named in every error). */
     readonly file: string,
+    private readonly options: OpenSqliteOptions,
   ) {
     this.inTransaction = db.transaction((fn: () => unknown) => fn());
     const { dev, ino } = statSync(file);
@@ -68,17 +71,10 @@ export class SqliteDb {
       if (statSync(absolute, { throwIfNoEntry: false })?.isDirectory()) {
         throw Object.assign(new Error(`${absolute} is a folder`), { code: "EISDIR" });
       }
-      db = new Database(absolute, { timeout: BUSY_TIMEOUT_MS, ...(options.verbose ? { verbose: (sql: unknown) => options.verbose?.(String(sql)) } : {}) });
-      // The first statement reads the header: a file that is not a database fails here (SQLITE_NOTADB).
-      const mode = db.pragma("journal_mode = WAL", { simple: true });
-      if (mode !== "wal") throw new Error(`the file system refused write-ahead logging (journal_mode is '${String(mode)}')`);
-      // WAL + NORMAL: a commit is in the WAL (the OS's cache) before it returns, so a killed process
-      // loses nothing; only a power loss / kernel crash can drop the last commits (ADR 0007).
-      db.pragma("synchronous = NORMAL");
-      db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
+      db = connect(absolute, options);
       const check = db.pragma("quick_check", { simple: true });
       if (check !== "ok") throw Object.assign(new Error(`integrity check failed: ${String(check)}`), { code: "SQLITE_CORRUPT" });
-      const store = new SqliteDb(db, absolute);
+      const store = new SqliteDb(db, absolute, options);
       store.migrate(options.migrations ?? MIGRATIONS);
       // A write at every start: a file or folder we cannot write fails now, not at the first task.
       store.stmt("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_opened_at', ?)").run(String(Date.now()));
@@ -123,14 +119,17 @@ export class SqliteDb {
 
   /**
    * False while the store cannot serve: closed, the file deleted or replaced
-   * (writes still go to the open file, which keeps working until the restart,
-   * but are lost then — hence 503 and a log line saying to restart),
-   * or the last read/write failed (disk full, I/O error) and a probe write of
+   * and writing it back failed (then every read and write fails too), or the
+   * last read/write failed (disk full, I/O error) and a probe write of
    * PROBE_BYTES still fails. Never throws; problem() says why.
    */
   healthy(): boolean {
     if (this.closed) return false;
-    if (this.checkFile() !== undefined) return false;
+    try {
+      this.ensureFile();
+    } catch {
+      return false;
+    }
     try {
       if (this.failing !== undefined) {
         // The failure may be over (space freed): a write that needs new pages tells, and leaves nothing behind.
@@ -153,21 +152,60 @@ export class SqliteDb {
     return this.fileGone ?? this.failing;
   }
 
-  /** Compares the path's file with the one opened; records and returns why it is gone. */
-  private checkFile(): string | undefined {
-    if (this.fileGone !== undefined) return this.fileGone;
+  /**
+   * The path still names the file opened, or it is made to again: when the
+   * file was deleted or replaced, the open database (which still has
+   * everything) is written to a temporary file in the same folder, the old
+   * connection closed, the copy renamed over the path and opened
+   * (`store_recovered`). If that fails, throws EMCP_STORE_UNAVAILABLE (and so
+   * does every use until it succeeds): nothing is confirmed that a restart would lose.
+   */
+  private ensureFile(): void {
+    if (this.fileGone === undefined && this.db.open && this.db.inTransaction) return; // checked when the transaction began
     let now: { dev: number; ino: number } | undefined;
     try {
       now = statSync(this.file, { throwIfNoEntry: false });
     } catch {
-      now = undefined;
+      now = undefined; // the folder cannot be read: as good as gone
     }
-    if (now && now.dev === this.identity.dev && now.ino === this.identity.ino) return undefined;
-    this.fileGone =
-      `the state store ${this.file} was ${now ? "replaced by another file" : "deleted"} while emceepee had it open: what it writes now ` +
-      `goes to the old file and is lost at the next start. Restart emceepee soon (it opens the file at that path again; sessions, tasks and ` +
-      `results since the deletion are lost), or set gateway.store.path to a file that stays`;
-    return this.fileGone;
+    if (this.fileGone === undefined && now && now.dev === this.identity.dev && now.ino === this.identity.ino) return;
+    const what = `the state store ${this.file} was ${now ? "replaced by another file" : "deleted"} while emceepee had it open`;
+    try {
+      this.recover();
+    } catch (err) {
+      this.fileGone =
+        `${what}, and writing it back failed: ${errorMessage(err)}. Nothing is stored until it can be (each use tries again): make its folder ` +
+        `writable, or restart emceepee (sessions, tasks and results not stored are lost), or set gateway.store.path to a file that stays`;
+      throw new GatewayError(ErrorCodes.STORE_UNAVAILABLE, this.fileGone, { details: { path: this.file, reason: "file_gone" }, cause: err });
+    }
+    this.fileGone = undefined;
+    this.options.onRecovered?.(`${what}; its contents were written back to that path and it is used again`);
+  }
+
+  /** Writes the open database back to its path (a temporary copy renamed over it) and reopens it there. */
+  private recover(): void {
+    const tmp = path.join(path.dirname(this.file), `.${path.basename(this.file)}.recover-${process.pid}`);
+    mkdirSync(path.dirname(this.file), { recursive: true });
+    if (this.db.open) {
+      rmSync(tmp, { force: true });
+      try {
+        this.db.prepare("VACUUM INTO ?").run(tmp);
+      } catch (err) {
+        rmSync(tmp, { force: true });
+        throw err;
+      }
+      this.statements.clear();
+      this.db.close();
+    }
+    // SQLite leaves a moved file's -wal and -shm at the path: the copy must not inherit (replay) them.
+    rmSync(`${this.file}-wal`, { force: true });
+    rmSync(`${this.file}-shm`, { force: true });
+    renameSync(tmp, this.file); // a failure leaves the copy, renamed at the next try
+    const db = connect(this.file, this.options);
+    this.db = db;
+    this.inTransaction = db.transaction((fn: () => unknown) => fn());
+    const { dev, ino } = statSync(this.file);
+    this.identity = { dev, ino };
   }
 
   /** Closes the file (SQLite checkpoints the WAL into it); idempotent. */
@@ -184,6 +222,7 @@ export class SqliteDb {
 
   private guard<T>(what: string, fn: () => T): T {
     if (this.closed) throw storeClosed(this.file);
+    this.ensureFile();
     try {
       return fn();
     } catch (err) {
@@ -214,6 +253,24 @@ export class SqliteDb {
       }
     });
     step.immediate();
+  }
+}
+
+/** A connection to the file with the durability settings of ADR 0007. */
+function connect(file: string, options: OpenSqliteOptions): Database.Database {
+  const db = new Database(file, { timeout: BUSY_TIMEOUT_MS, ...(options.verbose ? { verbose: (sql: unknown) => options.verbose?.(String(sql)) } : {}) });
+  try {
+    // The first statement reads the header: a file that is not a database fails here (SQLITE_NOTADB).
+    const mode = db.pragma("journal_mode = WAL", { simple: true });
+    if (mode !== "wal") throw new Error(`the file system refused write-ahead logging (journal_mode is '${String(mode)}')`);
+    // WAL + NORMAL: a commit is in the WAL (the OS's cache) before it returns, so a killed process
+    // loses nothing; only a power loss / kernel crash can drop the last commits (ADR 0007).
+    db.pragma("synchronous = NORMAL");
+    db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
+    return db;
+  } catch (err) {
+    db.close();
+    throw err;
   }
 }
 
