@@ -8,7 +8,9 @@
  * the real result; a promotion on the stdio upstream says it was lost. An
  * `optional` task tool (test/fixtures/task-server.ts over HTTP) answers a fast
  * call inline as before; after the restart get_task asks the upstream about
- * a re-attached task, and cancel_task cancels the upstream task.
+ * a re-attached task, and cancel_task cancels the upstream task; with the
+ * upstream gone, get_task shows the stored status with a note and cancel_task
+ * cancels locally and says the upstream was not told.
  */
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -100,7 +102,7 @@ async function directReport(): Promise<string> {
 }
 
 /** test/fixtures/task-server.ts over Streamable HTTP; `stderr()` has its "cancelled <taskId>" lines. */
-async function startTaskServerHttp(): Promise<{ url: string; stderr: () => string }> {
+async function startTaskServerHttp(): Promise<{ url: string; stderr: () => string; stop: () => Promise<void> }> {
   const child = spawn(process.execPath, ["--import", "tsx", path.join(FIXTURES, "task-server.ts"), "--http"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
   running.add({ child, url: "", stdout: () => "", stderr: () => "" });
   let out = "";
@@ -108,7 +110,7 @@ async function startTaskServerHttp(): Promise<{ url: string; stderr: () => strin
   child.stdout.on("data", (c: Buffer) => (out += c.toString("utf8")));
   child.stderr.on("data", (c: Buffer) => (err += c.toString("utf8")));
   const url = await pollFor(async () => /listening on (\S+)/.exec(out)?.[1], `task-server --http to listen (stderr: ${err})`, 60_000);
-  return { url, stderr: () => err };
+  return { url, stderr: () => err, stop: () => stopChild(child) };
 }
 
 /** The task id of a promoted execute_tool reply. */
@@ -183,8 +185,9 @@ describe("execute_tool promotions survive a gateway restart (real processes, SQL
 
       const finishing = promotedTaskId(await call(meta.client, "execute_tool", { server: "tasks", tool: "slow-task", args: { ms: 4_000 }, timeout_ms: 100 }));
       const endless = promotedTaskId(await call(meta.client, "execute_tool", { server: "tasks", tool: "slow-task", args: { ms: 600_000 }, timeout_ms: 100 }));
+      const orphan = promotedTaskId(await call(meta.client, "execute_tool", { server: "tasks", tool: "slow-task", args: { ms: 600_000 }, timeout_ms: 100 }));
 
-      await restart(gw, "SIGKILL", start);
+      const gw2 = await restart(gw, "SIGKILL", start);
 
       const meta2 = await continuePeer(`${base}/mcp`, meta);
       // get_task asks the upstream about a re-attached task: it reads completed once the upstream task is.
@@ -204,6 +207,25 @@ describe("execute_tool promotions survive a gateway restart (real processes, SQL
       assert.equal(block(cancelled, "success"), true, JSON.stringify(cancelled));
       await pollFor(async () => /task-server: cancelled /.exec(upstream.stderr()) ?? undefined, "the upstream's tasks/cancel", 30_000);
       assert.equal(block(await call(meta2.client, "get_task", { task_id: endless }), "task")?.status, "cancelled");
+
+      // Restarted again with the upstream gone: get_task shows the stored status and says why; cancel_task cancels here
+      // and says the upstream was not told (no error after the local cancel).
+      gw2.child.kill("SIGKILL");
+      await waitExit(gw2.child, 60_000);
+      running.delete(gw2);
+      await upstream.stop();
+      await start();
+      const meta3 = await continuePeer(`${base}/mcp`, meta);
+      const view = await call(meta3.client, "get_task", { task_id: orphan });
+      assert.notEqual(view.isError, true, JSON.stringify(view));
+      assert.equal(block<{ status: string }>(view, "task")?.status, "working");
+      assert.match(block<string>(view, "note") ?? "", /could not ask upstream 'tasks'/, JSON.stringify(view));
+      const orphaned = await call(meta3.client, "cancel_task", { task_id: orphan });
+      assert.notEqual(orphaned.isError, true, `no error after the local cancel: ${JSON.stringify(orphaned)}`);
+      assert.equal(block(orphaned, "success"), true, JSON.stringify(orphaned));
+      assert.equal(block(orphaned, "upstream_cancelled"), false, JSON.stringify(orphaned));
+      assert.match(block<string>(orphaned, "message") ?? "", /could not be told/);
+      assert.equal(block(await call(meta3.client, "get_task", { task_id: orphan }), "task")?.status, "cancelled");
     },
   );
 });

@@ -6,11 +6,17 @@
  * (ADR 0002 §8); the request itself is in `pending_client_action`.
  * get_task_result waits at most `timeout_ms` whoever runs the task (the
  * gateway, or an upstream whose task the transparent face created).
+ * A task re-attached after a restart (MF-20) is asked of its upstream by
+ * get_task and cancel_task, each waiting a bounded time for the connection:
+ * an upstream that cannot be reached gives the stored status with a `note`,
+ * or a cancel that says the upstream could not be told (never an error after
+ * the local cancel).
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import { ErrorCodes, GatewayError } from "../../../errors.js";
-import { cancelUpstream } from "../../../tasks/emulation.js";
+import type { Clock } from "../../../clock.js";
+import { ErrorCodes, errorMessage, GatewayError } from "../../../errors.js";
+import type { UpstreamHandle } from "../../../upstream/handle.js";
 import { getToolTask, getToolTaskResult } from "../../../tasks/native.js";
 import { defineTool, iso, json } from "../define.js";
 import { elicitationSummary } from "../envelope.js";
@@ -49,16 +55,24 @@ export const getTask = defineTool({
   annotations: { readOnlyHint: true },
   async run({ session, gateway }, { task_id }, extra) {
     let task = await session.tasks.get(task_id);
+    let note: string | undefined;
     if (task.upstreamTaskId !== undefined && task.status === "working" && session.tasks.isReattached(task_id)) {
       // Re-attached after a restart (MF-20): nothing here watches it, so its status is asked of the upstream now (TK-10).
-      // A poll that fails shows the stored status; one the upstream answers "unknown task" has failed the task.
+      // A poll that fails (or an upstream not connected within taskPollTimeoutMs) shows the stored status with a note;
+      // one the upstream answers "unknown task" has failed the task.
       const ctx = { tasks: session.tasks, settings: gateway.settings, clock: gateway.clock };
-      await getToolTask(ctx, task_id, (server) => session.connection(server), extra.signal).catch(() => undefined);
+      const connect = (server: string) => within(gateway.clock, session.connection(server), gateway.settings.upstream.taskPollTimeoutMs, server);
+      try {
+        await getToolTask(ctx, task_id, connect, extra.signal);
+      } catch (err) {
+        note = `could not ask upstream '${task.server}' about this task now (${errorMessage(err)}): the status shown is the one stored; call get_task again later`;
+      }
       task = await session.tasks.get(task_id);
     }
     const pending = session.pending.list("elicitation", task.server);
     return json({
       task: taskViewWithArgs(task),
+      ...(note !== undefined ? { note } : {}),
       pending_elicitations_for_server: pending.map(elicitationSummary),
       // The alias shape (design MF-19): requestId, server, timestamp, params.
       pending_elicitations: pending.map((p) => ({ requestId: p.requestId, server: p.server, timestamp: iso(p.receivedAt), params: p.params })),
@@ -116,9 +130,33 @@ export const cancelTask = defineTool({
     const reattached = session.tasks.isReattached(task_id);
     const outcome = await session.tasks.cancel(task_id);
     // A task re-attached after a restart has no call here to abort: its upstream task is cancelled directly (TK-12).
+    // The local cancel is done: what happened upstream is reported, never thrown.
     if (outcome.success && reattached && before.upstreamTaskId !== undefined) {
-      await cancelUpstream(gateway.settings, await session.connection(before.server), before.upstreamTaskId);
+      const bound = gateway.settings.tasks.upstreamCancelTimeoutMs;
+      try {
+        const conn = await within(gateway.clock, session.connection(before.server), bound, before.server);
+        await conn.cancelTask(before.upstreamTaskId, bound);
+        const message = `task ${task_id} cancelled; upstream '${before.server}' cancelled its task`;
+        return json({ ...outcome, message, upstream_cancelled: true }, message);
+      } catch (err) {
+        const message = `task ${task_id} cancelled here, but upstream '${before.server}' could not be told (${errorMessage(err)}): its task may run on there until its TTL ends`;
+        return json({ ...outcome, message, upstream_cancelled: false }, message);
+      }
     }
     return json(outcome, outcome.message);
   },
 });
+
+/** The connection, if it is there within `ms` (an injected-clock timer); the attempt goes on in the background. */
+async function within(clock: Clock, connecting: Promise<UpstreamHandle>, ms: number, server: string): Promise<UpstreamHandle> {
+  let timer: ReturnType<Clock["setTimeout"]> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = clock.setTimeout(() => reject(new Error(`upstream '${server}' is not connected (no connection within ${ms}ms)`)), ms);
+  });
+  connecting.catch(() => undefined);
+  try {
+    return await Promise.race([connecting, late]);
+  } finally {
+    clock.clearTimeout(timer);
+  }
+}
