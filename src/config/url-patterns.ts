@@ -6,8 +6,8 @@
  */
 import { BlockList, isIP } from "node:net";
 
-/** Denied unless the operator changes `deny`: link-local ranges and cloud metadata endpoints. */
-export const DEFAULT_DENIED_URLS: readonly string[] = ["169.254.0.0/16", "fe80::/10", "fd00:ec2::254", "metadata.google.internal"];
+/** Denied unless the operator changes `deny`: link-local ranges and cloud metadata endpoints (Alibaba Cloud's is 100.100.100.200). */
+export const DEFAULT_DENIED_URLS: readonly string[] = ["169.254.0.0/16", "fe80::/10", "fd00:ec2::254", "100.100.100.200", "metadata.google.internal"];
 
 export type UrlPattern =
   | { kind: "prefix"; text: string; href: string }

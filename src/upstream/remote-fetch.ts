@@ -4,9 +4,10 @@
  *   single-line excerpt, so no error, log line or `last_error` repeats what a
  *   non-MCP endpoint answered (the SDK quotes error bodies whole);
  * - for a server added at runtime (`runtime`), every request is checked
- *   against `gateway.servers.runtimeUrls` first (the host resolved again each
- *   time: DNS rebinding), and no redirect is followed: a 3xx is an error
- *   naming where it pointed.
+ *   against `gateway.servers.runtimeUrls` first, its connections resolve
+ *   their host through the policy (`fetchFor`: the addresses connected to
+ *   are the ones checked, DNS rebinding), and no redirect is followed: a 3xx
+ *   is an error naming where it pointed.
  */
 import { GatewayError, ErrorCodes } from "../errors.js";
 import type { FetchLike } from "../mcp/sse-request-tap.js";
@@ -21,11 +22,12 @@ export interface RemoteFetchOptions {
   server: string;
   /** Set for servers added at runtime: the URL rules, and redirects refused. */
   runtime?: RuntimeUrlPolicy | undefined;
+  /** The fetch underneath; default: the policy's own (`runtime.fetchFor`) for a runtime server, else Node's. */
   base?: FetchLike;
 }
 
 export function remoteFetch(o: RemoteFetchOptions): FetchLike {
-  const base: FetchLike = o.base ?? ((url, init) => fetch(url, init));
+  const base: FetchLike = o.base ?? o.runtime?.fetchFor(o.server) ?? ((url, init) => fetch(url, init));
   return async (url, init) => {
     if (o.runtime) await o.runtime.check(url, o.server);
     const response = await base(url, o.runtime ? { ...init, redirect: "manual" } : init);

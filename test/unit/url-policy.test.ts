@@ -2,8 +2,9 @@
  * gateway.servers.runtimeUrls (src/config/url-patterns.ts,
  * src/upstream/url-policy.ts) and the runtime servers' fetch
  * (src/upstream/remote-fetch.ts): patterns, resolution, the check before
- * every request (DNS rebinding), error-body excerpts. DNS is the one seam
- * injected (`lookup`); requests go to a real local listener.
+ * every request and the connection's own lookup (DNS rebinding), error-body
+ * excerpts. DNS is the one seam injected (`lookup`); requests go to a real
+ * local listener.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -12,7 +13,7 @@ import type { AddressInfo } from "node:net";
 import { DEFAULT_DENIED_URLS, urlPatternProblem } from "../../src/config/url-patterns.js";
 import { GatewayError } from "../../src/errors.js";
 import { BODY_EXCERPT_CHARS, excerptOf, remoteFetch } from "../../src/upstream/remote-fetch.js";
-import { RuntimeUrlPolicy, type Lookup } from "../../src/upstream/url-policy.js";
+import { embeddedIPv4, RuntimeUrlPolicy, type Lookup } from "../../src/upstream/url-policy.js";
 
 const defaults = { allow: [], deny: DEFAULT_DENIED_URLS };
 const dns =
@@ -40,6 +41,19 @@ test("the default deny list: link-local and metadata addresses in every spelling
     "http://[::ffff:169.254.169.254]/",
     "http://[fe80::1]/",
     "http://[fd00:ec2::254]/",
+    "http://[::ffff:a9fe:a9fe]/",
+    "http://[::a9fe:a9fe]/",
+    "http://[::169.254.169.254]/",
+    "http://[64:ff9b::a9fe:a9fe]/",
+    "http://[64:ff9b::169.254.169.254]/",
+    "http://[0:0:0:0:0:ffff:169.254.169.254]/",
+    "http://2852039166/",
+    "http://0251.0376.0251.0376/",
+    "http://0xa9fea9fe/",
+    "http://0xa9.0xfe.0xa9.0xfe/",
+    "http://100.100.100.200/latest/meta-data/",
+    "http://[::ffff:100.100.100.200]/",
+    "http://[64:ff9b::6464:64c8]/",
     "http://metadata.google.internal/",
     "http://METADATA.google.internal./",
     "http://evil.example/mcp",
@@ -47,9 +61,29 @@ test("the default deny list: link-local and metadata addresses in every spelling
     await refusal(policy, url);
   }
   assert.match(await refusal(policy, "http://evil.example/mcp"), /evil\.example resolves to 93\.184\.216\.34, 169\.254\.169\.254/);
+  // A name whose DNS answer is an IPv6 spelling of the metadata address.
+  for (const address of ["::a9fe:a9fe", "64:ff9b::a9fe:a9fe", "::ffff:169.254.169.254"]) {
+    await refusal(new RuntimeUrlPolicy(defaults, dns({ "v6.example": [address] })), "http://v6.example/mcp");
+  }
   await policy.check("http://ok.example/mcp", "s");
   await policy.check("http://127.0.0.1:9/mcp", "s");
   await policy.check("http://[::1]:9/mcp", "s");
+});
+
+test("IPv4 spellings are normalised by URL parsing; IPv6 forms embedding an IPv4 address are read as it", () => {
+  // WHATWG URL turns decimal, octal and hex IPv4 hosts into dotted decimal: the policy sees 169.254.169.254.
+  for (const host of ["2852039166", "0251.0376.0251.0376", "0xa9fea9fe", "0xa9.0xfe.0xa9.0xfe", "169.254.43518"]) {
+    assert.equal(new URL(`http://${host}/`).hostname, "169.254.169.254", host);
+  }
+  assert.equal(new URL("http://[::169.254.169.254]/").hostname, "[::a9fe:a9fe]");
+  assert.equal(embeddedIPv4("::a9fe:a9fe"), "169.254.169.254");
+  assert.equal(embeddedIPv4("::ffff:a9fe:a9fe"), "169.254.169.254");
+  assert.equal(embeddedIPv4("::ffff:169.254.169.254"), "169.254.169.254");
+  assert.equal(embeddedIPv4("64:ff9b::a9fe:a9fe"), "169.254.169.254");
+  assert.equal(embeddedIPv4("0:0:0:0:0:ffff:6464:64c8"), "100.100.100.200");
+  for (const other of ["::1", "::", "fe80::1", "2001:db8::a9fe:a9fe", "64:ff9b:1::a9fe:a9fe", "169.254.169.254", "example.com"]) {
+    assert.equal(embeddedIPv4(other), undefined, other);
+  }
 });
 
 test("a name that cannot be resolved is refused, not let through unchecked", async () => {
@@ -79,7 +113,7 @@ test("bad patterns are named", () => {
   assert.match(urlPatternProblem("exa mple") ?? "", /not a host, IP address, CIDR range or http\(s\) URL prefix/);
 });
 
-test("a runtime server's fetch checks every request: a name that resolves elsewhere later (rebinding) is refused before it is sent", async (t) => {
+test("a runtime server's connection resolves through the policy: the address connected to is the one checked", async (t) => {
   const seen: string[] = [];
   const server = createServer((req, res) => {
     seen.push(req.url ?? "");
@@ -88,17 +122,29 @@ test("a runtime server's fetch checks every request: a name that resolves elsewh
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
   const { port } = server.address() as AddressInfo;
-  let answer = ["127.0.0.1"];
-  const policy = new RuntimeUrlPolicy(defaults, () => Promise.resolve(answer));
-  // The name resolves through the injected DNS; the request itself goes to the real listener.
-  const fetch = remoteFetch({
-    server: "s",
-    runtime: policy,
-    base: (url, init) => globalThis.fetch(String(url).replace("rebind.example", "127.0.0.1"), init),
+
+  // A name only the policy's resolver knows reaches the listener: the connection used that resolver.
+  const known = remoteFetch({ server: "s", runtime: new RuntimeUrlPolicy(defaults, dns({ "internal.example": ["127.0.0.1"] })) });
+  assert.equal(
+    (await known(`http://internal.example:${port}/first`, { method: "POST", body: "{}", headers: { "Content-Type": "application/json" } })).status,
+    200,
+  );
+
+  // Rebinding: the first answer (the check before the request) is public, every later one (the connection's) is the denied address.
+  // `localhost` is what the system resolver would connect to: on the old code (a second, unchecked lookup) the request reached the listener.
+  let lookups = 0;
+  const rebinding: Lookup = () => Promise.resolve(lookups++ === 0 ? ["93.184.216.34"] : ["127.0.0.1"]);
+  const policy = new RuntimeUrlPolicy({ allow: [], deny: [...DEFAULT_DENIED_URLS, "127.0.0.0/8", "::1"] }, rebinding);
+  const fetch = remoteFetch({ server: "s", runtime: policy });
+  await assert.rejects(fetch(`http://localhost:${port}/second`, { method: "POST" }), (err: unknown) => {
+    assert.ok(err instanceof GatewayError, String(err));
+    assert.equal(err.code, "EMCP_FORBIDDEN");
+    assert.match(err.message, /localhost resolves to 127\.0\.0\.1\) matches '127\.0\.0\.0\/8'/);
+    return true;
   });
-  assert.equal((await fetch(`http://rebind.example:${port}/first`, { method: "POST" })).status, 200);
-  answer = ["169.254.169.254"];
-  await assert.rejects(fetch(`http://rebind.example:${port}/second`, { method: "POST" }), /EMCP_FORBIDDEN|169\.254\.169\.254/);
+  assert.ok(lookups >= 2, "the connection resolved the host through the policy");
+  // And the check before each request still refuses once the answer has changed.
+  await assert.rejects(fetch(`http://localhost:${port}/third`, { method: "POST" }), /EMCP_FORBIDDEN|refused/);
   assert.deepEqual(seen, ["/first"]);
 });
 
