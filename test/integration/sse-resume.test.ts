@@ -323,9 +323,10 @@ describe("SSE streams of a dead replica resume on the replica that adopts the se
         config,
         JSON.stringify({
           mcpServers: { local: everythingStdio() },
+          // leaseMs: long enough that a live replica's heartbeat is not missed on a loaded machine.
           gateway: {
             store: { kind: "redis", url: redis.url },
-            cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: 2_000 },
+            cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: 5_000 },
           },
         }),
       );
