@@ -72,10 +72,14 @@ describe("attachments", { timeout: 300_000 }, () => {
         assert.deepEqual([first.status, second.status], [200, 200]);
         const refused = await attach(gw.url, owner);
         assert.equal(refused.status, 503, "both slots are held while their attachments are fresh");
-        const third = await pollFor(async () => {
-          const a = await attach(gw.url, owner);
-          return a.status === 200 ? a : undefined;
-        }, "a slot given up by an idle attachment", 60_000);
+        const third = await pollFor(
+          async () => {
+            const a = await attach(gw.url, owner);
+            return a.status === 200 ? a : undefined;
+          },
+          "a slot given up by an idle attachment",
+          60_000,
+        );
         assert.ok(third.id);
         assert.equal((await ping(gw.url, first.id!)).status, 404, "the idle attachment that gave up its slot has ended");
         assert.equal((await ping(gw.url, third.id)).status, 200);
