@@ -6,7 +6,7 @@
  * touches them, and HTTP-level JSON-RPC error replies.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { toJsonRpcError } from "../errors.js";
+import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
 import type { Logger } from "../logging.js";
 
 /** An HTTP-level JSON-RPC error the HTTP layer words itself (bad session header, parse error, guards). */
@@ -86,12 +86,13 @@ function drainLimit(maxBytes: number): number {
   return Math.max(4 * maxBytes, 16 * 1024 * 1024);
 }
 
-/** A POST body the edge refuses before it reaches an MCP transport: the HTTP status, JSON-RPC code and message. */
+/** A POST body the edge refuses before it reaches an MCP transport: the HTTP status, JSON-RPC code and message (or the gateway error to answer with). */
 export class BodyRejected extends Error {
   constructor(
     readonly status: number,
     readonly code: number,
     message: string,
+    readonly gatewayError?: GatewayError,
   ) {
     super(message);
   }
@@ -99,18 +100,19 @@ export class BodyRejected extends Error {
 
 /**
  * Parses a JSON-RPC POST body. Refuses (BodyRejected) what is not JSON
- * (-32700), JSON nested deeper than `maxDepth` (-32600: recursive code later
- * on — schema validation, JSON.stringify — would overflow the stack), and an
- * empty batch (-32600, JSON-RPC 2.0 §6).
+ * (-32700), JSON nested deeper than `maxDepth` (EMCP_BAD_ARGUMENTS, -32602:
+ * recursive code later on — schema validation, JSON.stringify — would
+ * overflow the stack), and an empty batch (-32600, JSON-RPC 2.0 §6).
  */
 export function parseJsonRpcBody(text: string, maxDepth: number): unknown {
   const depth = jsonNestingDepth(text, maxDepth);
   if (depth > maxDepth) {
-    throw new BodyRejected(
-      400,
-      -32600,
-      `Invalid Request: the JSON body is nested more than ${maxDepth} levels deep (gateway.http.maxJsonDepth); flatten the data, or pass it by reference (a resource URI or file path)`,
+    const error = new GatewayError(
+      ErrorCodes.BAD_ARGUMENTS,
+      `the JSON body is nested more than ${maxDepth} levels deep (gateway.http.maxJsonDepth); flatten the data, or pass it by reference (a resource URI or file path)`,
+      { details: { maxJsonDepth: maxDepth } },
     );
+    throw new BodyRejected(400, -32602, error.message, error);
   }
   let body: unknown;
   try {

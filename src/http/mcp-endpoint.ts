@@ -428,8 +428,10 @@ export class McpEndpoint {
       return parseJsonRpcBody(preread ?? (await readBody(req, maxBodyBytes)), maxJsonDepth);
     } catch (err) {
       if (err instanceof BodyTooLargeError) sendJsonRpcError(res, 413, -32600, err.message);
-      else if (err instanceof BodyRejected) sendJsonRpcError(res, err.status, err.code, err.message);
-      else sendJsonRpcError(res, 400, -32700, `Parse error: ${errorMessage(err)}`);
+      else if (err instanceof BodyRejected) {
+        if (err.gatewayError) sendErrorReply(res, err.status, err.gatewayError);
+        else sendJsonRpcError(res, err.status, err.code, err.message);
+      } else sendJsonRpcError(res, 400, -32700, `Parse error: ${errorMessage(err)}`);
       return NO_BODY;
     }
   }

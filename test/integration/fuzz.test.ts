@@ -492,7 +492,7 @@ const GENERATORS: Record<string, Gen> = {
         return {
           label: `${depth} nested arrays in ping params`,
           body: `{"jsonrpc":"2.0","id":${id},"method":"ping","params":{"deep":${"[".repeat(depth)}${"]".repeat(depth)}}}`,
-          // Deeper than gateway.http.maxJsonDepth: refused at the edge (400, -32600).
+          // Deeper than gateway.http.maxJsonDepth: refused at the edge (400, EMCP_BAD_ARGUMENTS -32602).
           expect: depth + 3 > MAX_JSON_DEPTH ? "malformed" : "any",
         };
       default:

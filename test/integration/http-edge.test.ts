@@ -76,8 +76,8 @@ describe("HTTP edge", () => {
       const r = await post(url, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":${face.call(deep(10_000))}}`, sessionId);
       assert.equal(r.status, 400, r.text);
       const error = errorOf(r);
-      assert.equal(error.code, -32600);
-      assert.match(error.message, /nested more than 2048 levels deep \(gateway\.http\.maxJsonDepth\)/);
+      assert.equal(error.code, -32602);
+      assert.match(error.message, /^EMCP_BAD_ARGUMENTS: the JSON body is nested more than 2048 levels deep \(gateway\.http\.maxJsonDepth\)/);
       // Nesting within the bound still reaches the tool.
       const ok = await post(url, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":${face.call(deep(20))}}`, sessionId);
       assert.equal(ok.status, 200, ok.text);
