@@ -18,23 +18,29 @@ import { openStore } from "../../src/store/open.js";
 import { allText, promote } from "../helpers/async-extra.js";
 import { runCli, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
 import { ROOT, call, connectClient, slowServerStdio } from "../helpers/gateway.js";
+import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
 
 const SLOW = { timeout: 300_000 };
 
 let tmp: string;
 let config: string;
+const marker = newMarker();
 const running = new Set<RunningCli>();
 const clients: Client[] = [];
 
 before(async () => {
   tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-ownership-"));
   config = path.join(tmp, "config.json");
-  await writeFile(config, JSON.stringify({ mcpServers: { slow: slowServerStdio() } }));
+  // The marker on the upstream's command line: a SIGKILLed gateway cannot end its upstream's process group, so after() does.
+  const slow = slowServerStdio();
+  await writeFile(config, JSON.stringify({ mcpServers: { slow: { ...slow, args: [...slow.args, marker] } } }));
 });
 
 after(async () => {
   await Promise.allSettled(clients.map((c) => c.close()));
   await Promise.allSettled([...running].map((r) => stopChild(r.child)));
+  for (const pid of processesWith(marker)) process.kill(pid, "SIGKILL");
+  assert.deepEqual(await waitForNoProcesses(marker), [], "no upstream outlives the test");
   await rm(tmp, { recursive: true, force: true });
 });
 
