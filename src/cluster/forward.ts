@@ -18,10 +18,10 @@
  * same keep-alive agents and secret header, a bounded reply, a time limit.
  * carriesSecret() is how a receiver tells such requests from a client's.
  */
-import { timingSafeEqual } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
 import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
+import { secretEquals } from "../http/guards.js";
 
 /** The header a forwarded request carries (its value: the cluster secret). */
 export const FORWARDED_HEADER = "x-emceepee-forwarded";
@@ -70,13 +70,10 @@ export interface Forwarder {
   close(): void;
 }
 
-/** Whether `req` carries the cluster secret (it came from another replica), compared in constant time. */
+/** Whether `req` carries the cluster secret (it came from another replica), compared in constant time (secretEquals: its length does not leak either). */
 export function carriesSecret(req: http.IncomingMessage, secret: string): boolean {
   const value = req.headers[FORWARDED_HEADER];
-  if (typeof value !== "string") return false;
-  const a = Buffer.from(value);
-  const b = Buffer.from(secret);
-  return a.length === b.length && timingSafeEqual(a, b);
+  return typeof value === "string" && secretEquals(value, secret);
 }
 
 export function createForwarder(secret: string, from: string): Forwarder {
