@@ -24,7 +24,7 @@ import { answerSampling } from "../faces/meta/tools/sampling.js";
 import { CONSOLE_COOKIE, CONSOLE_LOGIN_PATH, consoleCookieValue, isConsolePath, secretEquals } from "../http/guards.js";
 import type { Peers } from "../cluster/index.js";
 import type { PageHandler } from "../http/server.js";
-import type { GatewayContext } from "../server/context.js";
+import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
 import { CONSOLE_CSS, CONSOLE_JS } from "./assets.js";
 import { CLUSTER_PREFIX, RemoteConsole, serveCluster, type AnswerOutcome, type CancelOutcome, type LocalConsole } from "./cluster.js";

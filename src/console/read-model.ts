@@ -9,7 +9,7 @@
 import { sharingOf } from "../config/schema.js";
 import { shownStatus } from "../tasks/mcp-task.js";
 import { describeTarget } from "../upstream/registry.js";
-import type { GatewayContext } from "../server/context.js";
+import type { GatewayContext } from "../session/gateway-context.js";
 import { sessionHash } from "../logging.js";
 import type { PendingInfo } from "../session/pending-requests.js";
 import type { Session } from "../session/session.js";

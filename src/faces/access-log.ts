@@ -7,7 +7,7 @@
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { sessionHash } from "../logging.js";
-import type { GatewayContext } from "../server/context.js";
+import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
 
 export type ToolCallOutcome = "ok" | "error" | "promoted" | "cancelled";

@@ -45,7 +45,7 @@ import { isInitializeRequest, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIO
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { primeServerTransport, type StoredInitialize } from "../mcp/resume-session.js";
 import { onResponseSent } from "../mcp/response-sent.js";
-import type { GatewayContext } from "../server/context.js";
+import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
 import type { FaceRecord } from "../store/contracts.js";
 import { BoundedEventStore, StoredEventStore, type ReplayBuffer } from "./event-store.js";

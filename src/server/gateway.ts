@@ -56,7 +56,7 @@ import { openStore } from "../store/open.js";
 import { ChildProcessLimiter, ProcessGroups } from "../upstream/children.js";
 import { ServerRegistry } from "../upstream/registry.js";
 import { createTransportFactory, type TransportFactory } from "../upstream/transports.js";
-import type { GatewayContext } from "./context.js";
+import type { GatewayContext } from "../session/gateway-context.js";
 import { recoverState, sweepStoreLogged } from "./recovery.js";
 import { changedSettings, reloadServers, type ReloadReport } from "./reload.js";
 import { UpstreamChecker, type UpstreamCheckResult } from "./upstream-check.js";

@@ -12,7 +12,7 @@
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { CallToolResult, ServerNotification, ServerRequest, ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import type { z } from "zod";
-import type { GatewayContext } from "../../server/context.js";
+import type { GatewayContext } from "../../session/gateway-context.js";
 import type { Session } from "../../session/session.js";
 
 export interface MetaContext {

@@ -7,7 +7,7 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import { toJsonRpcError } from "../../errors.js";
-import type { GatewayContext } from "../../server/context.js";
+import type { GatewayContext } from "../../session/gateway-context.js";
 import type { Session } from "../../session/session.js";
 import type { AggregateConnector } from "./aggregate.js";
 import type { DownstreamRoutes } from "./bridge.js";

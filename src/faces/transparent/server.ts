@@ -14,7 +14,7 @@ import {
   type InitializeRequest,
   type ServerCapabilities,
 } from "@modelcontextprotocol/sdk/types.js";
-import type { GatewayContext } from "../../server/context.js";
+import type { GatewayContext } from "../../session/gateway-context.js";
 import { withVisibleRequests } from "../../session/bridge.js";
 import type { Session } from "../../session/session.js";
 import { jsonSchemaValidator } from "../json-schema-validator.js";

@@ -1,4 +1,9 @@
-/** What the faces need from the gateway: shared, read-mostly services. */
+/**
+ * What the faces, the HTTP endpoint and the console need from the gateway:
+ * shared, read-mostly services. Built by the composition root (src/server/);
+ * it stands here, below its users, so they never import the root
+ * (docs/design/layers.md).
+ */
 import type { Clock, IdGenerator } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import type { Logger } from "../logging.js";
