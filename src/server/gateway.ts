@@ -60,7 +60,7 @@ import type { GatewayContext } from "../session/gateway-context.js";
 import { recoverState, sweepStoreLogged } from "./recovery.js";
 import { changedSettings, reloadServers, type ReloadReport } from "./reload.js";
 import { UpstreamChecker, type UpstreamCheckResult } from "./upstream-check.js";
-import { createUpstreamSharing } from "./upstream-sharing.js";
+import { createUpstreamSharing } from "../upstream/sharing/factory.js";
 
 /** A path segment's text, or "" for malformed percent-encoding (no server has that name: 404). */
 function decodePathSegment(segment: string): string {

@@ -17,7 +17,7 @@ import type { ChildProcessLimiter } from "../upstream/children.js";
 import { UpstreamConnection, type CloseMode, type ConnectionPersistence, type ListKind, type UpstreamHandlers } from "../upstream/connection.js";
 import type { UpstreamHandle } from "../upstream/handle.js";
 import { configFor, entrySharing, isRuntime, type ServerRegistry } from "../upstream/registry.js";
-import type { SharedUpstreams } from "../upstream/shared-upstreams.js";
+import type { SharedUpstreams } from "../upstream/sharing/shared-upstreams.js";
 import type { TransportFactory } from "../upstream/transports.js";
 import { Reconnections, type ReconnectReport } from "./reconnection.js";
 

@@ -18,12 +18,12 @@ import type {
   RequestMeta,
   ServerCapabilities,
 } from "@modelcontextprotocol/sdk/types.js";
-import { ErrorCodes, GatewayError } from "../errors.js";
-import type { RequestAttribution } from "../mcp/request-attribution.js";
-import type { UpstreamHandlers } from "./client-handlers.js";
-import { UpstreamHandle, type ConnectionStatus } from "./handle.js";
-import { CallOrigin } from "./origin.js";
-import type { ParamsOf, SendOptions } from "./requests.js";
+import { ErrorCodes, GatewayError } from "../../errors.js";
+import type { RequestAttribution } from "../../mcp/request-attribution.js";
+import type { UpstreamHandlers } from "../client-handlers.js";
+import { UpstreamHandle, type ConnectionStatus } from "../handle.js";
+import { CallOrigin } from "../origin.js";
+import type { ParamsOf, SendOptions } from "../requests.js";
 import type { SharedAttachment, SharedUpstream } from "./shared.js";
 
 /** One session's view of a shared connection: its own request surface, tool cache, level and subscriptions. */

@@ -19,12 +19,12 @@
  * when found; one that dies while it waits is dropped. close() ends the
  * waiting processes.
  */
-import type { ServerConfig } from "../config/schema.js";
-import { errorMessage } from "../errors.js";
-import type { Logger } from "../logging.js";
-import type { ChildProcessLimiter } from "./children.js";
-import { sameServerConfig } from "./registry.js";
-import type { CreatedTransport, TransportFactory } from "./transports.js";
+import type { ServerConfig } from "../../config/schema.js";
+import { errorMessage } from "../../errors.js";
+import type { Logger } from "../../logging.js";
+import type { ChildProcessLimiter } from "../children.js";
+import { sameServerConfig } from "../registry.js";
+import type { CreatedTransport, TransportFactory } from "../transports.js";
 
 interface Prestartable {
   prestart(): Promise<void>;

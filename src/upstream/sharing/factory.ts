@@ -7,16 +7,16 @@
  * The composition root (gateway.ts) gives sessions `transportFactory` and
  * `shared`, and closes both after the sessions.
  */
-import type { Clock, IdGenerator } from "../clock.js";
-import { isStdioConfig, type GatewaySettings } from "../config/schema.js";
-import type { Logger } from "../logging.js";
-import type { Store } from "../store/contracts.js";
-import { ReceiverTaskStore, receiverTaskOptions } from "../tasks/receiver-tasks.js";
-import type { ChildProcessLimiter } from "../upstream/children.js";
-import { entrySharing, isRuntime, type ServerRegistry } from "../upstream/registry.js";
-import { SharedUpstreams } from "../upstream/shared-upstreams.js";
-import type { TransportFactory } from "../upstream/transports.js";
-import { WarmPool } from "../upstream/warm-pool.js";
+import type { Clock, IdGenerator } from "../../clock.js";
+import { isStdioConfig, type GatewaySettings } from "../../config/schema.js";
+import type { Logger } from "../../logging.js";
+import type { Store } from "../../store/contracts.js";
+import { ReceiverTaskStore, receiverTaskOptions } from "../../tasks/receiver-tasks.js";
+import type { ChildProcessLimiter } from "../children.js";
+import { entrySharing, isRuntime, type ServerRegistry } from "../registry.js";
+import { SharedUpstreams } from "./shared-upstreams.js";
+import type { TransportFactory } from "../transports.js";
+import { WarmPool } from "./warm-pool.js";
 import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
 
 export interface UpstreamSharingOptions {

@@ -8,9 +8,9 @@
  * attach makes a new one; an update rolled back finds the retiring one again.
  * close() ends them all (gateway shutdown).
  */
-import { ErrorCodes, GatewayError } from "../errors.js";
-import type { Logger } from "../logging.js";
-import { sameServerConfig, type ServerRegistry } from "./registry.js";
+import { ErrorCodes, GatewayError } from "../../errors.js";
+import type { Logger } from "../../logging.js";
+import { sameServerConfig, type ServerRegistry } from "../registry.js";
 import { SharedUpstream, type SharedAttachment, type SharedConnectionOptions, type SharedUpstreamView } from "./shared.js";
 
 export class SharedUpstreams {

@@ -33,14 +33,14 @@
  * Each session's side is its SharedUpstreamView (shared-view.ts).
  */
 import type { ListToolsResult, LoggingLevel, RequestMeta } from "@modelcontextprotocol/sdk/types.js";
-import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
-import type { Logger } from "../logging.js";
-import { UpstreamConnection, type UpstreamConnectionOptions } from "./connection.js";
-import type { UpstreamHandlers } from "./client-handlers.js";
-import type { CallOrigin } from "./origin.js";
+import { ErrorCodes, GatewayError, toJsonRpcError } from "../../errors.js";
+import type { Logger } from "../../logging.js";
+import { UpstreamConnection, type UpstreamConnectionOptions } from "../connection.js";
+import type { UpstreamHandlers } from "../client-handlers.js";
+import type { CallOrigin } from "../origin.js";
 import { SharedUpstreamView } from "./shared-view.js";
-import type { ConnectionPersistence } from "./session-continuation.js";
-import type { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
+import type { ConnectionPersistence } from "../session-continuation.js";
+import type { ReceiverTaskStore } from "../../tasks/receiver-tasks.js";
 
 /** RFC 5424 severities as MCP names them, least severe first. */
 const LEVELS: readonly LoggingLevel[] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
