@@ -9,9 +9,13 @@
  * request is handled carries its `trace_id` and `span_id` (the active span).
  */
 import { createHash } from "node:crypto";
+import { createRequire } from "node:module";
 import { isSpanContextValid, trace } from "@opentelemetry/api";
 import { pino, type DestinationStream, type Logger } from "pino";
-import pretty from "pino-pretty";
+import type PinoPretty from "pino-pretty";
+
+// pino-pretty (CommonJS) is required only when a pretty logger is made: JSON logs do not pay for it (docs/adr/0017-lazy-start.md).
+const require = createRequire(import.meta.url);
 
 export type { Logger };
 
@@ -50,7 +54,14 @@ export function createLogger(level: LogLevel = "info", destination?: Destination
       },
       mixin: traceFields,
     },
-    format === "pretty" ? pretty({ destination: target, sync: true, colorize: process.stderr.isTTY === true, translateTime: "SYS:HH:MM:ss.l" }) : target,
+    format === "pretty"
+      ? (require("pino-pretty") as typeof PinoPretty)({
+          destination: target,
+          sync: true,
+          colorize: process.stderr.isTTY === true,
+          translateTime: "SYS:HH:MM:ss.l",
+        })
+      : target,
   );
 }
 

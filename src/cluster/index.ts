@@ -7,7 +7,8 @@
  * (peers.ts) — on two Redis connections of its own (commands; pub/sub).
  * start() after the store is open, close() before it is closed.
  */
-import { Redis } from "ioredis";
+import { createRequire } from "node:module";
+import type * as IoRedis from "ioredis";
 import type { Clock, IdGenerator } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
@@ -62,6 +63,8 @@ export function createCluster(deps: ClusterDeps): Cluster {
   if (c.advertiseUrl === undefined || c.secret === undefined) {
     throw new GatewayError(ErrorCodes.CONFIG_INVALID, "gateway.cluster.enabled needs gateway.cluster.advertiseUrl and gateway.cluster.secret");
   }
+  // ioredis (CommonJS) is required only by a gateway with replicas (docs/adr/0017-lazy-start.md).
+  const { Redis } = createRequire(import.meta.url)("ioredis") as typeof IoRedis;
   const connect = () => {
     const redis = new Redis(store.url!, {
       lazyConnect: true,

@@ -4,12 +4,21 @@
  * from a request the gateway serves and written into each request it sends
  * upstream, so a client's trace continues through the gateway.
  */
-import { ROOT_CONTEXT, type Context, type TextMapGetter, type TextMapSetter } from "@opentelemetry/api";
-import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from "@opentelemetry/core";
+import { createRequire } from "node:module";
+import { ROOT_CONTEXT, type Context, type TextMapGetter, type TextMapPropagator, type TextMapSetter } from "@opentelemetry/api";
+import type * as OtelCore from "@opentelemetry/core";
 
 type Meta = Record<string, unknown>;
 
-const propagator = new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] });
+const require = createRequire(import.meta.url);
+let w3c: TextMapPropagator | undefined;
+
+/** Made at the first traced request: @opentelemetry/core (CommonJS) is not loaded while tracing is off. */
+function propagator(): TextMapPropagator {
+  if (w3c) return w3c;
+  const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = require("@opentelemetry/core") as typeof OtelCore;
+  return (w3c = new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }));
+}
 
 const getter: TextMapGetter<Meta> = {
   keys: (meta) => Object.keys(meta),
@@ -35,7 +44,7 @@ export function metaOf(params: unknown): Meta | undefined {
 /** The context a request's `_meta` carries (its trace parent and baggage), on top of `base`. */
 export function extractFromMeta(params: unknown, base: Context = ROOT_CONTEXT): Context {
   const meta = metaOf(params);
-  return meta ? propagator.extract(base, meta, getter) : base;
+  return meta ? propagator().extract(base, meta, getter) : base;
 }
 
 /**
@@ -45,7 +54,7 @@ export function extractFromMeta(params: unknown, base: Context = ROOT_CONTEXT): 
  */
 export function injectIntoParams(params: unknown, ctx: Context): unknown {
   const carrier: Meta = {};
-  propagator.inject(ctx, carrier, setter);
+  propagator().inject(ctx, carrier, setter);
   if (Object.keys(carrier).length === 0) return params;
   const base = params && typeof params === "object" ? (params as Meta) : {};
   return { ...base, _meta: { ...metaOf(params), ...carrier } };

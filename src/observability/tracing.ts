@@ -16,13 +16,18 @@
  * shut down here. Either way the active context follows async calls
  * (context-manager.ts). Off, the gateway has no tracer and its taps skip spans.
  */
+import { createRequire } from "node:module";
 import type { Tracer, TracerProvider } from "@opentelemetry/api";
-import { OTLPTraceExporter as OtlpJsonExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { OTLPTraceExporter as OtlpProtoExporter } from "@opentelemetry/exporter-trace-otlp-proto";
-import { detectResources, envDetector, resourceFromAttributes } from "@opentelemetry/resources";
-import { BatchSpanProcessor, ConsoleSpanExporter, type SpanExporter } from "@opentelemetry/sdk-trace-base";
-import { NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
+import type * as OtlpHttp from "@opentelemetry/exporter-trace-otlp-http";
+import type * as OtlpProto from "@opentelemetry/exporter-trace-otlp-proto";
+import type * as Resources from "@opentelemetry/resources";
+import type * as SdkBase from "@opentelemetry/sdk-trace-base";
+import type { SpanExporter } from "@opentelemetry/sdk-trace-base";
+import type * as SdkNode from "@opentelemetry/sdk-trace-node";
 import { installContextManager } from "./context-manager.js";
+
+// The SDK and exporters (CommonJS) are required only when tracing is on: a process without it does not load them (docs/adr/0017-lazy-start.md).
+const require = createRequire(import.meta.url);
 
 export interface Tracing {
   /** Undefined while tracing is off. */
@@ -38,7 +43,7 @@ export function tracingConfigured(env: NodeJS.ProcessEnv = process.env): boolean
   return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
 }
 
-let sdk: NodeTracerProvider | undefined;
+let sdk: SdkNode.NodeTracerProvider | undefined;
 let users = 0;
 
 /**
@@ -60,6 +65,9 @@ export function setUpTracing(options: {
   if (!sdk) {
     installContextManager();
     const env = options.env ?? process.env;
+    const { detectResources, envDetector, resourceFromAttributes } = require("@opentelemetry/resources") as typeof Resources;
+    const { BatchSpanProcessor } = require("@opentelemetry/sdk-trace-base") as typeof SdkBase;
+    const { NodeTracerProvider } = require("@opentelemetry/sdk-trace-node") as typeof SdkNode;
     // The environment (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES) over the default name.
     const resource = resourceFromAttributes({ "service.name": "emceepee" }).merge(detectResources({ detectors: [envDetector] }));
     sdk = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(spanExporter(env, options.warn))] });
@@ -82,11 +90,11 @@ export function setUpTracing(options: {
 
 /** The exporter OTEL_TRACES_EXPORTER and OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL ask for. */
 export function spanExporter(env: NodeJS.ProcessEnv, warn?: (message: string) => void): SpanExporter {
-  if (env.OTEL_TRACES_EXPORTER?.trim() === "console") return new ConsoleSpanExporter();
+  if (env.OTEL_TRACES_EXPORTER?.trim() === "console") return new (require("@opentelemetry/sdk-trace-base") as typeof SdkBase).ConsoleSpanExporter();
   const protocol = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL)?.trim() || "http/protobuf";
-  if (protocol === "http/json") return new OtlpJsonExporter();
+  if (protocol === "http/json") return new (require("@opentelemetry/exporter-trace-otlp-http") as typeof OtlpHttp).OTLPTraceExporter();
   if (protocol !== "http/protobuf") {
     warn?.(`OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported by emceepee; traces go over http/protobuf (port 4318). Set http/protobuf or http/json.`);
   }
-  return new OtlpProtoExporter();
+  return new (require("@opentelemetry/exporter-trace-otlp-proto") as typeof OtlpProto).OTLPTraceExporter();
 }

@@ -15,8 +15,6 @@ import { ErrorCodes, GatewayError } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { Store } from "./contracts.js";
 import { createMemoryStore } from "./memory/index.js";
-import { openRedisStore } from "./redis/index.js";
-import { openSqliteStore } from "./sqlite/index.js";
 
 /** `gateway.store` as the schema gives it (keyPrefix may be left to its default). */
 export type StoreConfig = Omit<GatewaySettings["store"], "keyPrefix"> & { keyPrefix?: string };
@@ -42,19 +40,24 @@ export async function openStore(config: StoreConfig, options: OpenStoreOptions =
         throw new GatewayError(ErrorCodes.CONFIG_INVALID, 'gateway.store.path is only used with kind "sqlite"; remove it or set kind: "sqlite"');
       }
       return createMemoryStore(clock);
-    case "sqlite":
+    case "sqlite": {
+      // Each backend (and better-sqlite3's native module, ioredis) is loaded by the first store of its kind (docs/adr/0017-lazy-start.md).
+      const { openSqliteStore } = await import("./sqlite/index.js");
       return openSqliteStore(config.path ?? defaultStorePath(options.env), clock, {
         exclusive: options.exclusive ?? false,
         onRecovered: (what) => options.logger?.warn({ store: "sqlite", reason: what }, "store_recovered"),
       });
-    case "redis":
+    }
+    case "redis": {
       if (config.url === undefined || config.path !== undefined) {
         throw new GatewayError(ErrorCodes.CONFIG_INVALID, "a redis store takes gateway.store.url (redis://host:6379) and no path; set url and remove path");
       }
+      const { openRedisStore } = await import("./redis/index.js");
       return openRedisStore(config.url, clock, {
         ...(config.keyPrefix !== undefined ? { keyPrefix: config.keyPrefix } : {}),
         ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
       });
+    }
   }
 }
 

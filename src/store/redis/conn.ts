@@ -11,7 +11,7 @@
  * and command timeouts. ioredis reconnects on its own with a capped backoff;
  * commands work again as soon as it is back.
  */
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { ErrorCodes, GatewayError, errorMessage } from "../../errors.js";
 import { storeClosed } from "../policy.js";
 import { SCRIPTS, type ScriptName } from "./scripts.js";
@@ -59,6 +59,8 @@ export class RedisConn {
     checkUrl(url);
     const location = redactUrl(url);
     const prefix = options.keyPrefix ?? DEFAULT_KEY_PREFIX;
+    // ioredis is loaded by the first Redis store, not by every process (docs/adr/0017-lazy-start.md).
+    const { Redis } = await import("ioredis");
     const redis = new Redis(url, {
       lazyConnect: true,
       enableOfflineQueue: false,
