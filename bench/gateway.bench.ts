@@ -354,7 +354,7 @@ async function tasksPhase(): Promise<void> {
       (jsonBlocks(await metaCall(conn.client, "list_tasks", { status: "working" })).find((b) => "tasks" in b)?.tasks as unknown[] | undefined)?.length ?? 0;
     if (working < opts.tasks) throw new Error(`only ${working} of ${opts.tasks} tasks are working`);
     const loaded = await gateway.settledRss(1000);
-    // The session's SSE replay buffer (src/http/event-store.ts) keeps its last 1,000 messages, here the promotion
+    // The session's SSE replay buffer (src/http/sse-replay-store.ts) keeps its last 1,000 messages, here the promotion
     // replies, which list every working task of the server. Cycle it with small replies to see the tasks alone.
     log(`tasks: ${working} working, gateway RSS ${mb(baseline)} → ${mb(loaded)}; cycling the replay buffer with 1,000 pings`);
     for (let i = 0; i < 1000; i++) await conn.client.ping(CALL_OPTIONS);

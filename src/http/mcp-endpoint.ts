@@ -28,7 +28,7 @@
  * initialize puts a new transport into the initialized state
  * (src/mcp/resume-session.ts). Concurrent first requests share one
  * resumption. SSE replay of an owner session is on the store's ReplayStore
- * (src/http/event-store.ts), so a Last-Event-ID from before a restart, or from
+ * (src/http/sse-replay-store.ts), so a Last-Event-ID from before a restart, or from
  * a dead replica's stream, replays what the client missed; one the store no
  * longer has gets a clear 400, not a hang. A session that ends for good (its
  * record is gone) takes its replay with it; a shutdown keeps it.
@@ -48,7 +48,7 @@ import { onResponseSent } from "../mcp/response-sent.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
 import type { FaceRecord } from "../store/contracts.js";
-import { BoundedEventStore, StoredEventStore, type ReplayBuffer } from "./event-store.js";
+import { BoundedSseReplayStore, StoredSseReplayStore, type SseReplayStore } from "./sse-replay-store.js";
 import { BodyRejected, BodyTooLargeError, parseJsonRpcBody, readBody, sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
 
 export interface FaceServer {
@@ -103,7 +103,7 @@ interface Binding {
   /** Ids of this binding's requests still being answered. */
   inflight: Set<string>;
   /** SSE messages kept for Last-Event-ID replay (in the store for an owner, in memory for an attachment). */
-  replay: ReplayBuffer;
+  replay: SseReplayStore;
   /** An attachment's own activity (its requests are not the session's): last request or response end, responses open. */
   guest?: { lastActivityAt: number; open: number };
 }
@@ -293,9 +293,9 @@ export class McpEndpoint {
     const inflight = new Set<string>();
     const { replayMaxEvents: maxEvents, replayMaxBytes: maxBytes } = this.gateway.settings.http;
     // An owner's streams are resumable across restarts and replicas; an attachment's are not (it is not resumed).
-    const replay: ReplayBuffer = owner
-      ? new StoredEventStore(this.gateway.store, session.id, { maxEvents, maxBytes }, session.logger)
-      : new BoundedEventStore(maxEvents, maxBytes);
+    const replay: SseReplayStore = owner
+      ? new StoredSseReplayStore(this.gateway.store, session.id, { maxEvents, maxBytes }, session.logger)
+      : new BoundedSseReplayStore(maxEvents, maxBytes);
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => transportId,
       maxRequestBodySize: this.gateway.settings.http.maxBodyBytes,
@@ -379,7 +379,7 @@ export class McpEndpoint {
       this.bindings.delete(id);
       if (!binding.owner) this.freeAttachment(sessionId);
       void binding.server.close().catch(() => undefined);
-      // Its replay goes too when the session ended for good (see ReplayBuffer.release).
+      // Its replay goes too when the session ended for good (see SseReplayStore.release).
       void binding.replay.release();
     }
   }

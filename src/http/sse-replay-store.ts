@@ -1,8 +1,10 @@
 /**
- * The SDK EventStores behind Last-Event-ID replay of a downstream session's
- * SSE streams (docs/adr/0007, "SSE replay from the store"):
+ * SSE replay stores (the SDK transport's `EventStore` interface; not the
+ * session event log, which is the store's `EventStore`) behind Last-Event-ID
+ * replay of a downstream session's SSE streams (docs/adr/0007, "SSE replay
+ * from the store"):
  *
- * - `StoredEventStore`: an owner session's streams, on the gateway's
+ * - `StoredSseReplayStore`: an owner session's streams, on the gateway's
  *   `ReplayStore` (memory, SQLite or Redis), keyed by the session id, so a
  *   `Last-Event-ID` resumes after `emceepee serve` restarts (SIGTERM or
  *   SIGKILL) and on the replica that adopted a dead replica's session.
@@ -19,7 +21,7 @@
  *   the store like any other (`replayStream`), and refused like an evicted
  *   id when events numbered above seq are gone. The first priming event of
  *   an instance is stored, to learn the session's sequence number.
- * - `BoundedEventStore`: in memory, per transport, for `?session=`
+ * - `BoundedSseReplayStore`: in memory, per transport, for `?session=`
  *   attachments (they are not resumed after a restart, and their standalone
  *   stream must not share the owner's stream ids in the store).
  *
@@ -36,7 +38,7 @@ import type { Logger } from "../logging.js";
 import type { ReplayedMessage, ReplayLimits, ReplayStore, Store } from "../store/contracts.js";
 
 /** What an endpoint binding needs from its replay store. */
-export interface ReplayBuffer extends EventStore {
+export interface SseReplayStore extends EventStore {
   getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined>;
   /** No writes after this; resolves once the writes under way have settled. */
   close(): Promise<void>;
@@ -57,7 +59,7 @@ const isPriming = (message: object): boolean => Object.keys(message).length === 
 /** An unstored priming event's id: `p<seq>.<streamId>` (see the header). */
 const PRIMING_ID = /^p(\d{1,16})\.(.+)$/s;
 
-export class StoredEventStore implements ReplayBuffer {
+export class StoredSseReplayStore implements SseReplayStore {
   private closed = false;
   /** Appends under way (close() waits for them, so a delete after it leaves no row behind). */
   private readonly writes = new Set<Promise<unknown>>();
@@ -136,7 +138,7 @@ export class StoredEventStore implements ReplayBuffer {
   }
 }
 
-export class BoundedEventStore implements ReplayBuffer {
+export class BoundedSseReplayStore implements SseReplayStore {
   private readonly events = new Map<EventId, { streamId: StreamId; message: JSONRPCMessage; bytes: number }>();
   private bytes = 0;
   /**

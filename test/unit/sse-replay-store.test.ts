@@ -1,5 +1,5 @@
 /**
- * StoredEventStore (src/http/event-store.ts) on a real SQLite store: event
+ * StoredSseReplayStore (src/http/sse-replay-store.ts) on a real SQLite store: event
  * ids resolve in a second instance on the same file (a restarted process),
  * priming events are not stored yet resume their stream, an id whose stream
  * may have lost events to eviction is refused, and a failed write sends the
@@ -11,7 +11,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { StoredEventStore } from "../../src/http/event-store.js";
+import { StoredSseReplayStore } from "../../src/http/sse-replay-store.js";
 import { createLogger, silentLogger } from "../../src/logging.js";
 import { openStore } from "../../src/store/open.js";
 import type { Store } from "../../src/store/contracts.js";
@@ -35,7 +35,7 @@ async function sqlite(name: string): Promise<Store> {
 }
 
 /** What a resumption sends: [id, message] pairs, and the stream it names. */
-async function replay(es: StoredEventStore, lastEventId: string) {
+async function replay(es: StoredSseReplayStore, lastEventId: string) {
   const sent: Array<[string, JSONRPCMessage]> = [];
   const streamId = await es.replayEventsAfter(lastEventId, {
     send: async (id, m) => {
@@ -45,11 +45,11 @@ async function replay(es: StoredEventStore, lastEventId: string) {
   return { streamId, sent };
 }
 
-describe("StoredEventStore", () => {
+describe("StoredSseReplayStore", () => {
   test("ids resolve in another instance on the same store; priming events are not stored, yet resume their stream", async () => {
     const store = await sqlite("ids");
     try {
-      const first = new StoredEventStore(store, "S", LIMITS, silentLogger);
+      const first = new StoredSseReplayStore(store, "S", LIMITS, silentLogger);
       const firstPriming = await first.storeEvent("post-a", PRIMING);
       assert.match(firstPriming, /^\d+$/, "an instance's first priming event is stored, to learn the session's numbering");
       const p1 = await first.storeEvent("post-a", progress(1));
@@ -62,7 +62,7 @@ describe("StoredEventStore", () => {
       assert.equal((await store.replay.size("S")).events, stored + 3, "the second priming event wrote nothing");
 
       // A new process (another instance) on the same file.
-      const second = new StoredEventStore(store, "S", LIMITS, silentLogger);
+      const second = new StoredSseReplayStore(store, "S", LIMITS, silentLogger);
       assert.equal(await second.getStreamIdForEventId(priming), "post-b");
       assert.deepEqual(await replay(second, priming), {
         streamId: "post-b",
@@ -82,7 +82,7 @@ describe("StoredEventStore", () => {
       // Its own events keep the session's numbering.
       assert.equal(await second.storeEvent("_GET_stream", progress(9)), String(Number(b2) + 1));
       // Another session's priming id names nothing of this session's.
-      const other = new StoredEventStore(store, "T", LIMITS, silentLogger);
+      const other = new StoredSseReplayStore(store, "T", LIMITS, silentLogger);
       assert.deepEqual(await replay(other, priming), { streamId: "post-b", sent: [] });
     } finally {
       await store.close();
@@ -92,7 +92,7 @@ describe("StoredEventStore", () => {
   test("a priming id is refused once events numbered after it were evicted", async () => {
     const store = await sqlite("evicted");
     try {
-      const es = new StoredEventStore(store, "S", { maxEvents: 3, maxBytes: 1_000_000 }, silentLogger);
+      const es = new StoredSseReplayStore(store, "S", { maxEvents: 3, maxBytes: 1_000_000 }, silentLogger);
       await es.storeEvent("a", PRIMING);
       const priming = await es.storeEvent("b", PRIMING);
       assert.match(priming, /^p\d+\.b$/);
@@ -111,7 +111,7 @@ describe("StoredEventStore", () => {
     const logger = createLogger("info", { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
     const broken = await sqlite("broken");
     await broken.close();
-    const failing = new StoredEventStore(broken, "S", LIMITS, logger);
+    const failing = new StoredSseReplayStore(broken, "S", LIMITS, logger);
     assert.equal(await failing.storeEvent("s", progress(1)), "");
     assert.equal(await failing.storeEvent("s", progress(2)), "");
     assert.deepEqual(
@@ -121,7 +121,7 @@ describe("StoredEventStore", () => {
 
     const store = await sqlite("closed");
     try {
-      const es = new StoredEventStore(store, "S", LIMITS, logger);
+      const es = new StoredSseReplayStore(store, "S", LIMITS, logger);
       assert.equal(await es.storeEvent("s", progress(1)), "1");
       await es.close();
       assert.equal(await es.storeEvent("s", progress(2)), "");
