@@ -10,12 +10,12 @@
  * path ended first is left alone.
  */
 import { isStdioConfig } from "../config/schema.js";
-import { addStoredEvent, endStoredTask, type RecoveryDeps } from "../server/recovery.js";
+import { addStoredEvent, endStoredTask, type LeftoverDeps } from "../session/stored-leftovers.js";
 import type { TaskRecord } from "../store/contracts.js";
 import { ACTIVE_STATUSES } from "../store/policy.js";
 
 /** The same as start-up recovery's: adopting settles a session's leftovers the way a restart does (src/server/recovery.ts). */
-export type AdoptDeps = RecoveryDeps;
+export type AdoptDeps = LeftoverDeps;
 
 /** The status message of a call that ran on a replica that died. */
 export function replicaStoppedCall(owner: string): string {

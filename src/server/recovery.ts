@@ -25,29 +25,17 @@
  * sweepStore() deletes expired tasks and pending requests; the gateway runs
  * it every sessions.sweepIntervalMs.
  */
-import type { Clock, IdGenerator } from "../clock.js";
 import { isStdioConfig, type GatewaySettings } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import { isLoopbackHost } from "../http/guards.js";
 import type { Logger } from "../logging.js";
-import { eventLimits, type EventType } from "../session/event-system.js";
-import type { ServerRecord, Store, TaskPatch, TaskRecord } from "../store/contracts.js";
-import { ACTIVE_STATUSES, endedRetainUntil } from "../store/policy.js";
-import type { ServerRegistry } from "../upstream/registry.js";
+import { addStoredEvent, endStoredTask, type LeftoverDeps } from "../session/stored-leftovers.js";
+import type { ServerRecord, Store, TaskRecord } from "../store/contracts.js";
 
 /** The status message of a gateway-owned call that was running when the gateway stopped. */
 export const RESTARTED_CALL = "the gateway restarted while this call ran; its result is unknown";
 /** Why a stored elicitation/sampling request is rejected at start. */
 export const RESTARTED_REQUEST = "the gateway restarted while this request waited; its upstream call ended";
-
-export interface RecoveryDeps {
-  store: Store;
-  registry: ServerRegistry;
-  settings: GatewaySettings;
-  clock: Clock;
-  newId: IdGenerator;
-  logger: Logger;
-}
 
 export interface RecoveryReport {
   /** Gateway-owned calls, stdio upstream tasks and receiver tasks that ended as failed. */
@@ -66,7 +54,7 @@ export interface RecoveryReport {
   deletedTasks: number;
 }
 
-export async function recoverState(deps: RecoveryDeps): Promise<RecoveryReport> {
+export async function recoverState(deps: LeftoverDeps): Promise<RecoveryReport> {
   const { store, registry, settings, logger } = deps;
   const servers = registry.restoreRuntime(await store.servers.list(), (record) => runtimeServerRefusal(settings, record));
   for (const name of servers.shadowed) logger.warn({ server: name }, "stored_server_shadowed_by_config");
@@ -92,7 +80,7 @@ export async function recoverState(deps: RecoveryDeps): Promise<RecoveryReport> 
   return report;
 }
 
-async function settleTask(deps: RecoveryDeps, task: TaskRecord, report: RecoveryReport): Promise<void> {
+async function settleTask(deps: LeftoverDeps, task: TaskRecord, report: RecoveryReport): Promise<void> {
   const now = deps.clock.now();
   const entry = deps.registry.get(task.server);
   if ((task.kind ?? "tool") === "receiver") {
@@ -125,37 +113,6 @@ async function settleTask(deps: RecoveryDeps, task: TaskRecord, report: Recovery
     report.failedTasks++;
     await addStoredEvent(deps, task.sessionId, "task_failed", task.server, { taskId: task.taskId, toolName: task.toolName, error: reason });
   }
-}
-
-/**
- * One compare-and-set of a stored task from a running status (also what a
- * replica that adopts a dead replica's session does: src/cluster/adopt.ts);
- * false when another writer ended it first. `logAs`: the log line when it ended.
- */
-export async function endStoredTask(
-  deps: RecoveryDeps,
-  task: TaskRecord,
-  status: "failed" | "expired",
-  reason: string,
-  logAs = "task_settled_at_start",
-): Promise<boolean> {
-  const now = deps.clock.now();
-  const retention = task.kind === "receiver" ? 0 : deps.settings.tasks.completedRetentionMs;
-  const patch: TaskPatch = {
-    error: reason,
-    statusMessage: reason,
-    lastUpdatedAt: now,
-    retainUntil: endedRetainUntil(task, now, retention),
-  };
-  const ended = await deps.store.tasks.transition(task.taskId, { from: ACTIVE_STATUSES, to: status, patch, unset: ["inputRequired"] });
-  if (ended) deps.logger.warn({ taskId: task.taskId, server: task.server, tool: task.toolName, status, reason }, logAs);
-  return ended !== undefined;
-}
-
-/** Appends an event to a stored session's events (read by the session when it runs again). */
-export async function addStoredEvent(deps: RecoveryDeps, sessionId: string, type: EventType, server: string, data: Record<string, unknown>): Promise<void> {
-  const event = { id: deps.newId(), type, server, createdAt: deps.clock.now(), data };
-  await deps.store.events.append(sessionId, event, eventLimits(deps.settings.events));
 }
 
 /**
