@@ -18,7 +18,8 @@
 import type { ClientCapabilities, Implementation, LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import { errorMessage } from "../errors.js";
 import { sessionHash, type Logger } from "../logging.js";
-import type { SessionPatch, SessionRecord, SessionStore, UpstreamInitRecord } from "../store/contracts.js";
+import type { IdGenerator } from "../clock.js";
+import type { SessionPatch, SessionRecord, SessionStore, Store, UpstreamInitRecord } from "../store/contracts.js";
 import { isTerminal, TaskManager } from "../tasks/task-manager.js";
 import type { ConnectionPersistence, ConnectionStatus, UpstreamHandle, UpstreamSessionSnapshot } from "../upstream/connection.js";
 import type { DownstreamBridge } from "./bridge.js";
@@ -28,7 +29,13 @@ import { PendingRequests } from "./pending-requests.js";
 import { ClientRouting } from "./routing.js";
 import { UpstreamPool, type UpstreamPoolDeps } from "./upstream-pool.js";
 
-export type SessionDeps = UpstreamPoolDeps;
+/** What a session needs from the gateway (shared by all sessions). */
+export interface SessionDeps extends UpstreamPoolDeps {
+  newId: IdGenerator;
+  logger: Logger;
+  /** The gateway's state store (docs/adr/0007): each session's tasks, events and pending requests live there. */
+  store: Store;
+}
 
 /** How a session ends (close()). */
 export interface SessionCloseOptions {
@@ -113,8 +120,7 @@ export class Session {
       this.routing.taskStatusChanged(record);
       if (record.upstreamTaskId !== undefined && isTerminal(record.status)) this.upstreams.get(record.server)?.releaseUpstreamTask(record.upstreamTaskId);
     };
-    // A resumed session's tasks that the restart left working (upstream tasks) get their TTL timers back.
-    if (resumed) this.tasks.restore().catch((err: unknown) => this.logger.error({ err: errorMessage(err) }, "task_restore_failed"));
+    // A resumed session's working tasks get their TTL timers back in SessionManager.resume(), which awaits that.
   }
 
   get isClosed(): boolean {
