@@ -36,6 +36,7 @@ import type { Clock, IdGenerator } from "../clock.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { EventLimits, EventRecord, EventStore, EventTake, EvictedCounts } from "../store/contracts.js";
+import type { TaskEvents } from "../tasks/task-events.js";
 
 export type EventType =
   | "notification"
@@ -105,7 +106,8 @@ export interface ObservedChange {
 }
 export type ChangeObserver = (change: ObservedChange) => void;
 
-export class EventSystem {
+/** Implements the task runtime's port (TaskEvents): tasks/ reaches the session only through it. */
+export class EventSystem implements TaskEvents {
   private readonly waiters = new Set<Waiter>();
   /** The last append asked for (appends run one after another; reads wait for them). */
   private tail: Promise<void> = Promise.resolve();

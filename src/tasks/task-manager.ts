@@ -1,57 +1,31 @@
 /**
- * TaskManager (design TK-1..TK-6): the gateway-owned tool tasks of
- * one session. working → completed | failed | cancelled | expired; a working
- * task whose call waits for the client is flagged `inputRequired` (shown as
- * MCP's `input_required`, ADR 0002 §8) and counts as working otherwise.
- *
- * Records live in the durable TaskStore (docs/adr/0007, "Wiring"); this owns
- * only what cannot be stored: each working task's TTL timer, the abort
- * controller of its upstream call and the waiters of get_task_result. Every
- * status change is one compare-and-set (`transition`), awaited before anyone
- * hears of it: waiters, events and status notifications see only committed
- * states, and `working → completed` never overwrites a `cancelled` that won.
- * An ended task gets an absolute `retainUntil` (end + completedRetentionMs,
- * never before its TTL ran out) and reads as gone from then on; the gateway's
- * sweep deletes the row (`deleteExpired`), and `enforceRetention` bounds the
- * ended tasks a session keeps. A working task carries a backstop retainUntil
- * (its expiry + the retention) so that a row whose process died is deleted
- * even if no one ever settles it.
- *
- * Store failures never crash the process: what a caller asked for directly
- * (create, get, list, cancel) rejects with EMCP_STORE_UNAVAILABLE; a
- * background transition (a call that finished) is logged and the task stays
- * as stored (its TTL timer tries again). close() aborts and clears
- * everything in memory and, when the session really ended, deletes its rows.
- *
- * How a task ends (the compare-and-set, expiry, retention) is in
- * task-ends.ts; the in-memory runtime and the write queue in task-runtime.ts.
+ * TaskManager (design TK-1..TK-6): the gateway-owned tool tasks of one
+ * session, over the durable TaskStore. What only this process holds is in
+ * TaskRuntimes and TaskWrites (task-runtime.ts), how a task ends in TaskEnds
+ * (task-ends.ts). See docs/design/tasks.md, "How the code keeps it".
  */
 import type { Clock, IdGenerator } from "../clock.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
-import type { EventSystem } from "../session/event-system.js";
 import type { ProxyTaskStatus, RpcErrorRecord, TaskPatch, TaskQuery, TaskRecord, TaskStore } from "../store/contracts.js";
 import { isActive } from "../store/policy.js";
-import { endTask, expireTask, visible, waitForEnd, type TaskScope } from "./task-ends.js";
-import { noteUpstreamStatus, setInputRequired, setProgress, type ProgressUpdate } from "./task-fields.js";
-import { attach, detach, TaskWrites, upstreamKey, type Runtime } from "./task-runtime.js";
+import { TaskEnds } from "./task-ends.js";
+import type { TaskEvents } from "./task-events.js";
+import { TaskRuntimes, TaskWrites, type Runtime } from "./task-runtime.js";
 import type { CreateTaskInput, TaskCloseOptions, TaskManagerOptions } from "./task-types.js";
 
-export type { CreateTaskInput, TaskCloseOptions, TaskManagerOptions } from "./task-types.js";
+/** A call's progress, as the SDK reports it. */
+export interface ProgressUpdate {
+  progress: number;
+  total?: number | undefined;
+  message?: string | undefined;
+}
 
 export class TaskManager {
-  /** Working tasks of this session that this process runs (or re-attached). */
-  private readonly runtime = new Map<string, Runtime>();
-  /** The running upstream tasks by `server` and upstream task id (sync lookups for what upstreams send). */
-  private readonly byUpstream = new Map<string, string>();
+  private readonly runtimes: TaskRuntimes;
+  private readonly writes: TaskWrites;
+  private readonly ends: TaskEnds;
   private inFlightCalls = 0;
-  /** Upstream calls in flight that are no task (yet): close() aborts them too. */
-  private readonly calls = new Set<AbortController>();
-  /** Store writes nobody awaits (progress, input_required, ends of background calls): close() waits for them. */
-  private readonly writes = new TaskWrites(() => this.logger);
-  private closed = false;
-  /** What the task ends (task-ends.ts) read and write. */
-  private readonly scope: TaskScope;
   /** Called after every committed status change of a task (for notifications/tasks/status). */
   onStatusChange: ((record: TaskRecord) => void) | undefined;
 
@@ -59,22 +33,13 @@ export class TaskManager {
     private readonly sessionId: string,
     private readonly options: TaskManagerOptions,
     private readonly store: TaskStore,
-    private readonly events: EventSystem,
+    private readonly events: TaskEvents,
     private readonly clock: Clock,
     private readonly newId: IdGenerator,
   ) {
-    this.scope = {
-      sessionId,
-      options,
-      store,
-      events,
-      clock,
-      runtime: this.runtime,
-      byUpstream: this.byUpstream,
-      writes: this.writes,
-      isClosed: () => this.closed,
-      statusChanged: (record) => this.onStatusChange?.(record),
-    };
+    this.runtimes = new TaskRuntimes(clock);
+    this.writes = new TaskWrites(events.logger);
+    this.ends = new TaskEnds(sessionId, options, store, events, clock, this.runtimes, this.writes, (record) => this.onStatusChange?.(record));
   }
 
   /**
@@ -84,7 +49,7 @@ export class TaskManager {
    * settles or becomes a task; until then close() aborts `abort`.
    */
   reserveCall(abort?: AbortController): () => void {
-    const working = this.runtime.size;
+    const working = this.runtimes.size;
     if (working + this.inFlightCalls >= this.options.maxTasksPerSession) {
       throw new GatewayError(
         ErrorCodes.LIMIT_REACHED,
@@ -109,17 +74,12 @@ export class TaskManager {
    * the session's connections close). Does not count toward any limit.
    */
   abortOnClose(abort: AbortController): () => void {
-    if (this.closed) {
-      abort.abort(sessionClosed());
-      return () => undefined;
-    }
-    this.calls.add(abort);
-    return () => this.calls.delete(abort);
+    return this.runtimes.abortOnClose(abort);
   }
 
   /** Stores a new working task (awaited: it exists once this resolves) and starts its TTL timer. */
   async create(input: CreateTaskInput): Promise<TaskRecord> {
-    if (this.closed) throw closing();
+    if (this.runtimes.closed) throw closing();
     const now = this.clock.now();
     const ttlMs = Math.min(input.ttlMs ?? this.options.defaultTtlMs, this.options.maxTtlMs);
     const record: TaskRecord = {
@@ -142,15 +102,15 @@ export class TaskManager {
     };
     // Counted (reserveCall) and aborted by close() while the write is in flight.
     const rt: Runtime = { server: record.server, abort: input.abort, inputRequired: false, ...(input.settledByCall ? { settledByCall: true } : {}) };
-    attach(this.scope, record, rt);
+    this.runtimes.attach(record, rt);
     try {
       await this.writes.track(this.store.create(record));
     } catch (err) {
-      detach(this.scope, record.taskId);
+      this.runtimes.detach(record.taskId);
       throw err;
     }
-    if (this.runtime.get(record.taskId) !== rt) throw closing(); // close() ran meanwhile
-    rt.ttlTimer = this.clock.setTimeout(() => void expireTask(this.scope, record.taskId), ttlMs);
+    if (this.runtimes.get(record.taskId) !== rt) throw closing(); // close() ran meanwhile
+    this.ends.expireAfter(record.taskId, rt, ttlMs);
     this.events.add("task_created", record.server, { taskId: record.taskId, toolName: record.toolName, ttlMs });
     return record;
   }
@@ -164,10 +124,10 @@ export class TaskManager {
   async get(taskId: string): Promise<TaskRecord> {
     await this.writes.ordered; // reads see the field updates asked for before them (input_required, progress)
     // Ended, but the store could not take the end yet (it is retried): the client gets it, even while the store cannot be read.
-    const unstored = this.runtime.get(taskId)?.unstored;
+    const unstored = this.runtimes.get(taskId)?.unstored;
     if (unstored) return unstored;
     const record = await this.store.get(taskId);
-    if (!record || !visible(this.scope, record)) {
+    if (!record || !this.ends.visible(record)) {
       throw new GatewayError(
         ErrorCodes.UNKNOWN_TASK,
         `no task '${taskId}' in this session (tasks are deleted ${this.options.completedRetentionMs}ms after they end); call list_tasks with include_completed: true to see what exists`,
@@ -179,7 +139,7 @@ export class TaskManager {
 
   /** Whether the task is working and run (or re-attached) by this process: no store read. */
   isRunning(taskId: string): boolean {
-    return this.runtime.has(taskId);
+    return this.runtimes.has(taskId);
   }
 
   /**
@@ -188,20 +148,18 @@ export class TaskManager {
    * restart, whose upstream task must be asked instead.
    */
   settledByCall(taskId: string): boolean {
-    return this.runtime.get(taskId)?.settledByCall === true;
+    return this.runtimes.get(taskId)?.settledByCall === true;
   }
 
   /** Whether the task was re-attached after a restart (restore()): no call of this process runs it or can cancel it. */
   isReattached(taskId: string): boolean {
-    const rt = this.runtime.get(taskId);
+    const rt = this.runtimes.get(taskId);
     return rt !== undefined && rt.abort === undefined;
   }
 
   /** Tasks of this session running on `server` now. */
   runningOn(server: string): number {
-    let n = 0;
-    for (const rt of this.runtime.values()) if (rt.server === server) n++;
-    return n;
+    return this.runtimes.runningOn(server).length;
   }
 
   /**
@@ -210,7 +168,7 @@ export class TaskManager {
    * waiting for a store read.
    */
   runningByUpstreamId(server: string, upstreamTaskId: string): string | undefined {
-    return this.byUpstream.get(upstreamKey(server, upstreamTaskId));
+    return this.runtimes.byUpstreamTask(server, upstreamTaskId);
   }
 
   /**
@@ -226,28 +184,38 @@ export class TaskManager {
     else if (filter.includeCompleted !== true) query.status = ["working"];
     await this.writes.ordered;
     const records = await this.store.listBySession(this.sessionId, query);
-    return records.filter((r) => visible(this.scope, r) && (filter.status !== "input_required" || r.inputRequired === true));
+    return records.filter((r) => this.ends.visible(r) && (filter.status !== "input_required" || r.inputRequired === true));
   }
 
   /** The gateway task mapped onto an upstream task of `server` (indexed). */
   async findByUpstreamId(server: string, upstreamTaskId: string): Promise<TaskRecord | undefined> {
     const record = await this.store.findByUpstreamTask(this.sessionId, server, upstreamTaskId);
-    return record && visible(this.scope, record) ? record : undefined;
+    return record && this.ends.visible(record) ? record : undefined;
   }
 
-  /** Records the progress of a call this session runs (task-fields.ts). */
+  /** Records the progress of a call this session runs (in the background, in order; a write failure is logged). */
   setProgress(taskId: string, progress: ProgressUpdate): void {
-    setProgress(this.scope, taskId, progress);
+    if (!this.runtimes.has(taskId)) return; // ended, or not this session's
+    const patch: TaskPatch = {
+      progress: {
+        progress: progress.progress,
+        ...(progress.total !== undefined ? { total: progress.total } : {}),
+        ...(progress.message !== undefined ? { message: progress.message } : {}),
+      },
+      lastUpdatedAt: this.clock.now(),
+      ...(progress.message ? { statusMessage: progress.message } : {}),
+    };
+    void this.writes.inOrder("record progress", taskId, () => this.store.patch(taskId, patch, { ifStatus: ["working"] }));
     this.announceUpdate(taskId);
   }
 
   complete(taskId: string, result: Record<string, unknown>): Promise<boolean> {
     const resultBytes = Buffer.byteLength(JSON.stringify(result));
-    return endTask(this.scope, taskId, "completed", { result, resultBytes }, "task_completed", { isError: result.isError === true });
+    return this.ends.end(taskId, "completed", { result, resultBytes }, "task_completed", { isError: result.isError === true });
   }
 
   fail(taskId: string, error: string, rpcError?: RpcErrorRecord): Promise<boolean> {
-    return endTask(this.scope, taskId, "failed", { error, statusMessage: error, ...(rpcError ? { rpcError } : {}) }, "task_failed", { error });
+    return this.ends.end(taskId, "failed", { error, statusMessage: error, ...(rpcError ? { rpcError } : {}) }, "task_failed", { error });
   }
 
   /**
@@ -256,26 +224,45 @@ export class TaskManager {
    */
   endUpstream(taskId: string, status: "completed" | "failed" | "cancelled", statusMessage?: string): Promise<boolean> {
     const message = statusMessage ? { statusMessage } : {};
-    if (status === "completed") return endTask(this.scope, taskId, "completed", { resultUpstream: true, ...message }, "task_completed", {});
+    if (status === "completed") return this.ends.end(taskId, "completed", { resultUpstream: true, ...message }, "task_completed", {});
     const error = `the upstream task ${status}${statusMessage ? `: ${statusMessage}` : ""}`;
-    return endTask(this.scope, taskId, "failed", { resultUpstream: true, error, statusMessage: error }, "task_failed", { error });
+    return this.ends.end(taskId, "failed", { resultUpstream: true, error, statusMessage: error }, "task_failed", { error });
   }
 
-  /** The task's call waits for the client, or no longer does: shown as `input_required` (task-fields.ts). */
+  /**
+   * The task's call waits for the client (`waiting`), or no longer does: MCP
+   * shows the task `input_required` meanwhile (spec 2025-11-25, tasks; ADR
+   * 0002 §8), and the change is announced like any status change, once stored.
+   */
   setInputRequired(taskId: string, waiting: boolean): void {
-    setInputRequired(this.scope, taskId, waiting);
+    const rt = this.runtimes.get(taskId);
+    if (rt && rt.inputRequired !== waiting) {
+      rt.inputRequired = waiting;
+      const patch: TaskPatch = { lastUpdatedAt: this.clock.now(), ...(waiting ? { inputRequired: true } : {}) };
+      void this.writes.inOrder("record input_required", taskId, async () => {
+        const updated = await this.store.patch(taskId, patch, { ifStatus: ["working"], ...(waiting ? {} : { unset: ["inputRequired"] as const }) });
+        if (!updated) return;
+        this.logger?.debug({ taskId, server: updated.server, waiting }, "task_input_required");
+        this.onStatusChange?.(updated);
+      });
+    }
     this.announceUpdate(taskId);
   }
 
   /** Tells the event system's observers (the web console) that a running task's fields changed; no event is stored. */
   private announceUpdate(taskId: string): void {
-    const rt = this.runtime.get(taskId);
+    const rt = this.runtimes.get(taskId);
     if (rt) this.events.announce({ type: "task_updated", server: rt.server, data: { taskId } });
   }
 
-  /** Records what the upstream last said about an upstream task that is still running (task-fields.ts). */
-  noteUpstreamStatus(taskId: string, statusMessage: string | undefined): Promise<void> {
-    return noteUpstreamStatus(this.scope, taskId, statusMessage);
+  /** Records what the upstream last said about an upstream task that is still running. */
+  async noteUpstreamStatus(taskId: string, statusMessage: string | undefined): Promise<void> {
+    if (statusMessage === undefined) return;
+    await this.writes.inOrder("record the upstream's status", taskId, async () => {
+      const record = await this.store.get(taskId);
+      if (!record || !this.ends.visible(record) || record.status !== "working" || record.statusMessage === statusMessage) return;
+      await this.store.patch(taskId, { statusMessage, lastUpdatedAt: this.clock.now() }, { ifStatus: ["working"] });
+    });
   }
 
   /**
@@ -285,10 +272,7 @@ export class TaskManager {
    * only a still-working task is patched.
    */
   mapUpstream(taskId: string, mapping: { upstreamTaskId: string; upstreamSessionId?: string | undefined; pollIntervalMs?: number | undefined }): void {
-    const rt = this.runtime.get(taskId);
-    if (!rt || rt.upstreamKey !== undefined) return;
-    rt.upstreamKey = upstreamKey(rt.server, mapping.upstreamTaskId);
-    this.byUpstream.set(rt.upstreamKey, taskId);
+    if (!this.runtimes.mapUpstream(taskId, mapping.upstreamTaskId)) return;
     const patch: TaskPatch = {
       upstreamTaskId: mapping.upstreamTaskId,
       ...(mapping.upstreamSessionId !== undefined ? { upstreamSessionId: mapping.upstreamSessionId } : {}),
@@ -306,7 +290,7 @@ export class TaskManager {
   async cancel(taskId: string, reason = "cancelled by the client"): Promise<{ success: boolean; message: string }> {
     let record = await this.get(taskId);
     if (record.status === "working") {
-      if (await endTask(this.scope, taskId, "cancelled", { statusMessage: reason }, "task_cancelled", { reason }, "throw")) {
+      if (await this.ends.end(taskId, "cancelled", { statusMessage: reason }, "task_cancelled", { reason }, "throw")) {
         return { success: true, message: `task ${taskId} cancelled; the upstream was sent notifications/cancelled` };
       }
       record = await this.get(taskId); // it ended meanwhile
@@ -323,8 +307,8 @@ export class TaskManager {
    */
   async failWorkingForServer(server: string, reason: string): Promise<string[]> {
     const patch: TaskPatch = { error: reason, statusMessage: reason };
-    const end = async (taskId: string) => ((await endTask(this.scope, taskId, "failed", patch, "task_failed", { error: reason })) ? [taskId] : []);
-    const running = [...this.runtime].flatMap(([taskId, rt]) => (rt.server === server ? [taskId] : []));
+    const end = async (taskId: string) => ((await this.ends.end(taskId, "failed", patch, "task_failed", { error: reason })) ? [taskId] : []);
+    const running = this.runtimes.runningOn(server);
     const failed = (await Promise.all(running.map(end))).flat();
     // Stored working tasks no runtime here knows of (a resumed session's, not re-attached).
     const others = (await this.list({ server, status: "working" })).filter((r) => !running.includes(r.taskId));
@@ -339,10 +323,10 @@ export class TaskManager {
   async waitForTerminal(taskId: string, timeoutMs: number, signal?: AbortSignal): Promise<TaskRecord> {
     const record = await this.get(taskId);
     if (record.status !== "working") return record;
-    const rt = this.runtime.get(taskId);
+    const rt = this.runtimes.get(taskId);
     // Ended since the read (runtime goes when the end is committed), or run by no one here: read again.
     if (!rt) return this.get(taskId).catch(() => record);
-    return waitForEnd(this.scope, rt, record, timeoutMs, signal);
+    return this.ends.waitFor(rt, record, timeoutMs, signal);
   }
 
   /**
@@ -353,12 +337,12 @@ export class TaskManager {
    */
   async restore(): Promise<number> {
     let n = 0;
-    const working = this.closed ? [] : await this.list({ status: "working" });
+    const working = this.runtimes.closed ? [] : await this.list({ status: "working" });
     for (const r of working) {
-      if (this.closed || this.runtime.has(r.taskId)) continue;
+      if (this.runtimes.closed || this.runtimes.has(r.taskId)) continue;
       const rt: Runtime = { server: r.server, inputRequired: r.inputRequired === true };
-      rt.ttlTimer = this.clock.setTimeout(() => void expireTask(this.scope, r.taskId), Math.max(0, r.expiresAt - this.clock.now()));
-      attach(this.scope, r, rt);
+      this.ends.expireAfter(r.taskId, rt, Math.max(0, r.expiresAt - this.clock.now()));
+      this.runtimes.attach(r, rt);
       n++;
     }
     return n;
@@ -370,17 +354,8 @@ export class TaskManager {
    * `keepRecords` (the gateway is shutting down; see TaskCloseOptions).
    */
   async close(options: TaskCloseOptions = {}): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    for (const abort of [...this.calls]) abort.abort(sessionClosed());
-    this.calls.clear();
-    for (const rt of this.runtime.values()) {
-      this.clock.clearTimeout(rt.ttlTimer);
-      if (!(options.keepRecords && rt.upstreamKey !== undefined)) rt.abort?.abort("session closed");
-      for (const w of [...(rt.waiters ?? [])]) w(undefined);
-    }
-    this.runtime.clear();
-    this.byUpstream.clear();
+    if (this.runtimes.closed) return;
+    this.runtimes.close(options.keepRecords === true);
     await this.writes.settle();
     if (options.keepRecords) return;
     try {
@@ -392,19 +367,12 @@ export class TaskManager {
 
   /** Number of live timers (for leak tests). */
   get timerCount(): number {
-    let n = 0;
-    for (const rt of this.runtime.values()) n += rt.ttlTimer ? 1 : 0;
-    return n;
+    return this.runtimes.timerCount;
   }
 }
 
 function closing(): GatewayError {
   return new GatewayError(ErrorCodes.CLOSED, "the session is closing");
-}
-
-/** Why close() aborts a call that is no task: callers answer with it (EMCP_CLOSED). */
-function sessionClosed(): GatewayError {
-  return new GatewayError(ErrorCodes.CLOSED, "the session closed while the call was running; nothing of it is kept");
 }
 
 export function isTerminal(status: ProxyTaskStatus): boolean {

@@ -7,7 +7,8 @@ import { ErrorCodes, GatewayError, upstreamCallError } from "../../src/errors.js
 import { EventSystem } from "../../src/session/event-system.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { executeWithPromotion, UPSTREAM_MAPPING_WAIT_MS, type ExecuteOptions, type ExecuteOutcome, type RunOptions } from "../../src/tasks/execute.js";
-import { TaskManager, type TaskManagerOptions } from "../../src/tasks/task-manager.js";
+import { TaskManager } from "../../src/tasks/task-manager.js";
+import type { TaskManagerOptions } from "../../src/tasks/task-types.js";
 import type { UpstreamConnection } from "../../src/upstream/connection.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { flush, settle, track } from "../helpers/promises.js";

@@ -7,7 +7,8 @@ import type { Logger } from "../../src/logging.js";
 import { EventSystem } from "../../src/session/event-system.js";
 import type { TaskStore } from "../../src/store/contracts.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
-import { TaskManager, isTerminal, type TaskManagerOptions } from "../../src/tasks/task-manager.js";
+import { TaskManager, isTerminal } from "../../src/tasks/task-manager.js";
+import type { TaskManagerOptions } from "../../src/tasks/task-types.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { flush, settle } from "../helpers/promises.js";
 

@@ -2,7 +2,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { EventSystem } from "../../src/session/event-system.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
-import { TaskManager, type TaskManagerOptions } from "../../src/tasks/task-manager.js";
+import { TaskManager } from "../../src/tasks/task-manager.js";
+import type { TaskManagerOptions } from "../../src/tasks/task-types.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 
 /** Ended tasks are bounded in the store itself: by absolute retainUntil (swept) and per session by count and bytes. */
