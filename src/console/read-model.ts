@@ -7,7 +7,7 @@
  * merge* functions join this replica's model with the others' (cluster.ts).
  */
 import { sharingOf } from "../config/schema.js";
-import { shownStatus } from "../tasks/mcp-task.js";
+import { shownStatus } from "../mcp/task-object.js";
 import { describeTarget } from "../upstream/registry.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 import { sessionHash } from "../logging.js";

@@ -5,7 +5,7 @@
  * tasks in the store. Also which face each session was opened on (a promoted
  * task is a tool task of a meta-face session) and, when it ends, its duration.
  */
-import { shownStatus } from "../tasks/mcp-task.js";
+import { shownStatus } from "../mcp/task-object.js";
 import type { SessionManager } from "../session/session-manager.js";
 import type { Store } from "../store/contracts.js";
 import type { ChildProcessLimiter } from "../upstream/children.js";

@@ -16,7 +16,7 @@ import { RELATED_TASK_META_KEY } from "@modelcontextprotocol/sdk/types.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { TaskRecord } from "../store/contracts.js";
-import { relatedTaskId, toMcpTask, withRelatedTask } from "../tasks/mcp-task.js";
+import { relatedTaskId, toMcpTask, withRelatedTask } from "../mcp/task-object.js";
 import type { TaskManager } from "../tasks/task-manager.js";
 import type { ListKind, UpstreamHandlers } from "../upstream/connection.js";
 import type { CallOrigin } from "../upstream/origin.js";

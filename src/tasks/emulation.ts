@@ -12,7 +12,7 @@ import type { GatewaySettings } from "../config/schema.js";
 import type { Clock } from "../clock.js";
 import type { UpstreamHandle } from "../upstream/handle.js";
 import type { CallOrigin } from "../upstream/origin.js";
-import { DEFAULT_POLL_INTERVAL_MS } from "./mcp-task.js";
+import { DEFAULT_POLL_INTERVAL_MS } from "../mcp/task-object.js";
 
 /** Floor on how often the gateway polls an upstream task (an upstream may suggest 0). */
 const MIN_POLL_INTERVAL_MS = 250;

@@ -30,7 +30,7 @@ import type { TaskRecord } from "../store/contracts.js";
 import type { UpstreamHandle } from "../upstream/handle.js";
 import { CallOrigin } from "../upstream/origin.js";
 import { cancelUpstream } from "./emulation.js";
-import { DEFAULT_POLL_INTERVAL_MS, toMcpTask, withRelatedTask } from "./mcp-task.js";
+import { DEFAULT_POLL_INTERVAL_MS, toMcpTask, withRelatedTask } from "../mcp/task-object.js";
 import type { TaskManager } from "./task-manager.js";
 
 export { runUpstreamTaskToEnd } from "./emulation.js";

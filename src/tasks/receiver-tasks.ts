@@ -27,7 +27,7 @@ import { ErrorCodes, GatewayError, errorMessage, toJsonRpcError } from "../error
 import type { Logger } from "../logging.js";
 import type { TaskRecord, TaskStore } from "../store/contracts.js";
 import { ACTIVE_STATUSES, isActive } from "../store/policy.js";
-import { toMcpTask } from "./mcp-task.js";
+import { toMcpTask } from "../mcp/task-object.js";
 
 export interface ReceiverTaskOptions {
   sessionId: string;

@@ -30,7 +30,7 @@ import {
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { errorMessage } from "../errors.js";
 import type { RequestAttribution } from "../mcp/request-attribution.js";
-import { relatedTaskId } from "../tasks/mcp-task.js";
+import { relatedTaskId } from "../mcp/task-object.js";
 import type { CallOrigin } from "./origin.js";
 import type { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
 

@@ -15,7 +15,7 @@ import { SseRequestTap } from "../../src/mcp/sse-request-tap.js";
 import { EventSystem } from "../../src/session/event-system.js";
 import type { TaskRecord } from "../../src/store/contracts.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
-import { toMcpTask } from "../../src/tasks/mcp-task.js";
+import { toMcpTask } from "../../src/mcp/task-object.js";
 import { TaskManager } from "../../src/tasks/task-manager.js";
 import { CallOrigin } from "../../src/upstream/origin.js";
 import { ManualClock } from "../fixtures/manual-clock.js";

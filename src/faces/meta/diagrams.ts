@@ -3,7 +3,7 @@
  * of the gateway's state machines. The five of the meta face come first, in
  * a fixed order; then the other machines the gateway has, each derived from
  * the code it names:
- * MCP tasks as clients see them (src/tasks/mcp-task.ts, native.ts),
+ * MCP tasks as clients see them (src/mcp/task-object.ts, src/tasks/native.ts),
  * receiver tasks (src/tasks/receiver-tasks.ts) and upstream reconnection
  * (src/session/reconnection.ts).
  */

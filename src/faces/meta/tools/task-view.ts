@@ -5,7 +5,7 @@
  * client written against either reads it (docs/adr/0004-reply-shapes.md).
  */
 import type { TaskRecord } from "../../../store/contracts.js";
-import { mcpStatus } from "../../../tasks/mcp-task.js";
+import { mcpStatus } from "../../../mcp/task-object.js";
 import { iso } from "../define.js";
 
 /** The view without `toolArgs` (execute_tool's reply: its caller just sent them). One argument, so `.map(taskView)` works. */
