@@ -22,6 +22,7 @@ import http from "node:http";
 import https from "node:https";
 import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
 import { secretEquals } from "../http/guards.js";
+import { isMediaType } from "../mcp/media-type.js";
 
 /** The header a forwarded request carries (its value: the cluster secret). */
 export const FORWARDED_HEADER = "x-emceepee-forwarded";
@@ -94,7 +95,7 @@ export function createForwarder(secret: string, from: string): Forwarder {
           res.writeHead(upstream.statusCode ?? 502, back);
           res.flushHeaders();
           upstream.pipe(res, { end: false });
-          const sse = String(upstream.headers["content-type"] ?? "").includes("text/event-stream");
+          const sse = isMediaType(upstream.headers["content-type"], "text/event-stream");
           upstream.on("error", () => undefined);
           upstream.on("close", () => {
             if (upstream.complete || res.writableEnded) res.end();

@@ -5,6 +5,7 @@
  */
 import type http from "node:http";
 import { readBody } from "../http/json-rpc.js";
+import { mediaType } from "../mcp/media-type.js";
 import type { Html } from "./html.js";
 
 /** Scripts and styles only from the gateway itself; images and audio of results may be data: URLs. */
@@ -38,7 +39,7 @@ export function redirect(res: http.ServerResponse, location: string, headers: Re
 
 /** The request's urlencoded form (what a console form posts), at most `maxBytes`. */
 export async function readForm(req: http.IncomingMessage, maxBytes: number): Promise<URLSearchParams> {
-  const type = (req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+  const type = mediaType(req.headers["content-type"]);
   if (type !== "application/x-www-form-urlencoded") {
     throw new FormError(`console forms are posted as application/x-www-form-urlencoded (got '${type || "no content type"}'); submit the form in the console`);
   }

@@ -15,6 +15,7 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
+import { accepts } from "../mcp/media-type.js";
 
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
@@ -73,7 +74,8 @@ function checkConsole(req: IncomingMessage, path: string, token: string | undefi
   }
   if (token === undefined || path === CONSOLE_LOGIN_PATH) return undefined;
   if (tokenMatches(req.headers.authorization, token) || cookieMatches(req.headers.cookie, token)) return undefined;
-  if ((req.method === "GET" || req.method === "HEAD") && (req.headers.accept ?? "").includes("text/html")) {
+  // A browser's navigation names text/html; curl's */* gets the 401 (wildcards off).
+  if ((req.method === "GET" || req.method === "HEAD") && accepts(req.headers.accept, "text/html", { wildcards: false })) {
     return {
       status: 303,
       message: "the console needs the gateway's token: log in at /console/login",

@@ -31,6 +31,7 @@
  * resumption starts after it.
  */
 import type { RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { isMediaType } from "./media-type.js";
 import { SseEventFramer, concat, sseFields } from "./sse-events.js";
 
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
@@ -71,7 +72,7 @@ export class SseRequestTap {
     const response = await this.base(url, init);
     if (!response.ok || !response.body) return response;
     let body: ReadableStream<Uint8Array>;
-    if (isEventStream(response)) body = response.body.pipeThrough(this.recorder(owner));
+    if (isMediaType(response.headers.get("content-type"), "text/event-stream")) body = response.body.pipeThrough(this.recorder(owner));
     else if (this.bound) body = response.body.pipeThrough(this.counter(owner, this.bound));
     else return response;
     return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
@@ -166,10 +167,6 @@ function remember<K, V>(map: Map<K, V>, key: K, value: V): void {
   map.delete(key);
   map.set(key, value);
   if (map.size > MAX_REMEMBERED) map.delete(map.keys().next().value as K);
-}
-
-function isEventStream(response: Response): boolean {
-  return (response.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase() === "text/event-stream";
 }
 
 /** The id of the one JSON-RPC request a POST body carries (none for notifications, responses or batches of several). */

@@ -19,6 +19,7 @@ import { gatewaySettingsSchema, isStdioConfig, remoteTransportOf, type RemoteSer
 import type { ProcessGroups } from "./children.js";
 import { GroupStdioClientTransport } from "./stdio-transport.js";
 import { errorResponseFor } from "../mcp/error-response.js";
+import { isMediaType } from "../mcp/media-type.js";
 import { messageTooLarge } from "./message-bound.js";
 import { remoteFetch } from "./remote-fetch.js";
 import { RuntimeUrlPolicy, type RuntimeUrlRules } from "./url-policy.js";
@@ -216,7 +217,7 @@ const MAX_OUTSTANDING = 10_000;
 export function boundedSseFetch(fetch: FetchLike, maxBytes: number, oversized: () => Error): FetchLike {
   return async (url, init) => {
     const response = await fetch(url, init);
-    if (!response.body || !isEventStream(response)) return response;
+    if (!response.body || !isMediaType(response.headers.get("content-type"), "text/event-stream")) return response;
     let framer: SseEventFramer;
     const bounded = new TransformStream<Uint8Array, Uint8Array>({
       start: (controller) => {
@@ -238,8 +239,4 @@ export function boundedSseFetch(fetch: FetchLike, maxBytes: number, oversized: (
     });
     return new Response(response.body.pipeThrough(bounded), { status: response.status, statusText: response.statusText, headers: response.headers });
   };
-}
-
-function isEventStream(response: Response): boolean {
-  return (response.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase() === "text/event-stream";
 }
