@@ -15,7 +15,8 @@ import type { GatewaySettings } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import { backoffDelay } from "../upstream/backoff.js";
-import type { ListKind, UpstreamHandle } from "../upstream/connection.js";
+import type { UpstreamHandle } from "../upstream/handle.js";
+import type { ListKind } from "../upstream/requests.js";
 
 export interface ReconnectionHost {
   settings: GatewaySettings;

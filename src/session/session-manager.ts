@@ -41,8 +41,6 @@ import { ServerChanges, type AddServerOutcome } from "./server-changes.js";
 import type { ObservedChange } from "./event-system.js";
 import { Session, type SessionCloseOptions, type SessionDeps } from "./session.js";
 
-export type { AddServerOutcome } from "./server-changes.js";
-
 /** What SessionManager observers hear: a session started or ended, or a change in one (see EventSystem.observe). */
 export type SessionChange = { sessionId: string } & ({ type: "session_started" | "session_ended" } | { type: "change"; change: ObservedChange });
 

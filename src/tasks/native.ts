@@ -33,8 +33,6 @@ import { cancelUpstream } from "./emulation.js";
 import { DEFAULT_POLL_INTERVAL_MS, toMcpTask, withRelatedTask } from "../mcp/task-object.js";
 import type { TaskManager } from "./task-manager.js";
 
-export { runUpstreamTaskToEnd } from "./emulation.js";
-
 export interface NativeTaskContext {
   tasks: TaskManager;
   settings: GatewaySettings;

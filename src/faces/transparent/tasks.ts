@@ -17,7 +17,8 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { ServerNotification, ServerRequest } from "@modelcontextprotocol/sdk/types.js";
-import { cancelToolTask, getToolTask, getToolTaskResult, runUpstreamTaskToEnd, startToolTask, type NativeTaskContext } from "../../tasks/native.js";
+import { runUpstreamTaskToEnd } from "../../tasks/emulation.js";
+import { cancelToolTask, getToolTask, getToolTaskResult, startToolTask, type NativeTaskContext } from "../../tasks/native.js";
 import { toMcpTask } from "../../mcp/task-object.js";
 import type { UpstreamHandle } from "../../upstream/handle.js";
 import { CallOrigin } from "../../upstream/origin.js";

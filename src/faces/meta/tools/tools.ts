@@ -8,7 +8,7 @@ import { z } from "zod";
 import { DEFAULT_SETTINGS, isStdioConfig } from "../../../config/schema.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError } from "../../../errors.js";
 import { executeWithPromotion } from "../../../tasks/execute.js";
-import { runUpstreamTaskToEnd } from "../../../tasks/native.js";
+import { runUpstreamTaskToEnd } from "../../../tasks/emulation.js";
 import { forwardProgress } from "../../progress.js";
 import { defineTool, json, promoted, type MetaContext } from "../define.js";
 import { elicitationSummary, samplingSummary } from "../envelope.js";
