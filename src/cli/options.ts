@@ -1,13 +1,15 @@
 /**
  * Parsers and shared options of the CLI's flags. Each parser rejects a bad
  * value with what was wrong and what to write (commander prints it with the
- * flag's name); defaults shown in --help are the config schema's.
+ * flag's name); defaults shown in --help are the config schema's
+ * (config/cli-defaults.ts: --help loads neither zod nor the gateway).
  */
 import path from "node:path";
 import { InvalidArgumentError, Option } from "commander";
-import { DEFAULT_SETTINGS } from "../config/schema.js";
+import { DEFAULT_LOG_LEVEL } from "../config/cli-defaults.js";
 import type { StdioFace } from "../server/gateway.js";
-import { defaultStorePath, type StoreConfig } from "../store/open.js";
+import { defaultStorePath } from "../store/default-path.js";
+import type { StoreConfig } from "../store/open.js";
 
 export function port(value: string): number {
   const n = Number(value);
@@ -106,7 +108,7 @@ export function logFormatOption(): Option {
   ).choices(["json", "pretty"]);
 }
 
-export function logLevelOption(fallback = `gateway.logLevel, else ${DEFAULT_SETTINGS.logLevel}`): Option {
+export function logLevelOption(fallback = `gateway.logLevel, else ${DEFAULT_LOG_LEVEL}`): Option {
   return new Option("--log-level <level>", `log level of the JSON logs on stderr (default: ${fallback})`).choices([
     "trace",
     "debug",

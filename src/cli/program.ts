@@ -3,19 +3,18 @@
  * only place that prints to the terminal or exits the process (exit paths
  * and reload: lifecycle.ts). `run()` is also what `npm start`
  * (scripts/start.mjs) calls, in its own process, after building dist/.
+ * Each command imports what it runs when it runs: --version and --help load
+ * commander and this folder's option parsers, not the gateway
+ * (docs/adr/0017-lazy-start.md; test/unit/cli-lazy.test.ts).
  */
 import { createRequire } from "node:module";
 import path from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
-import { configJsonSchema } from "../config/json-schema.js";
-import { loadConfig, type LoadConfigOptions } from "../config/load.js";
-import { DEFAULT_SETTINGS, type GatewaySettings } from "../config/schema.js";
-import { GatewayError, errorMessage } from "../errors.js";
-import { createLogger, defaultLogFormat, type LogFormat } from "../logging.js";
-import { createGateway, type StdioFace } from "../server/gateway.js";
-import { banner, exposureWarning, listenFailure } from "./banner.js";
-import { connectEach, describeConfig } from "./check.js";
-import { installExitPaths, reportConfig } from "./lifecycle.js";
+import { DEFAULT_HOST, DEFAULT_PORT } from "../config/cli-defaults.js";
+import type { LoadConfigOptions } from "../config/load.js";
+import type { GatewaySettings } from "../config/schema.js";
+import type { LogFormat } from "../logging.js";
+import type { StdioFace } from "../server/gateway.js";
 import { accessLogOption, configOption, hostList, logFormatOption, logLevelOption, originList, port, stdioFace, storeOption } from "./options.js";
 
 const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
@@ -60,8 +59,8 @@ export function buildProgram(options: RunOptions = {}): Command {
     .command("serve")
     .description("serve the gateway over Streamable HTTP (meta-tools face at /mcp; SIGHUP reloads the config)")
     .addOption(configOption())
-    .option("--host <host>", `interface to bind (default: gateway.host, else ${DEFAULT_SETTINGS.host}; 0.0.0.0 for every interface)`)
-    .option("-p, --port <port>", `port to listen on (default: gateway.port, else ${DEFAULT_SETTINGS.port}; 0 for any free port)`, port)
+    .option("--host <host>", `interface to bind (default: gateway.host, else ${DEFAULT_HOST}; 0.0.0.0 for every interface)`)
+    .option("-p, --port <port>", `port to listen on (default: gateway.port, else ${DEFAULT_PORT}; 0 for any free port)`, port)
     .option("--token <token>", "require Authorization: Bearer <token> on every request except /healthz and /readyz (or set EMCEEPEE_TOKEN)")
     .option("--allowed-hosts <hosts>", "Host header values accepted besides loopback names, comma-separated (replaces gateway.allowedHosts)", hostList)
     .option("--allowed-origins <origins>", "browser Origins accepted besides loopback ones, comma-separated (replaces gateway.allowedOrigins)", originList)
@@ -71,6 +70,12 @@ export function buildProgram(options: RunOptions = {}): Command {
     .addOption(logLevelOption())
     .addOption(logFormatOption())
     .action(async (opts: ServeOptions) => {
+      const { loadConfig } = await import("../config/load.js");
+      const { createLogger, defaultLogFormat } = await import("../logging.js");
+      const { createGateway } = await import("../server/gateway.js");
+      const { GatewayError } = await import("../errors.js");
+      const { banner, exposureWarning, listenFailure } = await import("./banner.js");
+      const { installExitPaths, reportConfig } = await import("./lifecycle.js");
       const load: LoadConfigOptions = {
         file: opts.config,
         overrides: {
@@ -122,6 +127,10 @@ export function buildProgram(options: RunOptions = {}): Command {
     .addOption(logLevelOption())
     .addOption(logFormatOption())
     .action(async (opts: StdioCommandOptions) => {
+      const { loadConfig } = await import("../config/load.js");
+      const { createLogger, defaultLogFormat } = await import("../logging.js");
+      const { createGateway } = await import("../server/gateway.js");
+      const { installExitPaths, reportConfig } = await import("./lifecycle.js");
       const load: LoadConfigOptions = {
         file: opts.config,
         overrides: { logLevel: opts.logLevel, accessLog: opts.accessLog ? undefined : false, store: opts.store },
@@ -148,6 +157,9 @@ export function buildProgram(options: RunOptions = {}): Command {
     .option("--token <token>", "the token serve would require (or set EMCEEPEE_TOKEN), validated as serve does")
     .addOption(logLevelOption("error"))
     .action(async (opts: { config?: string; connect?: boolean; logLevel?: string; token?: string }) => {
+      const { loadConfig } = await import("../config/load.js");
+      const { createLogger } = await import("../logging.js");
+      const { connectEach, describeConfig } = await import("./check.js");
       const config = await loadConfig({
         file: opts.config,
         overrides: { logLevel: opts.logLevel ?? "error", token: opts.token ?? process.env.EMCEEPEE_TOKEN },
@@ -159,7 +171,8 @@ export function buildProgram(options: RunOptions = {}): Command {
   program
     .command("schema")
     .description('print a JSON Schema of the config file (for editors: "$schema": "<the file you saved it to>")')
-    .action(() => {
+    .action(async () => {
+      const { configJsonSchema } = await import("../config/json-schema.js");
       process.stdout.write(JSON.stringify(configJsonSchema(), null, 2) + "\n");
     });
 
@@ -172,7 +185,8 @@ export function run(argv: readonly string[], options: RunOptions = {}): Promise<
     .parseAsync([...argv])
     .then(
       () => undefined,
-      (err: unknown) => {
+      async (err: unknown) => {
+        const { GatewayError, errorMessage } = await import("../errors.js");
         process.stderr.write(`emceepee: ${err instanceof GatewayError ? `${err.code}: ${err.message}` : errorMessage(err)}\n`);
         process.exit(2);
       },

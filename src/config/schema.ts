@@ -5,6 +5,7 @@
  * an optional `gateway` section.
  */
 import { z } from "zod";
+import { DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_PORT } from "./cli-defaults.js";
 import { mcpServersSchema, sharingMode, type ServerConfig, type SharingMode } from "./server-entry.js";
 import { DEFAULT_DENIED_URLS, urlPatternProblem } from "./url-patterns.js";
 
@@ -31,15 +32,15 @@ const urlPattern = z.string().superRefine((text, ctx) => {
 });
 
 export const gatewaySettingsSchema = z.strictObject({
-  host: z.string().default("127.0.0.1"),
-  port: z.number().int().min(0).max(65535).default(8808),
+  host: z.string().default(DEFAULT_HOST),
+  port: z.number().int().min(0).max(65535).default(DEFAULT_PORT),
   /** Bearer token required on every HTTP request when set. */
   token: z.string().min(16, "token must be at least 16 characters").optional(),
   /** Extra Host header values accepted besides loopback names (DNS-rebinding protection). */
   allowedHosts: z.array(z.string()).default([]),
   /** Origins accepted on browser requests besides loopback origins. */
   allowedOrigins: z.array(z.string()).default([]),
-  logLevel: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
+  logLevel: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default(DEFAULT_LOG_LEVEL),
   /** One `tool_call` line at info per tool call (meta and transparent faces); false turns it off. */
   accessLog: z.boolean().default(true),
   /**

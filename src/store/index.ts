@@ -3,4 +3,5 @@
  * the default file path. Backends are reached through openStore() only.
  */
 export type * from "./contracts.js";
-export { openStore, defaultStorePath, type StoreConfig, type OpenStoreOptions } from "./open.js";
+export { openStore, type StoreConfig, type OpenStoreOptions } from "./open.js";
+export { defaultStorePath } from "./default-path.js";

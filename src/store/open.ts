@@ -1,19 +1,18 @@
 /**
- * openStore(): the one way to get a Store from `gateway.store`, and the
- * per-user default file. `{ kind: "memory" }` keeps everything in the process;
- * `{ kind: "sqlite", path? }` opens (creating) the file, or the per-user state
- * file when no path is given; `{ kind: "redis", url, keyPrefix }` connects
+ * openStore(): the one way to get a Store from `gateway.store`.
+ * `{ kind: "memory" }` keeps everything in the process; `{ kind: "sqlite",
+ * path? }` opens (creating) the file, or the per-user state file
+ * (default-path.ts) when no path is given; `{ kind: "redis", url, keyPrefix }` connects
  * (and PINGs) the server. A file or server that cannot be used is an
  * EMCP_STORE_UNAVAILABLE error naming it — never a fallback to memory, which
  * would silently lose what the operator asked to keep.
  */
-import os from "node:os";
-import path from "node:path";
 import { systemClock, type Clock } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { Store } from "./contracts.js";
+import { defaultStorePath } from "./default-path.js";
 import { createMemoryStore } from "./memory/index.js";
 
 /** `gateway.store` as the schema gives it (keyPrefix may be left to its default). */
@@ -59,15 +58,4 @@ export async function openStore(config: StoreConfig, options: OpenStoreOptions =
       });
     }
   }
-}
-
-/**
- * The per-user state file: `$XDG_STATE_HOME/emceepee/emceepee.db` when
- * XDG_STATE_HOME is an absolute path (the XDG Base Directory spec ignores a
- * relative one), else `~/.local/state/emceepee/emceepee.db`.
- */
-export function defaultStorePath(env: NodeJS.ProcessEnv = process.env, home: string = os.homedir()): string {
-  const xdg = env.XDG_STATE_HOME;
-  const base = xdg && path.isAbsolute(xdg) ? xdg : path.join(home, ".local", "state");
-  return path.join(base, "emceepee", "emceepee.db");
 }
