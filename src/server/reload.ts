@@ -11,8 +11,8 @@
  * socket is bound, limits are in use); changedSettings() names the ones that
  * differ so the operator knows a restart is needed.
  */
-import type { GatewaySettings, ServerConfig } from "../config/schema.js";
-import { toToolErrorText } from "../errors.js";
+import type { GatewayConfig, GatewaySettings, ServerConfig } from "../config/schema.js";
+import { ErrorCodes, GatewayError, toToolErrorText } from "../errors.js";
 import type { SessionManager } from "../session/session-manager.js";
 import { sameServerConfig, type ServerRegistry } from "../upstream/registry.js";
 
@@ -23,6 +23,33 @@ export interface ReloadReport {
   unchanged: string[];
   /** Entries of the new file not applied, and why (a runtime-added server holds the name, or the operation failed). */
   skipped: Array<{ server: string; reason: string }>;
+}
+
+/** What a reload did, and the `gateway` settings that differ but need a restart. */
+export interface GatewayReloadReport extends ReloadReport {
+  settingsChanged: string[];
+}
+
+/** The gateway's reload(): one at a time (a second waits for the first), refused once `closing()`. */
+export function createReloader(
+  registry: ServerRegistry,
+  sessions: SessionManager,
+  settings: GatewaySettings,
+  closing: () => boolean,
+): (next: GatewayConfig) => Promise<GatewayReloadReport> {
+  let current = settings;
+  let reloading: Promise<unknown> = Promise.resolve();
+  return (next) => {
+    const run = reloading.then(async (): Promise<GatewayReloadReport> => {
+      if (closing()) throw new GatewayError(ErrorCodes.CLOSED, "the gateway is shutting down; the config was not reloaded");
+      const report = await reloadServers(registry, sessions, next.mcpServers);
+      const settingsChanged = changedSettings(current, next.gateway);
+      current = next.gateway;
+      return { ...report, settingsChanged };
+    });
+    reloading = run.catch(() => undefined);
+    return run;
+  };
 }
 
 export async function reloadServers(
