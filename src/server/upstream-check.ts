@@ -14,7 +14,8 @@ import type { GatewaySettings, ServerConfig } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { ChildProcessLimiter } from "../upstream/children.js";
-import { UpstreamConnection, type UpstreamHandlers } from "../upstream/connection.js";
+import type { UpstreamHandlers } from "../upstream/client-handlers.js";
+import { UpstreamConnection } from "../upstream/connection.js";
 import type { TransportFactory } from "../upstream/transports.js";
 
 export type UpstreamCheckResult =

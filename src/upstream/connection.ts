@@ -62,13 +62,6 @@ import type { CreatedTransport, TransportFactory } from "./transports.js";
 import { excerptOf } from "./remote-fetch.js";
 import type { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
 
-export type { CallToolOptions, ListKind, TaskSupport } from "./requests.js";
-export type { UpstreamHandlers } from "./client-handlers.js";
-export type { CloseMode, ConnectionPersistence, UpstreamSessionSnapshot } from "./session-continuation.js";
-
-export type { ConnectionStatus } from "./handle.js";
-export { UpstreamHandle } from "./handle.js";
-
 export interface UpstreamConnectionOptions {
   name: string;
   config: ServerConfig;
