@@ -12,7 +12,7 @@ import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { Store } from "../store/contracts.js";
-import { ReceiverTaskStore, receiverTaskOptions } from "../tasks/receiver-tasks.js";
+import { ReceiverTaskStore, receiverTaskOptions } from "../upstream/receiver-tasks.js";
 import type { ChildProcessLimiter } from "../upstream/children.js";
 import type { UpstreamHandlers } from "../upstream/client-handlers.js";
 import { UpstreamConnection } from "../upstream/connection.js";

@@ -32,7 +32,7 @@ import { errorMessage } from "../errors.js";
 import type { RequestAttribution } from "../mcp/request-attribution.js";
 import { relatedTaskId } from "../mcp/task-object.js";
 import type { CallOrigin } from "./origin.js";
-import type { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
+import type { ReceiverTaskStore } from "./receiver-tasks.js";
 
 /**
  * How the owning session answers and records what the upstream sends. A

@@ -60,7 +60,7 @@ import {
 } from "./session-continuation.js";
 import type { CreatedTransport, TransportFactory } from "./transports.js";
 import { excerptOf } from "./remote-fetch.js";
-import type { ReceiverTaskStore } from "../tasks/receiver-tasks.js";
+import type { ReceiverTaskStore } from "./receiver-tasks.js";
 
 export interface UpstreamConnectionOptions {
   name: string;

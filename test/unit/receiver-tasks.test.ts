@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { ReceiverTaskStore } from "../../src/tasks/receiver-tasks.js";
+import { ReceiverTaskStore } from "../../src/upstream/receiver-tasks.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { flush } from "../helpers/promises.js";

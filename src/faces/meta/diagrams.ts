@@ -4,7 +4,7 @@
  * a fixed order; then the other machines the gateway has, each derived from
  * the code it names:
  * MCP tasks as clients see them (src/mcp/task-object.ts, src/tasks/native.ts),
- * receiver tasks (src/tasks/receiver-tasks.ts) and upstream reconnection
+ * receiver tasks (src/upstream/receiver-tasks.ts) and upstream reconnection
  * (src/session/reconnection.ts).
  */
 export const DIAGRAMS_URI = "emceepee://diagrams";

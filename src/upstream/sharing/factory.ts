@@ -11,7 +11,7 @@ import type { Clock, IdGenerator } from "../../clock.js";
 import { isStdioConfig, type GatewaySettings } from "../../config/schema.js";
 import type { Logger } from "../../logging.js";
 import type { Store } from "../../store/contracts.js";
-import { ReceiverTaskStore, receiverTaskOptions } from "../../tasks/receiver-tasks.js";
+import { ReceiverTaskStore, receiverTaskOptions } from "../receiver-tasks.js";
 import type { ChildProcessLimiter } from "../children.js";
 import { entrySharing, isRuntime, type ServerRegistry } from "../registry.js";
 import { SharedUpstreams } from "./shared-upstreams.js";

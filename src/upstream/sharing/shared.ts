@@ -40,7 +40,7 @@ import type { UpstreamHandlers } from "../client-handlers.js";
 import type { CallOrigin } from "../origin.js";
 import { SharedUpstreamView } from "./shared-view.js";
 import type { ConnectionPersistence } from "../session-continuation.js";
-import type { ReceiverTaskStore } from "../../tasks/receiver-tasks.js";
+import type { ReceiverTaskStore } from "../receiver-tasks.js";
 
 /** RFC 5424 severities as MCP names them, least severe first. */
 const LEVELS: readonly LoggingLevel[] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
