@@ -31,6 +31,36 @@ const urlPattern = z.string().superRefine((text, ctx) => {
   if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
 });
 
+const publicUrlSchema = z
+  .url({ protocol: /^https?$/, error: "must be an http:// or https:// URL, e.g. https://mcp.example.com or https://example.com/gateway" })
+  .refine((u) => !/[?#]/.test(u), { message: "must have no query or fragment, e.g. https://mcp.example.com/gateway" });
+
+/** An OAuth scope token (RFC 6749 §3.3: printable ASCII but space, quote and backslash). */
+const scopeToken = z.string().regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, "a scope is one token of printable characters without spaces, quotes or backslashes, e.g. mcp:tools");
+
+const oauthSchema = z.strictObject({
+  /** Authorization servers whose access tokens are accepted (their `iss`), e.g. https://login.example.com/realms/mcp. */
+  issuers: z.array(publicUrlSchema).min(1, "issuers needs at least one authorization server URL, e.g. [\"https://login.example.com\"]"),
+  /** Scopes every token must carry (403 insufficient_scope otherwise); also what Protected Resource Metadata offers. */
+  scopes: z.array(scopeToken).default([]),
+  /** Audiences accepted besides the face's own resource URL (for servers without RFC 8707 resource indicators), e.g. "api://emceepee". */
+  audiences: z.array(z.string().min(1)).default([]),
+  /** Leeway for `exp` / `nbf` / `iat` between the issuer's clock and ours. */
+  clockSkewMs: z.number().int().min(0).max(300_000).default(30_000),
+  /** RFC 7662 token introspection for opaque (non-JWT) access tokens. */
+  introspection: z
+    .strictObject({
+      endpoint: publicUrlSchema,
+      clientId: z.string().min(1),
+      clientSecret: z.string().min(1),
+      /** An answer (active or not) is reused this long, never past the token's `exp`. */
+      cacheMs: z.number().int().min(0).max(3_600_000).default(60_000),
+      /** Answers kept at most (the oldest are dropped first). */
+      cacheMaxEntries: z.number().int().positive().default(10_000),
+    })
+    .optional(),
+});
+
 export const gatewaySettingsSchema = z.strictObject({
   host: z.string().default(DEFAULT_HOST),
   port: z.number().int().min(0).max(65535).default(DEFAULT_PORT),
@@ -286,6 +316,16 @@ export const gatewaySettingsSchema = z.strictObject({
       sseKeepAliveMs: z.number().int().min(0).default(15_000),
       /** A POST body nested deeper than this (arrays and objects) is refused with 400 before anything parses it further. */
       maxJsonDepth: z.number().int().min(8).max(4_000).default(2_048),
+      /** How clients reach this gateway (behind TLS offload or a path prefix): OAuth resource URLs are built on it (src/auth/resource-url.ts). */
+      publicUrl: publicUrlSchema.optional(),
+      /** Without publicUrl: take the scheme and host from X-Forwarded-Proto / X-Forwarded-Host (only behind a proxy that sets them). */
+      trustForwardedHeaders: z.boolean().default(false),
+    })
+    .prefault({}),
+  /** Who may call (src/auth/, docs/adr/0017-inbound-identity.md): `token` above is the static one; `oauth` makes this an OAuth 2.1 resource server. */
+  auth: z
+    .strictObject({
+      oauth: oauthSchema.optional(),
     })
     .prefault({}),
   /**

@@ -1,6 +1,6 @@
 /**
  * The access log: one pino line at info per tool call, on every face —
- * `{ msg: "tool_call", face, server, tool, durationMs, outcome, sessionHash }`
+ * `{ msg: "tool_call", face, server, tool, durationMs, outcome, sessionHash, principalHash }`
  * (meta face: `tool` is the meta-tool, and execute_tool adds `upstreamTool`).
  * Off with `gateway.accessLog: false` (CLI `--no-access-log`). The session is
  * named by its hash only: its id is a bearer secret (logging.ts).
@@ -19,6 +19,8 @@ export interface ToolCallEntry {
   server?: string | undefined;
   tool: string;
   upstreamTool?: string | undefined;
+  /** The caller's principal hash (src/auth/principal.ts), when the request carried one. */
+  principalHash?: string | undefined;
 }
 
 /**
@@ -52,6 +54,7 @@ export async function logToolCall<T>(
         durationMs: gateway.clock.now() - started,
         outcome: result,
         sessionHash: sessionHash(session.id),
+        ...(entry.principalHash !== undefined ? { principalHash: entry.principalHash } : {}),
       },
       "tool_call",
     );

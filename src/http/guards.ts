@@ -13,9 +13,10 @@
  * an Origin of this very host (CSRF: a page elsewhere cannot post a form here,
  * even one the Origin allow-list accepts for MCP clients).
  */
-import { createHash, timingSafeEqual } from "node:crypto";
+import { createHash } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { accepts } from "../mcp/media-type.js";
+import { secretEquals } from "../auth/secret.js";
 
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
@@ -23,6 +24,13 @@ export interface GuardOptions {
   allowedHosts: readonly string[];
   allowedOrigins: readonly string[];
   token?: string | undefined;
+  /**
+   * OAuth is on (gateway.auth.oauth): bearer tokens outside /console are
+   * checked by src/auth's Authenticator after these guards, not here; the
+   * console still takes the static token only (OIDC login comes later), so
+   * without one it is closed.
+   */
+  oauth?: boolean | undefined;
 }
 
 export type GuardFailure = { status: 303 | 401 | 403; message: string; headers?: Record<string, string> };
@@ -53,8 +61,13 @@ export function checkRequest(req: IncomingMessage, o: GuardOptions): GuardFailur
     return { status: 403, message: `Origin '${origin}' is not allowed; add it to gateway.allowedOrigins (or --allowed-origins) to accept it` };
   }
   const path = (req.url ?? "/").split("?")[0] ?? "/";
-  if (isConsolePath(path)) return checkConsole(req, path, o.token);
-  if (o.token !== undefined && !tokenMatches(req.headers.authorization, o.token)) {
+  if (isConsolePath(path)) {
+    if (o.oauth === true && o.token === undefined) {
+      return { status: 403, message: "the console needs gateway.token (its login takes the static token; OAuth logins reach the MCP endpoints only for now)" };
+    }
+    return checkConsole(req, path, o.token);
+  }
+  if (o.oauth !== true && o.token !== undefined && !tokenMatches(req.headers.authorization, o.token)) {
     return {
       status: 401,
       message: "missing or wrong bearer token (send Authorization: Bearer <token>)",
@@ -111,10 +124,8 @@ function cookieMatches(header: string | undefined, token: string): boolean {
   return value !== undefined && secretEquals(value, consoleCookieValue(token));
 }
 
-/** Whether two secrets are equal, compared in constant time (of their hashes, so their lengths do not leak either). */
-export function secretEquals(given: string, secret: string): boolean {
-  return timingSafeEqual(createHash("sha256").update(given).digest(), createHash("sha256").update(secret).digest());
-}
+// secretEquals lives in src/auth/secret.ts now (auth sits below http); importers of it here may switch to it there.
+export { secretEquals };
 
 /** Whether binding `host` keeps the gateway on this machine (127.0.0.0/8, ::1, localhost). */
 export function isLoopbackHost(host: string): boolean {

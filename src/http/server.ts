@@ -14,7 +14,12 @@ import type { AddressInfo } from "node:net";
 import type { GatewaySettings } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
-import { checkRequest } from "./guards.js";
+import { Authenticator } from "../auth/authenticator.js";
+import { serveMetadata } from "../auth/metadata.js";
+import { attachPrincipal, OPERATOR } from "../auth/principal.js";
+import type { ResourceUrlOptions } from "../auth/resource-url.js";
+import { systemClock, type Clock } from "../clock.js";
+import { checkRequest, isConsolePath } from "./guards.js";
 import { sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
 import type { McpEndpoint } from "./mcp-endpoint.js";
 
@@ -42,9 +47,28 @@ export interface ProbeReply {
   body: Record<string, string>;
 }
 
-export function createHttpServer(settings: GatewaySettings, routes: Routes, logger: Logger): http.Server {
-  const guard = { allowedHosts: settings.allowedHosts, allowedOrigins: settings.allowedOrigins, token: settings.token };
-  return http.createServer((req, res) => {
+/** What the HTTP edge takes besides settings and routes (tests inject them). */
+export interface HttpServerOptions {
+  clock?: Clock | undefined;
+  /** For OAuth metadata, key sets and introspection. */
+  fetch?: typeof fetch | undefined;
+}
+
+export function createHttpServer(settings: GatewaySettings, routes: Routes, logger: Logger, options: HttpServerOptions = {}): http.Server {
+  const oauth = settings.auth.oauth;
+  const guard = { allowedHosts: settings.allowedHosts, allowedOrigins: settings.allowedOrigins, token: settings.token, oauth: oauth !== undefined };
+  const isFace = (path: string): boolean => routes.endpoint(path) !== undefined;
+  const urls: ResourceUrlOptions = {
+    publicUrl: settings.http.publicUrl,
+    trustForwardedHeaders: settings.http.trustForwardedHeaders,
+    listenAddress: () => {
+      const a = server.address();
+      return a !== null && typeof a === "object" ? `${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}` : undefined;
+    },
+  };
+  const authenticator =
+    oauth && new Authenticator({ token: settings.token, oauth, urls, isFace, clock: options.clock ?? systemClock, fetch: options.fetch });
+  const server = http.createServer((req, res) => {
     try {
       route(req, res);
     } catch (err) {
@@ -75,6 +99,27 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
     }
     const failure = checkRequest(req, guard);
     if (failure) return sendJsonRpcError(res, failure.status, -32000, failure.message, failure.headers);
+    if (!authenticator || isConsolePath(path)) {
+      // The static token (if any) passed checkRequest: its one principal.
+      if (settings.token !== undefined && !isConsolePath(path)) attachPrincipal(req, OPERATOR);
+      return dispatch(req, res, path);
+    }
+    if (serveMetadata(req, res, path, { oauth, urls, isFace })) return;
+    authenticator.authenticate(req, path).then(
+      (outcome) => {
+        if (!("principal" in outcome)) return sendJsonRpcError(res, outcome.status, -32000, outcome.message, outcome.headers);
+        attachPrincipal(req, outcome.principal);
+        dispatch(req, res, path);
+      },
+      (err: unknown) => {
+        logger.error({ err: errorMessage(err), path }, "http_handler_failed");
+        if (!res.headersSent) sendErrorReply(res, 500, err);
+      },
+    );
+  }
+
+  /** After the guards (and, with OAuth, the principal): pages, then the MCP endpoints. */
+  function dispatch(req: http.IncomingMessage, res: http.ServerResponse, path: string): void {
     if (routes.pages?.some((page) => page(req, res, path))) return;
     const endpoint = routes.endpoint(path);
     const unavailable = endpoint && routes.unavailable?.();
@@ -88,6 +133,7 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
     }
     sendJsonRpcError(res, 404, -32601, `Not found: ${req.method} ${path}. MCP endpoints: ${routes.describe}`);
   }
+  return server;
 }
 
 export function listen(server: http.Server, host: string, port: number): Promise<AddressInfo> {

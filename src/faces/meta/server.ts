@@ -9,6 +9,7 @@ import { jsonSchemaValidator } from "../json-schema-validator.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
+import { principalOf } from "../../auth/principal.js";
 import { toToolErrorText } from "../../errors.js";
 import { wrapToolErrors } from "../../mcp/tool-errors.js";
 import { logToolCall, resultOutcome } from "../access-log.js";
@@ -79,6 +80,7 @@ export function createMetaServer(ctx: MetaContext): McpServer {
           server: typeof target === "string" ? target : undefined,
           tool: tool.name,
           upstreamTool: tool.name === "execute_tool" && typeof upstreamTool === "string" ? upstreamTool : undefined,
+          principalHash: principalOf(extra.authInfo)?.hash,
         };
         const result = await logToolCall(
           ctx.gateway,

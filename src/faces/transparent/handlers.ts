@@ -19,6 +19,7 @@ import {
   UnsubscribeRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
+import { principalOf } from "../../auth/principal.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError, toToolErrorText } from "../../errors.js";
 import type { UpstreamHandle } from "../../upstream/handle.js";
 import { logToolCall, resultOutcome } from "../access-log.js";
@@ -87,7 +88,7 @@ export function registerHandlers(h: HandlerContext): JoinedHook {
       const { server: upstream, name } = catalog.resolve(req.params.name, "tool");
       assertArgumentsSize(req.params.arguments, h.gateway.settings.tools.maxArgumentsBytes);
       // The access log's line (access-log.ts); a task-augmented call answered with a task is "promoted".
-      const entry = { face: catalog.target.kind, server: upstream, tool: name };
+      const entry = { face: catalog.target.kind, server: upstream, tool: name, principalHash: principalOf(extra.authInfo)?.hash };
       const run = async () => callTool(h, await conn(upstream), req.params, name, extra);
       return logToolCall(h.gateway, session, entry, extra.signal, run, (r) => ("task" in r ? "promoted" : resultOutcome(r)));
     });

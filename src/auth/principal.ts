@@ -1,0 +1,65 @@
+/**
+ * Who is calling: a Principal is an issuer and a subject (the static token's
+ * is "operator"), the scopes and claims its token carried, and a stable hash
+ * that logs, metrics and traces use instead of the subject (never the token).
+ * It rides on the request as the SDK's `req.auth` (AuthInfo), so MCP handlers
+ * find it in `extra.authInfo`; the token itself is deliberately left out.
+ */
+import { createHash } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
+
+export interface Principal {
+  /** The token's `iss`, or STATIC_ISSUER for the static token. */
+  readonly issuer: string;
+  /** The token's `sub` (or introspection's `sub`, else `client_id`). */
+  readonly subject: string;
+  readonly scopes: readonly string[];
+  /** The validated token's claims (introspection: its answer), for later work (roles, audit). */
+  readonly claims: Readonly<Record<string, unknown>>;
+  /** OAuth client that obtained the token, when the token says. */
+  readonly clientId?: string | undefined;
+  /** When the token expires (epoch ms), when it says. */
+  readonly expiresAt?: number | undefined;
+  /** 16 hex digits of SHA-256(issuer, subject): stable across restarts and replicas, safe to log. */
+  readonly hash: string;
+}
+
+/** The issuer the static token's principal is named under. */
+export const STATIC_ISSUER = "urn:emceepee:static-token";
+
+export function makePrincipal(p: Omit<Principal, "hash">): Principal {
+  return Object.freeze({ ...p, scopes: Object.freeze([...p.scopes]), hash: principalHash(p.issuer, p.subject) });
+}
+
+/** The one principal of the static token (the simple mode). */
+export const OPERATOR: Principal = makePrincipal({ issuer: STATIC_ISSUER, subject: "operator", scopes: [], claims: {} });
+
+export function principalHash(issuer: string, subject: string): string {
+  return createHash("sha256").update(`${issuer}\0${subject}`).digest("hex").slice(0, 16);
+}
+
+/** Whether two principals are the same caller (issuer and subject). */
+export function samePrincipal(a: Principal, b: Principal): boolean {
+  return a.issuer === b.issuer && a.subject === b.subject;
+}
+
+type AuthedRequest = IncomingMessage & { auth?: AuthInfo };
+
+/** Attaches `principal` to `req` where the SDK's Streamable HTTP transport reads it (`req.auth` → `extra.authInfo`). */
+export function attachPrincipal(req: IncomingMessage, principal: Principal): void {
+  (req as AuthedRequest).auth = {
+    token: "", // never kept: nothing past the guard may forward it (the spec forbids token passthrough)
+    clientId: principal.clientId ?? principal.subject,
+    scopes: [...principal.scopes],
+    ...(principal.expiresAt !== undefined ? { expiresAt: Math.floor(principal.expiresAt / 1000) } : {}),
+    extra: { principal },
+  };
+}
+
+/** The principal attached to a request, or found in an MCP handler's `extra.authInfo`. */
+export function principalOf(from: IncomingMessage | AuthInfo | undefined): Principal | undefined {
+  const info = from === undefined ? undefined : "headers" in from ? (from as AuthedRequest).auth : from;
+  const p = info?.extra?.principal;
+  return p !== null && typeof p === "object" && typeof (p as Principal).hash === "string" ? (p as Principal) : undefined;
+}

@@ -1,0 +1,133 @@
+/**
+ * A real OpenID provider for the tests: `oidc-provider` (the certified Node
+ * implementation) on a loopback port, issuing JWT access tokens (RFC 9068)
+ * for whatever resource a client names (RFC 8707), with dynamic client
+ * registration, PKCE, introspection and its dev login/consent pages, which
+ * loginHeadless() drives with fetch and a cookie jar the way a person's
+ * browser would.
+ */
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { exportJWK, generateKeyPair } from "jose";
+import Provider, { type ClientMetadata } from "oidc-provider";
+
+export interface OidcOptions {
+  /** Scopes the provider grants for every resource (besides openid, offline_access). */
+  scopes?: string[];
+  /** Clients known before any registration (e.g. a pre-registered public client). */
+  clients?: ClientMetadata[];
+  /** Access token format per resource: "jwt" (default) or "opaque" (for introspection). */
+  format?: (resource: string) => "jwt" | "opaque";
+  /** Access token lifetime, seconds. @default 600 */
+  accessTokenTTL?: number;
+}
+
+export interface TestOidcProvider {
+  issuer: string;
+  provider: Provider;
+  close(): Promise<void>;
+}
+
+export async function startOidcProvider(o: OidcOptions = {}): Promise<TestOidcProvider> {
+  let handler: http.RequestListener = (_req, res) => res.writeHead(503).end();
+  const server = http.createServer((req, res) => handler(req, res));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const { privateKey } = await generateKeyPair("ES256", { extractable: true });
+  const scopes = o.scopes ?? [];
+  const provider = new Provider(issuer, {
+    clients: o.clients ?? [],
+    jwks: { keys: [{ ...(await exportJWK(privateKey)), alg: "ES256", use: "sig", kid: "test-key-1" }] },
+    scopes: ["openid", "offline_access", ...scopes],
+    cookies: { keys: ["oidc-test-cookie-key-0123456789"] },
+    // Its one key is an ES256 key: clients default to it too.
+    clientDefaults: { id_token_signed_response_alg: "ES256" },
+    renderError: (ctx: { type: string; body: string }, out: Record<string, string>) => {
+      ctx.type = "text/plain";
+      ctx.body = `${out.error ?? "error"}: ${out.error_description ?? ""}`;
+    },
+    findAccount: (_ctx, id) => ({ accountId: id, claims: () => ({ sub: id }) }),
+    pkce: { required: () => true },
+    features: {
+      devInteractions: { enabled: true },
+      registration: { enabled: true },
+      introspection: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => undefined as unknown as string,
+        useGrantedResource: () => true,
+        getResourceServerInfo: (_ctx, resource) => ({
+          scope: scopes.join(" "),
+          audience: resource,
+          accessTokenTTL: o.accessTokenTTL ?? 600,
+          accessTokenFormat: o.format?.(resource) ?? "jwt",
+          ...(o.format?.(resource) === "opaque" ? {} : { jwt: { sign: { alg: "ES256" } } }),
+        }),
+      },
+    },
+  });
+  handler = provider.callback();
+  return {
+    issuer,
+    provider,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/**
+ * Logs `user` in at `authorizationUrl` as a browser would: follows the
+ * provider's redirects with a cookie jar, fills the dev login form (any
+ * password) and confirms the consent page, and returns the `code` the
+ * provider sends to the client's redirect URI.
+ */
+export async function loginHeadless(authorizationUrl: URL | string, user: string, redirectUri: string): Promise<string> {
+  const jar = new Map<string, string>();
+  const request = async (url: string, init: RequestInit = {}): Promise<Response> => {
+    const res = await fetch(url, {
+      ...init,
+      redirect: "manual",
+      headers: { ...(init.headers as Record<string, string>), cookie: [...jar].map(([k, v]) => `${k}=${v}`).join("; ") },
+    });
+    for (const c of res.headers.getSetCookie()) {
+      const [pair] = c.split(";");
+      const eq = pair!.indexOf("=");
+      jar.set(pair!.slice(0, eq).trim(), pair!.slice(eq + 1).trim());
+    }
+    return res;
+  };
+  let url = String(authorizationUrl);
+  for (let step = 0; step < 20; step++) {
+    if (url.startsWith(redirectUri)) {
+      const back = new URL(url);
+      const code = back.searchParams.get("code");
+      if (code === null) throw new Error(`the provider sent back no code: ${url}`);
+      return code;
+    }
+    const res = await request(url);
+    const location = res.headers.get("location");
+    if (location !== null) {
+      url = new URL(location, url).href;
+      continue;
+    }
+    const page = await res.text();
+    if (res.status !== 200) throw new Error(`the provider answered ${res.status} at ${url}: ${page.slice(0, 300)}`);
+    // A dev interaction page: the login form (prompt=login) or the consent form (prompt=consent).
+    const action = /<form[^>]*action="([^"]+)"/.exec(page)?.[1];
+    const prompt = /name="prompt" value="([^"]+)"/.exec(page)?.[1];
+    if (action === undefined || prompt === undefined) throw new Error(`no interaction form at ${url}: ${page.slice(0, 300)}`);
+    const form = new URLSearchParams(prompt === "login" ? { prompt, login: user, password: "any" } : { prompt });
+    const posted = await request(new URL(action.replace(/&amp;/g, "&"), url).href, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: form.toString(),
+    });
+    const next = posted.headers.get("location");
+    if (next === null) throw new Error(`the provider did not redirect after ${prompt} (${posted.status}): ${(await posted.text()).slice(0, 300)}`);
+    url = new URL(next, url).href;
+  }
+  throw new Error("the login did not reach the redirect URI within 20 steps");
+}

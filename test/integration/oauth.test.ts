@@ -1,0 +1,228 @@
+/**
+ * The gateway as an OAuth 2.1 resource server (MCP authorization spec
+ * 2025-11-25), with real parts only: a real OpenID provider (oidc-provider on
+ * loopback, test/helpers/oidc.ts) issuing JWT access tokens for the face a
+ * client names, the SDK's own OAuth client (discovery 401 → PRM → AS
+ * metadata → dynamic or pre-registered client → code + PKCE, the provider's
+ * login and consent pages driven headlessly), and a real SDK MCP server over
+ * Streamable HTTP as the upstream, which records every header it is sent.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { Writable } from "node:stream";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { UnauthorizedError, type OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { principalHash } from "../../src/auth/principal.js";
+import { createLogger } from "../../src/logging.js";
+import { startGateway, type TestGateway } from "../helpers/gateway.js";
+import { loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+
+const SCOPE = "mcp:tools";
+const STATIC_TOKEN = "static-machine-token-0123456789";
+const REDIRECT = "http://127.0.0.1:65500/callback";
+
+/** An OAuth client's storage, in memory, as an app would keep it; the authorization URL is kept for loginHeadless. */
+class MemoryOAuthClient implements OAuthClientProvider {
+  info: OAuthClientInformationMixed | undefined;
+  saved: OAuthTokens | undefined;
+  verifier = "";
+  authorizationUrl: URL | undefined;
+  constructor(preRegistered?: OAuthClientInformationMixed) {
+    this.info = preRegistered;
+  }
+  get redirectUrl(): string {
+    return REDIRECT;
+  }
+  get clientMetadata(): OAuthClientMetadata {
+    return {
+      client_name: "oauth-test",
+      redirect_uris: [REDIRECT],
+      grant_types: ["authorization_code"],
+      response_types: ["code"],
+      token_endpoint_auth_method: "none",
+    };
+  }
+  clientInformation() {
+    return this.info;
+  }
+  saveClientInformation(info: OAuthClientInformationMixed) {
+    this.info = info;
+  }
+  tokens() {
+    return this.saved;
+  }
+  saveTokens(tokens: OAuthTokens) {
+    this.saved = tokens;
+  }
+  redirectToAuthorization(url: URL) {
+    this.authorizationUrl = url;
+  }
+  saveCodeVerifier(v: string) {
+    this.verifier = v;
+  }
+  codeVerifier() {
+    return this.verifier;
+  }
+}
+
+/** Connects as `user` the way a spec-following client does: first attempt → 401 → login → finishAuth → connect again. */
+async function loginAndConnect(url: string, user: string, oauth: MemoryOAuthClient): Promise<Client> {
+  const first = new StreamableHTTPClientTransport(new URL(url), { authProvider: oauth });
+  await assert.rejects(new Client({ name: "oauth-test", version: "1" }).connect(first), UnauthorizedError);
+  assert.ok(oauth.authorizationUrl, "the SDK found the authorization endpoint through discovery");
+  const code = await loginHeadless(oauth.authorizationUrl, user, REDIRECT);
+  await first.finishAuth(code);
+  const client = new Client({ name: "oauth-test", version: "1" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { authProvider: oauth }));
+  return client;
+}
+
+/** A real MCP server over Streamable HTTP (stateless) that records the headers of every request it gets. */
+async function startRecordingUpstream(): Promise<{ url: string; headers: http.IncomingHttpHeaders[]; close(): Promise<void> }> {
+  const headers: http.IncomingHttpHeaders[] = [];
+  const server = http.createServer((req, res) => {
+    headers.push(req.headers);
+    const mcp = new McpServer({ name: "recorder", version: "1.0.0" });
+    mcp.registerTool("whoami", { description: "says hello" }, () => ({ content: [{ type: "text", text: "hello from upstream" }] }));
+    const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true });
+    res.on("close", () => void transport.close());
+    void mcp.connect(transport).then(() => transport.handleRequest(req, res));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
+    headers,
+    close: () => new Promise<void>((r) => (server.closeAllConnections(), server.close(() => r()))),
+  };
+}
+
+describe("OAuth resource server", { timeout: 300_000 }, () => {
+  let idp: TestOidcProvider;
+  let upstream: Awaited<ReturnType<typeof startRecordingUpstream>>;
+  let gw: TestGateway;
+  let base: string;
+  const lines: Record<string, unknown>[] = [];
+  const clients: Client[] = [];
+
+  before(async () => {
+    idp = await startOidcProvider({
+      scopes: [SCOPE],
+      clients: [
+        {
+          client_id: "pre-registered",
+          redirect_uris: [REDIRECT],
+          token_endpoint_auth_method: "none",
+          grant_types: ["authorization_code"],
+          response_types: ["code"],
+        },
+      ],
+    });
+    upstream = await startRecordingUpstream();
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
+        done();
+      },
+    });
+    gw = await startGateway(
+      {
+        mcpServers: { up: { url: upstream.url } },
+        gateway: { logLevel: "info", token: STATIC_TOKEN, auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } } },
+      },
+      { logger: createLogger("info", sink) },
+    );
+    base = new URL(gw.url).origin;
+  });
+
+  after(async () => {
+    for (const c of clients) await c.close().catch(() => {});
+    await gw?.close();
+    await upstream?.close();
+    await idp?.close();
+  });
+
+  test("without a token every face answers 401 naming its Protected Resource Metadata, which names the face and the issuer", async () => {
+    for (const face of ["/mcp", "/all/mcp", "/servers/up/mcp"]) {
+      const res = await fetch(`${base}${face}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "initialize",
+          params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "x", version: "1" } },
+        }),
+      });
+      assert.equal(res.status, 401, face);
+      const challenge = res.headers.get("www-authenticate") ?? "";
+      const prm = `${base}/.well-known/oauth-protected-resource${face}`;
+      assert.match(challenge, /^Bearer /);
+      assert.ok(challenge.includes(`resource_metadata="${prm}"`), challenge);
+      assert.ok(challenge.includes(`scope="${SCOPE}"`), challenge);
+      const meta = (await (await fetch(prm)).json()) as Record<string, unknown>;
+      assert.deepEqual(meta, {
+        resource: `${base}${face}`,
+        authorization_servers: [idp.issuer],
+        scopes_supported: [SCOPE],
+        bearer_methods_supported: ["header"],
+        resource_name: "emceepee MCP gateway",
+      });
+    }
+    const root = (await (await fetch(`${base}/.well-known/oauth-protected-resource`)).json()) as Record<string, unknown>;
+    assert.equal(root.resource, base, "the root form describes the gateway as a whole");
+    assert.equal((await fetch(`${base}/.well-known/oauth-protected-resource/nowhere/mcp`)).status, 404);
+  });
+
+  test("an SDK client discovers the provider, registers, logs in (code + PKCE) and calls a tool on /mcp; the upstream never sees its token", async () => {
+    const oauth = new MemoryOAuthClient();
+    const client = await loginAndConnect(`${base}/mcp`, "alice", oauth);
+    clients.push(client);
+    assert.ok(oauth.info?.client_id, "dynamic client registration ran");
+    const token = oauth.saved?.access_token ?? "";
+    assert.equal(token.split(".").length, 3, "the provider issued a JWT access token");
+    const result = (await client.callTool({ name: "execute_tool", arguments: { server: "up", tool: "whoami", args: {} } })) as CallToolResult;
+    assert.notEqual(result.isError, true, JSON.stringify(result));
+    assert.match(JSON.stringify(result.content), /hello from upstream/);
+    assert.ok(upstream.headers.length > 0, "the upstream was called");
+    for (const h of upstream.headers) {
+      assert.equal(h.authorization, undefined, "no Authorization header reaches the upstream");
+      assert.ok(!JSON.stringify(h).includes(token), "the client's token is nowhere in the upstream's headers");
+    }
+    const line = lines.find((l) => l.msg === "tool_call" && l.tool === "execute_tool");
+    assert.equal(line?.principalHash, principalHash(idp.issuer, "alice"), "the access log names the principal's hash");
+    assert.ok(!JSON.stringify(lines).includes(token), "the token is never logged");
+  });
+
+  test("a pre-registered client logs in for /servers/up/mcp; its token is bound to that face (RFC 8707) and refused on /mcp", async () => {
+    const oauth = new MemoryOAuthClient({ client_id: "pre-registered" });
+    const client = await loginAndConnect(`${base}/servers/up/mcp`, "bob", oauth);
+    clients.push(client);
+    const result = (await client.callTool({ name: "whoami", arguments: {} })) as CallToolResult;
+    assert.match(JSON.stringify(result.content), /hello from upstream/);
+    const elsewhere = await fetch(`${base}/mcp`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${oauth.saved!.access_token}`, "content-type": "application/json" },
+      body: "{}",
+    });
+    assert.equal(elsewhere.status, 401);
+    assert.match(elsewhere.headers.get("www-authenticate") ?? "", /error="invalid_token".*audience/);
+    for (const h of upstream.headers) assert.equal(h.authorization, undefined);
+  });
+
+  test("the static token works beside OAuth (the operator principal)", async () => {
+    const client = new Client({ name: "machine", version: "1" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${STATIC_TOKEN}` } } }));
+    clients.push(client);
+    const result = (await client.callTool({ name: "list_servers", arguments: {} })) as CallToolResult;
+    assert.notEqual(result.isError, true);
+    const line = lines.findLast((l) => l.msg === "tool_call" && l.tool === "list_servers");
+    assert.equal(line?.principalHash, principalHash("urn:emceepee:static-token", "operator"));
+  });
+});
