@@ -21,7 +21,8 @@ import type { Logger } from "./logging.js";
 import { createGateway as createGatewayRoot, type StdioFace } from "./server/gateway.js";
 
 export { loadConfig, parseConfig, type LoadConfigOptions, type LoadedConfig } from "./config/load.js";
-export type { GatewayConfig, GatewaySettings, ServerConfig, StdioServerConfig, RemoteServerConfig } from "./config/schema.js";
+export type { GatewayConfig, GatewaySettings } from "./config/schema.js";
+export type { ServerConfig, StdioServerConfig, RemoteServerConfig } from "./config/server-entry.js";
 export { GatewayError, ErrorCodes, type ErrorCodeName, type GatewayErrorOptions } from "./errors.js";
 export { createLogger, type Logger, type LogLevel } from "./logging.js";
 export type { StdioFace };

@@ -9,7 +9,7 @@
  * rejected with an event. Every end is a compare-and-set: a task another
  * path ended first is left alone.
  */
-import { isStdioConfig } from "../config/schema.js";
+import { isStdioConfig } from "../config/server-entry.js";
 import { addStoredEvent, endStoredTask, type LeftoverDeps } from "../session/stored-leftovers.js";
 import type { TaskRecord } from "../store/contracts.js";
 import { ACTIVE_STATUSES } from "../store/policy.js";

@@ -31,7 +31,8 @@ import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { inputVariable, normalizeFormat } from "./formats.js";
-import { configFileSchema, isStdioConfig, type GatewayConfig, type ServerConfig } from "./schema.js";
+import { configFileSchema, type GatewayConfig } from "./schema.js";
+import { isStdioConfig, type ServerConfig } from "./server-entry.js";
 import { closest, describeValue } from "./server-entry.js";
 import { demoConfig } from "./demo.js";
 

@@ -9,21 +9,6 @@ import { DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_PORT } from "./cli-defaults.js
 import { mcpServersSchema, sharingMode, type ServerConfig, type SharingMode } from "./server-entry.js";
 import { DEFAULT_DENIED_URLS, urlPatternProblem } from "./url-patterns.js";
 
-// The `mcpServers` entries (names, stdio/remote, keys from other clients) live in server-entry.ts.
-export {
-  SERVER_NAME_PATTERN,
-  serverNameSchema,
-  serverConfigSchema,
-  serverEntrySchema,
-  mcpServersSchema,
-  isStdioConfig,
-  remoteTransportOf,
-  type StdioServerConfig,
-  type RemoteServerConfig,
-  type ServerConfig,
-  type ParsedServerEntry,
-} from "./server-entry.js";
-
 const positiveMs = z.number().int().positive();
 
 const urlPattern = z.string().superRefine((text, ctx) => {

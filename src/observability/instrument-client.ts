@@ -11,7 +11,7 @@
  * through unchanged.
  */
 import { SpanKind, context, trace, type Tracer } from "@opentelemetry/api";
-import { isStdioConfig } from "../config/schema.js";
+import { isStdioConfig } from "../config/server-entry.js";
 import { tapTransport } from "../mcp/transport-tap.js";
 import type { TransportFactory } from "../upstream/transports.js";
 import type { GatewayMetrics } from "./metrics.js";

@@ -25,7 +25,8 @@
  * sweepStore() deletes expired tasks and pending requests; the gateway runs
  * it every sessions.sweepIntervalMs.
  */
-import { isStdioConfig, type GatewaySettings } from "../config/schema.js";
+import type { GatewaySettings } from "../config/schema.js";
+import { isStdioConfig } from "../config/server-entry.js";
 import { errorMessage } from "../errors.js";
 import { isLoopbackHost } from "../http/guards.js";
 import type { Logger } from "../logging.js";

@@ -11,7 +11,8 @@
  * socket is bound, limits are in use); changedSettings() names the ones that
  * differ so the operator knows a restart is needed.
  */
-import type { GatewayConfig, GatewaySettings, ServerConfig } from "../config/schema.js";
+import type { GatewayConfig, GatewaySettings } from "../config/schema.js";
+import type { ServerConfig } from "../config/server-entry.js";
 import { ErrorCodes, GatewayError, toToolErrorText } from "../errors.js";
 import type { SessionManager } from "../session/session-manager.js";
 import { sameServerConfig, type ServerRegistry } from "../upstream/registry.js";

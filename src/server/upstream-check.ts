@@ -10,7 +10,8 @@
  * close() ends checks still running (gateway shutdown).
  */
 import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
-import type { GatewaySettings, ServerConfig } from "../config/schema.js";
+import type { GatewaySettings } from "../config/schema.js";
+import type { ServerConfig } from "../config/server-entry.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { ChildProcessLimiter } from "../upstream/children.js";

@@ -8,7 +8,7 @@
  * session-manager.ts, which owns the live-session map this reads and
  * exposes these operations.
  */
-import type { ServerConfig } from "../config/schema.js";
+import type { ServerConfig } from "../config/server-entry.js";
 import { sessionHash } from "../logging.js";
 import { configFor, describeTarget, sameServerConfig, toServerRecord, type RegisteredServer } from "../upstream/registry.js";
 import type { Session, SessionDeps } from "./session.js";

@@ -31,7 +31,7 @@
 
  */
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
-import type { ServerConfig } from "../config/schema.js";
+import type { ServerConfig } from "../config/server-entry.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import type { TimerHandle } from "../clock.js";
 import { sessionHash } from "../logging.js";

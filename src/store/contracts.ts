@@ -25,7 +25,7 @@
  *   read or write; `cause` is the backend's error), EMCP_CLOSED after close(),
  *   EMCP_INTERNAL for a caller's bug (a duplicate id).
  */
-import type { ServerConfig } from "../config/schema.js";
+import type { ServerConfig } from "../config/server-entry.js";
 
 // ---------------------------------------------------------------- tasks
 

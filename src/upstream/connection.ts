@@ -40,7 +40,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "../logging.js";
 import { systemClock, type Clock, type TimerHandle } from "../clock.js";
-import { isStdioConfig, type ServerConfig } from "../config/schema.js";
+import { isStdioConfig, type ServerConfig } from "../config/server-entry.js";
 import type { ChildProcessLimiter } from "./children.js";
 import { ErrorCodes, GatewayError, errorMessage, isUpstreamAnswer, mcpErrorCode } from "../errors.js";
 import { installOrderedProgress } from "../mcp/ordered-progress.js";

@@ -11,7 +11,8 @@
  * at start, after the file's, which wins a name both have).
  */
 import { ErrorCodes, GatewayError } from "../errors.js";
-import { isStdioConfig, remoteTransportOf, sharingOf, type GatewaySettings, type ServerConfig } from "../config/schema.js";
+import { sharingOf, type GatewaySettings } from "../config/schema.js";
+import { isStdioConfig, remoteTransportOf, type ServerConfig } from "../config/server-entry.js";
 import type { SharingMode } from "../config/server-entry.js";
 import type { ServerRecord } from "../store/contracts.js";
 

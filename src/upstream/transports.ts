@@ -15,7 +15,8 @@ import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.
 import { SseEventFramer } from "../mcp/sse-events.js";
 import type { GatewayError } from "../errors.js";
 import { SseRequestTap, type FetchLike } from "../mcp/sse-request-tap.js";
-import { gatewaySettingsSchema, isStdioConfig, remoteTransportOf, type RemoteServerConfig, type ServerConfig } from "../config/schema.js";
+import { gatewaySettingsSchema } from "../config/schema.js";
+import { isStdioConfig, remoteTransportOf, type RemoteServerConfig, type ServerConfig } from "../config/server-entry.js";
 import type { ProcessGroups } from "./children.js";
 import { GroupStdioClientTransport } from "./stdio-transport.js";
 import { errorResponseFor } from "../mcp/error-response.js";

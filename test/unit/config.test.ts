@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { ErrorCodes, GatewayError } from "../../src/errors.js";
 import { formatZodError, loadConfig, parseConfig, parseConfigDetailed } from "../../src/config/load.js";
-import { isStdioConfig, remoteTransportOf, serverConfigSchema, type RemoteServerConfig, type ServerConfig } from "../../src/config/schema.js";
+import { isStdioConfig, remoteTransportOf, serverConfigSchema, type RemoteServerConfig, type ServerConfig } from "../../src/config/server-entry.js";
 import { describeTarget } from "../../src/upstream/registry.js";
 
 function configError(pattern?: RegExp) {

@@ -8,7 +8,8 @@
  * `shared`, and closes both after the sessions.
  */
 import type { Clock, IdGenerator } from "../../clock.js";
-import { isStdioConfig, type GatewaySettings } from "../../config/schema.js";
+import type { GatewaySettings } from "../../config/schema.js";
+import { isStdioConfig } from "../../config/server-entry.js";
 import type { Logger } from "../../logging.js";
 import type { Store } from "../../store/contracts.js";
 import { ReceiverTaskStore, receiverTaskOptions } from "../receiver-tasks.js";

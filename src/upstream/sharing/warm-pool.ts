@@ -19,7 +19,7 @@
  * when found; one that dies while it waits is dropped. close() ends the
  * waiting processes.
  */
-import type { ServerConfig } from "../../config/schema.js";
+import type { ServerConfig } from "../../config/server-entry.js";
 import { errorMessage } from "../../errors.js";
 import type { Logger } from "../../logging.js";
 import type { ChildProcessLimiter } from "../children.js";

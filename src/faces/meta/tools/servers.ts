@@ -10,7 +10,7 @@
  */
 import { z } from "zod";
 import { formatZodError } from "../../../config/load.js";
-import { isStdioConfig, serverConfigSchema, serverNameSchema, type ServerConfig } from "../../../config/schema.js";
+import { isStdioConfig, serverConfigSchema, serverNameSchema, type ServerConfig } from "../../../config/server-entry.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../../../errors.js";
 import { isLoopbackHost } from "../../../http/guards.js";
 import { describeTarget, entrySharing, type RegisteredServer } from "../../../upstream/registry.js";

@@ -5,7 +5,8 @@
  * pending requests need).
  */
 import { z } from "zod";
-import { DEFAULT_SETTINGS, isStdioConfig } from "../../../config/schema.js";
+import { DEFAULT_SETTINGS } from "../../../config/schema.js";
+import { isStdioConfig } from "../../../config/server-entry.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError } from "../../../errors.js";
 import { executeWithPromotion } from "../../../tasks/execute.js";
 import { runUpstreamTaskToEnd } from "../../../tasks/emulation.js";
