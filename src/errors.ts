@@ -14,7 +14,6 @@
  */
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "./logging.js";
-import type { RpcErrorRecord } from "./store/contracts.js";
 
 export const ErrorCodes = {
   /** A value in the config file or CLI flags is invalid. */
@@ -287,6 +286,13 @@ function upstreamAnswerOf(err: unknown): McpError | undefined {
   const cause = err instanceof GatewayError && err.code === ErrorCodes.UPSTREAM_ERROR && err.rpcCode === undefined ? err.cause : undefined;
   if (cause instanceof McpError && !(cause instanceof JsonRpcReply)) return cause;
   return undefined;
+}
+
+/** A JSON-RPC error as the upstream sent it, as plain JSON (a task record keeps it so tasks/result can return it unchanged). */
+export interface RpcErrorRecord {
+  code: number;
+  message: string;
+  data?: unknown;
 }
 
 /**

@@ -26,6 +26,7 @@
  *   EMCP_INTERNAL for a caller's bug (a duplicate id).
  */
 import type { ServerConfig } from "../config/server-entry.js";
+import type { RpcErrorRecord } from "../errors.js";
 
 // ---------------------------------------------------------------- tasks
 
@@ -34,13 +35,6 @@ import type { ServerConfig } from "../config/server-entry.js";
  * tool task whose call waits for the client `working` with `inputRequired`.
  */
 export type ProxyTaskStatus = "working" | "input_required" | "completed" | "failed" | "cancelled" | "expired";
-
-/** A JSON-RPC error as the upstream sent it (kept so tasks/result can return it unchanged). */
-export interface RpcErrorRecord {
-  code: number;
-  message: string;
-  data?: unknown;
-}
 
 /**
  * A gateway task (tool call or receiver task) as stored. Every record names

@@ -5,9 +5,9 @@
  * (task-ends.ts). See docs/design/tasks.md, "How the code keeps it".
  */
 import type { Clock, IdGenerator } from "../clock.js";
-import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
+import { ErrorCodes, GatewayError, errorMessage, type RpcErrorRecord } from "../errors.js";
 import type { Logger } from "../logging.js";
-import type { ProxyTaskStatus, RpcErrorRecord, TaskPatch, TaskQuery, TaskRecord, TaskStore } from "../store/contracts.js";
+import type { ProxyTaskStatus, TaskPatch, TaskQuery, TaskRecord, TaskStore } from "../store/contracts.js";
 import { isActive } from "../store/policy.js";
 import { TaskEnds } from "./task-ends.js";
 import type { TaskEvents } from "./task-events.js";
