@@ -38,7 +38,7 @@ import { createReloader, type GatewayReloadReport } from "./reload.js";
 import { serveStdioSession, type StdioFace, type StdioOptions } from "./stdio.js";
 import { GatewayStore } from "./store-lifecycle.js";
 import { UpstreamChecker, type UpstreamCheckResult } from "./upstream-check.js";
-import { createUpstreamSharing } from "../upstream/sharing/factory.js";
+import { createUpstreams } from "../upstream/sharing/factory.js";
 
 export type { GatewayReloadReport, GatewayState, StdioFace };
 
@@ -105,18 +105,15 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   const clientInfo = { name: "emceepee", version: pkg.version };
   const openedStore = () => store.opened();
   // Every upstream connection is made by this factory: own, warm or shared (docs/adr/0010), and the checks'.
-  const sharing = createUpstreamSharing({ registry, settings, transportFactory, children, clientInfo, clock, newId, logger, store: openedStore });
-  parts.add("sharing", () => sharing.close());
+  const upstreams = createUpstreams({ registry, settings, transportFactory, children, clientInfo, clock, newId, logger, store: openedStore });
+  parts.add("upstreams", () => upstreams.close());
   const sessions = new SessionManager({
     registry,
     settings,
     clock,
     newId,
     logger,
-    transportFactory: sharing.transportFactory,
-    clientInfo,
-    children,
-    shared: sharing.shared,
+    upstreams: upstreams.factory,
     get store() {
       return openedStore();
     },
@@ -147,7 +144,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   parts.add("sweeps", () => store.stopSweeps());
   let starting: Promise<void> | undefined;
   parts.add("start", () => starting?.catch(() => undefined)); // a start in progress finishes (what it opened is closed after)
-  const checker = new UpstreamChecker({ transportFactory, children, clientInfo, settings, logger });
+  const checker = new UpstreamChecker({ probe: upstreams.probe, logger });
   parts.add("checker", () => checker.close());
 
   let state: GatewayState = "starting";
@@ -183,7 +180,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     listen() {
       listening ??= (async () => {
         await start();
-        sharing.start();
+        upstreams.start();
         const pages = [...observability.pages(), ...(webConsole ? [webConsole.handle] : [])];
         const server = createHttpServer(settings, { ...endpoints.routes, ...health, pages }, logger);
         webConsole?.start();

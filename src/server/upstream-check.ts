@@ -2,31 +2,28 @@
  * UpstreamChecker: one-off reachability checks of upstream servers, for the
  * operator — `serve` checks every config server once after it listens (and
  * servers a reload adds or changes), `emceepee check --connect` checks them
- * and exits. Each check is a throwaway UpstreamConnection (spawn/connect,
- * initialize, tools/list) that is closed — its stdio process group gone —
- * before the result is reported. Stdio checks take a slot of the
+ * and exits. Each check is a throwaway UpstreamConnection made by the
+ * upstream factory (Upstreams.probe: spawn/connect, initialize, tools/list)
+ * that is closed — its stdio process group gone — before the result is
+ * reported. Stdio checks take a slot of the
  * gateway-wide child-process cap like any session's connection; a check that
  * cannot get one fails with that reason. Nothing here touches sessions.
  * close() ends checks still running (gateway shutdown).
  */
 import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
-import type { GatewaySettings } from "../config/schema.js";
 import type { ServerConfig } from "../config/server-entry.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
-import type { ChildProcessLimiter } from "../upstream/children.js";
 import type { UpstreamHandlers } from "../upstream/client-handlers.js";
-import { UpstreamConnection } from "../upstream/connection.js";
-import type { TransportFactory } from "../upstream/transports.js";
+import type { UpstreamConnection } from "../upstream/connection.js";
+import type { Upstreams } from "../upstream/sharing/factory.js";
 
 export type UpstreamCheckResult =
   { server: string; ok: true; tools: number; serverInfo?: Implementation | undefined } | { server: string; ok: false; reason: string };
 
 export interface UpstreamCheckerDeps {
-  transportFactory: TransportFactory;
-  children?: ChildProcessLimiter | undefined;
-  clientInfo: Implementation;
-  settings: GatewaySettings;
+  /** Makes each check's connection (the upstream factory's). */
+  probe: Upstreams["probe"];
   logger: Logger;
 }
 
@@ -55,18 +52,7 @@ export class UpstreamChecker {
   /** Connects once, lists tools, closes; never throws. */
   async check(server: string, config: ServerConfig): Promise<UpstreamCheckResult> {
     if (this.closed) return { server, ok: false, reason: "the gateway is shutting down" };
-    const { settings } = this.deps;
-    const conn = new UpstreamConnection({
-      name: server,
-      config,
-      handlers,
-      transportFactory: this.deps.transportFactory,
-      children: this.deps.children,
-      clientInfo: this.deps.clientInfo,
-      connectTimeoutMs: settings.upstream.connectTimeoutMs,
-      requestTimeoutMs: settings.upstream.requestTimeoutMs,
-      logger: this.deps.logger.child({ check: true }),
-    });
+    const conn = this.deps.probe(server, config, { handlers, logger: this.deps.logger.child({ check: true }) });
     this.running.add(conn);
     try {
       await conn.connect();

@@ -1,27 +1,24 @@
 /**
- * UpstreamPool: one session's connections to its upstreams — connecting on
- * demand (concurrent callers share one attempt), the receiver-task store that
- * lives and dies with each connection, background reconnection after a drop
- * (reconnection.ts), removal and close. What an upstream sends is answered by
- * the handlers the session supplies (routing.ts): this file decides nothing
- * about the downstream client.
+ * UpstreamPool: one session's handle per upstream and its lifecycle —
+ * made by the upstream factory (upstream/sharing/factory.ts) on demand
+ * (concurrent callers share one attempt), the receiver tasks that die with
+ * an own connection, background reconnection after a drop
+ * (reconnection.ts), idle release, removal and close. What an upstream sends
+ * is answered by the handlers the session supplies (routing.ts): this file
+ * decides nothing about the downstream client, nor how a handle is made.
  */
-import type { ClientCapabilities, Implementation } from "@modelcontextprotocol/sdk/types.js";
-import type { Clock, IdGenerator, TimerHandle } from "../clock.js";
+import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import type { Clock, TimerHandle } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { Logger } from "../logging.js";
-import type { Store } from "../store/contracts.js";
-import { ReceiverTaskStore, receiverTaskOptions } from "../upstream/receiver-tasks.js";
-import type { ChildProcessLimiter } from "../upstream/children.js";
+import type { ReceiverTaskStore } from "../upstream/receiver-tasks.js";
 import type { UpstreamHandlers } from "../upstream/client-handlers.js";
-import { UpstreamConnection } from "../upstream/connection.js";
 import type { ListKind } from "../upstream/requests.js";
 import type { CloseMode, ConnectionPersistence } from "../upstream/session-continuation.js";
 import type { UpstreamHandle } from "../upstream/handle.js";
-import { configFor, entrySharing, isRuntime, type ServerRegistry } from "../upstream/registry.js";
-import type { SharedUpstreams } from "../upstream/sharing/shared-upstreams.js";
-import type { TransportFactory } from "../upstream/transports.js";
+import type { ServerRegistry } from "../upstream/registry.js";
+import type { UpstreamFactory } from "../upstream/sharing/factory.js";
 import { Reconnections, type ReconnectReport } from "./reconnection.js";
 
 /** What a pool needs from the gateway (shared by all sessions). */
@@ -29,18 +26,10 @@ export interface UpstreamPoolDeps {
   registry: ServerRegistry;
   settings: GatewaySettings;
   clock: Clock;
-  newId: IdGenerator;
-  logger: Logger;
-  transportFactory: TransportFactory;
-  /** The gateway's state store (docs/adr/0007): each session's tasks, events and pending requests live there. */
-  store: Store;
-  clientInfo: Implementation;
-  /** Gateway-wide cap on stdio children. */
-  children?: ChildProcessLimiter | undefined;
+  /** Makes the session's handle to a server: its own connection or its view of the shared one (docs/adr/0010). */
+  upstreams: UpstreamFactory;
   /** Jitter source for reconnect backoff (tests inject a fixed one). */
   random?: (() => number) | undefined;
-  /** The gateway's shared connections, for servers with "sharing": "shared" (docs/adr/0010); without it every server is per session. */
-  shared?: SharedUpstreams | undefined;
 }
 
 /** What a pool needs from its session. */
@@ -103,48 +92,22 @@ export class UpstreamPool {
    */
   async connection(name: string): Promise<UpstreamHandle> {
     if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, "this session is closed");
-    const entry = this.deps.registry.require(name);
+    this.deps.registry.require(name);
     const existing = this.connections.get(name);
     if (existing?.status === "connected") return existing;
     const inflight = this.connecting.get(name);
     if (inflight) return inflight;
-    const { settings } = this.deps;
-    if (entrySharing(entry, settings) === "shared" && this.deps.shared) return this.connect(name, this.sharedView(name, existing));
-    this.closeReceivers(name);
-    const { store, clock, newId } = this.deps;
-    const receiverTasks = new ReceiverTaskStore(
-      receiverTaskOptions(settings.tasks, { sessionId: this.host.sessionId, server: name, store: store.tasks, logger: this.host.logger, clock, newId }),
-    );
-    this.receivers.set(name, receiverTasks);
-    const conn = new UpstreamConnection({
-      receiverTasks,
-      children: this.deps.children,
-      name,
-      // A runtime server's credentials only for the session that added it (docs/adr/0015).
-      config: configFor(entry, this.host.sessionId),
-      runtime: isRuntime(entry),
+    // A view of a shared connection rejoins it after a drop; an own connection is made anew.
+    if (existing?.shared && existing.status !== "closed") return this.connect(name, existing);
+    const handle = this.deps.upstreams(name, {
+      sessionId: this.host.sessionId,
       handlers: this.host.handlersFor(name),
-      transportFactory: this.deps.transportFactory,
-      clientInfo: this.deps.clientInfo,
-      connectTimeoutMs: settings.upstream.connectTimeoutMs,
-      requestTimeoutMs: settings.upstream.requestTimeoutMs,
-      livenessPingMs: settings.upstream.livenessPingMs,
-      pingTimeoutMs: settings.upstream.pingTimeoutMs,
-      clock,
       logger: this.host.logger,
       roots: this.host.roots,
       persistence: this.host.persistenceFor?.(name),
     });
-    return this.connect(name, conn);
-  }
-
-  /** This session's view of `name`'s shared connection: the one it has (after a drop it rejoins), or a new one. */
-  private sharedView(name: string, existing: UpstreamHandle | undefined): UpstreamHandle {
-    if (existing?.shared && existing.status !== "closed") return existing;
-    return this.deps.shared!.attach(name, {
-      handlers: this.host.handlersFor(name),
-      persistence: this.host.persistenceFor?.(name),
-    });
+    if (handle.receiverTasks) this.replaceReceivers(name, handle.receiverTasks);
+    return this.connect(name, handle);
   }
 
   /** Connects `conn` as the session's handle to `name`; concurrent callers share the attempt. */
@@ -236,6 +199,12 @@ export class UpstreamPool {
   dropped(server: string, counts: { failedTasks: number; rejectedRequests: number }): void {
     this.closeReceivers(server);
     this.reconnections.onDrop(server, this.connections.get(server), counts);
+  }
+
+  /** `server`'s new connection brings its receiver tasks; those of the last one end. */
+  private replaceReceivers(server: string, receivers: ReceiverTaskStore): void {
+    this.closeReceivers(server);
+    this.receivers.set(server, receivers);
   }
 
   /** Ends the receiver tasks of `server`'s last connection (their rows are deleted in the background; close() waits). */

@@ -148,6 +148,11 @@ export class UpstreamConnection extends UpstreamHandle {
     return this.declared;
   }
 
+  /** The receiver tasks that live and die with this connection (its owner closes them). */
+  get receiverTasks(): ReceiverTaskStore | undefined {
+    return this.options.receiverTasks;
+  }
+
   /** The upstream's own MCP session id (streamable HTTP only). */
   get upstreamSessionId(): string | undefined {
     return this.created?.sessionId?.();

@@ -4,11 +4,13 @@
  * connection behind it. Two kinds exist (docs/adr/0010):
  * - UpstreamConnection (connection.ts): the session's own connection
  *   ("sharing": "session"), whose lifecycle it owns;
- * - SharedUpstreamView (shared.ts): the session's view of the one connection
- *   all sessions share ("sharing": "shared"); closing it detaches the session,
- *   the connection lives on for the others.
+ * - SharedUpstreamView (sharing/shared-view.ts): the session's view of the
+ *   one connection all sessions share ("sharing": "shared"); closing it
+ *   detaches the session, the connection lives on for the others.
+ * Both are made in one place: the upstream factory (sharing/factory.ts).
  */
 import type { ClientCapabilities, Implementation } from "@modelcontextprotocol/sdk/types.js";
+import type { ReceiverTaskStore } from "./receiver-tasks.js";
 import { UpstreamRequests } from "./requests.js";
 import type { CloseMode } from "./session-continuation.js";
 
@@ -31,6 +33,8 @@ export abstract class UpstreamHandle extends UpstreamRequests {
   abstract get declaredCapabilities(): ClientCapabilities | undefined;
   /** Whether other sessions use the same connection. */
   abstract get shared(): boolean;
+  /** The receiver tasks that die with this handle's own connection, for its owner to close (a shared connection keeps its own: undefined). */
+  abstract get receiverTasks(): ReceiverTaskStore | undefined;
   /** Makes the handle usable (connects, or joins the shared connection); throws EMCP_UPSTREAM_UNAVAILABLE. */
   abstract connect(): Promise<void>;
   abstract close(mode?: CloseMode): Promise<void>;

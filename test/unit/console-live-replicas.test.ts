@@ -32,11 +32,10 @@ async function setup(remoteVersions: () => Promise<string>) {
       return () => `id${++n}`;
     })(),
     logger: silentLogger,
-    transportFactory: () => {
+    upstreams: () => {
       throw new Error("no upstream is configured: nothing may connect");
     },
     store: createMemoryStore(clock),
-    clientInfo: { name: "test", version: "1" },
   });
   const live = new ConsoleLive({ sessions, clock, keepAliveMs: 0, remoteVersions });
   live.start();

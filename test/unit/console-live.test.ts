@@ -30,11 +30,10 @@ async function setup() {
     clock,
     newId: () => `id${String(++ids).padStart(4, "0")}`,
     logger: silentLogger,
-    transportFactory: () => {
+    upstreams: () => {
       throw new Error("no upstream is configured: nothing may connect");
     },
     store: createMemoryStore(clock),
-    clientInfo: { name: "test", version: "1" },
   });
   const live = new ConsoleLive({ sessions, clock, keepAliveMs: KEEP_ALIVE });
   live.start();

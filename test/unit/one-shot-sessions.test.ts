@@ -33,11 +33,10 @@ function setup() {
     clock,
     newId: () => `s${++ids}`,
     logger: silentLogger,
-    transportFactory: () => {
+    upstreams: () => {
       throw new Error("no upstream is configured: nothing may connect");
     },
     store: createMemoryStore(clock),
-    clientInfo: { name: "test", version: "1" },
   });
   const destroyed: string[] = [];
   manager.onDestroyed = (id) => destroyed.push(id);

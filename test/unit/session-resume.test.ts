@@ -71,11 +71,10 @@ test("a resumed session's working tasks are restored once (one store read, one T
     clock,
     newId: () => "unused",
     logger: silentLogger,
-    transportFactory: () => {
+    upstreams: () => {
       throw new Error("no upstream is configured: nothing may connect");
     },
     store,
-    clientInfo: { name: "test", version: "1" },
   });
   manager.start();
   try {

@@ -1,26 +1,49 @@
 /**
- * How sessions reach upstreams beyond their own connections (docs/adr/0010):
- * the warm pool (stdio servers in session mode get a process started ahead,
- * once used; `serve` only, start()) and the shared connections of servers
- * with "sharing": "shared". Both follow the registry: a server removed or
- * changed ends its waiting processes and retires its shared connection.
- * The composition root (gateway.ts) gives sessions `transportFactory` and
- * `shared`, and closes both after the sessions.
+ * The upstream factory: the one place upstream connections are made
+ * (docs/design/upstreams-and-reliability.md, UP-17). A session asks it for
+ * a handle and gets its own connection (a warm process when one waits) or
+ * its view of the connection all sessions share (docs/adr/0010); shared
+ * connections and the start-up check's connections are made here too. It
+ * owns the warm pool and the shared connections and is closed after the
+ * sessions (gateway.ts wires it).
  */
+import type { ClientCapabilities, Implementation } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, IdGenerator } from "../../clock.js";
 import type { GatewaySettings } from "../../config/schema.js";
-import { isStdioConfig } from "../../config/server-entry.js";
+import { isStdioConfig, type ServerConfig } from "../../config/server-entry.js";
 import type { Logger } from "../../logging.js";
 import type { Store } from "../../store/contracts.js";
 import { ReceiverTaskStore, receiverTaskOptions } from "../receiver-tasks.js";
 import type { ChildProcessLimiter } from "../children.js";
-import { entrySharing, isRuntime, type ServerRegistry } from "../registry.js";
-import { SharedUpstreams } from "./shared-upstreams.js";
+import type { UpstreamHandlers } from "../client-handlers.js";
+import { UpstreamConnection, type UpstreamConnectionOptions } from "../connection.js";
+import type { UpstreamHandle } from "../handle.js";
+import { configFor, entrySharing, isRuntime, type ServerRegistry } from "../registry.js";
+import type { ConnectionPersistence } from "../session-continuation.js";
 import type { TransportFactory } from "../transports.js";
+import { SharedUpstreams } from "./shared-upstreams.js";
 import { WarmPool } from "./warm-pool.js";
-import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
 
-export interface UpstreamSharingOptions {
+/** Who a handle is for, and how it answers what the upstream sends. */
+export interface UpstreamAttachment {
+  /** The session: a runtime server's credentials are its adder's only (docs/adr/0015); its receiver tasks are stored under it. */
+  sessionId: string;
+  /** How the session answers and records what the upstream sends (its routing). */
+  handlers: UpstreamHandlers;
+  logger: Logger;
+  /** Declared to an own connection when the downstream client has roots (never to a shared one: ADR 0010). */
+  roots?: ClientCapabilities["roots"] | undefined;
+  /** What a new connection continues or sets again (upstream session, logging level, subscriptions: ADR 0007). */
+  persistence?: ConnectionPersistence | undefined;
+  // Wave 3 (per-user upstream credentials): the principal the session acts for goes here.
+  // Connections are then keyed by (server, principal): an own connection takes that
+  // principal's credentials, and SharedUpstreams shares one connection per (server, principal).
+}
+
+/** Makes a session's handle to `server` (as undici's Agent takes a `factory`); connect it with handle.connect(). */
+export type UpstreamFactory = (server: string, attachment: UpstreamAttachment) => UpstreamHandle;
+
+export interface UpstreamsOptions {
   registry: ServerRegistry;
   settings: GatewaySettings;
   transportFactory: TransportFactory;
@@ -29,24 +52,52 @@ export interface UpstreamSharingOptions {
   clock: Clock;
   newId: IdGenerator;
   logger: Logger;
-  /** The open state store (shared connections keep their receiver tasks there). */
+  /** The open state store (receiver tasks are kept there). */
   store: () => Store;
 }
 
-export interface UpstreamSharing {
-  /** The factory session connections use (the warm pool's). */
-  readonly transportFactory: TransportFactory;
-  readonly shared: SharedUpstreams;
+export interface Upstreams {
+  /** Handles for sessions: own connection or view of the shared one, as the server's `sharing` says. */
+  readonly factory: UpstreamFactory;
+  /**
+   * A throwaway own connection to `config` (the start-up check): no warm
+   * process, no receiver tasks, no liveness pings; the caller closes it.
+   */
+  readonly probe: (server: string, config: ServerConfig, attachment: Pick<UpstreamAttachment, "handlers" | "logger">) => UpstreamConnection;
   /** Turns the warm pool on (`serve`). */
   start(): void;
   /** Ends the shared connections and the waiting processes (after the sessions have closed). */
   close(): Promise<void>;
 }
 
-export function createUpstreamSharing(o: UpstreamSharingOptions): UpstreamSharing {
-  const { registry, settings, children, clientInfo, logger } = o;
+/** What differs between the connections made here (the rest is the gateway's). */
+type ConnectionParts = Pick<UpstreamConnectionOptions, "handlers" | "logger" | "transportFactory"> &
+  Partial<Pick<UpstreamConnectionOptions, "roots" | "persistence" | "receiverTasks" | "runtime" | "livenessPingMs">>;
+
+export function createUpstreams(o: UpstreamsOptions): Upstreams {
+  const { registry, settings, children, clientInfo, clock, logger } = o;
+  const { upstream } = settings;
+
+  /** The one `new UpstreamConnection`. */
+  const connection = (name: string, config: ServerConfig, parts: ConnectionParts): UpstreamConnection =>
+    new UpstreamConnection({
+      name,
+      config,
+      clientInfo,
+      children,
+      clock,
+      connectTimeoutMs: upstream.connectTimeoutMs,
+      requestTimeoutMs: upstream.requestTimeoutMs,
+      livenessPingMs: upstream.livenessPingMs,
+      pingTimeoutMs: upstream.pingTimeoutMs,
+      ...parts,
+    });
+  /** Receiver tasks live and die with the connection they are made for. */
+  const receivers = (sessionId: string, server: string, log: Logger) =>
+    new ReceiverTaskStore(receiverTaskOptions(settings.tasks, { sessionId, server, store: o.store().tasks, logger: log, clock, newId: o.newId }));
+
   const warm = new WarmPool(o.transportFactory, {
-    size: settings.upstream.warmPool,
+    size: upstream.warmPool,
     children,
     logger,
     warmable: (name) => {
@@ -56,33 +107,45 @@ export function createUpstreamSharing(o: UpstreamSharingOptions): UpstreamSharin
   });
   children.reclaim = (server) => warm.reclaim(server);
   registry.onChange((name) => warm.evict(name));
+
   const shared = new SharedUpstreams(
     registry,
-    (name) => ({
-      name,
-      config: registry.require(name).config,
-      // Shared runtime servers have no credentials (entrySharing); their URL rules still apply (docs/adr/0015).
-      runtime: isRuntime(registry.require(name)),
-      transportFactory: o.transportFactory,
-      clientInfo,
-      connectTimeoutMs: settings.upstream.connectTimeoutMs,
-      requestTimeoutMs: settings.upstream.requestTimeoutMs,
-      livenessPingMs: settings.upstream.livenessPingMs,
-      pingTimeoutMs: settings.upstream.pingTimeoutMs,
-      clock: o.clock,
-      logger,
-      newReceiverTasks: () =>
-        new ReceiverTaskStore(
-          receiverTaskOptions(settings.tasks, { sessionId: `shared:${name}`, server: name, store: o.store().tasks, logger, clock: o.clock, newId: o.newId }),
-        ),
-      // No `roots`: servers cache the roots per connection, and one session's roots must not reach another's calls (ADR 0010).
-      children,
-    }),
+    {
+      requestTimeoutMs: upstream.requestTimeoutMs,
+      connection: (name, parts) => {
+        const entry = registry.require(name);
+        return connection(name, entry.config, {
+          ...parts,
+          logger,
+          // Shared runtime servers have no credentials (entrySharing); their URL rules still apply (docs/adr/0015).
+          runtime: isRuntime(entry),
+          transportFactory: o.transportFactory,
+          receiverTasks: receivers(`shared:${name}`, name, logger),
+          // No `roots`: servers cache the roots per connection, and one session's roots must not reach another's calls (ADR 0010).
+        });
+      },
+    },
     logger,
   );
+
+  const factory: UpstreamFactory = (server, a) => {
+    const entry = registry.require(server);
+    if (entrySharing(entry, settings) === "shared") return shared.attach(server, { handlers: a.handlers, persistence: a.persistence });
+    // A runtime server's credentials only for the session that added it (docs/adr/0015).
+    return connection(server, configFor(entry, a.sessionId), {
+      handlers: a.handlers,
+      logger: a.logger,
+      roots: a.roots,
+      persistence: a.persistence,
+      runtime: isRuntime(entry),
+      transportFactory: warm.factory,
+      receiverTasks: receivers(a.sessionId, server, a.logger),
+    });
+  };
+
   return {
-    transportFactory: warm.factory,
-    shared,
+    factory,
+    probe: (server, config, a) => connection(server, config, { ...a, transportFactory: o.transportFactory, livenessPingMs: 0 }),
     start: () => warm.start(),
     async close() {
       await shared.close();

@@ -11,7 +11,16 @@
 import { ErrorCodes, GatewayError } from "../../errors.js";
 import type { Logger } from "../../logging.js";
 import { sameServerConfig, type ServerRegistry } from "../registry.js";
-import { SharedUpstream, type SharedAttachment, type SharedConnectionOptions, type SharedUpstreamView } from "./shared.js";
+import type { UpstreamConnection } from "../connection.js";
+import { SharedUpstream, type NewSharedConnection } from "./shared.js";
+import type { SharedAttachment, SharedUpstreamView } from "./shared-view.js";
+
+export interface SharedUpstreamsOptions {
+  /** A new connection to `name` (the upstream factory's). */
+  connection(name: string, parts: Parameters<NewSharedConnection>[0]): UpstreamConnection;
+  /** Each view's default request timeout (gateway.upstream.requestTimeoutMs). */
+  requestTimeoutMs: number;
+}
 
 export class SharedUpstreams {
   private readonly byName = new Map<string, SharedUpstream>();
@@ -21,8 +30,7 @@ export class SharedUpstreams {
 
   constructor(
     private readonly registry: ServerRegistry,
-    /** The connection options for a server (everything but what is per session). */
-    private readonly optionsFor: (name: string) => SharedConnectionOptions,
+    private readonly options: SharedUpstreamsOptions,
     private readonly logger: Logger,
   ) {
     registry.onChange((name) => {
@@ -46,7 +54,10 @@ export class SharedUpstreams {
     if (!shared) {
       // The last session leaving a retired (or removed) server closes its connection.
       shared = new SharedUpstream(
-        () => this.optionsFor(name),
+        name,
+        entry.config,
+        (parts) => this.options.connection(name, parts),
+        this.options.requestTimeoutMs,
         this.logger,
         (s) => this.settle(s),
       );

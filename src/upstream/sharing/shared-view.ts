@@ -4,6 +4,8 @@
  * sends carries an origin the connection maps back to this session), its own
  * tool cache, logging level and subscriptions (counted by the connection).
  * Closing it detaches the session; the connection stays for the others.
+ * It knows the connection only through SharedSide (shared.ts implements it),
+ * so the import goes one way: shared.ts → shared-view.ts.
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { AnySchema, SchemaOutput } from "@modelcontextprotocol/sdk/server/zod-compat.js";
@@ -21,10 +23,40 @@ import type {
 import { ErrorCodes, GatewayError } from "../../errors.js";
 import type { RequestAttribution } from "../../mcp/request-attribution.js";
 import type { UpstreamHandlers } from "../client-handlers.js";
+import type { UpstreamConnection } from "../connection.js";
 import { UpstreamHandle, type ConnectionStatus } from "../handle.js";
 import { CallOrigin } from "../origin.js";
 import type { ParamsOf, SendOptions } from "../requests.js";
-import type { SharedAttachment, SharedUpstream } from "./shared.js";
+import type { ConnectionPersistence } from "../session-continuation.js";
+
+/** What one session attaches with. */
+export interface SharedAttachment {
+  /** How the session answers and records what the upstream sends (its routing). */
+  handlers: UpstreamHandlers;
+  /** The session's level and subscriptions, kept for a restart; set again when it attaches. */
+  persistence?: ConnectionPersistence | undefined;
+}
+
+/** What a view needs of the shared connection it belongs to (SharedUpstream, shared.ts). */
+export interface SharedSide {
+  readonly name: string;
+  /** The current connection, in whatever state. */
+  readonly connection: UpstreamConnection | undefined;
+  /** The live connection, connecting once for every caller. */
+  connect(): Promise<unknown>;
+  /** One session leaves: its subscriptions and level stop counting. */
+  detach(view: SharedUpstreamView): Promise<void>;
+  /** A call of `view` is about to be sent with `origin`. */
+  own(origin: CallOrigin, view: SharedUpstreamView): void;
+  /** The first tools/list page, fetched once for all sessions. */
+  firstToolsPage(fetch: () => Promise<ListToolsResult>): Promise<ListToolsResult>;
+  subscribe(view: SharedUpstreamView, uri: string, _meta?: RequestMeta): Promise<void>;
+  unsubscribe(view: SharedUpstreamView, uri: string, _meta?: RequestMeta): Promise<void>;
+  /** Sets the upstream to the most verbose level any attached session asked for. */
+  applyLevel(): Promise<void>;
+  /** EMCP_UPSTREAM_UNAVAILABLE with the connection's last error. */
+  unavailable(): Error;
+}
 
 /** One session's view of a shared connection: its own request surface, tool cache, level and subscriptions. */
 export class SharedUpstreamView extends UpstreamHandle {
@@ -37,7 +69,7 @@ export class SharedUpstreamView extends UpstreamHandle {
   private restored = false;
 
   constructor(
-    private readonly upstream: SharedUpstream,
+    private readonly upstream: SharedSide,
     private readonly attachment: SharedAttachment,
     requestTimeoutMs: number,
   ) {
@@ -86,6 +118,11 @@ export class SharedUpstreamView extends UpstreamHandle {
 
   get declaredCapabilities(): ClientCapabilities | undefined {
     return this.upstream.connection?.declaredCapabilities;
+  }
+
+  /** The shared connection keeps its receiver tasks (shared.ts). */
+  get receiverTasks(): undefined {
+    return undefined;
   }
 
   /** Joins the shared connection (connecting it if needed); a resumed session's level and subscriptions are set again once. */

@@ -30,15 +30,17 @@
  * (roots/list, should an upstream ask anyway, is routed as above). Upstream
  * HTTP sessions are not continued across gateway restarts.
  *
- * Each session's side is its SharedUpstreamView (shared-view.ts).
+ * Each session's side is its SharedUpstreamView (shared-view.ts). The
+ * connection itself is made by the one upstream factory (factory.ts).
  */
 import type { ListToolsResult, LoggingLevel, RequestMeta } from "@modelcontextprotocol/sdk/types.js";
 import { ErrorCodes, GatewayError, toJsonRpcError } from "../../errors.js";
 import type { Logger } from "../../logging.js";
-import { UpstreamConnection, type UpstreamConnectionOptions } from "../connection.js";
+import type { ServerConfig } from "../../config/server-entry.js";
+import type { UpstreamConnection } from "../connection.js";
 import type { UpstreamHandlers } from "../client-handlers.js";
 import type { CallOrigin } from "../origin.js";
-import { SharedUpstreamView } from "./shared-view.js";
+import { SharedUpstreamView, type SharedAttachment, type SharedSide } from "./shared-view.js";
 import type { ConnectionPersistence } from "../session-continuation.js";
 import type { ReceiverTaskStore } from "../receiver-tasks.js";
 
@@ -46,21 +48,14 @@ import type { ReceiverTaskStore } from "../receiver-tasks.js";
 const LEVELS: readonly LoggingLevel[] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 const severity = (level: string): number => LEVELS.indexOf(level as LoggingLevel);
 
-/** What one session attaches with. */
-export interface SharedAttachment {
-  /** How the session answers and records what the upstream sends (its routing). */
-  handlers: UpstreamHandlers;
-  /** The session's level and subscriptions, kept for a restart; set again when it attaches. */
-  persistence?: ConnectionPersistence | undefined;
-}
+/**
+ * Makes a new connection for the shared upstream (the upstream factory's; a
+ * call per connect). The shared upstream gives the handlers and persistence;
+ * the connection's receiver tasks (if any) are closed by the shared upstream.
+ */
+export type NewSharedConnection = (parts: { handlers: UpstreamHandlers; persistence: ConnectionPersistence }) => UpstreamConnection;
 
-/** How a shared upstream's connection is made (the options of UpstreamConnection that are not per session). */
-export type SharedConnectionOptions = Omit<UpstreamConnectionOptions, "handlers" | "persistence" | "receiverTasks"> & {
-  /** A receiver-task store for each new connection (its tasks live and die with the connection, as in session mode). */
-  newReceiverTasks?: (() => ReceiverTaskStore) | undefined;
-};
-
-export class SharedUpstream {
+export class SharedUpstream implements SharedSide {
   private conn: UpstreamConnection | undefined;
   private connecting: Promise<UpstreamConnection> | undefined;
   private readonly views = new Set<SharedUpstreamView>();
@@ -77,25 +72,17 @@ export class SharedUpstream {
   /** The receiver tasks of the current connection (task-augmented elicitation/sampling; each forwarded to the session its call came from). */
   private receivers: ReceiverTaskStore | undefined;
 
-  /** The options it was made with (name, config, timeouts); each connect reads the current ones. */
-  private readonly options: SharedConnectionOptions;
-
   constructor(
-    private readonly optionsNow: () => SharedConnectionOptions,
+    readonly name: string,
+    /** The config this connection is for (a change retires it: shared-upstreams.ts). */
+    readonly config: ServerConfig,
+    private readonly newConnection: NewSharedConnection,
+    /** Each view's default request timeout. */
+    private readonly requestTimeoutMs: number,
     private readonly logger: Logger,
     /** The last session detached (the owner may retire the connection). */
     private readonly onEmpty?: (shared: SharedUpstream) => void,
-  ) {
-    this.options = optionsNow();
-  }
-
-  get name(): string {
-    return this.options.name;
-  }
-
-  get config(): SharedConnectionOptions["config"] {
-    return this.options.config;
-  }
+  ) {}
 
   /** The current connection, in whatever state. */
   get connection(): UpstreamConnection | undefined {
@@ -109,7 +96,7 @@ export class SharedUpstream {
 
   attach(attachment: SharedAttachment): SharedUpstreamView {
     if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, `the shared connection to '${this.name}' is closed`);
-    const view = new SharedUpstreamView(this, attachment, this.options.requestTimeoutMs);
+    const view = new SharedUpstreamView(this, attachment, this.requestTimeoutMs);
     this.views.add(view);
     return view;
   }
@@ -119,11 +106,10 @@ export class SharedUpstream {
     if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, `the shared connection to '${this.name}' is closed`);
     if (this.conn?.status === "connected") return this.conn;
     this.connecting ??= (async () => {
-      const { newReceiverTasks, ...options } = this.optionsNow();
+      const conn = this.newConnection({ handlers: this.dispatcher(), persistence: this.persistence() });
       this.tools = undefined;
       this.closeReceivers();
-      this.receivers = newReceiverTasks?.();
-      const conn = new UpstreamConnection({ ...options, receiverTasks: this.receivers, handlers: this.dispatcher(), persistence: this.persistence() });
+      this.receivers = conn.receiverTasks;
       // A failed connection stays, for its status and lastError, until the next attempt replaces it.
       this.conn = conn;
       await conn.connect();
@@ -320,5 +306,3 @@ export class SharedUpstream {
     );
   }
 }
-
-export { SharedUpstreamView } from "./shared-view.js";
