@@ -17,7 +17,7 @@ import { OPERATOR, type Principal } from "./principal.js";
 import { externalBase, metadataUrl, resourceUrl, type ResourceUrlOptions } from "./resource-url.js";
 import { secretEquals } from "./secret.js";
 
-export type OAuthSettings = NonNullable<GatewaySettings["auth"]["oauth"]>;
+export type OAuthSettings = GatewaySettings["auth"]["oauth"];
 
 export interface AuthenticatorOptions {
   /** The static token (gateway.token). */
@@ -40,8 +40,11 @@ export class Authenticator {
 
   constructor(private readonly o: AuthenticatorOptions) {
     this.keys = new IssuerKeys({ clock: o.clock, fetch: o.fetch, ...o.keys });
-    const i = o.oauth.introspection;
-    this.introspector = i && new Introspector({ ...i, issuers: o.oauth.issuers, clock: o.clock, fetch: o.fetch });
+    const { endpoint, clientId, clientSecret, cacheMs, cacheMaxEntries } = o.oauth.introspection;
+    this.introspector =
+      endpoint === undefined || clientId === undefined || clientSecret === undefined
+        ? undefined
+        : new Introspector({ endpoint, clientId, clientSecret, cacheMs, cacheMaxEntries, issuers: o.oauth.issuers, clock: o.clock, fetch: o.fetch });
   }
 
   async authenticate(req: IncomingMessage, path: string): Promise<AuthOutcome> {

@@ -3,7 +3,7 @@
  * `resource`, RFC 8707/9728), in this order: `gateway.http.publicUrl`; else,
  * with `http.trustForwardedHeaders`, X-Forwarded-Proto / X-Forwarded-Host;
  * else http:// and the Host header (which the Host guard has already checked);
- * else the listen address. Rules: docs/adr/0017-inbound-identity.md.
+ * else the listen address. Rules: docs/adr/0018-inbound-identity.md.
  */
 import type { IncomingMessage } from "node:http";
 

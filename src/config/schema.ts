@@ -21,30 +21,43 @@ const publicUrlSchema = z
   .refine((u) => !/[?#]/.test(u), { message: "must have no query or fragment, e.g. https://mcp.example.com/gateway" });
 
 /** An OAuth scope token (RFC 6749 §3.3: printable ASCII but space, quote and backslash). */
-const scopeToken = z.string().regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, "a scope is one token of printable characters without spaces, quotes or backslashes, e.g. mcp:tools");
+const scopeToken = z
+  .string()
+  .regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, "a scope is one token of printable characters without spaces, quotes or backslashes, e.g. mcp:tools");
 
-const oauthSchema = z.strictObject({
-  /** Authorization servers whose access tokens are accepted (their `iss`), e.g. https://login.example.com/realms/mcp. */
-  issuers: z.array(publicUrlSchema).min(1, "issuers needs at least one authorization server URL, e.g. [\"https://login.example.com\"]"),
-  /** Scopes every token must carry (403 insufficient_scope otherwise); also what Protected Resource Metadata offers. */
-  scopes: z.array(scopeToken).default([]),
-  /** Audiences accepted besides the face's own resource URL (for servers without RFC 8707 resource indicators), e.g. "api://emceepee". */
-  audiences: z.array(z.string().min(1)).default([]),
-  /** Leeway for `exp` / `nbf` / `iat` between the issuer's clock and ours. */
-  clockSkewMs: z.number().int().min(0).max(300_000).default(30_000),
-  /** RFC 7662 token introspection for opaque (non-JWT) access tokens. */
-  introspection: z
-    .strictObject({
-      endpoint: publicUrlSchema,
-      clientId: z.string().min(1),
-      clientSecret: z.string().min(1),
-      /** An answer (active or not) is reused this long, never past the token's `exp`. */
-      cacheMs: z.number().int().min(0).max(3_600_000).default(60_000),
-      /** Answers kept at most (the oldest are dropped first). */
-      cacheMaxEntries: z.number().int().positive().default(10_000),
-    })
-    .optional(),
-});
+const oauthSchema = z
+  .strictObject({
+    /** Authorization servers whose access tokens are accepted (their `iss`), e.g. https://login.example.com/realms/mcp. Empty: OAuth is off. */
+    issuers: z.array(publicUrlSchema).default([]),
+    /** Scopes every token must carry (403 insufficient_scope otherwise); also what Protected Resource Metadata offers. */
+    scopes: z.array(scopeToken).default([]),
+    /** Audiences accepted besides the face's own resource URL (for servers without RFC 8707 resource indicators), e.g. "api://emceepee". */
+    audiences: z.array(z.string().min(1)).default([]),
+    /** Leeway for `exp` / `nbf` / `iat` between the issuer's clock and ours. */
+    clockSkewMs: z.number().int().min(0).max(300_000).default(30_000),
+    /** RFC 7662 token introspection for opaque (non-JWT) access tokens; off without `endpoint`. */
+    introspection: z
+      .strictObject({
+        endpoint: publicUrlSchema.optional(),
+        /** The gateway's own client credentials at the authorization server (HTTP Basic). */
+        clientId: z.string().min(1).optional(),
+        clientSecret: z.string().min(1).optional(),
+        /** An answer (active or not) is reused this long, never past the token's `exp`. */
+        cacheMs: z.number().int().min(0).max(3_600_000).default(60_000),
+        /** Answers kept at most (the oldest are dropped first). */
+        cacheMaxEntries: z.number().int().positive().default(10_000),
+      })
+      .refine((i) => i.endpoint === undefined || (i.clientId !== undefined && i.clientSecret !== undefined), {
+        message:
+          "introspection.endpoint needs clientId and clientSecret (the gateway's own credentials at the authorization server); add them, or remove endpoint",
+        path: ["endpoint"],
+      })
+      .prefault({}),
+  })
+  .refine((o) => o.issuers.length > 0 || (o.scopes.length === 0 && o.audiences.length === 0 && o.introspection.endpoint === undefined), {
+    message: 'OAuth settings need issuers, the authorization servers whose tokens to accept, e.g. issuers: ["https://login.example.com"]',
+    path: ["issuers"],
+  });
 
 export const gatewaySettingsSchema = z.strictObject({
   host: z.string().default(DEFAULT_HOST),
@@ -307,10 +320,10 @@ export const gatewaySettingsSchema = z.strictObject({
       trustForwardedHeaders: z.boolean().default(false),
     })
     .prefault({}),
-  /** Who may call (src/auth/, docs/adr/0017-inbound-identity.md): `token` above is the static one; `oauth` makes this an OAuth 2.1 resource server. */
+  /** Who may call (src/auth/, docs/adr/0018-inbound-identity.md): `token` above is the static one; `oauth` makes this an OAuth 2.1 resource server. */
   auth: z
     .strictObject({
-      oauth: oauthSchema.optional(),
+      oauth: oauthSchema.prefault({}),
     })
     .prefault({}),
   /**

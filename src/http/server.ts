@@ -19,7 +19,7 @@ import { serveMetadata } from "../auth/metadata.js";
 import { attachPrincipal, OPERATOR } from "../auth/principal.js";
 import type { ResourceUrlOptions } from "../auth/resource-url.js";
 import { systemClock, type Clock } from "../clock.js";
-import { checkRequest, isConsolePath } from "./guards.js";
+import { checkRequest, isConsolePath, type GuardOptions } from "./guards.js";
 import { sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
 import type { McpEndpoint } from "./mcp-endpoint.js";
 
@@ -35,6 +35,8 @@ export interface Routes {
    * order: the first that returns true has answered the request.
    */
   pages?: readonly PageHandler[];
+  /** The console's own credential under /console (its login cookie, src/console/cookies.ts), for the guards. */
+  consoleCredential?: GuardOptions["consoleCredential"];
   /** While this returns a reason (e.g. shutting down), MCP requests are answered 503 with it. */
   unavailable?: () => string | undefined;
 }
@@ -55,8 +57,14 @@ export interface HttpServerOptions {
 }
 
 export function createHttpServer(settings: GatewaySettings, routes: Routes, logger: Logger, options: HttpServerOptions = {}): http.Server {
-  const oauth = settings.auth.oauth;
-  const guard = { allowedHosts: settings.allowedHosts, allowedOrigins: settings.allowedOrigins, token: settings.token, oauth: oauth !== undefined };
+  const oauth = settings.auth.oauth.issuers.length > 0 ? settings.auth.oauth : undefined;
+  const guard = {
+    allowedHosts: settings.allowedHosts,
+    allowedOrigins: settings.allowedOrigins,
+    token: settings.token,
+    oauth: oauth !== undefined,
+    consoleCredential: routes.consoleCredential,
+  };
   const isFace = (path: string): boolean => routes.endpoint(path) !== undefined;
   const urls: ResourceUrlOptions = {
     publicUrl: settings.http.publicUrl,
@@ -66,8 +74,7 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
       return a !== null && typeof a === "object" ? `${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}` : undefined;
     },
   };
-  const authenticator =
-    oauth && new Authenticator({ token: settings.token, oauth, urls, isFace, clock: options.clock ?? systemClock, fetch: options.fetch });
+  const authenticator = oauth && new Authenticator({ token: settings.token, oauth, urls, isFace, clock: options.clock ?? systemClock, fetch: options.fetch });
   const server = http.createServer((req, res) => {
     try {
       route(req, res);

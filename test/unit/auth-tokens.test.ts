@@ -55,7 +55,13 @@ describe("Authenticator: access tokens", () => {
     published.push({ ...(await exportJWK(a.publicKey)), kid: "k1", alg: "ES256", use: "sig" });
     auth = new Authenticator({
       token: STATIC,
-      oauth: { issuers: [issuer, "http://127.0.0.1:9"], scopes: ["mcp:tools"], audiences: ["api://emceepee"], clockSkewMs: 30_000 },
+      oauth: {
+        issuers: [issuer, "http://127.0.0.1:9"],
+        scopes: ["mcp:tools"],
+        audiences: ["api://emceepee"],
+        clockSkewMs: 30_000,
+        introspection: { cacheMs: 0, cacheMaxEntries: 1 },
+      },
       urls: { publicUrl: GW, trustForwardedHeaders: false },
       isFace: (p) => p === "/mcp",
       clock,
