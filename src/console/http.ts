@@ -26,8 +26,8 @@ export function sendHtml(res: http.ServerResponse, status: number, body: Html, h
   res.end(body.value);
 }
 
-export function sendText(res: http.ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { "Content-Type": "text/plain; charset=utf-8", ...SECURITY_HEADERS });
+export function sendText(res: http.ServerResponse, status: number, text: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { "Content-Type": "text/plain; charset=utf-8", ...SECURITY_HEADERS, ...headers });
   res.end(text);
 }
 

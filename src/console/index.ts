@@ -21,18 +21,21 @@ import type http from "node:http";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { answerElicitation, type ElicitationAnswer } from "../faces/meta/tools/elicitation.js";
 import { answerSampling } from "../faces/meta/tools/sampling.js";
-import { CONSOLE_COOKIE, CONSOLE_LOGIN_PATH, consoleCookieValue, isConsolePath, secretEquals } from "../http/guards.js";
+import { secretEquals } from "../auth/secret.js";
+import { CONSOLE_LOGIN_PATH, isConsolePath } from "../http/guards.js";
 import type { Peers } from "../cluster/index.js";
 import type { PageHandler } from "../http/server.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
 import { CONSOLE_CSS, CONSOLE_JS } from "./assets.js";
+import { loginCookie, logoutCookie } from "./cookies.js";
 import { CLUSTER_PREFIX, RemoteConsole, serveCluster, type AnswerOutcome, type CancelOutcome, type LocalConsole } from "./cluster.js";
 import { formContent, type RequestedSchema } from "./form.js";
 import { html, type Html } from "./html.js";
 import { FormError, SECURITY_HEADERS, readForm, redirect, sendHtml, sendText } from "./http.js";
 import { ConsoleLive } from "./live.js";
 import { LoginLimiter } from "./login-limit.js";
+import { Router, type ConsoleRequest, type Route } from "./router.js";
 import {
   findTask,
   inbox,
@@ -66,12 +69,19 @@ export interface WebConsole {
   /** For createHttpServer's `pages`: answers every path under /console. */
   readonly handle: PageHandler;
   readonly live: ConsoleLive;
+  /** The route table (router.ts), for tests that hold it against the guards. */
+  readonly routes: readonly Route[];
   start(): void;
   /** Ends the live streams and their timers (before the listener closes). */
   close(): void;
 }
 
-const ASSETS: Record<string, { type: string; body: string }> = {
+interface Asset {
+  type: string;
+  body: string;
+}
+
+const ASSETS: Record<string, Asset> = {
   "/console/assets/console.css": { type: "text/css; charset=utf-8", body: CONSOLE_CSS },
   "/console/assets/console.js": { type: "text/javascript; charset=utf-8", body: CONSOLE_JS },
 };
@@ -171,54 +181,58 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     cancel: cancelHere,
   };
 
-  async function dispatch(req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<void> {
-    const url = new URL(req.url ?? "/", "http://console.invalid");
-    const q = url.searchParams;
-    const method = req.method === "HEAD" ? "GET" : req.method;
-    const asset = ASSETS[path];
-    if (asset && method === "GET") {
-      res.writeHead(200, { ...SECURITY_HEADERS, "Content-Type": asset.type, "Cache-Control": "no-cache" });
-      res.end(asset.body);
-      return;
-    }
-    if (path === "/console/events" && method === "GET") return live.serve(req, res);
-    if (path.startsWith(CLUSTER_PREFIX)) return serveCluster(req, res, path, options.peers, local, maxBody);
-    if (path === CONSOLE_LOGIN_PATH) return login(req, res, method, q);
-    if (path === "/console/logout" && method === "POST") {
-      return redirect(res, CONSOLE_LOGIN_PATH, { "Set-Cookie": `${CONSOLE_COOKIE}=; HttpOnly; SameSite=Strict; Path=/console; Max-Age=0` });
-    }
-    if ((path === "/console" || path === "/console/") && method === "GET") {
-      // With replicas, the page's part and the inbox badge are read from them at once.
-      const [o, items] = await Promise.all([allOverview(), allInbox()]);
-      return show(res, 200, { title: "Overview", section: "overview" }, overviewBody(o), items);
-    }
-    if (path === "/console/tasks" && method === "GET") {
-      const filter = { session: q.get("session") ?? undefined, server: q.get("server") ?? undefined, status: q.get("status") ?? undefined };
-      const [tasks, items] = await Promise.all([allTasks(filter), allInbox()]);
-      return show(res, 200, { title: "Tasks", section: "tasks" }, taskListBody(tasks, filter, context.registry.names(), context.clock.now()), items);
-    }
-    const taskPath = /^\/console\/tasks\/([^/]+)(\/cancel)?$/.exec(path);
-    if (taskPath) return task(req, res, method, decode(taskPath[1]!), taskPath[2] !== undefined, q);
-    if (path === "/console/inbox" && method === "GET") {
-      const items = await allInbox();
-      return show(res, 200, { title: "Inbox", section: "inbox" }, inboxBody(items, context.clock.now(), inboxNotice(q)), items);
-    }
-    const inboxPath = /^\/console\/inbox\/([^/]+)$/.exec(path);
-    if (inboxPath && method === "POST") return answer(req, res, decode(inboxPath[1]!));
-    // A refused answer re-renders the inbox at the form's URL; reading that URL again (the live script, a reload) shows the inbox.
-    if (inboxPath && method === "GET") return redirect(res, "/console/inbox");
-    if (isKnown(path)) return sendText(res, 405, `${req.method ?? ""} is not allowed on ${path}; use the console's pages and forms`);
-    return show(
-      res,
-      404,
-      { title: "Not found", section: "overview" },
-      html`<p>No console page at <code>${path}</code>. <a href="/console">Go to the overview</a>.</p>`,
-    );
+  /** The console's routes (router.ts): 404 and 405 (with Allow) for what is not in the table. */
+  const router = new Router(
+    [
+      ...Object.entries(ASSETS).map(([path, asset]): Route => ({ method: "GET", path, auth: "token", handle: ({ res }) => sendAsset(res, asset) })),
+      { method: "GET", path: "/console/events", auth: "token", handle: ({ req, res }) => live.serve(req, res) },
+      { method: "*", path: `${CLUSTER_PREFIX}*`, auth: "replica", handle: ({ req, res, path }) => serveCluster(req, res, path, options.peers, local, maxBody) },
+      { method: "GET", path: CONSOLE_LOGIN_PATH, auth: "none", handle: loginPage },
+      { method: "POST", path: CONSOLE_LOGIN_PATH, auth: "none", handle: login },
+      { method: "POST", path: "/console/logout", auth: "token", handle: ({ res }) => redirect(res, CONSOLE_LOGIN_PATH, { "Set-Cookie": logoutCookie() }) },
+      { method: "GET", path: "/console", auth: "token", handle: overviewPage },
+      { method: "GET", path: "/console/", auth: "token", handle: overviewPage },
+      { method: "GET", path: "/console/tasks", auth: "token", handle: tasksPage },
+      { method: "GET", path: "/console/tasks/:id", auth: "token", handle: taskPage },
+      { method: "POST", path: "/console/tasks/:id/cancel", auth: "token", handle: cancel },
+      { method: "GET", path: "/console/inbox", auth: "token", handle: inboxPage },
+      { method: "POST", path: "/console/inbox/:id", auth: "token", handle: answer },
+      // A refused answer re-renders the inbox at the form's URL; reading that URL again (the live script, a reload) shows the inbox.
+      { method: "GET", path: "/console/inbox/:id", auth: "token", handle: ({ res }) => redirect(res, "/console/inbox") },
+    ],
+    ({ res, path }) =>
+      show(
+        res,
+        404,
+        { title: "Not found", section: "overview" },
+        html`<p>No console page at <code>${path}</code>. <a href="/console">Go to the overview</a>.</p>`,
+      ),
+    ({ req, res, path }, allow) =>
+      sendText(res, 405, `${req.method ?? ""} is not allowed on ${path} (only ${allow}); use the console's pages and forms`, { Allow: allow }),
+  );
+
+  async function overviewPage({ res }: ConsoleRequest): Promise<void> {
+    // With replicas, the page's part and the inbox badge are read from them at once.
+    const [o, items] = await Promise.all([allOverview(), allInbox()]);
+    return show(res, 200, { title: "Overview", section: "overview" }, overviewBody(o), items);
   }
 
-  async function login(req: http.IncomingMessage, res: http.ServerResponse, method: string | undefined, q: URLSearchParams): Promise<void> {
-    if (method === "GET") return show(res, 200, { title: "Log in", section: "login", bare: true }, loginBody(safeNext(q.get("next")), token !== undefined));
-    if (method !== "POST") return sendText(res, 405, `${req.method ?? ""} is not allowed on ${CONSOLE_LOGIN_PATH}`);
+  async function tasksPage({ res, query: q }: ConsoleRequest): Promise<void> {
+    const filter = { session: q.get("session") ?? undefined, server: q.get("server") ?? undefined, status: q.get("status") ?? undefined };
+    const [tasks, items] = await Promise.all([allTasks(filter), allInbox()]);
+    return show(res, 200, { title: "Tasks", section: "tasks" }, taskListBody(tasks, filter, context.registry.names(), context.clock.now()), items);
+  }
+
+  async function inboxPage({ res, query }: ConsoleRequest): Promise<void> {
+    const items = await allInbox();
+    return show(res, 200, { title: "Inbox", section: "inbox" }, inboxBody(items, context.clock.now(), inboxNotice(query)), items);
+  }
+
+  function loginPage({ res, query }: ConsoleRequest): Promise<void> {
+    return show(res, 200, { title: "Log in", section: "login", bare: true }, loginBody(safeNext(query.get("next")), token !== undefined));
+  }
+
+  async function login({ req, res }: ConsoleRequest): Promise<void> {
     const form = await readForm(req, maxBody);
     const next = safeNext(form.get("next"));
     if (token === undefined) return redirect(res, next);
@@ -235,35 +249,23 @@ export function createConsole(options: ConsoleOptions): WebConsole {
       return show(res, 401, { title: "Log in", section: "login", bare: true }, loginBody(next, true, "That is not the gateway's token; try again."));
     }
     logins.succeeded(address);
-    redirect(res, next, { "Set-Cookie": `${CONSOLE_COOKIE}=${consoleCookieValue(token)}; HttpOnly; SameSite=Strict; Path=/console` });
+    redirect(res, next, { "Set-Cookie": loginCookie(token) });
   }
 
-  async function task(
-    req: http.IncomingMessage,
-    res: http.ServerResponse,
-    method: string | undefined,
-    taskId: string,
-    cancel: boolean,
-    q: URLSearchParams,
-  ): Promise<void> {
-    if (cancel) {
-      if (method !== "POST") return sendText(res, 405, "cancel with the task page's Cancel button (POST)");
-      const here = await cancelHere(taskId);
-      const outcome = here.outcome === "not_here" && remote ? ((await remote.act<CancelOutcome>(`${CLUSTER_PREFIX}cancel`, { taskId })) ?? here) : here;
-      if (outcome === "unreachable") return sendText(res, 502, `a replica did not answer; task ${taskId} may be held there: try again`);
-      if (outcome.outcome !== "not_here") return redirect(res, `/console/tasks/${encodeURIComponent(taskId)}?cancel=${outcome.outcome}`);
-    }
+  async function cancel({ res, params }: ConsoleRequest): Promise<void> {
+    const taskId = params.id!;
+    const here = await cancelHere(taskId);
+    const outcome = here.outcome === "not_here" && remote ? ((await remote.act<CancelOutcome>(`${CLUSTER_PREFIX}cancel`, { taskId })) ?? here) : here;
+    if (outcome === "unreachable") return sendText(res, 502, `a replica did not answer; task ${taskId} may be held there: try again`);
+    if (outcome.outcome !== "not_here") return redirect(res, `/console/tasks/${encodeURIComponent(taskId)}?cancel=${outcome.outcome}`);
+    if (!(await anyTask(taskId))) return taskNotFound(res, taskId);
+    return sendText(res, 502, `task ${taskId} is held by another replica that did not answer the cancel; try again`);
+  }
+
+  async function taskPage({ res, params, query: q }: ConsoleRequest): Promise<void> {
+    const taskId = params.id!;
     const found = await anyTask(taskId);
-    if (!found) {
-      return show(
-        res,
-        404,
-        { title: "Task not found", section: "tasks" },
-        html`<p>No task <code>${taskId}</code> in any live session (it may have ended and been deleted). <a href="/console/tasks">All tasks</a></p>`,
-      );
-    }
-    if (cancel) return sendText(res, 502, `task ${taskId} is held by another replica that did not answer the cancel; try again`);
-    if (method !== "GET") return sendText(res, 405, `${req.method ?? ""} is not allowed on a task page`);
+    if (!found) return taskNotFound(res, taskId);
     const notice =
       q.get("cancel") === "ok"
         ? "Task cancelled; the upstream was sent notifications/cancelled."
@@ -273,7 +275,17 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     return show(res, 200, { title: `Task ${taskId}`, section: "tasks" }, taskBody(found, context.clock.now(), notice));
   }
 
-  async function answer(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): Promise<void> {
+  function taskNotFound(res: http.ServerResponse, taskId: string): Promise<void> {
+    return show(
+      res,
+      404,
+      { title: "Task not found", section: "tasks" },
+      html`<p>No task <code>${taskId}</code> in any live session (it may have ended and been deleted). <a href="/console/tasks">All tasks</a></p>`,
+    );
+  }
+
+  async function answer({ req, res, params }: ConsoleRequest): Promise<void> {
+    const requestId = params.id!;
     const form = await readForm(req, maxBody);
     const here = await answerHere(requestId, form);
     // A session held by another replica: answered there, through the same path (the first answer wins there too).
@@ -300,11 +312,12 @@ export function createConsole(options: ConsoleOptions): WebConsole {
 
   return {
     live,
+    routes: router.routes,
     start: () => live.start(),
     close: () => live.close(),
     handle(req, res, path) {
       if (!isConsolePath(path)) return false;
-      dispatch(req, res, path).catch((err: unknown) => {
+      Promise.resolve(router.dispatch(req, res, path)).catch((err: unknown) => {
         if (err instanceof FormError) return sendText(res, 400, err.message);
         context.logger.error({ err: errorMessage(err), path }, "console_request_failed");
         if (!res.headersSent) sendText(res, 500, `the console could not do that: ${errorMessage(err)}`);
@@ -360,18 +373,7 @@ function safeNext(next: string | null | undefined): string {
   return next && plain && isConsolePath(path) && path !== CONSOLE_LOGIN_PATH ? next : "/console";
 }
 
-function isKnown(path: string): boolean {
-  return (
-    ["/console", "/console/", "/console/tasks", "/console/inbox", "/console/events", "/console/logout"].includes(path) ||
-    /^\/console\/inbox\/[^/]+$/.test(path) ||
-    path in ASSETS
-  );
-}
-
-function decode(segment: string): string {
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    return "";
-  }
+function sendAsset(res: http.ServerResponse, asset: Asset): void {
+  res.writeHead(200, { ...SECURITY_HEADERS, "Content-Type": asset.type, "Cache-Control": "no-cache" });
+  res.end(asset.body);
 }

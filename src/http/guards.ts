@@ -6,14 +6,13 @@
  *
  * The web console (/console, src/console/, docs/adr/0012-console.md) is for
  * browsers, which cannot send a bearer header on a link or a form: under
- * /console the token is also accepted as the HttpOnly, SameSite=Strict cookie
- * its login form sets (holding a hash of the token, never the token), and the
+ * /console the token is also accepted as the console's login cookie (its own
+ * check, src/console/cookies.ts, passed in as `consoleCredential`), and the
  * login page itself needs none. A browser GET without it is sent to the login
  * page (303); anything else gets the usual 401. Every console POST must carry
  * an Origin of this very host (CSRF: a page elsewhere cannot post a form here,
  * even one the Origin allow-list accepts for MCP clients).
  */
-import { createHash } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { accepts } from "../mcp/media-type.js";
 import { secretEquals } from "../auth/secret.js";
@@ -31,6 +30,8 @@ export interface GuardOptions {
    * without one it is closed.
    */
   oauth?: boolean | undefined;
+  /** Under /console: whether the request carries the console's own credential for `token` (its login cookie). */
+  consoleCredential?: ((req: IncomingMessage, token: string) => boolean) | undefined;
 }
 
 export type GuardFailure = { status: 303 | 401 | 403; message: string; headers?: Record<string, string> };
@@ -38,14 +39,6 @@ export type GuardFailure = { status: 303 | 401 | 403; message: string; headers?:
 /** The console's paths: everything under CONSOLE_PATH; the login page (GET and POST) needs no token. */
 export const CONSOLE_PATH = "/console";
 export const CONSOLE_LOGIN_PATH = "/console/login";
-/** The cookie the console login sets (HttpOnly, SameSite=Strict, Path=/console). */
-export const CONSOLE_COOKIE = "emceepee_console";
-
-/** The console cookie's value for `token`: a hash, so the cookie never holds the token itself. */
-export function consoleCookieValue(token: string): string {
-  return createHash("sha256").update(`emceepee-console\0${token}`).digest("hex");
-}
-
 /** Whether `path` is the console's (CONSOLE_PATH or below it). */
 export function isConsolePath(path: string): boolean {
   return path === CONSOLE_PATH || path.startsWith(`${CONSOLE_PATH}/`);
@@ -65,7 +58,7 @@ export function checkRequest(req: IncomingMessage, o: GuardOptions): GuardFailur
     if (o.oauth === true && o.token === undefined) {
       return { status: 403, message: "the console needs gateway.token (its login takes the static token; OAuth logins reach the MCP endpoints only for now)" };
     }
-    return checkConsole(req, path, o.token);
+    return checkConsole(req, path, o.token, o.consoleCredential);
   }
   if (o.oauth !== true && o.token !== undefined && !tokenMatches(req.headers.authorization, o.token)) {
     return {
@@ -78,7 +71,7 @@ export function checkRequest(req: IncomingMessage, o: GuardOptions): GuardFailur
 }
 
 /** The console's checks, after Host and Origin passed: same-origin POSTs, then the token (bearer or cookie). */
-function checkConsole(req: IncomingMessage, path: string, token: string | undefined): GuardFailure | undefined {
+function checkConsole(req: IncomingMessage, path: string, token: string | undefined, credential: GuardOptions["consoleCredential"]): GuardFailure | undefined {
   if (req.method !== "GET" && req.method !== "HEAD" && !sameOrigin(req)) {
     return {
       status: 403,
@@ -86,7 +79,7 @@ function checkConsole(req: IncomingMessage, path: string, token: string | undefi
     };
   }
   if (token === undefined || path === CONSOLE_LOGIN_PATH) return undefined;
-  if (tokenMatches(req.headers.authorization, token) || cookieMatches(req.headers.cookie, token)) return undefined;
+  if (tokenMatches(req.headers.authorization, token) || credential?.(req, token) === true) return undefined;
   // A browser's navigation names text/html; curl's */* gets the 401 (wildcards off).
   if ((req.method === "GET" || req.method === "HEAD") && accepts(req.headers.accept, "text/html", { wildcards: false })) {
     return {
@@ -113,15 +106,6 @@ function sameOrigin(req: IncomingMessage): boolean {
   } catch {
     return false;
   }
-}
-
-function cookieMatches(header: string | undefined, token: string): boolean {
-  const value = (header ?? "")
-    .split(";")
-    .map((part) => part.trim())
-    .find((part) => part.startsWith(`${CONSOLE_COOKIE}=`))
-    ?.slice(CONSOLE_COOKIE.length + 1);
-  return value !== undefined && secretEquals(value, consoleCookieValue(token));
 }
 
 // secretEquals lives in src/auth/secret.ts now (auth sits below http); importers of it here may switch to it there.

@@ -16,6 +16,7 @@ import type { TracerProvider } from "@opentelemetry/api";
 import { createRequire } from "node:module";
 import { systemClock, ulidGenerator, type Clock, type IdGenerator } from "../clock.js";
 import { createCluster } from "../cluster/index.js";
+import { loginCookieMatches } from "../console/cookies.js";
 import { createConsole } from "../console/index.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
@@ -182,7 +183,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         await start();
         upstreams.start();
         const pages = [...observability.pages(), ...(webConsole ? [webConsole.handle] : [])];
-        const server = createHttpServer(settings, { ...endpoints.routes, ...health, pages }, logger);
+        const server = createHttpServer(settings, { ...endpoints.routes, ...health, pages, consoleCredential: loginCookieMatches }, logger);
         webConsole?.start();
         const address = await listener.listen(server, settings.host, settings.port);
         await store.announce(address.port);

@@ -1,6 +1,7 @@
 /**
- * The console's part of the HTTP guards (src/http/guards.ts): under /console
- * the token may come from the login cookie (a hash of it), the login page
+ * The console's part of the HTTP guards (src/http/guards.ts, given the
+ * console's cookie check, src/console/cookies.ts): under /console the token
+ * may come from the login cookie (a hash of it), the login page
  * needs none, a browser without it is sent there, and every console POST
  * needs an Origin of this very host. Elsewhere nothing changes: the cookie
  * is no token for /mcp.
@@ -8,10 +9,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
-import { CONSOLE_COOKIE, checkRequest, consoleCookieValue, type GuardOptions } from "../../src/http/guards.js";
+import { CONSOLE_COOKIE, consoleCookieValue, loginCookieMatches } from "../../src/console/cookies.js";
+import { checkRequest, type GuardOptions } from "../../src/http/guards.js";
 
 const TOKEN = "0123456789abcdef-secret";
-const O: GuardOptions = { allowedHosts: [], allowedOrigins: ["https://app.example.com"], token: TOKEN };
+const O: GuardOptions = { allowedHosts: [], allowedOrigins: ["https://app.example.com"], token: TOKEN, consoleCredential: loginCookieMatches };
 const HOST = "127.0.0.1:8808";
 const COOKIE = `other=1; ${CONSOLE_COOKIE}=${consoleCookieValue(TOKEN)}`;
 
