@@ -5,7 +5,9 @@
  * an event is handed on once its blank line arrived, byte for byte as it came:
  * what is forwarded is the input minus the events that were over the bound.
  * An event over `maxBytes` is not held: its first EDGE bytes are kept (for its
- * `id:` field) and the rest is dropped up to its blank line.
+ * `id:` field) and the rest is dropped up to its blank line. The fields of an
+ * event are read by eventsource-parser (sse-request-tap.ts): it has no bound
+ * and does not hand on the bytes it parsed, so it cannot do this part.
  */
 
 /** Bytes kept of an oversized event's start. */
@@ -121,27 +123,4 @@ export function concat(pieces: Uint8Array[], limit = Infinity): Uint8Array {
     at += part.length;
   }
   return out;
-}
-
-export interface SseFields {
-  /** The event's `id` field, if it has one. */
-  id: string | undefined;
-  /** Its `data` lines joined with '\n'. */
-  data: string;
-}
-
-/** The `id` and `data` fields of one event's text (a head cut short parses as far as its lines go). */
-export function sseFields(text: string): SseFields {
-  let id: string | undefined;
-  const data: string[] = [];
-  for (const line of text.split(/\r\n|\r|\n/)) {
-    if (line === "" || line.startsWith(":")) continue;
-    const colon = line.indexOf(":");
-    const field = colon < 0 ? line : line.slice(0, colon);
-    let value = colon < 0 ? "" : line.slice(colon + 1);
-    if (value.startsWith(" ")) value = value.slice(1);
-    if (field === "data") data.push(value);
-    else if (field === "id" && !value.includes("\0")) id = value;
-  }
-  return { id, data: data.join("\n") };
 }

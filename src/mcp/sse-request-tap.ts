@@ -10,7 +10,8 @@
  * public `fetch` option lets us see both ends instead: this fetch reads each
  * POST body (the id of the JSON-RPC request it carries) and passes the SSE
  * response body through a transform that parses every event *before* it hands
- * the bytes on, so "upstream request id → our request id" is recorded before
+ * the bytes on (with eventsource-parser, the SDK's own SSE parser, so that an
+ * event's id and data are what the SDK will see), so "upstream request id → our request id" is recorded before
  * the SDK can dispatch the upstream's request. A POST stream the SDK resumes
  * (GET with Last-Event-ID after a drop) still belongs to the request whose
  * stream carried that event id. Requests on the standalone stream, or on a
@@ -27,12 +28,14 @@
  * stream (or body) the request is failed through `bound.oversized` and the
  * stream ends; a later resumption of that stream gets a 405, which ends the
  * SDK's reconnection (it would replay the same event). An oversized event on
- * the standalone stream is dropped, and only its `id:` handed on, so that a
- * resumption starts after it.
+ * the standalone stream is dropped, and only its `id:` handed on (with an
+ * empty `data:`, which the SDK's parser needs to dispatch an event at all), so
+ * that a resumption starts after it.
  */
 import type { RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { createParser, type EventSourceMessage, type EventSourceParser } from "eventsource-parser";
 import { isMediaType } from "./media-type.js";
-import { SseEventFramer, concat, sseFields } from "./sse-events.js";
+import { SseEventFramer, concat } from "./sse-events.js";
 
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
 
@@ -100,23 +103,15 @@ export class SseRequestTap {
    * keeps events over the bound from the SDK.
    */
   private recorder(owner: RequestId | undefined): TransformStream<Uint8Array, Uint8Array> {
-    let lastId: string | undefined;
     const decoder = new TextDecoder();
+    // Fed one whole event at a time (the framer's), so each event is recorded before its bytes go on.
+    const fields = owner === undefined ? undefined : this.eventRecorder(owner);
     let framer: SseEventFramer;
     return new TransformStream({
       start: (controller) => {
         framer = new SseEventFramer(this.bound?.maxBytes ?? Infinity, {
           event: (pieces) => {
-            if (owner !== undefined) {
-              const event = sseFields(decoder.decode(concat(pieces)));
-              if (event.id !== undefined) {
-                if (lastId !== undefined) this.resumable.delete(lastId);
-                lastId = event.id;
-                remember(this.resumable, event.id, owner);
-              }
-              const serverRequestId = requestIdOf(event.data);
-              if (serverRequestId !== undefined) remember(this.related, serverRequestId, owner);
-            }
+            fields?.feed(decoder.decode(concat(pieces)));
             for (const piece of pieces) controller.enqueue(piece);
           },
           oversized: () => {
@@ -128,15 +123,31 @@ export class SseRequestTap {
           },
           skipped: (head) => {
             this.bound?.oversized(undefined);
-            // Hand on its id alone, so that a resumption starts after it.
-            const id = sseFields(head.slice(0, lastLineEnd(head))).id;
-            if (id !== undefined) controller.enqueue(new TextEncoder().encode(`id: ${id}\n\n`));
+            // Hand on its id alone, so that a resumption starts after it (the SDK skips an event without data but keeps its id).
+            const id = eventIdOf(head);
+            if (id !== undefined) controller.enqueue(new TextEncoder().encode(`id: ${id}\ndata:\n\n`));
           },
         });
       },
       transform: (chunk) => framer.feed(chunk),
       flush: (controller) => {
         for (const piece of framer.rest()) controller.enqueue(piece);
+      },
+    });
+  }
+
+  /** Records the events of `owner`'s stream: its last event id (for a resumption) and the upstream's requests on it. */
+  private eventRecorder(owner: RequestId): EventSourceParser {
+    let lastId: string | undefined;
+    return createParser({
+      onEvent: (event) => {
+        if (event.id !== undefined) {
+          if (lastId !== undefined) this.resumable.delete(lastId);
+          lastId = event.id;
+          remember(this.resumable, event.id, owner);
+        }
+        const serverRequestId = requestIdOf(event.data);
+        if (serverRequestId !== undefined) remember(this.related, serverRequestId, owner);
       },
     });
   }
@@ -158,9 +169,17 @@ export class SseRequestTap {
   }
 }
 
-/** Where the last whole line of `text` ends (a cut-off last line is left out). */
-function lastLineEnd(text: string): number {
-  return Math.max(text.lastIndexOf("\n"), text.lastIndexOf("\r")) + 1;
+/**
+ * The `id` of an oversized event from its head (the whole event when it came
+ * in one piece): its whole lines (a cut-off last line is left out), then an
+ * empty data line and a blank line, since eventsource-parser dispatches only
+ * an event with data. The first event dispatched is the oversized one.
+ */
+function eventIdOf(head: string): string | undefined {
+  let first: EventSourceMessage | undefined;
+  const wholeLines = head.slice(0, Math.max(head.lastIndexOf("\n"), head.lastIndexOf("\r")) + 1);
+  createParser({ onEvent: (event) => (first ??= event) }).feed(`${wholeLines}data:\n\n`);
+  return first?.id;
 }
 
 function remember<K, V>(map: Map<K, V>, key: K, value: V): void {

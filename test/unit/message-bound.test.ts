@@ -12,6 +12,7 @@ import { toJsonRpcError, toToolErrorText, upstreamCallError } from "../../src/er
 import { errorResponseFor } from "../../src/mcp/error-response.js";
 import { McpError, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { SseRequestTap } from "../../src/mcp/sse-request-tap.js";
+import { createParser } from "eventsource-parser";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
@@ -262,10 +263,34 @@ describe("SseRequestTap's bound (Streamable HTTP)", () => {
   });
 
   test("an oversized event on the standalone stream is dropped, its id passed on, and the stream goes on", async () => {
-    const { t, failed } = tap(() => respond(["id: a\ndata: {}\n\n", "id: b\ndata: " + "x".repeat(2000) + "\n\n", "id: c\ndata: {}\n\n"], "text/event-stream"));
-    const text = await read(await t.fetch("http://u/mcp", { method: "GET" }));
-    assert.equal(text, "id: a\ndata: {}\n\nid: b\n\nid: c\ndata: {}\n\n");
-    assert.deepEqual(failed, [undefined]);
+    // 2000 bytes: the whole event is its head; 10 000: its head (the first 4 KiB) is cut inside its data line.
+    for (const size of [2000, 10_000]) {
+      const { t, failed } = tap(() =>
+        respond(["id: a\ndata: {}\n\n", "id: b\ndata: " + "x".repeat(size) + "\n\n", "id: c\ndata: {}\n\n"], "text/event-stream"),
+      );
+      const text = await read(await t.fetch("http://u/mcp", { method: "GET" }));
+      assert.equal(text, "id: a\ndata: {}\n\nid: b\ndata:\n\nid: c\ndata: {}\n\n");
+      assert.deepEqual(failed, [undefined]);
+      // What the SDK's transport reads the stream with (eventsource-parser) sees b's id, so a resumption starts after it, and no data of b.
+      const seen: { id: string | undefined; data: string }[] = [];
+      createParser({ onEvent: ({ id, data }) => seen.push({ id, data }) }).feed(text);
+      assert.deepEqual(seen, [
+        { id: "a", data: "{}" },
+        { id: "b", data: "" },
+        { id: "c", data: "{}" },
+      ]);
+    }
+  });
+
+  test("on a request's stream the SDK's parser decides ids and requests: CR line ends, a BOM, id-only and comment events", async () => {
+    const request = JSON.stringify({ jsonrpc: "2.0", id: "s1", method: "elicitation/create", params: {} });
+    const { t } = tap(() => respond(["\uFEFFid: p\rdata:\r\r", ": keep-alive\n\n", "id: only\n\n", `id: q\r\ndata: ${request}\r\n\r\n`], "text/event-stream"));
+    await read(await t.fetch("http://u/mcp", post(3)));
+    // The upstream's request s1 came on request 3's stream.
+    assert.equal(t.take("s1"), 3);
+    // Its last event id (q) resumes it.
+    const resumed = await t.fetch("http://u/mcp", { method: "GET", headers: { "last-event-id": "q" } });
+    assert.equal(resumed.status, 200);
   });
 
   test("a JSON body is counted as it arrives: over the bound its stream errors and the request fails; within it, it passes whole", async () => {
