@@ -226,3 +226,75 @@ describe("OAuth resource server", { timeout: 300_000 }, () => {
     assert.equal(line?.principalHash, principalHash("urn:emceepee:static-token", "operator"));
   });
 });
+
+describe("OAuth resource server: opaque tokens by introspection (RFC 7662)", { timeout: 300_000 }, () => {
+  let idp: TestOidcProvider;
+  let gw: TestGateway;
+  const lines: Record<string, unknown>[] = [];
+  const clients: Client[] = [];
+  const GATEWAY_CLIENT = { client_id: "emceepee-gateway", client_secret: "gateway-client-secret-0123456789", redirect_uris: ["http://127.0.0.1:65501/unused"] };
+
+  before(async () => {
+    idp = await startOidcProvider({
+      scopes: [SCOPE],
+      format: () => "opaque",
+      clients: [
+        {
+          client_id: "pre-registered",
+          redirect_uris: [REDIRECT],
+          token_endpoint_auth_method: "none",
+          grant_types: ["authorization_code"],
+          response_types: ["code"],
+        },
+        GATEWAY_CLIENT,
+      ],
+    });
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
+        done();
+      },
+    });
+    gw = await startGateway(
+      {
+        mcpServers: {},
+        gateway: {
+          logLevel: "info",
+          auth: {
+            oauth: {
+              issuers: [idp.issuer],
+              scopes: [SCOPE],
+              introspection: { endpoint: `${idp.issuer}/token/introspection`, clientId: GATEWAY_CLIENT.client_id, clientSecret: GATEWAY_CLIENT.client_secret },
+            },
+          },
+        },
+      },
+      { logger: createLogger("info", sink) },
+    );
+  });
+
+  after(async () => {
+    for (const c of clients) await c.close().catch(() => {});
+    await gw?.close();
+    await idp?.close();
+  });
+
+  test("an opaque token is introspected with the gateway's credentials and names its principal; a made-up one is refused", async () => {
+    const base = new URL(gw.url).origin;
+    const oauth = new MemoryOAuthClient({ client_id: "pre-registered" });
+    const client = await loginAndConnect(`${base}/mcp`, "carol", oauth);
+    clients.push(client);
+    assert.notEqual(oauth.saved!.access_token.split(".").length, 3, "the provider issued an opaque token");
+    const result = (await client.callTool({ name: "list_servers", arguments: {} })) as CallToolResult;
+    assert.notEqual(result.isError, true, JSON.stringify(result));
+    const line = lines.findLast((l) => l.msg === "tool_call" && l.tool === "list_servers");
+    assert.equal(line?.principalHash, principalHash(idp.issuer, "carol"));
+    const forged = await fetch(`${base}/mcp`, {
+      method: "POST",
+      headers: { authorization: "Bearer made-up-opaque-token", "content-type": "application/json" },
+      body: "{}",
+    });
+    assert.equal(forged.status, 401);
+    assert.match(forged.headers.get("www-authenticate") ?? "", /error="invalid_token", error_description="[^"]*not active/);
+  });
+});

@@ -13,7 +13,7 @@ import { gatewaySettingsSchema } from "../../src/config/schema.js";
 function problems(gateway: unknown): string {
   const r = gatewaySettingsSchema.safeParse(gateway);
   assert.equal(r.success, false, "refused");
-  return r.error!.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("\n");
+  return r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("\n");
 }
 
 describe("gateway.auth config", () => {
