@@ -37,7 +37,7 @@ export function reportConfig(config: LoadedConfig, logger: Logger): void {
 }
 
 export function installExitPaths(gateway: Gateway, options: ExitPathOptions = {}): ExitPaths {
-  const { logger } = gateway.context;
+  const { logger, clock } = gateway.context;
   let shuttingDown = false;
   let first: { signal: NodeJS.Signals; at: number } | undefined;
 
@@ -51,7 +51,7 @@ export function installExitPaths(gateway: Gateway, options: ExitPathOptions = {}
   for (const signal of ["SIGINT", "SIGTERM"] as const) {
     process.on(signal, () => {
       if (shuttingDown) {
-        if (first?.signal === signal && Date.now() - first.at < (options.repeatWindowMs ?? 0)) {
+        if (first?.signal === signal && clock.now() - first.at < (options.repeatWindowMs ?? 0)) {
           logger.debug({ signal }, "signal_repeat_ignored");
           return;
         }
@@ -59,7 +59,7 @@ export function installExitPaths(gateway: Gateway, options: ExitPathOptions = {}
         gateway.destroy();
         process.exit(1);
       }
-      first = { signal, at: Date.now() };
+      first = { signal, at: clock.now() };
       logger.info({ signal }, "shutdown_started");
       void shutdown(0);
     });

@@ -361,7 +361,7 @@ export class McpEndpoint {
     const transport = this.newTransport(session.id, session, server, true);
     try {
       await server.connect(transport);
-      await primeServerTransport(transport, init);
+      await primeServerTransport(transport, init, this.gateway.clock);
       // After the synthetic initialize: it is no request of the client's.
       this.options.tap?.(transport, session, record.protocolVersion);
     } catch (err) {

@@ -32,6 +32,7 @@ import { Duplex, Writable } from "node:stream";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { ClientCapabilities, Implementation } from "@modelcontextprotocol/sdk/types.js";
+import { systemClock, type Clock, type TimerHandle } from "../clock.js";
 
 /** What the client's initialize said, as stored for its session. */
 export interface StoredInitialize {
@@ -51,22 +52,27 @@ const REPLAY_TIMEOUT_MS = 10_000;
  * initialized state of the stored session. Rejects, naming what the SDK
  * answered, when it refuses; the caller then discards the pair.
  */
-export async function primeServerTransport(transport: StreamableHTTPServerTransport, init: StoredInitialize): Promise<void> {
+export async function primeServerTransport(transport: StreamableHTTPServerTransport, init: StoredInitialize, clock: Clock = systemClock): Promise<void> {
   const initialize = { jsonrpc: "2.0", id: RESUME_REQUEST_ID, method: "initialize", params: init };
-  const first = await replay(transport, initialize, {});
+  const first = await replay(transport, initialize, {}, clock);
   const answer = sseMessages(first.body).find((m) => m.id === RESUME_REQUEST_ID);
   if (first.status !== 200 || !answer || !("result" in answer) || transport.sessionId === undefined) {
     throw new Error(`the SDK server transport refused the replayed initialize (HTTP ${first.status}: ${first.body.slice(0, 300)})`);
   }
   const headers = { "mcp-session-id": transport.sessionId, "mcp-protocol-version": init.protocolVersion };
-  const second = await replay(transport, { jsonrpc: "2.0", method: "notifications/initialized" }, headers);
+  const second = await replay(transport, { jsonrpc: "2.0", method: "notifications/initialized" }, headers, clock);
   if (second.status !== 202) {
     throw new Error(`the SDK server transport refused the replayed notifications/initialized (HTTP ${second.status}: ${second.body.slice(0, 300)})`);
   }
 }
 
 /** One POST through the transport's public handleRequest, answered into a sink. */
-async function replay(transport: StreamableHTTPServerTransport, body: object, extra: Record<string, string>): Promise<{ status: number; body: string }> {
+async function replay(
+  transport: StreamableHTTPServerTransport,
+  body: object,
+  extra: Record<string, string>,
+  clock: Clock,
+): Promise<{ status: number; body: string }> {
   const headers: Record<string, string> = {
     host: "localhost",
     "content-type": "application/json",
@@ -89,17 +95,20 @@ async function replay(transport: StreamableHTTPServerTransport, body: object, ex
     },
   });
   res.assignSocket(sink as unknown as Socket);
-  let timer: NodeJS.Timeout | undefined;
+  let timer: TimerHandle | undefined;
   const finished = new Promise<void>((resolve, reject) => {
     res.once("finish", resolve);
     res.once("close", resolve);
-    timer = setTimeout(() => reject(new Error(`the SDK server transport did not answer a replayed message within ${REPLAY_TIMEOUT_MS}ms`)), REPLAY_TIMEOUT_MS);
+    timer = clock.setTimeout(
+      () => reject(new Error(`the SDK server transport did not answer a replayed message within ${REPLAY_TIMEOUT_MS}ms`)),
+      REPLAY_TIMEOUT_MS,
+    );
   });
   try {
-    await transport.handleRequest(req, res, body);
-    await finished;
+    // Together: a transport that never answers leaves handleRequest pending too, and the bound must still end the wait.
+    await Promise.all([transport.handleRequest(req, res, body), finished]);
   } finally {
-    clearTimeout(timer);
+    clock.clearTimeout(timer);
     res.detachSocket(sink as unknown as Socket);
   }
   const raw = Buffer.concat(chunks).toString("utf8");

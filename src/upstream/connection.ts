@@ -181,7 +181,7 @@ export class UpstreamConnection extends UpstreamHandle {
     if (!installOrderedProgress(client, this.created!.transport)) logger.warn({ server: name }, "sdk_ordered_progress_unavailable");
     this.countMessages(this.created!.transport);
     this.status = "connected";
-    this.connectedAt = Date.now();
+    this.connectedAt = (this.options.clock ?? systemClock).now();
     this.lastError = undefined;
     this.watchLiveness(client);
     logger.info({ server: name, serverInfo: this.serverInfo, ...(continued ? { continuedSession: true } : {}) }, "upstream_connected");

@@ -10,6 +10,7 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LATEST_PROTOCOL_VERSION, type Implementation, type LoggingLevel, type ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import { systemClock, type Clock, type TimerHandle } from "../clock.js";
 import type { Logger } from "../logging.js";
 import { errorMessage } from "../errors.js";
 import type { UpstreamRequests } from "./requests.js";
@@ -132,14 +133,18 @@ export async function restore(
 }
 
 /** DELETE of the upstream session (Streamable HTTP), bounded by TERMINATE_TIMEOUT_MS (or the request timeout, if shorter); failures are only logged. */
-export async function terminateSession(ctx: { name: string; logger: Logger; requestTimeoutMs: number }, created: CreatedTransport | undefined): Promise<void> {
+export async function terminateSession(
+  ctx: { name: string; logger: Logger; requestTimeoutMs: number; clock?: Clock | undefined },
+  created: CreatedTransport | undefined,
+): Promise<void> {
   if (!created?.terminateSession) return;
   const terminate = () => created.terminateSession!();
-  let timer: NodeJS.Timeout | undefined;
-  const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(TERMINATE_TIMEOUT_MS, ctx.requestTimeoutMs))));
+  const clock = ctx.clock ?? systemClock;
+  let timer: TimerHandle | undefined;
+  const bound = new Promise<void>((resolve) => (timer = clock.setTimeout(resolve, Math.min(TERMINATE_TIMEOUT_MS, ctx.requestTimeoutMs))));
   await Promise.race([
     terminate().catch((err: unknown) => ctx.logger.debug({ server: ctx.name, err: errorMessage(err) }, "upstream_session_delete_failed")),
     bound,
   ]);
-  clearTimeout(timer);
+  clock.clearTimeout(timer);
 }

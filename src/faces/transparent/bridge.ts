@@ -21,6 +21,7 @@ import {
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { AnySchema, SchemaOutput } from "@modelcontextprotocol/sdk/server/zod-compat.js";
+import { systemClock, type Clock } from "../../clock.js";
 import { ErrorCodes, GatewayError } from "../../errors.js";
 import type { DownstreamBridge } from "../../session/bridge.js";
 import type { CallOrigin } from "../../upstream/origin.js";
@@ -40,6 +41,8 @@ export class DownstreamRoutes {
   private readonly inflight = new Set<RequestId>();
   private readonly resultRequests = new Map<string, RequestId[]>();
   private readonly queued = new Map<string, Set<Queued>>();
+
+  constructor(private readonly clock: Clock = systemClock) {}
 
   /** Request `id` is being answered until the returned function is called. */
   track(id: RequestId): () => void {
@@ -81,7 +84,7 @@ export class DownstreamRoutes {
       const set = this.queued.get(taskId) ?? new Set<Queued>();
       this.queued.set(taskId, set);
       const leave = () => {
-        clearTimeout(timer);
+        this.clock.clearTimeout(timer);
         signal.removeEventListener("abort", onAbort);
         set.delete(entry);
         if (!set.size && this.queued.get(taskId) === set) this.queued.delete(taskId);
@@ -98,8 +101,10 @@ export class DownstreamRoutes {
       };
       const onAbort = () => entry.reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason ?? "cancelled")));
       // As long as a forwarded request waits for its answer (pendingRequests.timeoutMs).
-      const timer = setTimeout(() => entry.reject(new Error(`the client did not call tasks/result for task ${taskId} within ${timeoutMs}ms`)), timeoutMs);
-      timer.unref();
+      const timer = this.clock.setTimeout(
+        () => entry.reject(new Error(`the client did not call tasks/result for task ${taskId} within ${timeoutMs}ms`)),
+        timeoutMs,
+      );
       set.add(entry);
       if (signal.aborted) onAbort();
       else signal.addEventListener("abort", onAbort, { once: true });
@@ -123,6 +128,7 @@ export function createBridge(
   requestTimeoutMs: number,
   /** Resolves once the client has sent `initialized`; nothing is sent to it before (see whenInitialized). */
   initialized: Promise<void> = Promise.resolve(),
+  clock: Clock = systemClock,
 ): DownstreamBridge {
   let ready = false;
   void initialized.then(() => (ready = true));
@@ -165,7 +171,7 @@ export function createBridge(
     clientCapabilities,
     aggregate: catalog.target.kind === "all",
     serves: (upstream) => (catalog.target.kind === "all" ? catalog.servers().includes(upstream) : catalog.target.server === upstream),
-    whenInitialized: (signal, timeoutMs) => (ready ? Promise.resolve(true) : waitInitialized(initialized, signal, timeoutMs)),
+    whenInitialized: (signal, timeoutMs) => (ready ? Promise.resolve(true) : waitInitialized(initialized, signal, timeoutMs, clock)),
     // Humans answer these: they wait as long as queued ones do (pendingRequests.timeoutMs).
     elicit: (_upstream, params, signal, origin) => ask({ method: "elicitation/create", params }, ElicitResultSchema, signal, origin, requestTimeoutMs),
     sample: (_upstream, params, signal, origin) =>
@@ -179,16 +185,15 @@ export function createBridge(
 }
 
 /** true once `initialized` resolves, false after `timeoutMs`; rejects if `signal` aborts first. */
-function waitInitialized(initialized: Promise<void>, signal: AbortSignal, timeoutMs: number): Promise<boolean> {
+function waitInitialized(initialized: Promise<void>, signal: AbortSignal, timeoutMs: number, clock: Clock): Promise<boolean> {
   return new Promise((resolve, reject) => {
     const done = (fn: () => void) => {
-      clearTimeout(timer);
+      clock.clearTimeout(timer);
       signal.removeEventListener("abort", onAbort);
       fn();
     };
     const onAbort = () => done(() => reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason ?? "cancelled"))));
-    const timer = setTimeout(() => done(() => resolve(false)), timeoutMs);
-    timer.unref();
+    const timer = clock.setTimeout(() => done(() => resolve(false)), timeoutMs);
     if (signal.aborted) return onAbort();
     signal.addEventListener("abort", onAbort, { once: true });
     void initialized.then(() => done(() => resolve(true)));

@@ -53,7 +53,7 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   const info: Implementation = single?.serverInfo ?? { name: "emceepee", title: "emceepee (all upstreams)", version: gateway.version };
   const instructions = single ? single.instructions : allInstructions(catalog);
   const server = new Server(info, { capabilities, jsonSchemaValidator, ...(instructions ? { instructions } : {}) });
-  const routes = new DownstreamRoutes();
+  const routes = new DownstreamRoutes(gateway.clock);
   const joined = registerHandlers({ server, session, catalog, capabilities, routes, gateway, aggregate });
   announceJoin = (name) => {
     joined(name);
@@ -70,7 +70,10 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   const initialized = new Promise<void>((resolve) => (markInitialized = resolve));
   const install = (caps: ClientCapabilities) => {
     // Listed read-only (the web console) while the client holds its elicitations and sampling requests.
-    session.bridge = withVisibleRequests(createBridge(server, caps, catalog, routes, gateway.settings.pendingRequests.timeoutMs, initialized), session.pending);
+    session.bridge = withVisibleRequests(
+      createBridge(server, caps, catalog, routes, gateway.settings.pendingRequests.timeoutMs, initialized, gateway.clock),
+      session.pending,
+    );
   };
   if (o.init) install(o.init.capabilities);
   server.oninitialized = () => {

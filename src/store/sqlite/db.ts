@@ -13,6 +13,7 @@
 import { mkdirSync, renameSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
+import { systemClock, type Clock } from "../../clock.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../../errors.js";
 import { storeClosed } from "../policy.js";
 import { MIGRATIONS, type Migration } from "./migrations.js";
@@ -34,6 +35,8 @@ export interface OpenSqliteOptions {
   verbose?: (sql: string) => void;
   /** Told (for the log line `store_recovered`) when the file was deleted or replaced and the open database was written back to its path. */
   onRecovered?: (what: string) => void;
+  /** What `meta.last_opened_at` records. @default systemClock */
+  clock?: Clock | undefined;
 }
 
 export class SqliteDb {
@@ -77,7 +80,7 @@ export class SqliteDb {
       const store = new SqliteDb(db, absolute, options);
       store.migrate(options.migrations ?? MIGRATIONS);
       // A write at every start: a file or folder we cannot write fails now, not at the first task.
-      store.stmt("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_opened_at', ?)").run(String(Date.now()));
+      store.stmt("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_opened_at', ?)").run(String((options.clock ?? systemClock).now()));
       return store;
     } catch (err) {
       try {

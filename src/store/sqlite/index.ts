@@ -26,7 +26,7 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
   const owner = exclusive ? StoreOwnership.claim(file, clock.now()) : undefined;
   let db: SqliteDb;
   try {
-    db = SqliteDb.open(file, dbOptions);
+    db = SqliteDb.open(file, { ...dbOptions, clock });
   } catch (err) {
     owner?.release();
     throw err;
