@@ -1,22 +1,7 @@
 /**
- * Replica-to-replica forwarding (docs/adr/0013): one HTTP request passed to
- * the session's owner as it came (method, path, query, headers, body) plus
- * the shared secret, and the owner's response piped back unbuffered — a JSON
- * reply or an SSE stream alike. A client that goes away closes the forwarded
- * request (so the owner sees its stream end too).
- *
- * If the owner dies in the middle of an SSE response, the requests of the
- * forwarded body get a JSON-RPC error saying so (instead of a cut stream the
- * client would wait on until its timeout).
- *
- * "unreachable" means the owner never answered (connection refused or reset
- * before a status line): nothing was sent to the client yet, so the caller
- * may adopt the session and serve the request itself.
- *
- * call() is the same channel for the replicas' own JSON requests (the web
- * console reading and answering across replicas, src/cluster/peers.ts): the
- * same keep-alive agents and secret header, a bounded reply, a time limit.
- * carriesSecret() is how a receiver tells such requests from a client's.
+ * Replica-to-replica forwarding (ADR 0013): a client's request passed to the
+ * session's owner and its response piped back; call() for the replicas' own
+ * requests. See docs/design/store-and-replicas.md.
  */
 import http from "node:http";
 import https from "node:https";

@@ -1,31 +1,6 @@
 /**
- * Who owns which session, and which replicas are alive (docs/adr/0013):
- * `P replica:<incarnation>` = advertised URL with a TTL of leaseMs, renewed
- * every third of it (the heartbeat); `P own:<session>` = the incarnation that
- * holds the session's live state, with a TTL of the session idle timeout
- * (refreshed, at most once per lease period, while requests arrive). The
- * owner is live exactly while its heartbeat key exists. Adoption moves an
- * owner record by compare-and-set, so exactly one replica wins a dead
- * owner's session.
- *
- * start() writes the heartbeat and drops the previous incarnation of the same
- * replicaId (a restarted replica's old sessions are adoptable at once);
- * close() stops the timer and deletes the heartbeat (so the others adopt
- * without waiting for the lease).
- *
- * Joining is one script (JOIN_LUA) that refuses a replica whose secret or
- * advertised URL conflicts with a live replica's (docs/adr/0013, "Guards at
- * start"): `P cluster:secret-check` holds an HMAC of a fixed text under the
- * cluster secret, written by the first replica (or any replica when none is
- * live: how the secret is rotated); a live replica whose heartbeat holds the
- * same URL is a duplicate. A conflict is tried once more after a lease (a
- * replica that died without leaving holds nothing by then), then start()
- * throws EMCP_CONFIG_INVALID naming the setting.
- *
- * `P replicas` is the set of incarnations that joined, so that the live ones
- * can be listed (the web console reads every replica) without scanning the
- * keyspace: a member is live while its heartbeat key exists; a member whose
- * heartbeat expired (SIGKILL) is removed by the next listing.
+ * Who owns which session, and which replicas are alive (ADR 0013): heartbeat,
+ * owner records, joining. See docs/design/store-and-replicas.md.
  */
 import { createHmac, randomBytes } from "node:crypto";
 import os from "node:os";

@@ -1,28 +1,7 @@
 /**
- * loadConfig() is the only reader of config files and the environment.
- *
- * - `${VAR}` and `${VAR:-default}` (shell semantics), and Cursor's `${env:VAR}`
- *   and `${userHome}`, are interpolated in every string value; a missing
- *   variable without a default is an error that names it and where it was used.
- * - Cursor's `envFile` on a stdio server is read here (relative to the config
- *   file's folder) and merged under the server's `env`.
- * - The file is validated on its own first (a bad `gateway.port` is an error
- *   even when `--port` overrides it); CLI overrides are applied after that and
- *   their problems are reported as the flag's (`--port: …`), not the file's.
- * - A stdio server's relative `cwd` is resolved against the config file's
- *   folder (the embedded demo config: the package folder), and so is a
- *   relative `command` path (`./server.js`, `../bin/x`) — against that `cwd`
- *   when one is set, as a shell would after `cd`. A bare name (`npx`) is left
- *   for the PATH lookup. Clients such as Claude Desktop pick emceepee's
- *   working directory, so it must not decide what these mean.
- * - A relative `gateway.store.path` starts at the config file's folder too
- *   (the `--store` flag's is made absolute by the CLI, against its working
- *   directory, as any command-line path).
- * - Servers with `disabled: true` are dropped and named in `disabledServers`
- *   (their `${VAR}`s are not required); keys from other clients that are
- *   accepted but not applied come back as `warnings`. Printing them is the
- *   CLI's job. Other clients' top-level formats (VS Code's `servers` and
- *   `inputs`, `$schema`, Claude Desktop's own keys): formats.ts.
+ * loadConfig() is the only reader of config files and the environment:
+ * interpolation, envFile, relative paths, CLI overrides, disabled servers.
+ * See docs/design/upstreams-and-reliability.md, "How the code keeps it".
  */
 import { readFile } from "node:fs/promises";
 import os from "node:os";

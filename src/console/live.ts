@@ -1,24 +1,7 @@
 /**
- * ConsoleLive: what makes the console live. It observes every session
- * (SessionManager.observe: nothing of the clients' exactly-once events is
- * consumed) and tells each open console page over SSE (`GET /console/events`)
- * that something changed; the page then re-reads itself (progressive
- * enhancement: without JavaScript the pages are plain server-rendered HTML).
- * Changes are coalesced (one `change` message per CHANGE_DELAY_MS at most),
- * and a comment frame every keepAliveMs keeps idle streams open through
- * proxies. It also remembers the last reconnection report of each server
- * (server_reconnected), which no session keeps after the fact.
- *
- * With replicas (`remoteVersions`), changes on the other replicas reach the
- * open pages too: while a page is open, the other replicas' change counters
- * are read every REMOTE_POLL_MS (one small request per replica; nothing while
- * no page is open, nothing per change), and a difference is a change here.
- * `localVersion` counts only this replica's own changes — what the others
- * read — so two replicas never echo each other's changes back and forth.
- *
- * Lifecycle: start() subscribes; close() unsubscribes, clears the timers and
- * ends every stream (the gateway's close() calls it before the listener
- * closes). Timers run only while a stream is open.
+ * ConsoleLive: tells each open console page over SSE that something changed,
+ * on this replica or another. See docs/design/sessions-and-events.md,
+ * "How the code keeps it".
  */
 import type http from "node:http";
 import type { Clock, TimerHandle } from "../clock.js";

@@ -1,41 +1,8 @@
 /**
  * One Streamable HTTP MCP endpoint (/mcp, /all/mcp, /servers/<name>/mcp):
- * maps Mcp-Session-Id headers to a transport + face server + gateway
- * Session. An initialize without a session id creates all three; DELETE or
- * the session's destruction (idle expiry, shutdown) ends them. 400 for a
- * missing session header, 404 for an unknown session. Each endpoint keeps its
- * own bindings, so a session id is only valid where it was created.
- *
- * Every request of a session and every open response (a request being
- * answered, a GET stream) is reported to the SessionManager, which tells a
- * returning client from a one-shot one that never came back (session expiry).
- *
- * An attachable endpoint (the meta face) accepts `?session=<id>` on
- * initialize to attach to an existing session of another face, e.g. to answer
- * the elicitations queued for a transparent-face client that cannot take them.
- * An attachment is a guest: its requests are not the session's activity (the
- * session expires by its own client's requests), at most
- * `sessions.maxAttachmentsPerSession` are held per session, an attachment idle
- * for `sessions.oneShotIdleMs` (no open response) gives its slot to a new one,
- * and all of them end with the session (one still starting when it ends too).
- *
- * Restarts (ADR 0007, "Sessions across restarts"): an owner session's record
- * (face, negotiated protocol version, clientInfo, capabilities) is stored
- * before its initialize is answered. A request whose Mcp-Session-Id this
- * process does not know, but the store does — made on this endpoint, not
- * expired — resumes the session without a new initialize: the SessionManager
- * rebuilds the Session, the face's server is built again, and a synthetic
- * initialize puts a new transport into the initialized state
- * (src/mcp/resume-session.ts). Concurrent first requests share one
- * resumption. SSE replay of an owner session is on the store's ReplayStore
- * (src/http/sse-replay-store.ts), so a Last-Event-ID from before a restart, or from
- * a dead replica's stream, replays what the client missed; one the store no
- * longer has gets a clear 400, not a hang. A session that ends for good (its
- * record is gone) takes its replay with it; a shutdown keeps it.
- *
- * Replicas (docs/adr/0013): with a `router`, a request of a session not held
- * here is first routed — forwarded to the replica that holds it, or adopted
- * and resumed here as after a restart.
+ * maps Mcp-Session-Id to a transport, face server and Session; creates,
+ * resumes, attaches, routes and ends them. See
+ * docs/design/sessions-and-events.md, "How the code keeps it".
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";

@@ -1,33 +1,8 @@
 /**
- * SSE replay stores (the SDK transport's `EventStore` interface; not the
- * session event log, which is the store's `EventStore`) behind Last-Event-ID
- * replay of a downstream session's SSE streams (docs/adr/0007, "SSE replay
- * from the store"):
- *
- * - `StoredSseReplayStore`: an owner session's streams, on the gateway's
- *   `ReplayStore` (memory, SQLite or Redis), keyed by the session id, so a
- *   `Last-Event-ID` resumes after `emceepee serve` restarts (SIGTERM or
- *   SIGKILL) and on the replica that adopted a dead replica's session.
- *   Write-through: the SDK transport awaits `storeEvent()` before it writes
- *   the event to the socket, so every event a client received carries an id
- *   the store had committed (SQLite: in the WAL, which survives a process
- *   kill; Redis: acknowledged by the server). An event whose write failed is
- *   still sent, without an id: the client's cursor stays on the previous id,
- *   and a later resumption replays what was stored after it.
- *   Priming events (the empty event the SDK opens each POST stream with, so
- *   the client holds a cursor before any message) are not stored, which
- *   halves the writes of a plain call: their id `p<seq>.<streamId>` says
- *   "stream streamId, started after the session's event seq", resolved from
- *   the store like any other (`replayStream`), and refused like an evicted
- *   id when events numbered above seq are gone. The first priming event of
- *   an instance is stored, to learn the session's sequence number.
- * - `BoundedSseReplayStore`: in memory, per transport, for `?session=`
- *   attachments (they are not resumed after a restart, and their standalone
- *   stream must not share the owner's stream ids in the store).
- *
- * Both keep the same bounds (`gateway.http.replayMaxEvents` /
- * `replayMaxBytes`, oldest dropped first, the newest message always kept),
- * and their ids are unknown to every other session.
+ * SSE replay stores (the SDK transport's `EventStore`) behind Last-Event-ID
+ * replay of a downstream session's streams: stored for owner sessions,
+ * bounded in memory for attachments. See
+ * docs/design/sessions-and-events.md, "How the code keeps it".
  */
 import { randomBytes } from "node:crypto";
 import type { EventId, EventStore, StreamId } from "@modelcontextprotocol/sdk/server/streamableHttp.js";

@@ -1,33 +1,8 @@
 /**
  * SDK boundary — attribution: which of our calls an upstream's server→client
- * request (elicitation, sampling, roots) belongs to, so the gateway can send
- * it on to the right downstream request or task. One per upstream connection;
- * `attribute(serverToClientRequestId)` answers with the origin its caller gave
- * the call, or undefined when that cannot be known.
- *
- * Our side. The SDK assigns each request's JSON-RPC id inside
- * Protocol.request and tells nobody. Each call therefore carries a per-call
- * token: a fresh `onresumptiontoken` callback in its RequestOptions (public
- * API: RequestOptions includes TransportSendOptions), which Protocol.request
- * hands, unchanged, to `transport.send` together with the message it built.
- * A wrapper of `transport.send` recognises the token and records the id the
- * SDK gave *that* call. This does not depend on when the SDK sends (an await
- * before the send would not confuse two calls, as correlating by "the last
- * message sent" would) and adds nothing to the message on the wire. The
- * record lives until the call settles (end()).
- *
- * Their side. On Streamable HTTP the stream a request arrived on names our
- * request (sse-request-tap.ts): that is the only rule used there, and a
- * request on the standalone stream is unknown. Elsewhere (stdio, legacy SSE,
- * in-memory) every message shares one stream: a request is attributed only
- * while exactly one of our calls is in flight on the connection.
- *
- * Requests an upstream sends inside one of its tasks name that task in
- * `_meta` (related-task); relateTask() remembers the origin of the call that
- * created an upstream task, for taskOrigin() when the rules above say nothing.
- *
- * Relies on Protocol.request passing `onresumptiontoken` to transport.send
- * (no private member). Canary: test/unit/sdk-canaries.test.ts.
+ * request belongs to. Relies on Protocol.request passing `onresumptiontoken`
+ * to transport.send (canary: test/unit/sdk-canaries.test.ts). See
+ * docs/design/upstreams-and-reliability.md, "How the code keeps it".
  */
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { isJSONRPCRequest, type RequestId } from "@modelcontextprotocol/sdk/types.js";

@@ -1,30 +1,8 @@
 /**
- * SDK workarounds — continuing an MCP session that a restart interrupted,
- * on both sides of the gateway (ADR 0007, "Sessions across restarts").
- *
- * Downstream (primeServerTransport): the SDK's StreamableHTTPServerTransport
- * and Server only become "initialized" by handling an initialize request, and
- * a client that resumes its session after a gateway restart sends none. So a
- * synthetic `initialize` (the stored protocol version, capabilities and
- * clientInfo) and `notifications/initialized` are replayed into a freshly
- * connected transport/server pair whose `sessionIdGenerator` returns the
- * stored id; their responses go nowhere. This goes through the transport's
- * public `handleRequest(req, res, parsedBody)` with a synthetic
- * IncomingMessage and a ServerResponse over a sink socket — no private
- * member — but relies on the transport (its Hono adapter) accepting a request
- * that did not come from a socket.
- *
- * Upstream (openStandaloneStream): the SDK client skips initialize when its
- * StreamableHTTPClientTransport is created with a `sessionId` (public
- * option), so the session continues (its protocol version header is set with
- * the public `setProtocolVersion`: src/upstream/transports.ts); but the
- * standalone GET stream, which the transport opens only after sending
- * `notifications/initialized`, never opens. Re-sending that notification would
- * re-run the upstream's post-initialize setup (server-everything registers
- * tools there, twice is an error), so the stream is opened with the
- * transport's private `_startOrAuthSse` — the one private member used here.
- *
- * Canaries: test/unit/sdk-canaries.test.ts.
+ * SDK workarounds — continuing an MCP session that a restart interrupted, on
+ * both sides of the gateway (ADR 0007); uses the transport's private
+ * `_startOrAuthSse` (canaries: test/unit/sdk-canaries.test.ts). See
+ * docs/design/upstreams-and-reliability.md, "How the code keeps it".
  */
 import { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";

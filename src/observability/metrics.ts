@@ -1,24 +1,7 @@
 /**
- * The gateway's Prometheus metrics: one prom-client Registry per gateway (never
- * the global one: several gateways may share a process), served at
- * `gateway.metrics.path`. Names follow the OpenTelemetry MCP semantic
- * conventions where they have one (dots → underscores, unit suffix:
- * `mcp.server.operation.duration` is `mcp_server_operation_duration_seconds`);
- * the gateway's own are `emceepee_*`.
- *
- * State is read when scraped (collect-time gauges over MetricsSources: open
- * sessions, upstream connections, tasks, pending client requests, stdio
- * children), so nothing is counted twice or drifts; only what happens
- * (operations, reconnects, evictions, store calls) is recorded as it happens.
- * Labels are bounded: a tool name only once a call of it got a successful
- * result (so the tool exists) and while fewer than MAX_TOOL_LABELS names were
- * seen, else "other"; never task ids, session ids or arguments.
- *
- * The Node process metrics (prom-client's default collectors) belong to the
- * process, not to a gateway: they are collected once per process, in a
- * registry of their own that every gateway's scrape appends — so a process
- * that makes many gateways (tests, embedders) does not add a GC observer and
- * an event-loop monitor per gateway that nothing could remove.
+ * The gateway's Prometheus metrics: one registry per gateway, state read when
+ * scraped, bounded labels. See docs/design/sessions-and-events.md,
+ * "How the code keeps it".
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import { FastHistogram } from "./histogram.js";

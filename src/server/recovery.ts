@@ -1,29 +1,7 @@
 /**
- * What the gateway does with its state store at start and while it runs
- * (docs/adr/0007, "Wiring"): settling what a previous process left behind,
- * and the sweep that deletes rows whose time has come.
- *
- * At start, before any session exists, recoverState():
- * - brings back the servers add_server stored (after the config file's; the
- *   file wins a name both have; one the operator's policy no longer allows
- *   is not restored, and both are logged);
- * - settles every task still `working` in the store. Its runtime (the call,
- *   the connection, the timer) died with the process, so:
- *   a gateway-owned call → `failed`, "the gateway restarted while this call
- *   ran; its result is unknown" (never silently `working`); a task mapped
- *   onto an upstream task of an HTTP upstream stays `working` (it runs on
- *   upstream and can be asked about again with its upstream session; one
- *   past its TTL is `expired`); one of a stdio upstream → `failed` (the
- *   process ended with the gateway); a receiver task → `failed` (the
- *   upstream connection that asked is gone). Each tool task that ends gets
- *   an event in its session, so the next response or await_activity
- *   delivers it, once;
- * - rejects every stored pending elicitation/sampling request (its upstream
- *   call ended with the process) with an `<kind>_rejected` event;
- * - deletes what expired meanwhile.
- *
- * sweepStore() deletes expired tasks and pending requests; the gateway runs
- * it every sessions.sweepIntervalMs.
+ * What the gateway does with its state store at start (recoverState: settle
+ * what a previous process left) and while it runs (sweepStore). See
+ * docs/design/upstreams-and-reliability.md, "How the code keeps it".
  */
 import type { GatewaySettings } from "../config/schema.js";
 import { isStdioConfig } from "../config/server-entry.js";

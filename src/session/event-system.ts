@@ -1,36 +1,7 @@
 /**
- * EventSystem (design EV-3): one per session. Category-1 events are stored in
- * the durable EventStore (docs/adr/0007, "Wiring") and delivered exactly once
- * — in whichever tool response (or await_activity) comes first — because a
- * delivery is the store's `takeUndelivered`, which marks what it returns
- * delivered in the same step: across concurrent readers and across restarts
- * (an event stored before a kill -9 and not delivered is delivered after it;
- * none twice). Waiters (await_activity) stay in memory and are woken once an
- * event is stored; all concurrent waiters wake.
- *
- * `add()` returns at once (its callers are event handlers that cannot wait);
- * the appends of one session are written one after another, in order, and
- * every read first waits for the appends asked for before it. A failed write
- * is logged (`event_store_write_failed`) and the event is lost; nothing throws.
- * `batch()` makes the events of one change (an upstream drop: its failed
- * tasks, rejected requests and `server_disconnected`) readable and wake the
- * waiters together, as one change, although each is stored on its own.
- *
- * Two bounds (design EV-4), kept by the store on each
- * append: `maxEvents` per session and `maxTotal` across all sessions. Either
- * evicts the oldest 10% (of that bound); undelivered events lost that way are
- * reported to their session once, as one `events_evicted` notice.
- *
- * Observers (the web console, src/console/): `observe()` hears every event
- * as it is added and the `announce()`d changes that are no events (an
- * answered request, one sent to the client natively, a task's
- * input_required); they never take, mark or store
- * anything, so the client's exactly-once delivery is untouched.
- *
- * Cursor reads (await_activity `sinceEventId`, see docs/adr/0004): the events
- * stored after the cursor, delivered or not; afterwards everything stored
- * counts as delivered. Delivery stays exactly once for clients that never pass
- * a cursor; a client that passes an older cursor asks for a re-delivery.
+ * EventSystem (design EV-3, EV-4): one session's events, stored and delivered
+ * exactly once, its await_activity waiters and its observers. See
+ * docs/design/sessions-and-events.md, "How the code keeps it".
  */
 import type { Clock, IdGenerator } from "../clock.js";
 import { errorMessage } from "../errors.js";

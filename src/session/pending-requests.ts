@@ -1,25 +1,7 @@
 /**
- * PendingRequests (design EV-6, MF-11): server→client requests
- * (elicitations, sampling) held for the session's client. Each has its own
- * timeout; its timer is cleared on every exit path (response, expiry, upstream
- * cancellation, server gone, session close). Category 4: shown in every tool
- * response while pending.
- *
- * Each request is also a record in the durable PendingRequestStore (docs/adr/
- * 0007, "Wiring"), written before the client hears of it and deleted when it
- * is answered or settled. The promise resolvers and timers stay here: a
- * restart cannot answer an upstream call that died with the process, so the
- * next start rejects every stored request with an event (src/server/
- * recovery.ts) instead of resuming it.
- *
- * Two sides may answer (the session's client, or a person in the web console,
- * src/console/): the first answer wins, and the request's id is remembered
- * with who answered it (a bounded, in-memory list) so that the loser is told
- * "answered in the web console" instead of "unknown request". Answers are
- * announced to the event system's observers (never stored as events).
- * Requests sent to the client natively (a transparent face whose client has
- * the capability) are not queued here, but `forwarded()` lists them while the
- * client holds them, read-only, for the console to show.
+ * PendingRequests (design EV-6, MF-11): the server→client requests
+ * (elicitations, sampling) held for a session's client, with their timeouts.
+ * See docs/design/sessions-and-events.md, "How the code keeps it".
  */
 import type { CreateMessageRequest, CreateMessageResult, ElicitRequest, ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, IdGenerator, TimerHandle } from "../clock.js";

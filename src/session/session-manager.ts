@@ -1,34 +1,7 @@
 /**
- * SessionManager (design EV-1, EV-8, UP-2): creates and destroys sessions, expires idle
- * ones, and exposes the server add/update/remove that server-changes.ts
- * applies to every session (one name at a time, stored before it counts;
- * docs/adr/0007, "Wiring"). The server registry and the state store are
- * shared; connections, events and tasks are per session.
- *
- * Expiry: an established session expires after `sessions.idleTimeoutMs`
- * without activity. A session whose client never came back after its first
- * exchange (no HTTP request later than `sessions.firstExchangeMs` after it
- * started; e.g. a one-shot CLI that never sends DELETE) expires sooner, after
- * `sessions.oneShotIdleMs` — unless one of its HTTP responses is still open
- * (a request being answered, or the client's GET stream: it is still there),
- * or it holds work the client will come back for: a task it created (working,
- * or ended with a result) or a client request (elicitation, sampling) it
- * queued. Such a session keeps `idleTimeoutMs` (ADR 0009, decision 6).
- * Any end of a session that drops tasks logs one `task_dropped` line.
- * The HTTP endpoint reports requests and responses (requestArrived,
- * responseOpened); stdio sessions are created with `oneShot: false`.
- *
- * Across restarts (ADR 0007, "Sessions across restarts"): an HTTP session's
- * record is stored at initialize (persist), its activity written at most once
- * per STORED_TOUCH_INTERVAL_MS, and deleted when the session ends (not when
- * the gateway shuts down). resume() rebuilds a session this process does not
- * know from its record, unless it expired meanwhile; the sweep also deletes
- * stored sessions that expired without coming back.
- *
- * observe() is for the web console (src/console/): it hears sessions start
- * and end and every change of every session (EventSystem.observe), without
- * consuming any of the client's events.
-
+ * SessionManager (design EV-1, EV-8, UP-2): creates, resumes, expires and
+ * destroys sessions, and applies server changes to all of them. See
+ * docs/design/sessions-and-events.md, "How the code keeps it".
  */
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { ServerConfig } from "../config/server-entry.js";

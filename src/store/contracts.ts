@@ -1,29 +1,7 @@
 /**
- * The durable state contracts: one async interface per kind of state the
- * gateway keeps (tasks, sessions, meta events, pending client requests, SSE
- * replay, runtime-added servers), and the `Store` bundle that holds one of
- * each. Every backend (memory, SQLite, Redis) implements exactly these,
- * and test/store/contract.ts runs one suite against each, so they can be
- * swapped without the caller noticing (docs/adr/0007-durable-store.md).
- *
- * Rules every backend keeps:
- * - Records are plain JSON (epoch-ms numbers, string ids): no Date, timer,
- *   promise or class instance. A stored record is a copy: mutating what a
- *   method returned never changes the store, and `undefined` fields vanish as
- *   they would through JSON.
- * - Every read-modify-write is atomic (compare-and-set): `transition()` only
- *   moves a task whose status is one of `from`; `takeUndelivered()` hands an
- *   event to exactly one caller; `PendingRequestStore.delete()` is true for
- *   exactly one caller. Nothing relies on a caller holding a lock.
- * - Lookups that run per call or per upstream message are indexed; nothing
- *   scans every row of a kind.
- * - Limits and times come from the caller (`limits`, `now`): the store holds
- *   no policy and starts no timers. Runtime-only things (timers, resolvers,
- *   sockets, child processes) stay with their owners and are rebuilt from
- *   these records on resumption.
- * - Failures are GatewayErrors: EMCP_STORE_UNAVAILABLE (the backend cannot
- *   read or write; `cause` is the backend's error), EMCP_CLOSED after close(),
- *   EMCP_INTERNAL for a caller's bug (a duplicate id).
+ * The durable state contracts: one async interface per kind of state, and the
+ * `Store` bundle every backend (memory, SQLite, Redis) implements. See
+ * docs/design/store-and-replicas.md.
  */
 import type { ServerConfig } from "../config/server-entry.js";
 import type { RpcErrorRecord } from "../errors.js";

@@ -3,8 +3,7 @@
  * as one blocking tools/call — the upstream task, its keep-alives (progress,
  * status polls) and its cancel. Also the best-effort, bounded cancel of an
  * upstream task that native.ts uses for the gateway tasks it owns. The
- * task-augmented calls and tasks/get|result|cancel stay in native.ts, which
- * re-exports runUpstreamTaskToEnd.
+ * task-augmented calls and tasks/get|result|cancel are in native.ts.
  */
 import { RELATED_TASK_META_KEY, type CallToolRequest, type CallToolResult, type Task } from "@modelcontextprotocol/sdk/types.js";
 import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";

@@ -1,25 +1,7 @@
 /**
- * MCP-native task operations over one session's TaskManager (design TK-7..TK-15),
- * shared by the transparent face (tasks/* requests, task-augmented
- * tools/call, emulation) and the meta-tools face (execute_tool on tools an
- * upstream only runs as tasks). Emulation itself (a task-only tool as one
- * blocking call, design TK-15) is in emulation.ts, re-exported here.
- *
- * Two kinds of task-augmented call:
- * - gateway-owned: the upstream runs the tool synchronously (taskSupport
- *   `forbidden`, or no tasks capability). The gateway starts the call at once
- *   in the background and keeps its result for tasks/result.
- * - upstream task: the upstream tool is `optional`/`required`. The gateway
- *   creates the upstream task (TTL = min(requested, gateway max, the upstream's own)), keeps only
- *   its id, and polls lazily: tasks/get asks the upstream only when the client
- *   asks (each poll bounded by gateway.upstream.taskPollTimeoutMs, design
- *   TK-10); tasks/result is never fetched ahead of the client. Cancel,
- *   expiry and session close cancel the upstream task (best effort, bounded;
- *   the connection waits for those cancels before it closes).
- *
- * Each call names its CallOrigin (the downstream request, the gateway task),
- * so what the upstream asks of the client meanwhile reaches the right stream
- * and the task reads `input_required` while it waits (ADR 0002 §8).
+ * MCP-native task operations over one session's TaskManager (design
+ * TK-7..TK-14): task-augmented tools/call and tasks/get|result|cancel, for the
+ * transparent faces and execute_tool. See docs/design/tasks.md, "How the code keeps it".
  */
 import { ErrorCode, type CallToolRequest, type CallToolResult, type ProgressToken, type RequestId, type Task } from "@modelcontextprotocol/sdk/types.js";
 import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";

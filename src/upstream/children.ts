@@ -1,25 +1,7 @@
 /**
- * Child processes of stdio upstreams: a gateway-wide cap on how many run at
- * once, and ending each one's whole process group.
- *
- * Every stdio upstream is started as the leader of its own process group
- * (stdio-transport.ts: `detached: true`, so pgid = its pid). Wrappers such as
- * `npx`, `sh -c` or `uv run` put the real server and its helpers in that group,
- * so signalling `-pgid` reaches all of them — also after the leader crashed or
- * was SIGKILLed, when its children have been re-parented to init and no
- * longer show up as anyone's descendants: the group id stays valid while any
- * member lives (Linux never hands out a pid that is still in use as a pgid).
- *
- * Ending a group is awaited, never left to a timer: reapGroup() resolves only
- * when the group is gone, or once SIGKILL was sent and the leader reaped. Its
- * timers are ref'd and bounded on purpose — an unref'd SIGKILL timer is what
- * let `process.exit` (and an empty event loop) skip the kill before.
- *
- * No /proc descendant walk any more (it was the only mechanism before): a
- * process that leaves the group with setsid() has detached itself on purpose,
- * as daemons leave a terminal's session, and the walk could not see a crashed
- * leader's orphans anyway. ProcessGroups lets the gateway end every group it
- * started: gracefully on close, synchronously with SIGKILL on destroy/exit.
+ * Child processes of stdio upstreams: the gateway-wide cap, and ending each
+ * one's whole process group. See docs/design/upstreams-and-reliability.md,
+ * "How the code keeps it".
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { ErrorCodes, GatewayError } from "../errors.js";

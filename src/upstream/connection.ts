@@ -1,40 +1,7 @@
 /**
- * UpstreamConnection: one MCP client connection from one downstream session to
- * one upstream server — its lifecycle. It owns the SDK Client and its
- * transport (and a stdio child's slot and stderr tail), answers the
- * upstream's server→client requests through the injected handlers, and
- * reports an unexpected close exactly once. Lifecycle: connect() → (use) →
- * close(); close() first waits for upstream tasks/cancel requests still in
- * flight (each bounded by its timeout). What is sent to the upstream is the
- * request surface it extends (requests.ts); the SDK Client never leaves these
- * two files. Each server→client request reaches the handlers with the origin
- * of the call it belongs to, when the connection's attribution can tell
- * (src/mcp/request-attribution.ts), else undefined.
- *
- * What outlives one connection (ADR 0007, "Sessions across restarts") goes
- * through the owner's ConnectionPersistence: a Streamable HTTP connection
- * reports the upstream session it opened (id and initialize result) and may
- * be asked to continue a stored one instead of initializing (after a gateway
- * restart; if the upstream no longer knows it, a new session replaces it and
- * the owner hears `sessionLost`); the client's logging level and resource
- * subscriptions are reported as the upstream accepts them and set again on a
- * new upstream session. close("end") ends the upstream session (HTTP DELETE);
- * close("suspend") keeps it for the restart that follows.
- *
- * The SDK client's server→client side (capabilities, handlers, receiver
- * tasks, origin attribution) is set up in client-handlers.ts; the steps of
- * continuing, restoring and ending an upstream session are in
- * session-continuation.ts. This file keeps the lifecycle fields (client,
- * transport, status, closing) that attaching, the fallback and close share.
- *
- * A remote upstream's transport does not close when the server dies: a
- * transport error (a failed request, a POST or GET stream cut) is checked
- * with a ping. A ping refused at the connection (refused, reset), or an
- * upstream that no longer knows the session (HTTP 404, or 400 "No valid
- * session ID"), is a drop like a stdio close at once; an unanswered ping is
- * one only when a second one goes unanswered too and nothing at all came from
- * the upstream meanwhile (a busy single-threaded upstream is alive) (design
- * UP-12).
+ * UpstreamConnection: one MCP client connection to one upstream server — its
+ * lifecycle, its continuation across restarts and its liveness checks. See
+ * docs/design/upstreams-and-reliability.md, "How the code keeps it".
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ErrorCode, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";

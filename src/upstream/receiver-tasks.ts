@@ -1,22 +1,7 @@
 /**
- * Receiver tasks (design TK-17): when an upstream sends a task-augmented
- * `sampling/createMessage` or `elicitation/create`, the gateway — the client
- * of that upstream — answers with a task at once and serves the upstream's
- * `tasks/get|result|list|cancel` from this store while the request waits for
- * the downstream client. It implements the SDK's TaskStore (the SDK's
- * Protocol answers the task requests and sends notifications/tasks/status)
- * over the gateway's durable TaskStore (kind `receiver`), scoped to one
- * session and one upstream.
- *
- * Each record carries its absolute expiry as `retainUntil`, so a row whose
- * process died is deleted by the gateway's sweep at the same time its TTL
- * timer would have (a restart neither extends nor forgets it). In memory
- * stay the TTL timer and the abort controller of the forwarded request; at
- * expiry the request is aborted and the row deleted. Status changes are
- * compare-and-set. close() (the connection is gone) ends everything.
- *
- * The SDK answers the upstream with whatever these methods throw, so their
- * GatewayErrors go through the one JSON-RPC boundary (`rpc()`) first.
+ * Receiver tasks (design TK-17): the SDK TaskStore from which an upstream
+ * connection serves its task-augmented sampling/elicitation requests, over the
+ * gateway's durable TaskStore. See docs/design/tasks.md, "How the code keeps it".
  */
 import type { GatewaySettings } from "../config/schema.js";
 import type { TaskStore as SdkTaskStore, CreateTaskOptions } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";

@@ -1,26 +1,7 @@
 /**
- * The request surface of one upstream connection. Every request the gateway
- * sends an upstream — tool calls (plain and task-augmented), tasks/*, lists,
- * reads, subscriptions, prompts, completions, logging level — is a typed
- * method here, and every method sends through the one request() below: the
- * single place where timeouts apply (and where metrics, tracing and sharing
- * will hook in). Faces and tasks never see the SDK Client.
- *
- * Also owns what is derived from responses: the tool-list cache (dropped on
- * tools/list_changed), a digest per list (for reconciliation after a
- * reconnect) and how the upstream runs each tool (taskSupport); and it tells
- * the connection which subscriptions and logging level the upstream accepted
- * (set again on a later connection: ADR 0007).
- *
- * Every request names what caused it (a CallOrigin, when the caller has
- * one), so the connection's attribution (src/mcp/request-attribution.ts) can
- * tell which call an upstream's elicitation or sampling request belongs to.
- * Upstream tasks/cancel requests still in flight are kept, so a closing
- * connection can wait for them (each is bounded by its own timeout).
- *
- * UpstreamConnection (connection.ts) extends this class with the lifecycle —
- * connect/close, transport, child process, server→client handlers — and
- * supplies the live SDK client.
+ * The request surface of one upstream connection: every request the gateway
+ * sends an upstream, through the one request() where timeouts apply. See
+ * docs/design/upstreams-and-reliability.md, "How the code keeps it".
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { ProgressCallback, RequestOptions } from "@modelcontextprotocol/sdk/shared/protocol.js";

@@ -1,28 +1,8 @@
 /**
- * GroupStdioClientTransport: the client side of an MCP stdio connection, with
- * the upstream started as the leader of its own process group so that the
- * gateway can end everything it spawned (children.ts explains the design).
- *
- * Replaces the SDK's StdioClientTransport, which spawns through cross-spawn
- * without `detached`, ends only its direct child and leaves its SIGKILL to an
- * unref'd timer. Output is split by our linear LineReader, not the SDK's
- * quadratic ReadBuffer; a line over `maxMessageBytes` is skipped and the
- * connection goes on (design LM-6): the request it answered, when either end
- * shows it is an answer (a top-level result or error, no method) with one of
- * our ids, fails with EMCP_RESPONSE_TOO_LARGE; an oversized request of the
- * server's is answered with that error.
- *
- * Lifecycle: start() spawns — or, after prestart() (the warm pool,
- * warm-pool.ts), takes over the process already running; close() (= terminate()) is idempotent and
- * resolves only when the whole group is gone: stdin is closed first and the
- * server has `killGraceMs` to exit by itself (the MCP stdio shutdown order),
- * then the group gets SIGTERM and, `killGraceMs` later, SIGKILL. When the
- * leader exits without being asked (crash, SIGKILL, exit), the rest of its
- * group is reaped the same way at once. onclose fires once, after the child's
- * stdio has closed (so no output is lost) or when close() returns.
- *
- * POSIX only for groups: on Windows only the direct child is signalled, and
- * `.cmd` shims (npx.cmd) are not resolved as cross-spawn did.
+ * GroupStdioClientTransport: the client side of an MCP stdio connection, the
+ * upstream leading its own process group (replaces the SDK's
+ * StdioClientTransport). See docs/design/upstreams-and-reliability.md,
+ * "How the code keeps it".
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";

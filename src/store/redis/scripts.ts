@@ -1,29 +1,6 @@
 /**
- * The Lua scripts of the Redis backend: every read-modify-write the contracts
- * need to be atomic runs as one script (atomic on the server, one round trip;
- * loaded with ioredis defineCommand, so EVALSHA with EVAL after a Redis
- * restart). Key layout (P is the prefix, `gateway.store.keyPrefix`):
- *
- * - tasks: `P t:<id>` hash { r: record JSON, i: index JSON, n: version };
- *   `P ts:<session>` zset (score 0: taskId order), `P tact` zset of working
- *   ids, `P tend:<kind>:<session>` zset by lastUpdatedAt (ended), `P tret`
- *   zset by retainUntil, `P tup` hash "session\0server\0upstreamTaskId" → id.
- *   The index JSON is small and made by the caller, so no script decodes a
- *   record (results can be large).
- * - sessions: `P s:<id>` hash { r, n }, `P sidle` zset by lastActivityAt.
- * - events: `P em:<session>` hash { nx: next seq, f: first kept seq, d:
- *   delivered seq, es, eg: eviction counts }, `P ev:<session>` hash seq →
- *   "id\n" + event JSON, `P eix:<session>` hash id → seq, `P eg` zset by a
- *   global sequence (`P egseq`) of "session\nseq". A session's kept seqs are
- *   always the range f..nx-1: both bounds drop from the front.
- * - replay: `P rm:<session>` hash { nx, f, c, b }, `P rv:<session>` seq →
- *   message JSON, `P rs:<session>` seq → stream id.
- * - pending: `P p:<id>` hash { r, s: session }, zsets `P ps:<session>` and
- *   `P pall` by createdAt, `P pexp` by expiresAt.
- * - servers: `P srv` hash name → record JSON.
- *
- * Scripts build keys from the prefix (ARGV[1]) instead of declaring them: the
- * backend is for a single Redis (or a primary with replicas), not Redis Cluster.
+ * The Lua scripts of the Redis backend: every atomic read-modify-write; the
+ * key layout is in docs/design/store-and-replicas.md.
  */
 
 /** Shared helpers prepended to every script. */

@@ -1,23 +1,7 @@
 /**
- * WarmPool (`gateway.upstream.warmPool`, docs/adr/0010): a few stdio
- * processes per server started ahead, so that a session connecting a server
- * in session mode takes a running process instead of waiting for a spawn.
- * Only the spawn is done ahead: initialize runs when a session takes the
- * process, with that session's capabilities and handlers, exactly as on a
- * fresh one (the transport's prestart(): stdio-transport.ts).
- *
- * Wraps the transport factory the sessions use. Lazy like the sessions
- * (ADR 0009): a server's pool is filled once a session has used the server,
- * and again after each take, in the background; a gateway nobody uses starts
- * nothing. Only `emceepee serve` turns it on (start()): stdio mode has one
- * session. A warm process holds a slot of the gateway-wide child cap
- * (ChildProcessLimiter) while it waits; taking it hands the slot over to the
- * connection (which reserved its own just before). At the cap, a connection
- * reclaims a slot (reclaim()): another server's waiting process is ended, or
- * its own server's is lent — its slot freed for the connection that takes it
- * in the same tick. A process whose server was removed or changed is ended
- * when found; one that dies while it waits is dropped. close() ends the
- * waiting processes.
+ * WarmPool (`gateway.upstream.warmPool`, ADR 0010): stdio processes started
+ * ahead, so that a session takes a running one. See
+ * docs/design/upstreams-and-reliability.md, "How the code keeps it".
  */
 import type { ServerConfig } from "../../config/server-entry.js";
 import { errorMessage } from "../../errors.js";
