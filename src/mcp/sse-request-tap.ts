@@ -1,36 +1,9 @@
 /**
  * SDK boundary — on which of our requests' streams a Streamable HTTP upstream
- * sent each of its server→client requests.
- *
- * MCP (2025-11-25, Streamable HTTP): a server sends the requests that belong
- * to a client request on that request's SSE stream (the POST's response) and
- * unrelated ones on the standalone GET stream. The SDK's
- * StreamableHTTPClientTransport reads both but does not say which stream a
- * message came on (`_handleSseStream` calls `onmessage(message)` only). Its
- * public `fetch` option lets us see both ends instead: this fetch reads each
- * POST body (the id of the JSON-RPC request it carries) and passes the SSE
- * response body through a transform that parses every event *before* it hands
- * the bytes on (with eventsource-parser, the SDK's own SSE parser, so that an
- * event's id and data are what the SDK will see), so "upstream request id → our request id" is recorded before
- * the SDK can dispatch the upstream's request. A POST stream the SDK resumes
- * (GET with Last-Event-ID after a drop) still belongs to the request whose
- * stream carried that event id. Requests on the standalone stream, or on a
- * stream we cannot place, are simply not recorded: unknown.
- *
- * No private member is touched. Relies on the transport calling the given
- * fetch for every POST with the JSON-RPC message as a JSON string body, and on
- * SSE framing. Canary: test/unit/sdk-canaries.test.ts.
- *
- * It also bounds every message (design LM-6, `bound`): bytes are counted as
- * they arrive, a JSON body over the bound errors its stream, and an SSE event
- * over it is never handed to the SDK (sse-events.ts holds each event until it
- * is whole, so nothing oversized is buffered twice). On a request's own
- * stream (or body) the request is failed through `bound.oversized` and the
- * stream ends; a later resumption of that stream gets a 405, which ends the
- * SDK's reconnection (it would replay the same event). An oversized event on
- * the standalone stream is dropped, and only its `id:` handed on (with an
- * empty `data:`, which the SDK's parser needs to dispatch an event at all), so
- * that a resumption starts after it.
+ * sent each of its server→client requests (a fetch wrapper; no private member),
+ * and the message bound on those streams (design LM-6). Canary:
+ * test/unit/sdk-canaries.test.ts. See docs/design/upstreams-and-reliability.md,
+ * "How the code keeps it".
  */
 import type { RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { createParser, type EventSourceMessage, type EventSourceParser } from "eventsource-parser";
