@@ -96,7 +96,7 @@ export abstract class UpstreamRequests {
   private toolsCache: Promise<Tool[]> | undefined;
   /** Upstream tasks/cancel requests not yet settled (a closing connection waits for them). */
   private readonly cancels = new Set<Promise<unknown>>();
-  /** Requests sent so far, and those not settled yet (idle release: upstream-pool.ts). */
+  /** Requests sent so far, and those not settled yet (idle release: session/upstream-pool.ts; the liveness check: connection.ts). */
   private sent = 0;
   private active = 0;
 

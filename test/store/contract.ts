@@ -1,11 +1,15 @@
 /**
- * The one contract suite every store backend must pass (memory, SQLite; Redis
- * later), in the style of undici's cache-store tests: each backend's test file
- * calls `storeContract(name, factory)` and nothing else differs. A backend is
- * interchangeable with the others exactly when it passes this.
+ * The one contract suite every store backend must pass (memory, SQLite and
+ * Redis), in the style of undici's cache-store tests: each backend's test file
+ * calls `storeContract(name, factory)`, and the cases are the same for all
+ * (what only one backend has, its file or its connection, is tested beside
+ * it in that file). A backend is interchangeable with the others exactly when
+ * it passes this.
  *
  * Each test gets a fresh store from the factory and closes it afterwards. The
- * cases live per kind of state in the files next to this one.
+ * cases live per kind of state in the files next to this one: tasks; events
+ * and SSE replay; sessions, pending requests, runtime-added servers and the
+ * store's lifecycle.
  */
 import { describe } from "node:test";
 import type { Store } from "../../src/store/contracts.js";
