@@ -4,7 +4,7 @@
  * awaited in turn, a failure is logged (`part_close_failed`) and the rest are
  * still closed. close() runs once; later calls return the same promise.
  */
-import { errorMessage } from "../errors.js";
+import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 
 export interface Part {
@@ -21,7 +21,7 @@ export class Parts {
 
   /** Adds a part that started (or will start) after every part added before it; it is closed before them. */
   add(name: string, close: () => void | Promise<void>): void {
-    if (this.#closing) throw new Error(`part '${name}' added after close()`);
+    if (this.#closing) throw new GatewayError(ErrorCodes.CLOSED, `part '${name}' was added after close(): add every part before the gateway closes`);
     this.#parts.push({ name, close });
   }
 

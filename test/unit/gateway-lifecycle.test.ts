@@ -51,7 +51,10 @@ test("Parts closes in reverse order of adding; a failing part is logged and the 
     failed.map((l) => [l.part, l.err]),
     [["second", "second broke"]],
   );
-  assert.throws(() => parts.add("late", () => undefined), /added after close/);
+  assert.throws(
+    () => parts.add("late", () => undefined),
+    (err: Error & { code?: string }) => err.code === "EMCP_CLOSED" && /added after close/.test(err.message),
+  );
 });
 
 test("the gateway closes its parts in reverse start order: checks first, the listener after the upstreams, the store and tracing last", async () => {
