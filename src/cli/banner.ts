@@ -6,6 +6,7 @@
  */
 import type { GatewaySettings } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
+import { callersAuthenticated } from "../auth/required.js";
 import { isLoopbackHost } from "../http/guards.js";
 
 /** The banner on stdout; its first line is `emceepee listening on <meta URL> (upstreams: …)`. */
@@ -30,8 +31,10 @@ export function banner(metaUrl: string, servers: readonly string[], checking: bo
 }
 
 /** A warning when `serve` binds beyond loopback without a token, else undefined. */
-export function exposureWarning(settings: Pick<GatewaySettings, "host" | "token" | "allowedHosts">): string | undefined {
-  if (isLoopbackHost(settings.host) || settings.token !== undefined) return undefined;
+export function exposureWarning(
+  settings: Pick<GatewaySettings, "host" | "token" | "allowedHosts"> & Partial<Pick<GatewaySettings, "auth">>,
+): string | undefined {
+  if (isLoopbackHost(settings.host) || callersAuthenticated(settings)) return undefined;
   const hosts = settings.allowedHosts.length
     ? ""
     : " Remote clients will also need their Host name accepted: --allowed-hosts <name>[,<name>…] (or gateway.allowedHosts).";

@@ -8,6 +8,8 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
 import { externalBase, faceOfMetadataPath, metadataUrl, resourceUrl, type ResourceUrlOptions } from "../../src/auth/resource-url.js";
+import { callersAuthenticated } from "../../src/auth/required.js";
+import { exposureWarning } from "../../src/cli/banner.js";
 import { gatewaySettingsSchema } from "../../src/config/schema.js";
 
 function problems(gateway: unknown): string {
@@ -71,5 +73,16 @@ describe("resource URLs", () => {
     );
     assert.equal(externalBase(req({ host: "LOCALHOST:8808" }), plain), "http://localhost:8808");
     assert.equal(externalBase(req({}), plain), "http://127.0.0.1:8808");
+  });
+});
+
+describe("OAuth counts as authentication for the beyond-loopback checks", () => {
+  test("no exposure warning when OAuth is on; the warning when neither token nor OAuth is set", () => {
+    const open = gatewaySettingsSchema.parse({ host: "0.0.0.0" });
+    assert.equal(callersAuthenticated(open), false);
+    assert.match(exposureWarning(open) ?? "", /WITHOUT A TOKEN/);
+    const oauth = gatewaySettingsSchema.parse({ host: "0.0.0.0", auth: { oauth: { issuers: ["https://login.example.com"] } } });
+    assert.equal(callersAuthenticated(oauth), true);
+    assert.equal(exposureWarning(oauth), undefined);
   });
 });

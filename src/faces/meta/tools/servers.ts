@@ -12,6 +12,7 @@ import { z } from "zod";
 import { formatZodError } from "../../../config/load.js";
 import { isStdioConfig, serverConfigSchema, serverNameSchema, type ServerConfig } from "../../../config/server-entry.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../../../errors.js";
+import { callersAuthenticated } from "../../../auth/required.js";
 import { isLoopbackHost } from "../../../http/guards.js";
 import { describeTarget, entrySharing, type RegisteredServer } from "../../../upstream/registry.js";
 import { RuntimeUrlPolicy } from "../../../upstream/url-policy.js";
@@ -213,8 +214,8 @@ function authorizeConfigServerChange(ctx: MetaContext, name: string, change: "re
 
 /** Every runtime change is refused on a gateway anyone on the network can reach without a token, whatever the settings allow. */
 function requireTokenBeyondLoopback(ctx: MetaContext, name: string, what: string, risk: string): void {
-  const { host, token } = ctx.gateway.settings;
-  if (token !== undefined || isLoopbackHost(host)) return;
+  const { host } = ctx.gateway.settings;
+  if (callersAuthenticated(ctx.gateway.settings) || isLoopbackHost(host)) return;
   refuse(
     ctx,
     name,
