@@ -29,6 +29,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { errorMessage } from "../errors.js";
+import { jsonSchemaValidator } from "../mcp/json-schema-validator.js";
 import type { RequestAttribution } from "../mcp/request-attribution.js";
 import { relatedTaskId } from "../mcp/task-object.js";
 import type { CallOrigin } from "./origin.js";
@@ -77,7 +78,8 @@ export function newUpstreamClient(options: UpstreamClientOptions): { client: Cli
   if (receiver) {
     capabilities.tasks = { list: {}, cancel: {}, requests: { elicitation: { create: {} }, sampling: { createMessage: {} } } };
   }
-  const client = new Client(options.clientInfo, { capabilities, ...(receiver ? { taskStore: receiver } : {}) });
+  // The shared validator: the SDK client would build an Ajv of its own, compiling every output schema again at each tools/list.
+  const client = new Client(options.clientInfo, { capabilities, jsonSchemaValidator, ...(receiver ? { taskStore: receiver } : {}) });
   if (options.roots) {
     client.setRequestHandler(ListRootsRequestSchema, (req, extra) => handlers.onListRoots(extra.signal, originOf(extra.requestId, req.params?._meta)));
   }

@@ -6,8 +6,12 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js";
-import { BoundedSchemaValidator, MAX_COMPILED_SCHEMAS, jsonSchemaValidator } from "../../src/faces/json-schema-validator.js";
+import { z } from "zod";
+import { BoundedSchemaValidator, MAX_COMPILED_SCHEMAS, jsonSchemaValidator } from "../../src/mcp/json-schema-validator.js";
+import { newUpstreamClient } from "../../src/upstream/client-handlers.js";
 
 const form = (): JsonSchemaType => ({ type: "object", properties: { name: { type: "string" } }, required: ["name"] });
 
@@ -30,4 +34,47 @@ test("at most `max` schemas are kept compiled; validators handed out before a re
   assert.equal(early({ f0: 1 }).valid, true);
   assert.equal(early({ f0: "x" }).valid, false);
   assert.equal(MAX_COMPILED_SCHEMAS, 256, "the documented bound (docs/design/limits.md)");
+});
+
+test("upstream clients validate tool output with the shared validator: one compiled schema for every connection", async () => {
+  const before = jsonSchemaValidator.size;
+  const clients = [];
+  for (let i = 0; i < 2; i++) {
+    const upstream = new McpServer({ name: `upstream-${i}`, version: "1.0.0" });
+    upstream.registerTool("measure", { outputSchema: { upstreamOutputCheck: z.number() } }, () => ({
+      content: [{ type: "text", text: "42" }],
+      structuredContent: { upstreamOutputCheck: 42 },
+    }));
+    const { client } = newUpstreamClient({
+      clientInfo: { name: "test", version: "1" },
+      handlers: {
+        onElicit: () => Promise.reject(new Error("not asked")),
+        onSample: () => Promise.reject(new Error("not asked")),
+        onNotification: () => undefined,
+        onLog: () => undefined,
+        onStderr: () => undefined,
+        onListRoots: () => Promise.resolve({ roots: [] }),
+        onDisconnect: () => undefined,
+      },
+      attribution: () => undefined,
+      toolsChanged: () => undefined,
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await upstream.connect(serverSide);
+    await client.connect(clientSide);
+    clients.push({ client, upstream });
+  }
+  try {
+    for (const { client } of clients) {
+      await client.listTools();
+      const result = await client.callTool({ name: "measure", arguments: {} });
+      assert.deepEqual(result.structuredContent, { upstreamOutputCheck: 42 });
+    }
+    assert.equal(jsonSchemaValidator.size, before + 1, "the tool's output schema is compiled once, by the shared validator");
+  } finally {
+    for (const { client, upstream } of clients) {
+      await client.close();
+      await upstream.close();
+    }
+  }
 });

@@ -5,7 +5,7 @@
  * Each call is timed for the access log; gateway-made replies declare their
  * `outputSchema` (outputs.ts).
  */
-import { jsonSchemaValidator } from "../json-schema-validator.js";
+import { jsonSchemaValidator } from "../../mcp/json-schema-validator.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";

@@ -17,7 +17,7 @@ import {
 import type { GatewayContext } from "../../session/gateway-context.js";
 import { withVisibleRequests } from "../../session/bridge.js";
 import type { Session } from "../../session/session.js";
-import { jsonSchemaValidator } from "../json-schema-validator.js";
+import { jsonSchemaValidator } from "../../mcp/json-schema-validator.js";
 import type { UpstreamHandle } from "../../upstream/handle.js";
 import { AggregateConnector } from "./aggregate.js";
 import { createBridge, DownstreamRoutes } from "./bridge.js";

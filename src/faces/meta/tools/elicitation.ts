@@ -12,7 +12,7 @@ import { ErrorCodes, GatewayError } from "../../../errors.js";
 import type { Session } from "../../../session/session.js";
 import type { AnsweredBy } from "../../../session/pending-requests.js";
 import { defineTool, iso, json } from "../define.js";
-import { jsonSchemaValidator as validator } from "../../json-schema-validator.js";
+import { jsonSchemaValidator as validator } from "../../../mcp/json-schema-validator.js";
 
 export const getElicitations = defineTool({
   name: "get_elicitations",

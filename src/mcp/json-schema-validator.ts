@@ -1,7 +1,8 @@
 /**
  * One JSON Schema validator (the SDK's Ajv provider) for every face's SDK
- * server and for respond_to_elicitation: each Server would otherwise build
- * its own Ajv instance, about 1 ms of CPU per session opened (measured by
+ * server, every upstream's SDK client (tool output schemas) and for
+ * respond_to_elicitation: each Server or Client would otherwise build its own
+ * Ajv instance, about 1 ms of CPU per session opened (measured by
  * bench/fan-in.bench.ts). Ajv keeps no per-session state.
  *
  * Bounded (design LM-1, issue 29): Ajv caches every compiled schema by the
