@@ -14,8 +14,9 @@
  */
 import { lookup as dnsLookup } from "node:dns/promises";
 import type { LookupAddress, LookupOptions } from "node:dns";
+import { createRequire } from "node:module";
 import { isIP } from "node:net";
-import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } from "undici";
+import type * as Undici from "undici";
 import { normalizeHost, parseUrlPattern, type UrlPattern } from "../config/url-patterns.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import type { FetchLike } from "../mcp/sse-request-tap.js";
@@ -151,10 +152,12 @@ export class RuntimeUrlPolicy {
    * the URL's host name: only the name's resolution is ours.
    */
   fetchFor(server: string): FetchLike {
+    // undici (CommonJS) is required by the first server added at runtime, not at every start (docs/adr/0017-lazy-start.md).
+    const { Agent, fetch: undiciFetch } = createRequire(import.meta.url)("undici") as typeof Undici;
     const dispatcher = new Agent({ connect: { lookup: this.connectLookup(server) } });
     return async (url, init) => {
       try {
-        return await undiciFetch(url, { ...(init as unknown as UndiciRequestInit), dispatcher });
+        return await undiciFetch(url, { ...(init as unknown as Undici.RequestInit), dispatcher });
       } catch (err) {
         const cause = (err as { cause?: unknown }).cause;
         throw cause instanceof GatewayError ? cause : err;
