@@ -24,7 +24,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import Database from "better-sqlite3";
+import { openSqliteDatabase } from "../../src/store/sqlite/driver.js";
 import { sessionHash } from "../../src/logging.js";
 import { ROOT, everythingStdio } from "../helpers/gateway.js";
 import {
@@ -81,7 +81,7 @@ async function serve(args: string[], env?: NodeJS.ProcessEnv): Promise<RunningCl
 /** The session's stored SSE messages, in the SQLite file (read through a connection of the test's own). */
 function sqliteEvents(file: string) {
   return async (sessionId: string): Promise<StoredEvent[]> => {
-    const db = new Database(file, { fileMustExist: true });
+    const db = openSqliteDatabase(file, { fileMustExist: true });
     try {
       const rows = db.prepare("SELECT seq, stream_id, message FROM replay WHERE session_id = ? ORDER BY seq").all(sessionId) as Array<{
         seq: number;

@@ -13,7 +13,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, 
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import Database from "better-sqlite3";
+import { openSqliteDatabase } from "../../src/store/sqlite/driver.js";
 import { GatewayError } from "../../src/errors.js";
 import type { Store } from "../../src/store/contracts.js";
 import { defaultStorePath } from "../../src/store/default-path.js";
@@ -54,7 +54,7 @@ describe("sqlite: the file", () => {
     const store = await reopen(file);
     assert.equal(store.location, file);
     await store.close();
-    const raw = new Database(file, { readonly: true });
+    const raw = openSqliteDatabase(file, { readonly: true });
     try {
       assert.equal(raw.pragma("journal_mode", { simple: true }), "wal");
       assert.equal(raw.pragma("user_version", { simple: true }), LATEST_VERSION);
@@ -122,7 +122,7 @@ describe("sqlite: the file", () => {
     const file = tempFile();
     const v1 = openSqliteStore(file, new ManualClock(), { migrations: MIGRATIONS.slice(0, 1) });
     await v1.close();
-    const raw = new Database(file);
+    const raw = openSqliteDatabase(file);
     assert.equal(raw.pragma("user_version", { simple: true }), 1);
     const insertTask = raw.prepare("INSERT INTO tasks (task_id, session_id, record) VALUES (?, ?, ?)");
     insertTask.run("01A", "s1", JSON.stringify(task("01A", "s1", { server: "a", upstreamTaskId: "up-7" })));
@@ -166,7 +166,7 @@ describe("sqlite: the file", () => {
     } finally {
       await store.close();
     }
-    const check = new Database(file, { readonly: true });
+    const check = openSqliteDatabase(file, { readonly: true });
     assert.equal(check.pragma("user_version", { simple: true }), LATEST_VERSION);
     check.close();
   });
@@ -174,13 +174,13 @@ describe("sqlite: the file", () => {
   test("a file from a newer emceepee is refused, naming both versions, and left alone", async () => {
     const file = tempFile();
     await (await reopen(file)).close();
-    const raw = new Database(file);
+    const raw = openSqliteDatabase(file);
     raw.pragma(`user_version = ${LATEST_VERSION + 5}`);
     raw.close();
     const err = await rejectsWith(reopen(file), "EMCP_STORE_UNAVAILABLE");
     assert.ok(err.message.includes(file), err.message);
     assert.match(err.message, new RegExp(`schema version ${LATEST_VERSION + 5}, newer than this emceepee knows \\(${LATEST_VERSION}\\)`));
-    const again = new Database(file, { readonly: true });
+    const again = openSqliteDatabase(file, { readonly: true });
     assert.equal(again.pragma("user_version", { simple: true }), LATEST_VERSION + 5);
     again.close();
   });
@@ -307,7 +307,7 @@ describe("sqlite: behaviour under load", () => {
     // Whole-kind reads by design: restart recovery and the server list (small), and the oldest
     // events gateway-wide (the first rows in rowid order, LIMIT k: not a scan of the table).
     const allowedScans = [/FROM pending ORDER BY created_at/, /FROM servers ORDER BY/, /FROM events ORDER BY gseq LIMIT/];
-    const raw = new Database(file, { readonly: true });
+    const raw = openSqliteDatabase(file, { readonly: true });
     const scans: string[] = [];
     let checked = 0;
     for (const sql of statements) {

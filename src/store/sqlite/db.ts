@@ -12,10 +12,11 @@
  */
 import { mkdirSync, renameSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import { systemClock, type Clock } from "../../clock.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../../errors.js";
 import { storeClosed } from "../policy.js";
+import { openSqliteDatabase } from "./driver.js";
 import { MIGRATIONS, type Migration } from "./migrations.js";
 
 /** How long a statement waits for another connection's lock before failing with SQLITE_BUSY. */
@@ -261,7 +262,7 @@ export class SqliteDb {
 
 /** A connection to the file with the durability settings of ADR 0007. */
 function connect(file: string, options: OpenSqliteOptions): Database.Database {
-  const db = new Database(file, { timeout: BUSY_TIMEOUT_MS, ...(options.verbose ? { verbose: (sql: unknown) => options.verbose?.(String(sql)) } : {}) });
+  const db = openSqliteDatabase(file, { timeout: BUSY_TIMEOUT_MS, ...(options.verbose ? { verbose: (sql: unknown) => options.verbose?.(String(sql)) } : {}) });
   try {
     // The first statement reads the header: a file that is not a database fails here (SQLITE_NOTADB).
     const mode = db.pragma("journal_mode = WAL", { simple: true });

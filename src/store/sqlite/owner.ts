@@ -14,10 +14,11 @@
 import { mkdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import { ErrorCodes, GatewayError } from "../../errors.js";
 import type { SqliteDb } from "./db.js";
 import { storeError } from "./db.js";
+import { openSqliteDatabase } from "./driver.js";
 
 /** What the refused gateway is told about the holder. */
 export interface OwnerInfo {
@@ -55,7 +56,7 @@ export class StoreOwnership {
     let lock: Database.Database | undefined;
     try {
       mkdirSync(path.dirname(absolute), { recursive: true });
-      lock = new Database(lockFile, { timeout: 0 });
+      lock = openSqliteDatabase(lockFile, { timeout: 0 });
       lock.exec("BEGIN EXCLUSIVE");
     } catch (err) {
       lock?.close();
@@ -94,7 +95,7 @@ function inUse(file: string): GatewayError {
   let holder: OwnerInfo | undefined;
   let reader: Database.Database | undefined;
   try {
-    reader = new Database(file, { readonly: true, fileMustExist: true, timeout: 1_000 });
+    reader = openSqliteDatabase(file, { readonly: true, fileMustExist: true, timeout: 1_000 });
     const row = reader.prepare("SELECT value FROM meta WHERE key = ?").get(OWNER_KEY) as { value: string } | undefined;
     holder = row ? (JSON.parse(row.value) as OwnerInfo) : undefined;
   } catch {
