@@ -1221,7 +1221,10 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
       `${sent} messages; test-process RSS (in-process gateway): baseline ${mb(baselineRss)} MB, with the fuzz session still open ${mb(withSession)} MB, after ending it ${mb(rss)} MB (${growth >= 0 ? "+" : ""}${mb(growth)} MB)`,
     );
     assert.ok(heapGrowth < 16 * 1048576, `the JS heap kept ${mb(heapGrowth)} MB more than at the start (a leak)`);
-    assert.ok(growth < 100 * 1048576, `RSS grew by ${mb(growth)} MB`);
+    // RSS also holds what V8 reserved for a heap that grew during the run and that it keeps (Node 24 keeps more than
+    // Node 20: +112 MB there with the same 12 MB heap growth); the leak check is the heap bound above, this catches
+    // native (buffer, socket) growth.
+    assert.ok(growth < 160 * 1048576, `RSS grew by ${mb(growth)} MB`);
   });
 });
 
