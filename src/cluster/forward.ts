@@ -6,7 +6,7 @@
 import http from "node:http";
 import https from "node:https";
 import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
-import { secretEquals } from "../http/guards.js";
+import { secretEquals } from "../auth/secret.js";
 import { isMediaType } from "../mcp/media-type.js";
 
 /** The header a forwarded request carries (its value: the cluster secret). */

@@ -1,5 +1,5 @@
 /**
- * Secrets are compared in one place: secretEquals (src/http/guards.ts today)
+ * Secrets are compared in one place: secretEquals (src/auth/secret.ts)
  * compares their SHA-256 hashes in constant time, so neither their content
  * nor their length leaks through timing. The cluster's forwarded-request
  * check uses it; the source is read to prove that no other comparison of
@@ -13,7 +13,7 @@ import { IncomingMessage } from "node:http";
 import { Socket } from "node:net";
 import path from "node:path";
 import { FORWARDED_HEADER, carriesSecret } from "../../src/cluster/forward.js";
-import { secretEquals } from "../../src/http/guards.js";
+import { secretEquals } from "../../src/auth/secret.js";
 
 const SRC = path.resolve(import.meta.dirname, "../../src");
 
