@@ -44,6 +44,11 @@ export function samePrincipal(a: Principal, b: Principal): boolean {
   return a.issuer === b.issuer && a.subject === b.subject;
 }
 
+/** Whether `caller` may use what `owner` created: the same principal, or anyone when nothing was owned (authentication off). */
+export function mayUse(owner: Principal | undefined, caller: Principal | undefined): boolean {
+  return owner === undefined || (caller !== undefined && samePrincipal(owner, caller));
+}
+
 type AuthedRequest = IncomingMessage & { auth?: AuthInfo };
 
 /** Attaches `principal` to `req` where the SDK's Streamable HTTP transport reads it (`req.auth` → `extra.authInfo`). */

@@ -4,6 +4,7 @@
  * resumes, attaches, routes and ends them. See
  * docs/design/sessions-and-events.md, "How the code keeps it".
  */
+import { mayUse, principalOf } from "../auth/principal.js";
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
@@ -114,7 +115,8 @@ export class McpEndpoint {
       } else router?.seen(sessionId);
       const binding = this.bindings.get(sessionId) ?? (await this.resumed(sessionId));
       if (binding instanceof ResumeFailed) return sendErrorReply(res, binding.status, binding.error, this.gateway.logger);
-      if (!binding) return sessionNotFound(res, sessionId);
+      // Another principal's session is answered as an unknown one (it does not learn the id exists).
+      if (!binding || !mayUse(binding.session.principal, principalOf(req))) return sessionNotFound(res, sessionId);
       const guest = binding.guest;
       if (guest) {
         guest.lastActivityAt = this.gateway.clock.now();
@@ -190,7 +192,7 @@ export class McpEndpoint {
     let owner = true;
     if (attachTo) {
       const existing = this.gateway.sessions.get(attachTo);
-      if (!existing) {
+      if (!existing || !mayUse(existing.principal, principalOf(req))) {
         return sendJsonRpcError(
           res,
           404,
@@ -205,6 +207,7 @@ export class McpEndpoint {
     } else {
       try {
         session = this.gateway.sessions.create({ id: randomUUID(), downstreamCapabilities: body.params.capabilities, connect: this.options.connectAll });
+        session.principal = principalOf(req);
       } catch (err) {
         return sendErrorReply(res, 503, err, this.gateway.logger);
       }

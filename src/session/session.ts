@@ -15,6 +15,7 @@
  * continues those upstream sessions on first use and sets level and
  * subscriptions again on upstreams that start afresh.
  */
+import type { Principal } from "../auth/principal.js";
 import type { ClientCapabilities, Implementation, LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import { errorMessage } from "../errors.js";
 import { sessionHash, type Logger } from "../logging.js";
@@ -70,6 +71,8 @@ export class Session {
   bridge: DownstreamBridge | undefined;
   /** This session's record in the SessionStore (see the header). */
   readonly record: SessionRecordKeeper;
+  /** Who created it (src/auth/): another principal's requests find no such session. Undefined: no authentication was on. */
+  principal: Principal | undefined;
 
   constructor(
     readonly id: string,

@@ -9,6 +9,7 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
@@ -214,6 +215,48 @@ describe("OAuth resource server", { timeout: 300_000 }, () => {
     assert.equal(elsewhere.status, 401);
     assert.match(elsewhere.headers.get("www-authenticate") ?? "", /error="invalid_token".*audience/);
     for (const h of upstream.headers) assert.equal(h.authorization, undefined);
+  });
+
+  test("a session belongs to its principal: another principal's requests with its id, or attaching to it, get the 404 of an unknown session", async () => {
+    const alice = await loginAndConnect(`${base}/mcp`, "alice", new MemoryOAuthClient());
+    const bobAuth = new MemoryOAuthClient();
+    const bob = await loginAndConnect(`${base}/mcp`, "bob", bobAuth);
+    clients.push(alice, bob);
+    const sid = (alice.transport as StreamableHTTPClientTransport).sessionId!;
+    const unknown = randomUUID();
+    const post = (token: string, headers: Record<string, string>, body: unknown, query = "") =>
+      fetch(`${base}/mcp${query}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          "mcp-protocol-version": "2025-11-25",
+          ...headers,
+        },
+        body: JSON.stringify(body),
+      });
+    const list = { jsonrpc: "2.0", id: 7, method: "tools/list" };
+    const init = {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "x", version: "1" } },
+    };
+    for (const token of [bobAuth.saved!.access_token, STATIC_TOKEN]) {
+      const foreign = await post(token, { "mcp-session-id": sid }, list);
+      const none = await post(token, { "mcp-session-id": unknown }, list);
+      assert.equal(foreign.status, 404);
+      assert.equal(none.status, 404);
+      assert.equal((await foreign.text()).replace(sid, "<id>"), (await none.text()).replace(unknown, "<id>"), "indistinguishable from an unknown session");
+      const attach = await post(token, {}, init, `?session=${sid}`);
+      const attachNone = await post(token, {}, init, `?session=${unknown}`);
+      assert.equal(attach.status, 404);
+      assert.equal((await attach.text()).replace(sid, "<id>"), (await attachNone.text()).replace(unknown, "<id>"));
+    }
+    // Alice's own session still works, with her token.
+    const own = (await alice.callTool({ name: "list_servers", arguments: {} })) as CallToolResult;
+    assert.notEqual(own.isError, true);
   });
 
   test("the static token works beside OAuth (the operator principal)", async () => {
