@@ -104,3 +104,20 @@ describe("checkRequest: bearer token", () => {
     assert.equal(checkRequest(req({ host: "localhost", origin: "https://evil.com" }), WITH_TOKEN)?.status, 403);
   });
 });
+
+describe("checkRequest: with OAuth on", () => {
+  const OAUTH: GuardOptions = { ...OPEN, oauth: true };
+  test("bearer tokens outside /console are left to the Authenticator (src/auth); Host and Origin are still checked", () => {
+    assert.equal(checkRequest(req({ host: "localhost" }), OAUTH), undefined);
+    assert.equal(checkRequest(req({ host: "localhost", authorization: "Bearer anything" }), { ...OAUTH, token: TOKEN }), undefined);
+    assert.equal(checkRequest(req({ host: "evil.com" }), OAUTH)?.status, 403);
+  });
+
+  test("the console without a static token is closed (403), not open", () => {
+    const console = { ...req({ host: "localhost" }), url: "/console", method: "GET" } as IncomingMessage;
+    const f = checkRequest(console, OAUTH);
+    assert.equal(f?.status, 403);
+    assert.match(f?.message ?? "", /the console needs gateway\.token/);
+    assert.equal(checkRequest(console, { ...OAUTH, token: TOKEN })?.status, 401, "with a static token: its usual login");
+  });
+});
