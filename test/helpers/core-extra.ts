@@ -15,6 +15,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { everythingServerEntry } from "../../src/config/demo.js";
+import { cliNodeArgs } from "./cli-build.js";
 import { block, blocks, call, drainEvents } from "./gateway.js";
 
 /** The capabilities the gateway's upstream client declares (src/upstream/connection.ts). */
@@ -280,8 +281,8 @@ export async function listServers(client: Client): Promise<ServerRow[]> {
   return servers;
 }
 
-/** How to run the CLI from source, from the repository root. */
-export const CLI_ARGS = ["--import", "tsx", "src/cli/main.ts"] as const;
+/** Node arguments that run the CLI: src/ compiled once (cli-build.ts; EMCEEPEE_TEST_CLI=tsx: src/cli/main.ts through tsx). */
+export const CLI_ARGS: readonly string[] = cliNodeArgs();
 
 let stateRoot: string | undefined;
 let stateDirs = 0;

@@ -10,9 +10,13 @@ import { fileURLToPath } from "node:url";
 import { parseConfig } from "../../src/config/load.js";
 import { everythingServerEntry } from "../../src/config/demo.js";
 import { createGateway, type Gateway, type GatewayDeps } from "../../src/server/gateway.js";
+import { fixtureNodeArgs } from "./cli-build.js";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const FIXTURES = path.join(ROOT, "test/fixtures");
+
+/** Node arguments that run the fixture server test/fixtures/<name>.ts (compiled once, see cli-build.ts). */
+export const fixtureArgs = fixtureNodeArgs;
 
 /** server-everything over stdio, as the demo config has it. */
 export function everythingStdio() {
@@ -21,7 +25,7 @@ export function everythingStdio() {
 
 /** The slow-server fixture over stdio. */
 export function slowServerStdio() {
-  return { command: process.execPath, args: ["--import", "tsx", path.join(FIXTURES, "slow-server.ts")], cwd: ROOT };
+  return { command: process.execPath, args: fixtureArgs("slow-server"), cwd: ROOT };
 }
 
 /**

@@ -12,10 +12,9 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import path from "node:path";
 import { Writable } from "node:stream";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { block, connectClient, FIXTURES, ROOT, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
+import { block, connectClient, fixtureArgs, ROOT, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 import { allText, awaitUntil, EventLedger, field, promote, sessionOf, type TaskView, type WireEvent } from "../helpers/async-extra.js";
 import { pollFor, startEverythingHttp, stopChild, waitExit, type ChildServer } from "../helpers/core-extra.js";
 import { createLogger } from "../../src/logging.js";
@@ -183,7 +182,7 @@ test("an upstream that stops answering without any error (SIGSTOP) is found by t
 
 /** test/fixtures/task-server.ts over Streamable HTTP (its block-loop tool keeps the process busy). */
 async function taskServerHttp(): Promise<ChildServer> {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(FIXTURES, "task-server.ts"), "--http"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...fixtureArgs("task-server"), "--http"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout.on("data", (c: Buffer) => (out += c.toString("utf8")));
   child.stderr.on("data", (c: Buffer) => (out += c.toString("utf8")));

@@ -15,19 +15,18 @@ import { after, before, describe, test } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { FIXTURES, ROOT, call, connectClient, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { ROOT, call, connectClient, fixtureArgs, startGateway, type TestGateway } from "../helpers/gateway.js";
 
-const FIXTURE = path.join(FIXTURES, "big-result-server.ts");
 const MB = 1_000_000;
 const OPTS = { timeout: 300_000 };
 
 function stdioEntry() {
-  return { command: process.execPath, args: ["--import", "tsx", FIXTURE], cwd: ROOT };
+  return { command: process.execPath, args: fixtureArgs("big-result-server"), cwd: ROOT };
 }
 
 /** The fixture over Streamable HTTP (SSE answers, or JSON bodies with `json`). */
 async function startHttpFixture(json: boolean): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, "--http", ...(json ? ["--json"] : [])], {
+  const child = spawn(process.execPath, [...fixtureArgs("big-result-server"), "--http", ...(json ? ["--json"] : [])], {
     cwd: ROOT,
     stdio: ["ignore", "pipe", "inherit"],
   });

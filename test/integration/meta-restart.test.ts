@@ -21,7 +21,7 @@ import path from "node:path";
 import { Client as SdkClient } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { FIXTURES, ROOT, block, call, everythingStdio } from "../helpers/gateway.js";
+import { ROOT, block, call, everythingStdio, fixtureArgs } from "../helpers/gateway.js";
 import {
   firstText,
   freePort,
@@ -103,7 +103,7 @@ async function directReport(): Promise<string> {
 
 /** test/fixtures/task-server.ts over Streamable HTTP; `stderr()` has its "cancelled <taskId>" lines. */
 async function startTaskServerHttp(): Promise<{ url: string; stderr: () => string; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(FIXTURES, "task-server.ts"), "--http"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...fixtureArgs("task-server"), "--http"], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
   running.add({ child, url: "", stdout: () => "", stderr: () => "" });
   let out = "";
   let err = "";

@@ -11,7 +11,6 @@ import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { PassThrough } from "node:stream";
-import path from "node:path";
 import { SpanKind } from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -23,9 +22,9 @@ import { createGateway } from "../../src/server/gateway.js";
 import { openStore } from "../../src/store/open.js";
 import { EventLedger, allText, awaitUntil, promote, sessionOf, waitTerminal } from "../helpers/async-extra.js";
 import { CLI_ARGS, cliEnv, stopChild } from "../helpers/core-extra.js";
-import { FIXTURES, ROOT, call, connectClient, everythingStdio, slowServerStdio, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
+import { ROOT, call, connectClient, everythingStdio, fixtureArgs, slowServerStdio, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 
-const metaEcho = () => ({ command: process.execPath, args: ["--import", "tsx", path.join(FIXTURES, "meta-echo-server.ts")], cwd: ROOT });
+const metaEcho = () => ({ command: process.execPath, args: fixtureArgs("meta-echo-server"), cwd: ROOT });
 
 const gateways: TestGateway[] = [];
 const clients: Client[] = [];

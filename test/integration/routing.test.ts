@@ -21,7 +21,6 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
@@ -29,7 +28,7 @@ import { CallToolResultSchema, RELATED_TASK_META_KEY, type CallToolResult } from
 import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
 import { allText, errorCodeOf, field, pendingAction } from "../helpers/async-extra.js";
 import { MCP_POST_HEADERS, jsonRpcMessages, rawRequest, startEverythingHttp, type ChildServer } from "../helpers/core-extra.js";
-import { FIXTURES, ROOT, call, connectClient, everythingStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { ROOT, call, connectClient, everythingStdio, fixtureArgs, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { LONG, getTask, pollTask, sessionOf, startTask, streamedResult, taskResult, text, waitFor } from "../helpers/tasks.js";
 import { DroppingFetch, FULL_CAPABILITIES, connectFace, type Peer, type SseStreamLog, type WireMessage } from "../helpers/transparent.js";
 
@@ -47,7 +46,7 @@ before(async () => {
     mcpServers: {
       everything: everythingStdio(),
       web: { url: web.url },
-      tasks: { command: process.execPath, args: ["--import", "tsx", path.join(FIXTURES, "task-server.ts")], cwd: ROOT },
+      tasks: { command: process.execPath, args: fixtureArgs("task-server"), cwd: ROOT },
     },
     // taskPollTimeoutMs bounds every tasks/get to an upstream: long enough for a loaded machine's answers.
     gateway: { http: { sseKeepAliveMs: 200 }, tasks: { progressKeepAliveMs: 300 }, upstream: { taskPollTimeoutMs: 5_000 } },

@@ -4,12 +4,11 @@
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ROOT, everythingStdio } from "../helpers/gateway.js";
-import { GATEWAY_UPSTREAM_CAPABILITIES } from "../helpers/core-extra.js";
+import { CLI_ARGS, GATEWAY_UPSTREAM_CAPABILITIES } from "../helpers/core-extra.js";
 
 const clients: Client[] = [];
 after(async () => {
@@ -21,7 +20,7 @@ async function spawnClient(args: string[]): Promise<Client> {
   await client.connect(
     new StdioClientTransport({
       command: process.execPath,
-      args: ["--import", "tsx", path.join(ROOT, "src/cli/main.ts"), ...args],
+      args: [...CLI_ARGS, ...args],
       cwd: ROOT,
       stderr: "ignore",
     }),

@@ -8,14 +8,13 @@
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import path from "node:path";
 import { CreateTaskResultSchema, RELATED_TASK_META_KEY, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { systemClock, type Clock } from "../../src/clock.js";
 import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
-import { call, connectClient, everythingStdio, FIXTURES, ROOT, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
+import { call, connectClient, everythingStdio, fixtureArgs, ROOT, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 import { connectFace, getTask, pollTask, RecordingTaskStore, rpcError, startTask, taskResult, waitFor, withoutMeta, type Peer } from "../helpers/tasks.js";
 
-const taskServer = { command: process.execPath, args: ["--import", "tsx", path.join(FIXTURES, "task-server.ts")], cwd: ROOT };
+const taskServer = { command: process.execPath, args: fixtureArgs("task-server"), cwd: ROOT };
 const gateways: TestGateway[] = [];
 const peers: Peer[] = [];
 after(async () => {
