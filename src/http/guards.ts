@@ -108,9 +108,6 @@ function sameOrigin(req: IncomingMessage): boolean {
   }
 }
 
-// secretEquals lives in src/auth/secret.ts now (auth sits below http); importers of it here may switch to it there.
-export { secretEquals };
-
 /** Whether binding `host` keeps the gateway on this machine (127.0.0.0/8, ::1, localhost). */
 export function isLoopbackHost(host: string): boolean {
   const h = host.toLowerCase().replace(/^\[(.*)\]$/, "$1");
