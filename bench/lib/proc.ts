@@ -90,3 +90,22 @@ export function alive(pid: number): boolean {
     return false;
   }
 }
+
+/** CPU time of every thread of `pid` in ms, with nanosecond resolution (schedstat's first field; /proc/<pid>/stat counts 10 ms ticks). 0 if it is gone. */
+export function threadCpuMs(pid: number): number {
+  let ns = 0;
+  let tids: string[];
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return 0;
+  }
+  for (const tid of tids) {
+    try {
+      ns += Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+    } catch {
+      // the thread ended meanwhile: its time is lost from both readings alike
+    }
+  }
+  return ns / 1e6;
+}
