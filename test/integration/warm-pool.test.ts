@@ -134,9 +134,17 @@ describe("idle release", () => {
     const url = await start(config, { warmPool: 0, idleReleaseMs: 300 });
     const client = await session(url);
     const first = await pid(client);
-    const slow = (await client.callTool({ name: "slow", arguments: { ms: 1_000 } })) as CallToolResult;
-    assert.equal((slow.content[0] as { text: string }).text, "slept 1000ms");
-    assert.equal(await pid(client), first, "the call kept it");
+    // A call ten times as long as idle release: the process stays alive all through it (sampled while it runs, so a
+    // slow machine's gap between the call's end and the next request cannot decide the outcome).
+    let done = false;
+    const slow = (client.callTool({ name: "slow", arguments: { ms: 3_000 } }) as Promise<CallToolResult>).finally(() => (done = true));
+    let diedDuringCall = false;
+    while (!done) {
+      if (!processAlive(first)) diedDuringCall = true;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(((await slow).content[0] as { text: string }).text, "slept 3000ms");
+    assert.equal(diedDuringCall, false, "the call kept it");
     await client.subscribeResource({ uri: "fixture://a" });
     // A session used after the subscription, holding nothing: once its process is released, idle release has had its turn
     // for the subscribed one too.
