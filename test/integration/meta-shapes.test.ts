@@ -404,10 +404,12 @@ describe("gateway-wide event cap (gateway.events.maxTotal)", () => {
     const store = gw.gateway.context.store;
     const size = async (client: typeof c) => (await sessionOf(gw, client).events.stats()).count;
     assert.ok((await size(older)) > 0, "the older session holds events");
-    // 12 tasks whose task_created is delivered at once and whose task_completed arrives later, unread.
+    // 12 tasks whose task_created is delivered at once and whose task_completed arrives later, unread. Each runs 8 s so
+    // that all 12 are promoted before the first ends even on a loaded machine (with 1.5 s, completions were delivered in
+    // later promotions' envelopes and nothing undelivered was left to evict).
     const ids: string[] = [];
-    for (let i = 0; i < 12; i++) ids.push((await promote(c, "slow", "slow", { ms: 1_500 }, 0)).taskId);
-    await eventually("every task to end", async () => ((await sessionOf(gw, c).tasks.list({ status: "working" })).length === 0 ? true : undefined), 30_000);
+    for (let i = 0; i < 12; i++) ids.push((await promote(c, "slow", "slow", { ms: 8_000 }, 0)).taskId);
+    await eventually("every task to end", async () => ((await sessionOf(gw, c).tasks.list({ status: "working" })).length === 0 ? true : undefined), 90_000);
     await Promise.all(gw.gateway.context.sessions.list().map((s) => s.events.flushed()));
 
     assert.equal(await store.events.total(), 10, "the total stays at maxTotal");
