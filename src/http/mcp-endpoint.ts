@@ -229,7 +229,14 @@ export class McpEndpoint {
     }
     if (owner) {
       const { protocolVersion, clientInfo, capabilities } = body.params;
-      const start = { face: this.options.kind, protocolVersion: negotiated(protocolVersion), clientInfo, clientCapabilities: capabilities };
+      const owner = session.principal && { issuer: session.principal.issuer, subject: session.principal.subject };
+      const start = {
+        face: this.options.kind,
+        protocolVersion: negotiated(protocolVersion),
+        clientInfo,
+        clientCapabilities: capabilities,
+        ...(owner ? { owner } : {}),
+      };
       try {
         // Stored before the client learns the id: a session it was told about can always resume.
         await this.gateway.sessions.persist(session, start);

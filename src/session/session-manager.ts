@@ -31,7 +31,7 @@ const HOLDS_WORK: ReadonlySet<string> = new Set(["task_created", "elicitation_re
 const STORED_SWEEP_BATCH = 100;
 
 /** What an HTTP session's initialize said, stored for its resumption. */
-export type SessionStart = Pick<SessionRecord, "face" | "protocolVersion" | "clientInfo" | "clientCapabilities">;
+export type SessionStart = Pick<SessionRecord, "face" | "protocolVersion" | "clientInfo" | "clientCapabilities" | "owner">;
 
 /** A session rebuilt from its record, and the record (its face: the caller checks it is its own). */
 export interface ResumedSession {

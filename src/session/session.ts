@@ -15,7 +15,7 @@
  * continues those upstream sessions on first use and sets level and
  * subscriptions again on upstreams that start afresh.
  */
-import type { Principal } from "../auth/principal.js";
+import { makePrincipal, type Principal } from "../auth/principal.js";
 import type { ClientCapabilities, Implementation, LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
 import { errorMessage } from "../errors.js";
 import { sessionHash, type Logger } from "../logging.js";
@@ -88,6 +88,8 @@ export class Session {
     this.createdAt = resumed?.createdAt ?? clock.now();
     this.lastActivityAt = resumed ? clock.now() : this.createdAt;
     this.record = new SessionRecordKeeper(id, deps.store.sessions, this.logger, resumed);
+    // Its stored owner: issuer and subject are what ownership compares (scopes and claims came with that request only).
+    this.principal = resumed?.owner && makePrincipal({ ...resumed.owner, scopes: [], claims: {} });
     this.events = new EventSystem(id, settings.events, deps.store.events, clock, newId, this.logger);
     this.buffers = new BufferManager(settings.buffers, this.events, clock);
     this.pending = new PendingRequests(id, settings.pendingRequests, deps.store.pending, this.events, clock, newId);
@@ -241,7 +243,9 @@ export class SessionRecordKeeper {
   }
 
   /** The record to store at initialize; from then on this keeper updates it. */
-  toRecord(start: Pick<SessionRecord, "face" | "protocolVersion" | "clientInfo" | "clientCapabilities" | "createdAt" | "lastActivityAt">): SessionRecord {
+  toRecord(
+    start: Pick<SessionRecord, "face" | "protocolVersion" | "clientInfo" | "clientCapabilities" | "owner" | "createdAt" | "lastActivityAt">,
+  ): SessionRecord {
     this.stored = true;
     return { sessionId: this.sessionId, ...start, ...this.fields(), ...(this.level !== undefined ? { logLevel: this.level } : {}) };
   }

@@ -169,6 +169,8 @@ export interface SessionRecord {
    * all the gateway knows of its capabilities.
    */
   upstreamInit?: Record<string, UpstreamInitRecord>;
+  /** The principal that created the session (src/auth/): only its requests find the session, after a restart too. Absent: no one's. */
+  owner?: { issuer: string; subject: string };
   createdAt: number;
   lastActivityAt: number;
 }

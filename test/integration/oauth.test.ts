@@ -10,8 +10,11 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { Writable } from "node:stream";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { UnauthorizedError, type OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
@@ -339,5 +342,62 @@ describe("OAuth resource server: opaque tokens by introspection (RFC 7662)", { t
     });
     assert.equal(forged.status, 401);
     assert.match(forged.headers.get("www-authenticate") ?? "", /error="invalid_token", error_description="[^"]*not active/);
+  });
+});
+
+describe("OAuth resource server: a session's owner is stored with it", { timeout: 300_000 }, () => {
+  let idp: TestOidcProvider;
+  let dir: string;
+
+  before(async () => {
+    idp = await startOidcProvider({ scopes: [SCOPE] });
+    dir = mkdtempSync(path.join(tmpdir(), "emceepee-oauth-"));
+  });
+  after(async () => {
+    await idp?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("after a restart (SQLite store) the session still answers its principal only; another's gets the 404 of an unknown session", async () => {
+    const config = (port: number) => ({
+      mcpServers: {},
+      gateway: { port, store: { kind: "sqlite", path: path.join(dir, "state.db") }, auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } } },
+    });
+    let gw = await startGateway(config(0));
+    const port = Number(new URL(gw.url).port);
+    const url = `http://127.0.0.1:${port}/mcp`;
+    const aliceAuth = new MemoryOAuthClient();
+    const alice = await loginAndConnect(url, "alice", aliceAuth);
+    const bobAuth = new MemoryOAuthClient();
+    const bob = await loginAndConnect(url, "bob", bobAuth);
+    const sid = (alice.transport as StreamableHTTPClientTransport).sessionId!;
+    await bob.close();
+    await gw.close();
+    gw = await startGateway(config(port));
+    try {
+      const list = (token: string, id: string) =>
+        fetch(url, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${token}`,
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+            "mcp-protocol-version": "2025-11-25",
+            "mcp-session-id": id,
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 9, method: "tools/list" }),
+        });
+      const foreign = await list(bobAuth.saved!.access_token, sid);
+      const unknown = randomUUID();
+      const none = await list(bobAuth.saved!.access_token, unknown);
+      assert.equal(foreign.status, 404);
+      assert.equal((await foreign.text()).replace(sid, "<id>"), (await none.text()).replace(unknown, "<id>"));
+      const own = await list(aliceAuth.saved!.access_token, sid);
+      assert.equal(own.status, 200, await own.clone().text());
+      assert.match(await own.text(), /list_servers/);
+    } finally {
+      await alice.close().catch(() => {});
+      await gw.close();
+    }
   });
 });
