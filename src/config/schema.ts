@@ -347,6 +347,8 @@ export const gatewaySettingsSchema = z.strictObject({
       message: 'path is only used with kind "sqlite" (a memory store has no file); remove it or set kind: "sqlite"',
       path: ["path"],
     })
+      /** How long an idle keep-alive connection stays open (Node's default, 5 s, races clients and proxies that reuse it later: ECONNRESET). */
+      keepAliveTimeoutMs: z.number().int().min(1_000).max(3_600_000).default(65_000),
     .refine((s) => (s.kind === "redis") === (s.url !== undefined), {
       message: 'url is required with kind "redis" (redis://host:6379) and only used with it; add it, or remove it and pick another kind',
       path: ["url"],
