@@ -58,6 +58,8 @@ export const ErrorCodes = {
   STORE_UNAVAILABLE: "EMCP_STORE_UNAVAILABLE",
   /** The client cancelled the request. */
   CANCELLED: "EMCP_CANCELLED",
+  /** A console OpenID Connect login could not be completed (unknown or expired state, a refused code, a bad ID token, no role). */
+  CONSOLE_LOGIN_FAILED: "EMCP_CONSOLE_LOGIN_FAILED",
   /** The session or gateway is closing. */
   CLOSED: "EMCP_CLOSED",
   /** An unexpected failure: a bug. */
@@ -93,6 +95,7 @@ const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_RESPONSE_TOO_LARGE: ErrorCode.InternalError,
   EMCP_STORE_UNAVAILABLE: ErrorCode.InternalError,
   EMCP_CANCELLED: ErrorCode.InternalError,
+  EMCP_CONSOLE_LOGIN_FAILED: ErrorCode.InvalidRequest,
   EMCP_CLOSED: ErrorCode.InternalError,
   EMCP_INTERNAL: ErrorCode.InternalError,
 };

@@ -42,3 +42,8 @@ export function loginCookie(token: string): string {
 export function logoutCookie(): string {
   return `${CONSOLE_COOKIE}=; ${ATTRIBUTES}; Max-Age=0`;
 }
+
+/** The Set-Cookie header of an OpenID Connect login: a new random console session id (rotated at every login), for `maxAgeMs`. */
+export function sessionCookie(sessionId: string, maxAgeMs: number): string {
+  return `${CONSOLE_COOKIE}=${sessionId}; ${ATTRIBUTES}; Max-Age=${Math.floor(maxAgeMs / 1000)}`;
+}

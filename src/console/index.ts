@@ -22,13 +22,16 @@ import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { answerElicitation, type ElicitationAnswer } from "../faces/meta/tools/elicitation.js";
 import { answerSampling } from "../faces/meta/tools/sampling.js";
 import { secretEquals } from "../auth/secret.js";
-import { CONSOLE_LOGIN_PATH, isConsolePath } from "../http/guards.js";
+import { CONSOLE_CALLBACK_PATH, CONSOLE_LOGIN_PATH, isConsolePath } from "../http/guards.js";
 import type { Peers } from "../cluster/index.js";
 import type { PageHandler } from "../http/server.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
 import { CONSOLE_CSS, CONSOLE_JS } from "./assets.js";
-import { loginCookie, logoutCookie } from "./cookies.js";
+import { loginCookie, loginCookieMatches, logoutCookie, sessionCookie } from "./cookies.js";
+import { ConsoleOidc, type ConsoleUser } from "./oidc.js";
+import { samePrincipal } from "../auth/principal.js";
+import { accepts } from "../mcp/media-type.js";
 import { CLUSTER_PREFIX, RemoteConsole, serveCluster, type AnswerOutcome, type CancelOutcome, type LocalConsole } from "./cluster.js";
 import { formContent, type RequestedSchema } from "./form.js";
 import { html, type Html } from "./html.js";
@@ -104,23 +107,50 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     windowMs: context.settings.console.loginWindowMs,
   });
 
+  const oidcSettings = context.settings.console.oidc;
+  const oidc = oidcSettings ? new ConsoleOidc(oidcSettings, context.settings.auth.oauth.issuers[0], context.clock) : undefined;
+  const OPERATOR_USER: ConsoleUser = { principal: undefined, role: "admin" };
+
+  /** Who asks: without OIDC the guards let only the token through (the operator); with it, the token (bearer or cookie) or a person's console session. */
+  function whoIs(req: http.IncomingMessage): ConsoleUser | undefined {
+    if (!oidc) return OPERATOR_USER;
+    if (token !== undefined) {
+      const bearer = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? "")?.[1]?.trim();
+      if ((bearer !== undefined && secretEquals(bearer, token)) || loginCookieMatches(req, token)) return OPERATOR_USER;
+    }
+    return oidc.user(req);
+  }
+
+  /** The read model as `user` may see it: an admin all sessions, anyone else their principal's only. */
+  function sourcesFor(user: ConsoleUser): ConsoleSources {
+    if (user.role === "admin") return src;
+    const p = user.principal;
+    return { ...src, sees: (s) => p !== undefined && s.principal !== undefined && samePrincipal(s.principal, p) };
+  }
+
+  /** Other replicas are asked for an admin only (they would show everyone's: their answers are not scoped by principal). */
+  const remoteFor = (user: ConsoleUser) => (user.role === "admin" ? remote : undefined);
+
   /** Every replica's pending requests (this one's alone without a cluster). */
-  async function allInbox(): Promise<InboxItem[]> {
-    const local = inbox(src);
+  async function allInbox(user: ConsoleUser): Promise<InboxItem[]> {
+    const local = inbox(sourcesFor(user));
+    const remote = remoteFor(user);
     if (!remote) return local;
     const { results } = await remote.gather<InboxItem[]>(`${CLUSTER_PREFIX}inbox`);
     return sortInbox([...local, ...results.flatMap((r) => r.value)]);
   }
 
-  async function allOverview(): Promise<Overview> {
-    const local = await overview(src);
+  async function allOverview(user: ConsoleUser): Promise<Overview> {
+    const local = await overview(sourcesFor(user));
+    const remote = remoteFor(user);
     if (!remote) return local;
     const { results, unreachable } = await remote.gather<Overview>(`${CLUSTER_PREFIX}overview`);
     return mergeOverviews(local, remote.self, results, unreachable);
   }
 
-  async function allTasks(filter: TaskFilter): Promise<TaskRow[]> {
-    const local = await listTasks(src, filter);
+  async function allTasks(user: ConsoleUser, filter: TaskFilter): Promise<TaskRow[]> {
+    const local = await listTasks(sourcesFor(user), filter);
+    const remote = remoteFor(user);
     if (!remote) return local;
     const q = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => typeof e[1] === "string" && e[1] !== ""));
     const { results } = await remote.gather<TaskRow[]>(`${CLUSTER_PREFIX}tasks?${q.toString()}`);
@@ -128,8 +158,9 @@ export function createConsole(options: ConsoleOptions): WebConsole {
   }
 
   /** A task of this replica, else of another (then without a local session: actions go to its replica). */
-  async function anyTask(taskId: string): Promise<TaskRow | undefined> {
-    const found = await findTask(src, taskId);
+  async function anyTask(user: ConsoleUser, taskId: string): Promise<TaskRow | undefined> {
+    const found = await findTask(sourcesFor(user), taskId);
+    const remote = remoteFor(user);
     if (found || !remote) return found?.task;
     return (await remote.find<TaskRow>(`${CLUSTER_PREFIX}task?id=${encodeURIComponent(taskId)}`))?.value;
   }
@@ -143,13 +174,19 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     items?: InboxItem[],
     headers: Record<string, string> = {},
   ) => {
-    const inboxCount = o.bare ? undefined : (items ?? (await allInbox())).length;
-    sendHtml(res, status, page({ ...o, ...(inboxCount === undefined ? {} : { inboxCount }), canLogOut: token !== undefined }, body), headers);
+    // Without the items read, no badge (what is counted depends on who asks).
+    const inboxCount = o.bare ? undefined : items?.length;
+    sendHtml(
+      res,
+      status,
+      page({ ...o, ...(inboxCount === undefined ? {} : { inboxCount }), canLogOut: token !== undefined || oidc !== undefined }, body),
+      headers,
+    );
   };
 
   /** Answers a request of a session this replica holds ("not_here" otherwise). */
-  async function answerHere(requestId: string, form: URLSearchParams): Promise<AnswerOutcome> {
-    const session = sessionByRef(src, form.get("session") ?? "");
+  async function answerHere(requestId: string, form: URLSearchParams, user: ConsoleUser = OPERATOR_USER): Promise<AnswerOutcome> {
+    const session = sessionByRef(sourcesFor(user), form.get("session") ?? "");
     if (!session) return { outcome: "not_here" };
     try {
       if (form.get("kind") === "sampling") await answerSamplingForm(session, requestId, form);
@@ -163,10 +200,11 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     return { outcome: "answered" };
   }
 
-  async function cancelHere(taskId: string): Promise<CancelOutcome> {
-    const found = await findTask(src, taskId);
+  async function cancelHere(taskId: string, user: ConsoleUser = OPERATOR_USER): Promise<CancelOutcome> {
+    const found = await findTask(sourcesFor(user), taskId);
     if (!found) return { outcome: "not_here" };
-    const outcome = await found.session.tasks.cancel(taskId, "cancelled by a person in the web console");
+    const who = user.principal ? ` (principal ${user.principal.hash})` : "";
+    const outcome = await found.session.tasks.cancel(taskId, `cancelled by a person in the web console${who}`);
     return { outcome: outcome.success ? "ok" : "noop" };
   }
 
@@ -183,23 +221,31 @@ export function createConsole(options: ConsoleOptions): WebConsole {
 
   /** The console's routes (router.ts): 404 and 405 (with Allow) for what is not in the table. */
   const router = new Router(
-    [
-      ...Object.entries(ASSETS).map(([path, asset]): Route => ({ method: "GET", path, auth: "token", handle: ({ res }) => sendAsset(res, asset) })),
-      { method: "GET", path: "/console/events", auth: "token", handle: ({ req, res }) => live.serve(req, res) },
-      { method: "*", path: `${CLUSTER_PREFIX}*`, auth: "replica", handle: ({ req, res, path }) => serveCluster(req, res, path, options.peers, local, maxBody) },
-      { method: "GET", path: CONSOLE_LOGIN_PATH, auth: "none", handle: loginPage },
-      { method: "POST", path: CONSOLE_LOGIN_PATH, auth: "none", handle: login },
-      { method: "POST", path: "/console/logout", auth: "token", handle: ({ res }) => redirect(res, CONSOLE_LOGIN_PATH, { "Set-Cookie": logoutCookie() }) },
-      { method: "GET", path: "/console", auth: "token", handle: overviewPage },
-      { method: "GET", path: "/console/", auth: "token", handle: overviewPage },
-      { method: "GET", path: "/console/tasks", auth: "token", handle: tasksPage },
-      { method: "GET", path: "/console/tasks/:id", auth: "token", handle: taskPage },
-      { method: "POST", path: "/console/tasks/:id/cancel", auth: "token", handle: cancel },
-      { method: "GET", path: "/console/inbox", auth: "token", handle: inboxPage },
-      { method: "POST", path: "/console/inbox/:id", auth: "token", handle: answer },
-      // A refused answer re-renders the inbox at the form's URL; reading that URL again (the live script, a reload) shows the inbox.
-      { method: "GET", path: "/console/inbox/:id", auth: "token", handle: ({ res }) => redirect(res, "/console/inbox") },
-    ],
+    (
+      [
+        { method: "GET", path: CONSOLE_CALLBACK_PATH, auth: "none", handle: callback },
+        ...Object.entries(ASSETS).map(([path, asset]): Route => ({ method: "GET", path, auth: "token", handle: ({ res }) => sendAsset(res, asset) })),
+        { method: "GET", path: "/console/events", auth: "token", handle: ({ req, res }) => live.serve(req, res) },
+        {
+          method: "*",
+          path: `${CLUSTER_PREFIX}*`,
+          auth: "replica",
+          handle: ({ req, res, path }) => serveCluster(req, res, path, options.peers, local, maxBody),
+        },
+        { method: "GET", path: CONSOLE_LOGIN_PATH, auth: "none", handle: loginPage },
+        { method: "POST", path: CONSOLE_LOGIN_PATH, auth: "none", handle: login },
+        { method: "POST", path: "/console/logout", auth: "token", handle: logout },
+        { method: "GET", path: "/console", auth: "token", handle: overviewPage },
+        { method: "GET", path: "/console/", auth: "token", handle: overviewPage },
+        { method: "GET", path: "/console/tasks", auth: "token", handle: tasksPage },
+        { method: "GET", path: "/console/tasks/:id", auth: "token", handle: taskPage },
+        { method: "POST", path: "/console/tasks/:id/cancel", auth: "token", handle: cancel },
+        { method: "GET", path: "/console/inbox", auth: "token", handle: inboxPage },
+        { method: "POST", path: "/console/inbox/:id", auth: "token", handle: answer },
+        // A refused answer re-renders the inbox at the form's URL; reading that URL again (the live script, a reload) shows the inbox.
+        { method: "GET", path: "/console/inbox/:id", auth: "token", handle: ({ res }) => redirect(res, "/console/inbox") },
+      ] satisfies Route[]
+    ).map(needsLogin),
     ({ res, path }) =>
       show(
         res,
@@ -211,24 +257,37 @@ export function createConsole(options: ConsoleOptions): WebConsole {
       sendText(res, 405, `${req.method ?? ""} is not allowed on ${path} (only ${allow}); use the console's pages and forms`, { Allow: allow }),
   );
 
-  async function overviewPage({ res }: ConsoleRequest): Promise<void> {
+  async function overviewPage({ req, res }: ConsoleRequest): Promise<void> {
+    const user = whoIs(req)!;
     // With replicas, the page's part and the inbox badge are read from them at once.
-    const [o, items] = await Promise.all([allOverview(), allInbox()]);
+    const [o, items] = await Promise.all([allOverview(user), allInbox(user)]);
     return show(res, 200, { title: "Overview", section: "overview" }, overviewBody(o), items);
   }
 
-  async function tasksPage({ res, query: q }: ConsoleRequest): Promise<void> {
+  async function tasksPage({ req, res, query: q }: ConsoleRequest): Promise<void> {
+    const user = whoIs(req)!;
     const filter = { session: q.get("session") ?? undefined, server: q.get("server") ?? undefined, status: q.get("status") ?? undefined };
-    const [tasks, items] = await Promise.all([allTasks(filter), allInbox()]);
+    const [tasks, items] = await Promise.all([allTasks(user, filter), allInbox(user)]);
     return show(res, 200, { title: "Tasks", section: "tasks" }, taskListBody(tasks, filter, context.registry.names(), context.clock.now()), items);
   }
 
-  async function inboxPage({ res, query }: ConsoleRequest): Promise<void> {
-    const items = await allInbox();
+  async function inboxPage({ req, res, query }: ConsoleRequest): Promise<void> {
+    const items = await allInbox(whoIs(req)!);
     return show(res, 200, { title: "Inbox", section: "inbox" }, inboxBody(items, context.clock.now(), inboxNotice(query)), items);
   }
 
-  function loginPage({ res, query }: ConsoleRequest): Promise<void> {
+  async function loginPage({ req, res, query }: ConsoleRequest): Promise<void> {
+    const next = safeNext(query.get("next"));
+    // With OpenID Connect: straight to the provider, unless the static token's form is wanted too (then ?oidc=1 starts it).
+    if (oidc && query.get("out") === "1") {
+      return show(
+        res,
+        200,
+        { title: "Logged out", section: "login", bare: true },
+        html`<p>Logged out. <a href="${CONSOLE_LOGIN_PATH}?oidc=1">Log in again</a></p>`,
+      );
+    }
+    if (oidc && (token === undefined || query.get("oidc") === "1")) return redirect(res, (await oidc.start(callbackUrl(req), next)).href);
     return show(res, 200, { title: "Log in", section: "login", bare: true }, loginBody(safeNext(query.get("next")), token !== undefined));
   }
 
@@ -252,19 +311,23 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     redirect(res, next, { "Set-Cookie": loginCookie(token) });
   }
 
-  async function cancel({ res, params }: ConsoleRequest): Promise<void> {
+  async function cancel({ req, res, params }: ConsoleRequest): Promise<void> {
     const taskId = params.id!;
-    const here = await cancelHere(taskId);
+    const user = whoIs(req)!;
+    if (user.role === "viewer") return forbidden(res, "cancel tasks");
+    const remote = remoteFor(user);
+    const here = await cancelHere(taskId, user);
+    audit(user, "cancel", { taskId, outcome: here.outcome });
     const outcome = here.outcome === "not_here" && remote ? ((await remote.act<CancelOutcome>(`${CLUSTER_PREFIX}cancel`, { taskId })) ?? here) : here;
     if (outcome === "unreachable") return sendText(res, 502, `a replica did not answer; task ${taskId} may be held there: try again`);
     if (outcome.outcome !== "not_here") return redirect(res, `/console/tasks/${encodeURIComponent(taskId)}?cancel=${outcome.outcome}`);
-    if (!(await anyTask(taskId))) return taskNotFound(res, taskId);
+    if (!(await anyTask(user, taskId))) return taskNotFound(res, taskId);
     return sendText(res, 502, `task ${taskId} is held by another replica that did not answer the cancel; try again`);
   }
 
-  async function taskPage({ res, params, query: q }: ConsoleRequest): Promise<void> {
+  async function taskPage({ req, res, params, query: q }: ConsoleRequest): Promise<void> {
     const taskId = params.id!;
-    const found = await anyTask(taskId);
+    const found = await anyTask(whoIs(req)!, taskId);
     if (!found) return taskNotFound(res, taskId);
     const notice =
       q.get("cancel") === "ok"
@@ -286,8 +349,12 @@ export function createConsole(options: ConsoleOptions): WebConsole {
 
   async function answer({ req, res, params }: ConsoleRequest): Promise<void> {
     const requestId = params.id!;
+    const user = whoIs(req)!;
+    if (user.role === "viewer") return forbidden(res, "answer requests");
+    const remote = remoteFor(user);
     const form = await readForm(req, maxBody);
-    const here = await answerHere(requestId, form);
+    const here = await answerHere(requestId, form, user);
+    audit(user, "answer", { requestId, outcome: here.outcome });
     // A session held by another replica: answered there, through the same path (the first answer wins there too).
     const result =
       here.outcome === "not_here" && remote
@@ -302,12 +369,90 @@ export function createConsole(options: ConsoleOptions): WebConsole {
         return redirect(res, `${gone}&by=${encodeURIComponent(result.by)}`);
       case "invalid": {
         const error: InboxError = { requestId, message: result.message, form };
-        const items = await allInbox();
+        const items = await allInbox(user);
         return show(res, 400, { title: "Inbox", section: "inbox" }, inboxBody(items, context.clock.now(), undefined, error), items);
       }
       case "answered":
         return redirect(res, `/console/inbox?answered=${encodeURIComponent(requestId)}`);
     }
+  }
+
+  /** Every answer and cancel names who did it: the principal's hash (never the subject), or the operator's token. */
+  function audit(user: ConsoleUser, action: "answer" | "cancel", details: Record<string, unknown>): void {
+    context.logger.info({ action, principalHash: user.principal?.hash ?? "operator", role: user.role, ...details }, "console_action");
+  }
+
+  function forbidden(res: http.ServerResponse, what: string): Promise<void> {
+    return show(
+      res,
+      403,
+      { title: "Not allowed", section: "inbox" },
+      html`<p>Your console role (viewer) may not ${what}; ask the gateway's operator for the answerer role.</p>`,
+    );
+  }
+
+  /** Where the provider sends the person back: gateway.console.oidc.redirectUrl, else this gateway's external URL. */
+  function callbackUrl(req: http.IncomingMessage): string {
+    if (oidcSettings?.redirectUrl) return oidcSettings.redirectUrl;
+    const base = context.settings.http.publicUrl ?? `http://${req.headers.host ?? "localhost"}`;
+    return `${base.replace(/\/$/, "")}${CONSOLE_CALLBACK_PATH}`;
+  }
+
+  async function callback({ req, res }: ConsoleRequest): Promise<void> {
+    if (!oidc) return sendText(res, 404, "this console has no OpenID Connect login (gateway.console.oidc)");
+    let done: Awaited<ReturnType<ConsoleOidc["finish"]>>;
+    try {
+      done = await oidc.finish(new URL(req.url ?? "/", "http://console.invalid"));
+    } catch (err) {
+      if (!(err instanceof GatewayError) || err.code !== ErrorCodes.CONSOLE_LOGIN_FAILED) throw err;
+      context.logger.warn({ err: err.message }, "console_login_failed");
+      return show(
+        res,
+        400,
+        { title: "Login failed", section: "login", bare: true },
+        html`<p class="error" role="alert">${err.message}</p>
+          <p><a href="${CONSOLE_LOGIN_PATH}">Log in again</a></p>`,
+      );
+    }
+    oidc.end(req); // a session the browser had before is not reused: the cookie is rotated
+    context.logger.info({ principalHash: done.user.principal?.hash, role: done.user.role }, "console_login");
+    // A 200 page that moves on: the navigation from the provider is cross-site, and a SameSite=Strict cookie set on a redirect of it
+    // would not be sent to the next page; a refresh from this (same-site) page sends it.
+    sendHtml(
+      res,
+      200,
+      html`<!doctype html>
+        <html>
+          <head>
+            <meta http-equiv="refresh" content="0;url=${done.next}" />
+            <title>Logged in</title>
+          </head>
+          <body>
+            <p>Logged in. <a href="${done.next}">Continue to the console</a>.</p>
+          </body>
+        </html>`,
+      { "Set-Cookie": sessionCookie(done.sessionId, oidcSettings!.sessionTtlMs) },
+    );
+  }
+
+  function logout({ req, res }: ConsoleRequest): void {
+    oidc?.end(req);
+    redirect(res, CONSOLE_LOGIN_PATH + (oidc && token !== undefined ? "" : "?out=1"), { "Set-Cookie": logoutCookie() });
+  }
+
+  /** With OIDC the guards leave the console's logins to it: a route for the token needs the token or a person's login. */
+  function needsLogin(route: Route): Route {
+    if (!oidc || route.auth !== "token") return route;
+    return {
+      ...route,
+      handle: (r) => {
+        if (whoIs(r.req)) return route.handle(r);
+        if ((r.req.method === "GET" || r.req.method === "HEAD") && accepts(r.req.headers.accept, "text/html", { wildcards: false })) {
+          return redirect(r.res, `${CONSOLE_LOGIN_PATH}?next=${encodeURIComponent(r.req.url ?? "/console")}`);
+        }
+        return sendText(r.res, 401, `the console needs a login: log in at ${CONSOLE_LOGIN_PATH}`, { "WWW-Authenticate": 'Bearer realm="emceepee"' });
+      },
+    };
   }
 
   return {

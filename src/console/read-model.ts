@@ -21,6 +21,13 @@ export interface ConsoleSources {
   /** Stdio upstream processes running now (the gateway's ChildProcessLimiter). */
   childProcesses: () => number;
   reconnects: ReadonlyMap<string, ReconnectNote>;
+  /** Which sessions the person asking may see (a console login sees its principal's only); absent: all. */
+  sees?: ((s: Session) => boolean) | undefined;
+}
+
+/** The live sessions the asker may see. */
+function visible(src: ConsoleSources): Session[] {
+  return src.context.sessions.list().filter((s) => !s.isClosed && (src.sees?.(s) ?? true));
 }
 
 export interface ServerRow {
@@ -78,7 +85,7 @@ export interface InboxItem {
 
 export async function overview(src: ConsoleSources): Promise<Overview> {
   const { context } = src;
-  const sessions = context.sessions.list().filter((s) => !s.isClosed);
+  const sessions = visible(src);
   const servers = context.registry.list().map((entry): ServerRow => {
     const { transport } = describeTarget(entry.config);
     const statuses: Record<string, number> = {};
@@ -129,7 +136,7 @@ function shown(r: TaskRecord): TaskRow["shownStatus"] {
 
 /** Every visible task of every session, newest first, filtered. */
 export async function listTasks(src: ConsoleSources, filter: TaskFilter = {}): Promise<TaskRow[]> {
-  const sessions = src.context.sessions.list().filter((s) => !s.isClosed && (!filter.session || sessionHash(s.id) === filter.session));
+  const sessions = visible(src).filter((s) => !filter.session || sessionHash(s.id) === filter.session);
   const all = await Promise.all(
     sessions.map(async (s) => {
       const records = await s.tasks.list({ includeCompleted: true, server: filter.server || undefined }).catch(() => []);
@@ -146,8 +153,7 @@ export function sortTasks(rows: TaskRow[]): TaskRow[] {
 
 /** One task and its session, or undefined when no live session has it. */
 export async function findTask(src: ConsoleSources, taskId: string): Promise<{ task: TaskRow; session: Session } | undefined> {
-  for (const s of src.context.sessions.list()) {
-    if (s.isClosed) continue;
+  for (const s of visible(src)) {
     const record = await s.tasks.get(taskId).catch(() => undefined);
     if (record) return { task: { ...record, sessionRef: sessionHash(s.id), shownStatus: shown(record) }, session: s };
   }
@@ -157,8 +163,7 @@ export async function findTask(src: ConsoleSources, taskId: string): Promise<{ t
 /** Every pending elicitation and sampling request of every session (queued, or held by a client natively), oldest first. */
 export function inbox(src: ConsoleSources): InboxItem[] {
   const items: InboxItem[] = [];
-  for (const s of src.context.sessions.list()) {
-    if (s.isClosed) continue;
+  for (const s of visible(src)) {
     const sessionRef = sessionHash(s.id);
     for (const info of [...s.pending.list("elicitation"), ...s.pending.list("sampling")]) items.push({ sessionRef, info, forwarded: false });
     for (const info of s.pending.forwarded()) items.push({ sessionRef, info, forwarded: true });
@@ -202,5 +207,5 @@ export function mergeOverviews(local: Overview, self: string, remote: Array<{ re
 
 /** The live session whose hash is `ref`. */
 export function sessionByRef(src: ConsoleSources, ref: string): Session | undefined {
-  return src.context.sessions.list().find((s) => !s.isClosed && sessionHash(s.id) === ref);
+  return visible(src).find((s) => sessionHash(s.id) === ref);
 }

@@ -30,6 +30,8 @@ export interface GuardOptions {
    * without one it is closed.
    */
   oauth?: boolean | undefined;
+  /** The console checks its own logins (gateway.console.oidc, src/console/oidc.ts): here only the same-origin POST check. */
+  consoleLogin?: boolean | undefined;
   /** Under /console: whether the request carries the console's own credential for `token` (its login cookie). */
   consoleCredential?: ((req: IncomingMessage, token: string) => boolean) | undefined;
 }
@@ -39,6 +41,8 @@ export type GuardFailure = { status: 303 | 401 | 403; message: string; headers?:
 /** The console's paths: everything under CONSOLE_PATH; the login page (GET and POST) needs no token. */
 export const CONSOLE_PATH = "/console";
 export const CONSOLE_LOGIN_PATH = "/console/login";
+/** Where the OpenID provider sends a person back (gateway.console.oidc); like the login page, it needs no token. */
+export const CONSOLE_CALLBACK_PATH = "/console/callback";
 /** Whether `path` is the console's (CONSOLE_PATH or below it). */
 export function isConsolePath(path: string): boolean {
   return path === CONSOLE_PATH || path.startsWith(`${CONSOLE_PATH}/`);
@@ -55,6 +59,7 @@ export function checkRequest(req: IncomingMessage, o: GuardOptions): GuardFailur
   }
   const path = (req.url ?? "/").split("?")[0] ?? "/";
   if (isConsolePath(path)) {
+    if (o.consoleLogin === true) return checkConsole(req, path, undefined, undefined);
     if (o.oauth === true && o.token === undefined) {
       return { status: 403, message: "the console needs gateway.token (its login takes the static token; OAuth logins reach the MCP endpoints only for now)" };
     }
@@ -78,7 +83,7 @@ function checkConsole(req: IncomingMessage, path: string, token: string | undefi
       message: `console ${req.method ?? ""} requests must come from the console's own pages (an Origin header of http://${req.headers.host ?? ""}); reload the console and submit the form there`,
     };
   }
-  if (token === undefined || path === CONSOLE_LOGIN_PATH) return undefined;
+  if (token === undefined || path === CONSOLE_LOGIN_PATH || path === CONSOLE_CALLBACK_PATH) return undefined;
   if (tokenMatches(req.headers.authorization, token) || credential?.(req, token) === true) return undefined;
   // A browser's navigation names text/html; curl's */* gets the 401 (wildcards off).
   if ((req.method === "GET" || req.method === "HEAD") && accepts(req.headers.accept, "text/html", { wildcards: false })) {
