@@ -63,34 +63,38 @@ const oauthSchema = z
 const roleValues = z.array(z.string().min(1)).default([]);
 
 /** The console's OpenID Connect login (docs/config.md, "Console login"). */
-const consoleOidcSchema = z.strictObject({
-  /** The OpenID provider. Absent: the first of auth.oauth.issuers (the same issuer as the MCP endpoints). */
-  issuer: publicUrlSchema.optional(),
-  /** The console's client at the provider (a confidential web client with redirect URI <public URL>/console/callback). */
-  clientId: z.string().min(1),
-  /** Its secret (client_secret_post); absent: a public client (PKCE alone). Use "${EMCEEPEE_CONSOLE_CLIENT_SECRET}". */
-  clientSecret: z.string().min(1).optional(),
-  /** Scopes asked for at login; openid is always included. */
-  scopes: z.array(scopeToken).default(["openid"]),
-  /** Where the provider sends the person back. Absent: <this gateway's external URL>/console/callback (gateway.http.publicUrl or the request's Host). */
-  redirectUrl: publicUrlSchema.optional(),
-  /** The ID token claim naming the person's roles or groups (a string or an array of strings). */
-  roleClaim: z.string().min(1).default("roles"),
-  /** Which values of roleClaim give which role; the highest matching role wins. */
-  roles: z
-    .strictObject({ admin: roleValues, answerer: roleValues, viewer: roleValues })
-    .prefault({}),
-  /** The role of a person no value matched: "none" refuses the login. */
-  defaultRole: z.enum(["admin", "answerer", "viewer", "none"]).default("answerer"),
-  /** A console login lasts this long (then the person logs in again). */
-  sessionTtlMs: positiveMs.default(8 * 3_600_000),
-  /** Console logins kept at most (in this replica's memory; the oldest go first). */
-  maxSessions: z.number().int().positive().default(10_000),
-  /** A started login must come back from the provider within this. */
-  loginTtlMs: positiveMs.default(600_000),
-  /** Started, unfinished logins kept at most (the oldest go first). */
-  maxPendingLogins: z.number().int().positive().default(1_000),
-});
+const consoleOidcSchema = z
+  .strictObject({
+    /** The OpenID provider. Absent: the first of auth.oauth.issuers (the same issuer as the MCP endpoints). */
+    issuer: publicUrlSchema.optional(),
+    /** The console's client at the provider (a web client with redirect URI <public URL>/console/callback). Absent: no OIDC login. */
+    clientId: z.string().min(1).optional(),
+    /** Its secret (client_secret_post); absent: a public client (PKCE alone). Use "${EMCEEPEE_CONSOLE_CLIENT_SECRET}". */
+    clientSecret: z.string().min(1).optional(),
+    /** Scopes asked for at login; openid is always included. */
+    scopes: z.array(scopeToken).default(["openid"]),
+    /** Where the provider sends the person back. Absent: <this gateway's external URL>/console/callback (gateway.http.publicUrl or the request's Host). */
+    redirectUrl: publicUrlSchema.optional(),
+    /** The ID token claim naming the person's roles or groups (a string or an array of strings). */
+    roleClaim: z.string().min(1).default("roles"),
+    /** Which values of roleClaim give which role; the highest matching role wins. */
+    roles: z.strictObject({ admin: roleValues, answerer: roleValues, viewer: roleValues }).prefault({}),
+    /** The role of a person no value matched: "none" refuses the login. */
+    defaultRole: z.enum(["admin", "answerer", "viewer", "none"]).default("answerer"),
+    /** A console login lasts this long (then the person logs in again). */
+    sessionTtlMs: positiveMs.default(8 * 3_600_000),
+    /** Console logins kept at most (in this replica's memory; the oldest go first). */
+    maxSessions: z.number().int().positive().default(10_000),
+    /** A started login must come back from the provider within this. */
+    loginTtlMs: positiveMs.default(600_000),
+    /** Started, unfinished logins kept at most (the oldest go first). */
+    maxPendingLogins: z.number().int().positive().default(1_000),
+  })
+  .refine((o) => o.clientId !== undefined || (o.clientSecret === undefined && o.issuer === undefined && o.redirectUrl === undefined), {
+    message:
+      "console.oidc needs clientId (the console's client at the OpenID provider) to turn the login on; add it, or remove issuer, clientSecret and redirectUrl",
+    path: ["clientId"],
+  });
 
 export const gatewaySettingsSchema = z.strictObject({
   host: z.string().default(DEFAULT_HOST),
@@ -298,8 +302,8 @@ export const gatewaySettingsSchema = z.strictObject({
       /** Wrong tokens one client address may send to /console/login per `loginWindowMs`; then 429 with Retry-After until the window ends. */
       loginMaxFailures: z.number().int().positive().default(5),
       loginWindowMs: positiveMs.default(60_000),
-      /** People log in with OpenID Connect (code + PKCE, src/console/oidc.ts); absent: the static token's login only. */
-      oidc: consoleOidcSchema.optional(),
+      /** People log in with OpenID Connect (code + PKCE, src/console/oidc.ts) when clientId is set; else the static token's login only. */
+      oidc: consoleOidcSchema.prefault({}),
     })
     .prefault({}),
   /** Prometheus metrics (src/observability, docs/adr/0011-observability.md), served after the Host/Origin/token guards. */
@@ -417,11 +421,7 @@ export const gatewaySettingsSchema = z.strictObject({
       message: "cluster.enabled needs advertiseUrl (how other replicas reach this one) and secret (shared by all replicas)",
     })
     .prefault({}),
-  })
-  .refine((g) => g.console.oidc === undefined || g.console.oidc.issuer !== undefined || g.auth.oauth.issuers.length > 0, {
-    message: 'console.oidc needs an issuer: set console.oidc.issuer, or auth.oauth.issuers (the console then uses the first), e.g. "https://login.example.com"',
-    path: ["console", "oidc", "issuer"],
-  });
+});
 
 /** The file as written; parseConfig() turns its entries into a GatewayConfig (disabled servers dropped). */
 export const configFileSchema = z.strictObject({

@@ -108,7 +108,7 @@ export function createConsole(options: ConsoleOptions): WebConsole {
   });
 
   const oidcSettings = context.settings.console.oidc;
-  const oidc = oidcSettings ? new ConsoleOidc(oidcSettings, context.settings.auth.oauth.issuers[0], context.clock) : undefined;
+  const oidc = oidcSettings.clientId !== undefined ? new ConsoleOidc(oidcSettings, context.settings.auth.oauth.issuers[0], context.clock) : undefined;
   const OPERATOR_USER: ConsoleUser = { principal: undefined, role: "admin" };
 
   /** Who asks: without OIDC the guards let only the token through (the operator); with it, the token (bearer or cookie) or a person's console session. */
@@ -393,7 +393,7 @@ export function createConsole(options: ConsoleOptions): WebConsole {
 
   /** Where the provider sends the person back: gateway.console.oidc.redirectUrl, else this gateway's external URL. */
   function callbackUrl(req: http.IncomingMessage): string {
-    if (oidcSettings?.redirectUrl) return oidcSettings.redirectUrl;
+    if (oidcSettings.redirectUrl) return oidcSettings.redirectUrl;
     const base = context.settings.http.publicUrl ?? `http://${req.headers.host ?? "localhost"}`;
     return `${base.replace(/\/$/, "")}${CONSOLE_CALLBACK_PATH}`;
   }
@@ -431,7 +431,7 @@ export function createConsole(options: ConsoleOptions): WebConsole {
             <p>Logged in. <a href="${done.next}">Continue to the console</a>.</p>
           </body>
         </html>`,
-      { "Set-Cookie": sessionCookie(done.sessionId, oidcSettings!.sessionTtlMs) },
+      { "Set-Cookie": sessionCookie(done.sessionId, oidcSettings.sessionTtlMs) },
     );
   }
 

@@ -17,7 +17,7 @@ import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { makePrincipal, type Principal } from "../auth/principal.js";
 import { CONSOLE_COOKIE, readCookie } from "./cookies.js";
 
-export type ConsoleOidcSettings = NonNullable<GatewaySettings["console"]["oidc"]>;
+export type ConsoleOidcSettings = GatewaySettings["console"]["oidc"];
 export type ConsoleRole = "viewer" | "answerer" | "admin";
 
 /** Who is using the console: a person (principal) with a role, or the static token's operator (no principal, admin). */
@@ -52,14 +52,21 @@ export class ConsoleOidc {
 
   constructor(settings: ConsoleOidcSettings, fallbackIssuer: string | undefined, clock: Clock) {
     this.#settings = settings;
-    this.#issuer = (settings.issuer ?? fallbackIssuer)!; // the schema demands one of them
+    const issuer = settings.issuer ?? fallbackIssuer;
+    if (issuer === undefined) {
+      throw new GatewayError(
+        ErrorCodes.CONFIG_INVALID,
+        'gateway.console.oidc needs an issuer: set console.oidc.issuer, or auth.oauth.issuers (the console then uses the first), e.g. "https://login.example.com"',
+      );
+    }
+    this.#issuer = issuer;
     this.#clock = clock;
   }
 
   /** Discovery, once (again after a failure). */
   #configuration(): Promise<client.Configuration> {
     this.#config ??= client
-      .discovery(new URL(this.#issuer), this.#settings.clientId, this.#settings.clientSecret, undefined, {
+      .discovery(new URL(this.#issuer), this.#settings.clientId!, this.#settings.clientSecret, undefined, {
         execute: new URL(this.#issuer).protocol === "http:" ? [client.allowInsecureRequests] : [],
       })
       .catch((err: unknown) => {
@@ -129,7 +136,10 @@ export class ConsoleOidc {
       });
       claims = tokens.claims();
     } catch (err) {
-      return fail(`the login could not be completed: ${errorMessage(err)}`, err);
+      // openid-client's message is generic; its cause (oauth4webapi's error) names the claim that failed (nonce, iss, aud, …).
+      const cause = (err as { cause?: unknown }).cause;
+      const which = cause instanceof Error && cause.message !== errorMessage(err) ? ` (${cause.message})` : "";
+      return fail(`the login could not be completed: ${errorMessage(err)}${which}`, err);
     }
     if (!claims) return fail("the OpenID provider sent no ID token");
     const role = this.roleOf(claims);

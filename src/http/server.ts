@@ -64,7 +64,7 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
     token: settings.token,
     oauth: oauth !== undefined,
     consoleCredential: routes.consoleCredential,
-    consoleLogin: settings.console.enabled && settings.console.oidc !== undefined,
+    consoleLogin: settings.console.enabled && settings.console.oidc.clientId !== undefined,
   };
   const isFace = (path: string): boolean => routes.endpoint(path) !== undefined;
   const urls: ResourceUrlOptions = {

@@ -18,6 +18,8 @@ declare module "oidc-provider" {
     renderError?: (ctx: { type: string; body: string }, out: Record<string, string>, error: unknown) => void;
     findAccount?: (ctx: unknown, id: string) => { accountId: string; claims(): Record<string, unknown> };
     pkce?: { required: (ctx: unknown, client: unknown) => boolean };
+    claims?: Record<string, string[]>;
+    conformIdTokenClaims?: boolean;
     features?: Record<string, unknown> & {
       resourceIndicators?: {
         enabled: boolean;

@@ -20,6 +20,8 @@ export interface OidcOptions {
   format?: (resource: string) => "jwt" | "opaque";
   /** Access token lifetime, seconds. @default 600 */
   accessTokenTTL?: number;
+  /** Claims of each account besides `sub` (e.g. roles), put in its ID token when the `roles` scope is asked for. */
+  accountClaims?: (id: string) => Record<string, unknown>;
 }
 
 export interface TestOidcProvider {
@@ -38,7 +40,7 @@ export async function startOidcProvider(o: OidcOptions = {}): Promise<TestOidcPr
   const provider = new Provider(issuer, {
     clients: o.clients ?? [],
     jwks: { keys: [{ ...(await exportJWK(privateKey)), alg: "ES256", use: "sig", kid: "test-key-1" }] },
-    scopes: ["openid", "offline_access", ...scopes],
+    scopes: ["openid", "offline_access", "roles", ...scopes],
     cookies: { keys: ["oidc-test-cookie-key-0123456789"] },
     // Its one key is an ES256 key: clients default to it too.
     clientDefaults: { id_token_signed_response_alg: "ES256" },
@@ -46,7 +48,10 @@ export async function startOidcProvider(o: OidcOptions = {}): Promise<TestOidcPr
       ctx.type = "text/plain";
       ctx.body = `${out.error ?? "error"}: ${out.error_description ?? ""}`;
     },
-    findAccount: (_ctx, id) => ({ accountId: id, claims: () => ({ sub: id }) }),
+    findAccount: (_ctx, id) => ({ accountId: id, claims: () => ({ ...o.accountClaims?.(id), sub: id }) }),
+    // The `roles` scope's claim goes into the ID token too (not only userinfo), as the console reads it there.
+    claims: { openid: ["sub"], roles: ["roles"] },
+    conformIdTokenClaims: false,
     pkce: { required: () => true },
     features: {
       devInteractions: { enabled: true },
