@@ -246,13 +246,16 @@ export function createConsole(options: ConsoleOptions): WebConsole {
         { method: "GET", path: "/console/inbox/:id", auth: "token", handle: ({ res }) => redirect(res, "/console/inbox") },
       ] satisfies Route[]
     ).map(needsLogin),
-    ({ res, path }) =>
-      show(
+    async ({ req, res, path }) => {
+      const user = whoIs(req);
+      return show(
         res,
         404,
         { title: "Not found", section: "overview" },
         html`<p>No console page at <code>${path}</code>. <a href="/console">Go to the overview</a>.</p>`,
-      ),
+        user ? await allInbox(user) : undefined,
+      );
+    },
     ({ req, res, path }, allow) =>
       sendText(res, 405, `${req.method ?? ""} is not allowed on ${path} (only ${allow}); use the console's pages and forms`, { Allow: allow }),
   );
@@ -321,29 +324,31 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     const outcome = here.outcome === "not_here" && remote ? ((await remote.act<CancelOutcome>(`${CLUSTER_PREFIX}cancel`, { taskId })) ?? here) : here;
     if (outcome === "unreachable") return sendText(res, 502, `a replica did not answer; task ${taskId} may be held there: try again`);
     if (outcome.outcome !== "not_here") return redirect(res, `/console/tasks/${encodeURIComponent(taskId)}?cancel=${outcome.outcome}`);
-    if (!(await anyTask(user, taskId))) return taskNotFound(res, taskId);
+    if (!(await anyTask(user, taskId))) return taskNotFound(res, taskId, await allInbox(user));
     return sendText(res, 502, `task ${taskId} is held by another replica that did not answer the cancel; try again`);
   }
 
   async function taskPage({ req, res, params, query: q }: ConsoleRequest): Promise<void> {
     const taskId = params.id!;
-    const found = await anyTask(whoIs(req)!, taskId);
-    if (!found) return taskNotFound(res, taskId);
+    const user = whoIs(req)!;
+    const [found, items] = await Promise.all([anyTask(user, taskId), allInbox(user)]);
+    if (!found) return taskNotFound(res, taskId, items);
     const notice =
       q.get("cancel") === "ok"
         ? "Task cancelled; the upstream was sent notifications/cancelled."
         : q.get("cancel") === "noop"
           ? "The task had already ended; nothing was cancelled."
           : undefined;
-    return show(res, 200, { title: `Task ${taskId}`, section: "tasks" }, taskBody(found, context.clock.now(), notice));
+    return show(res, 200, { title: `Task ${taskId}`, section: "tasks" }, taskBody(found, context.clock.now(), notice), items);
   }
 
-  function taskNotFound(res: http.ServerResponse, taskId: string): Promise<void> {
+  function taskNotFound(res: http.ServerResponse, taskId: string, items?: InboxItem[]): Promise<void> {
     return show(
       res,
       404,
       { title: "Task not found", section: "tasks" },
       html`<p>No task <code>${taskId}</code> in any live session (it may have ended and been deleted). <a href="/console/tasks">All tasks</a></p>`,
+      items,
     );
   }
 

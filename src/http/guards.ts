@@ -26,8 +26,8 @@ export interface GuardOptions {
   /**
    * OAuth is on (gateway.auth.oauth): bearer tokens outside /console are
    * checked by src/auth's Authenticator after these guards, not here; the
-   * console still takes the static token only (OIDC login comes later), so
-   * without one it is closed.
+   * console takes the static token, or its own OIDC login (`consoleLogin`);
+   * with neither it is closed.
    */
   oauth?: boolean | undefined;
   /** The console checks its own logins (gateway.console.oidc, src/console/oidc.ts): here only the same-origin POST check. */
@@ -61,7 +61,7 @@ export function checkRequest(req: IncomingMessage, o: GuardOptions): GuardFailur
   if (isConsolePath(path)) {
     if (o.consoleLogin === true) return checkConsole(req, path, undefined, undefined);
     if (o.oauth === true && o.token === undefined) {
-      return { status: 403, message: "the console needs gateway.token (its login takes the static token; OAuth logins reach the MCP endpoints only for now)" };
+      return { status: 403, message: "the console needs a login: set gateway.console.oidc (people log in at the OAuth issuer) or gateway.token" };
     }
     return checkConsole(req, path, o.token, o.consoleCredential);
   }
