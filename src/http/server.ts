@@ -86,10 +86,10 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
       else res.destroy();
     }
   });
-
   // Longer than clients' and proxies' idle timeouts (undici 4 s, typical load balancers 60 s): the client closes an idle
   // connection first, so a request never lands on one the gateway is closing (ECONNRESET on a loaded machine).
   server.keepAliveTimeout = settings.http.keepAliveTimeoutMs;
+
   function route(req: http.IncomingMessage, res: http.ServerResponse): void {
     const path = (req.url ?? "/").split("?")[0] ?? "/";
     const probes = routes.probes;

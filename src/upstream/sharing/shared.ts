@@ -1,37 +1,7 @@
 /**
- * Shared upstreams ("sharing": "shared", docs/adr/0010): one connection — for
- * stdio, one process — serves every session of the gateway, and everything a
- * session sees stays its own.
- *
- * - Responses, progress and cancellation are per request already (the SDK
- *   gives each request its own id and progress token).
- * - Server→client requests (elicitation, sampling, roots/list) go to the
- *   session whose call caused them, as the connection's attribution tells
- *   (src/mcp/request-attribution.ts: the request's own stream on Streamable
- *   HTTP; the only call in flight elsewhere). When it cannot tell, the
- *   upstream gets a JSON-RPC error (EMCP_UNATTRIBUTABLE) and no session sees
- *   the request: never a guess, never a broadcast.
- * - `resources/updated` reaches only the sessions subscribed to that URI;
- *   the upstream subscription is reference-counted (first subscribe sends it,
- *   last unsubscribe — or detach — sends the unsubscribe).
- * - Logging: the upstream level is the most verbose any session asked for;
- *   each session gets only messages at or above its own level.
- * - Everything else (list_changed, task status, stderr) goes to every session;
- *   each session maps upstream task ids to its own tasks and drops the rest.
- * - A drop is one reconnect for all: every attached session fails its own
- *   in-flight work (its routing does, with the reason) and asks to reconnect;
- *   their attempts share one connect. The new connection gets the
- *   subscriptions and level back.
- *
- * Task-augmented elicitation/sampling (receiver tasks) live on the
- * connection, as in session mode, and each is forwarded to the session its
- * call came from. A shared connection does not declare `roots`: servers keep the client's roots per
- * connection, so one session's roots would answer for every session's calls
- * (roots/list, should an upstream ask anyway, is routed as above). Upstream
- * HTTP sessions are not continued across gateway restarts.
- *
- * Each session's side is its SharedUpstreamView (shared-view.ts). The
- * connection itself is made by the one upstream factory (factory.ts).
+ * SharedUpstream ("sharing": "shared", ADR 0010): one connection serves every
+ * session, and what each session sees stays its own. See
+ * docs/design/upstreams-and-reliability.md, "How the code keeps it".
  */
 import type { ListToolsResult, LoggingLevel, RequestMeta } from "@modelcontextprotocol/sdk/types.js";
 import { ErrorCodes, GatewayError, toJsonRpcError } from "../../errors.js";
