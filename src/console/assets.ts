@@ -4,8 +4,9 @@
  * live. The script listens to /console/events (SSE); on each change it
  * re-reads the page and swaps the regions marked data-live: "replace" regions
  * whole, "keyed" lists child by child (data-key), so a request someone is
- * answering keeps its form, focus and typing while others come and go. It
- * also keeps the ages (time[data-since]) current. Without it the pages are
+ * answering keeps its form, focus and typing while others come and go. Each
+ * stream's hello re-reads the page too (a change between the page's render and
+ * its stream's start, or during a reconnection, is not missed). It also keeps the ages (time[data-since]) current. Without it the pages are
  * plain HTML.
  */
 export const CONSOLE_JS = `"use strict";
@@ -47,7 +48,8 @@ export const CONSOLE_JS = `"use strict";
   if (document.querySelector("[data-live]")) {
     const events = new EventSource("/console/events");
     events.addEventListener("change", () => void refresh());
-    events.addEventListener("hello", () => { document.documentElement.dataset.live = "on"; });
+    // hello starts every stream, the first and each reconnection: re-read the page, for what changed while no stream was open.
+    events.addEventListener("hello", () => { document.documentElement.dataset.live = "on"; void refresh(); });
     setInterval(tick, 1000);
   }
 })();

@@ -15,7 +15,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { ElicitRequestSchema, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import type { BrowserContext, Page } from "playwright-core";
 import { ClientPool, EventLedger, activityEvents, allText, awaitActivity, eventually, getTask, payloadText, promote } from "../helpers/async-extra.js";
-import { startTask } from "../helpers/tasks.js";
+import { pollTask, startTask } from "../helpers/tasks.js";
 import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
 import { ROOT, call, startGateway, type TestGateway } from "../helpers/gateway.js";
 
@@ -246,6 +246,31 @@ describe("web console in a real browser", { skip, timeout: 600_000 }, () => {
     await item.getByRole("button", { name: "I completed it" }).click();
     await page.waitForURL(/\/console\/inbox\?answered=/);
     assert.deepEqual(rawResult(await taskResultText(agent, p.taskId)), { action: "accept" });
+  });
+
+  test("a change between a page's render and the start of its live stream is not missed: the page re-reads itself when the stream says hello", async () => {
+    const client = new Client({ name: "late-stream-client", version: "1.0.0" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/servers/everything/mcp`)));
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    // The page's /console/events request is held until the task has completed: the change happens while no stream is open.
+    await page.route("**/console/events", async (route) => {
+      await held;
+      await route.continue();
+    });
+    try {
+      const task = await startTask(client, "trigger-long-running-operation", { duration: 10, steps: 2 });
+      await page.goto(`${base}/console/tasks/${task.taskId}`);
+      assert.equal(await page.locator("#task").getByText("completed", { exact: true }).count(), 0, "the page was rendered while the task worked");
+      await pollTask(client, task.taskId, (t) => t.status === "completed", "the task to complete", 90_000);
+      release();
+      await page.locator("#task").getByText("completed", { exact: true }).waitFor();
+    } finally {
+      release();
+      await page.unroute("**/console/events");
+      await (client.transport as StreamableHTTPClientTransport | undefined)?.terminateSession().catch(() => undefined);
+      await client.close();
+    }
   });
 
   test("a task's page renders its result's images and resource links (a task-augmented call on a transparent face)", async () => {
