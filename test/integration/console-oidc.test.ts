@@ -11,15 +11,13 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
 import { Writable } from "node:stream";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { UnauthorizedError, type OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { BrowserContext, Page } from "playwright-core";
 import { principalHash } from "../../src/auth/principal.js";
 import { createLogger, sessionHash } from "../../src/logging.js";
 import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
 import { startGateway, type TestGateway } from "../helpers/gateway.js";
+import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
 import { loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
 import { promote } from "../helpers/async-extra.js";
 
@@ -27,50 +25,9 @@ const SCOPE = "mcp:tools";
 const MCP_REDIRECT = "http://127.0.0.1:65501/callback";
 const CONSOLE_SECRET = "console-client-secret-0123456789";
 
-class MemoryOAuthClient implements OAuthClientProvider {
-  info: OAuthClientInformationMixed | undefined = { client_id: "mcp-client" };
-  saved: OAuthTokens | undefined;
-  verifier = "";
-  authorizationUrl: URL | undefined;
-  get redirectUrl(): string {
-    return MCP_REDIRECT;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return { client_name: "console-oidc-test", redirect_uris: [MCP_REDIRECT], token_endpoint_auth_method: "none" };
-  }
-  clientInformation() {
-    return this.info;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed) {
-    this.info = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(tokens: OAuthTokens) {
-    this.saved = tokens;
-  }
-  redirectToAuthorization(url: URL) {
-    this.authorizationUrl = url;
-  }
-  saveCodeVerifier(v: string) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-}
-
 /** An MCP session on /mcp owned by `user` (logged in through the provider headlessly); its session id. */
-async function connectAs(url: string, user: string): Promise<{ client: Client; sessionId: string }> {
-  const oauth = new MemoryOAuthClient();
-  const first = new StreamableHTTPClientTransport(new URL(url), { authProvider: oauth });
-  await assert.rejects(new Client({ name: "console-oidc-test", version: "1" }).connect(first), UnauthorizedError);
-  await first.finishAuth(await loginHeadless(oauth.authorizationUrl!, user, MCP_REDIRECT));
-  const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: oauth });
-  const client = new Client({ name: "console-oidc-test", version: "1" });
-  await client.connect(transport);
-  return { client, sessionId: transport.sessionId! };
+function connectAs(url: string, user: string): Promise<{ client: Client; sessionId: string }> {
+  return loginAndConnect(url, user, new MemoryOAuthClient(MCP_REDIRECT));
 }
 
 async function freePort(): Promise<number> {

@@ -17,76 +17,19 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { Writable } from "node:stream";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { UnauthorizedError, type OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { principalHash } from "../../src/auth/principal.js";
 import { createLogger } from "../../src/logging.js";
 import { startGateway, type TestGateway } from "../helpers/gateway.js";
-import { loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
+import { startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
 
 const SCOPE = "mcp:tools";
 const STATIC_TOKEN = "static-machine-token-0123456789";
 const REDIRECT = "http://127.0.0.1:65500/callback";
-
-/** An OAuth client's storage, in memory, as an app would keep it; the authorization URL is kept for loginHeadless. */
-class MemoryOAuthClient implements OAuthClientProvider {
-  info: OAuthClientInformationMixed | undefined;
-  saved: OAuthTokens | undefined;
-  verifier = "";
-  authorizationUrl: URL | undefined;
-  constructor(preRegistered?: OAuthClientInformationMixed) {
-    this.info = preRegistered;
-  }
-  get redirectUrl(): string {
-    return REDIRECT;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: "oauth-test",
-      redirect_uris: [REDIRECT],
-      grant_types: ["authorization_code"],
-      response_types: ["code"],
-      token_endpoint_auth_method: "none",
-    };
-  }
-  clientInformation() {
-    return this.info;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed) {
-    this.info = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(tokens: OAuthTokens) {
-    this.saved = tokens;
-  }
-  redirectToAuthorization(url: URL) {
-    this.authorizationUrl = url;
-  }
-  saveCodeVerifier(v: string) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-}
-
-/** Connects as `user` the way a spec-following client does: first attempt → 401 → login → finishAuth → connect again. */
-async function loginAndConnect(url: string, user: string, oauth: MemoryOAuthClient): Promise<Client> {
-  const first = new StreamableHTTPClientTransport(new URL(url), { authProvider: oauth });
-  await assert.rejects(new Client({ name: "oauth-test", version: "1" }).connect(first), UnauthorizedError);
-  assert.ok(oauth.authorizationUrl, "the SDK found the authorization endpoint through discovery");
-  const code = await loginHeadless(oauth.authorizationUrl, user, REDIRECT);
-  await first.finishAuth(code);
-  const client = new Client({ name: "oauth-test", version: "1" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(url), { authProvider: oauth }));
-  return client;
-}
 
 /** A real MCP server over Streamable HTTP (stateless) that records the headers of every request it gets. */
 async function startRecordingUpstream(): Promise<{ url: string; headers: http.IncomingHttpHeaders[]; close(): Promise<void> }> {
@@ -185,8 +128,8 @@ describe("OAuth resource server", { timeout: 300_000 }, () => {
   });
 
   test("an SDK client discovers the provider, registers, logs in (code + PKCE) and calls a tool on /mcp; the upstream never sees its token", async () => {
-    const oauth = new MemoryOAuthClient();
-    const client = await loginAndConnect(`${base}/mcp`, "alice", oauth);
+    const oauth = new MemoryOAuthClient(REDIRECT);
+    const client = (await loginAndConnect(`${base}/mcp`, "alice", oauth)).client;
     clients.push(client);
     assert.ok(oauth.info?.client_id, "dynamic client registration ran");
     const token = oauth.saved?.access_token ?? "";
@@ -205,8 +148,8 @@ describe("OAuth resource server", { timeout: 300_000 }, () => {
   });
 
   test("a pre-registered client logs in for /servers/up/mcp; its token is bound to that face (RFC 8707) and refused on /mcp", async () => {
-    const oauth = new MemoryOAuthClient({ client_id: "pre-registered" });
-    const client = await loginAndConnect(`${base}/servers/up/mcp`, "bob", oauth);
+    const oauth = new MemoryOAuthClient(REDIRECT, { client_id: "pre-registered" });
+    const client = (await loginAndConnect(`${base}/servers/up/mcp`, "bob", oauth)).client;
     clients.push(client);
     const result = (await client.callTool({ name: "whoami", arguments: {} })) as CallToolResult;
     assert.match(JSON.stringify(result.content), /hello from upstream/);
@@ -221,9 +164,9 @@ describe("OAuth resource server", { timeout: 300_000 }, () => {
   });
 
   test("a session belongs to its principal: another principal's requests with its id, or attaching to it, get the 404 of an unknown session", async () => {
-    const alice = await loginAndConnect(`${base}/mcp`, "alice", new MemoryOAuthClient());
-    const bobAuth = new MemoryOAuthClient();
-    const bob = await loginAndConnect(`${base}/mcp`, "bob", bobAuth);
+    const alice = (await loginAndConnect(`${base}/mcp`, "alice", new MemoryOAuthClient(REDIRECT))).client;
+    const bobAuth = new MemoryOAuthClient(REDIRECT);
+    const bob = (await loginAndConnect(`${base}/mcp`, "bob", bobAuth)).client;
     clients.push(alice, bob);
     const sid = (alice.transport as StreamableHTTPClientTransport).sessionId!;
     const unknown = randomUUID();
@@ -327,8 +270,8 @@ describe("OAuth resource server: opaque tokens by introspection (RFC 7662)", { t
 
   test("an opaque token is introspected with the gateway's credentials and names its principal; a made-up one is refused", async () => {
     const base = new URL(gw.url).origin;
-    const oauth = new MemoryOAuthClient({ client_id: "pre-registered" });
-    const client = await loginAndConnect(`${base}/mcp`, "carol", oauth);
+    const oauth = new MemoryOAuthClient(REDIRECT, { client_id: "pre-registered" });
+    const client = (await loginAndConnect(`${base}/mcp`, "carol", oauth)).client;
     clients.push(client);
     assert.notEqual(oauth.saved!.access_token.split(".").length, 3, "the provider issued an opaque token");
     const result = (await client.callTool({ name: "list_servers", arguments: {} })) as CallToolResult;
@@ -366,10 +309,10 @@ describe("OAuth resource server: a session's owner is stored with it", { timeout
     let gw = await startGateway(config(0));
     const port = Number(new URL(gw.url).port);
     const url = `http://127.0.0.1:${port}/mcp`;
-    const aliceAuth = new MemoryOAuthClient();
-    const alice = await loginAndConnect(url, "alice", aliceAuth);
-    const bobAuth = new MemoryOAuthClient();
-    const bob = await loginAndConnect(url, "bob", bobAuth);
+    const aliceAuth = new MemoryOAuthClient(REDIRECT);
+    const alice = (await loginAndConnect(url, "alice", aliceAuth)).client;
+    const bobAuth = new MemoryOAuthClient(REDIRECT);
+    const bob = (await loginAndConnect(url, "bob", bobAuth)).client;
     const sid = (alice.transport as StreamableHTTPClientTransport).sessionId!;
     await bob.close();
     await gw.close();
