@@ -57,6 +57,9 @@ export interface UpstreamConnectionOptions {
 }
 
 const STDERR_TAIL_LINES = 20;
+/** How long a failed connect waits for the process's stderr to end, so the reason can quote it. */
+const STDERR_SETTLE_MS = 1_000;
+
 /** Characters of a failure's own message kept in `lastError` (the stderr tail is added after). */
 const FAILURE_CHARS = 500;
 /** Bound on each ping that checks a remote upstream, unless pingTimeoutMs says otherwise (or the request timeout is shorter). */
@@ -191,6 +194,9 @@ export class UpstreamConnection extends UpstreamHandle {
     try {
       await client.connect(created.transport, { timeout: this.options.connectTimeoutMs });
     } catch (err) {
+      // A process that exits at start often fails the first write (EPIPE) before its stderr is read: wait (briefly) for
+      // its last words, so the reason says why it exited ("missing API key"), not only that the pipe broke.
+      await this.stderrEnded(created.stderr, STDERR_SETTLE_MS);
       this.fail(this.describeFailure(errorMessage(err)));
       this.closing = true;
       await this.closeClient(client);
@@ -397,6 +403,24 @@ export class UpstreamConnection extends UpstreamHandle {
       `upstream '${this.name}' is unavailable: ${this.lastError ?? "not connected"}. Check its config with list_servers; it is retried on next use.`,
       { details: { server: this.name }, ...(cause === undefined ? {} : { cause }) },
     );
+  }
+
+  /** Resolves when `stderr` has ended (the process closed it), or after `ms`; no timer or listener is left behind. */
+  private stderrEnded(stderr: NodeJS.ReadableStream | null | undefined, ms: number): Promise<void> {
+    const stream = stderr as (NodeJS.ReadableStream & { readableEnded?: boolean }) | null | undefined;
+    if (!stream || stream.readableEnded === true) return Promise.resolve();
+    const clock = this.options.clock ?? systemClock;
+    return new Promise((resolve) => {
+      const done = () => {
+        clock.clearTimeout(timer);
+        stream.removeListener("end", done);
+        stream.removeListener("close", done);
+        resolve();
+      };
+      const timer = clock.setTimeout(done, ms);
+      stream.once("end", done);
+      stream.once("close", done);
+    });
   }
 
   private captureStderr(chunk: Buffer): void {
