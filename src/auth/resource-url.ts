@@ -1,17 +1,21 @@
 /**
  * The externally visible URL of this gateway and of each face (the OAuth
  * `resource`, RFC 8707/9728), in this order: `gateway.http.publicUrl`; else,
- * with `http.trustForwardedHeaders`, X-Forwarded-Proto / X-Forwarded-Host;
- * else http:// and the Host header (which the Host guard has already checked);
- * else the listen address. Rules: docs/adr/0018-inbound-identity.md.
+ * with `http.trustForwardedHeaders`, X-Forwarded-Proto / X-Forwarded-Host (a
+ * host the Host guard allows); else http:// and the Host header when it names
+ * the port the gateway listens on; else the listen address. Token audiences
+ * are built on it, so a header never makes another resource's URL this one's.
+ * Rules: docs/adr/0018-inbound-identity.md.
  */
 import type { IncomingMessage } from "node:http";
 
 export interface ResourceUrlOptions {
   publicUrl?: string | undefined;
   trustForwardedHeaders: boolean;
-  /** The listen address ("127.0.0.1:8808"), the last resort. */
-  listenAddress?: () => string | undefined;
+  /** The listen address ("127.0.0.1:8808"): its port is the one a Host header must name; the last resort. */
+  listenAddress?: (() => string | undefined) | undefined;
+  /** Whether a forwarded host is one of this gateway's names (the Host guard's rule); without it X-Forwarded-Host is not used. */
+  hostAllowed?: ((host: string) => boolean) | undefined;
 }
 
 /** Where PRM documents live (RFC 9728 §3.1: inserted between the host and the resource's path). */
@@ -23,11 +27,21 @@ export function externalBase(req: IncomingMessage, o: ResourceUrlOptions): strin
   if (o.trustForwardedHeaders) {
     const proto = firstValue(req.headers["x-forwarded-proto"])?.toLowerCase();
     const host = firstValue(req.headers["x-forwarded-host"]);
-    if ((proto === "http" || proto === "https") && host !== undefined && HOST.test(host)) return `${proto}://${host.toLowerCase()}`;
+    if ((proto === "http" || proto === "https") && host !== undefined && HOST.test(host) && o.hostAllowed?.(host) === true) {
+      return `${proto}://${host.toLowerCase()}`;
+    }
   }
+  const listen = o.listenAddress?.();
   const host = req.headers.host;
-  if (host !== undefined && HOST.test(host)) return `http://${host.toLowerCase()}`;
-  return `http://${o.listenAddress?.() ?? "127.0.0.1"}`;
+  // Only a Host on the listening port: "localhost:4444" on a gateway at :8808 (which the loopback rule of the Host guard
+  // lets through) would otherwise make tokens issued for another local resource, http://localhost:4444/mcp, valid here.
+  if (host !== undefined && HOST.test(host) && listen !== undefined && portOf(host) === portOf(listen)) return `http://${host.toLowerCase()}`;
+  return `http://${listen ?? "127.0.0.1"}`;
+}
+
+/** The port of host[:port] (80 when absent: the Host header of plain http://). */
+function portOf(hostPort: string): string {
+  return /:(\d{1,5})$/.exec(hostPort)?.[1] ?? "80";
 }
 
 /** The resource URL of the face at `facePath` ("/mcp"): the base and the path. */

@@ -124,7 +124,8 @@ function hostname(hostHeader: string): string {
   return (hostHeader.split(":")[0] ?? "").toLowerCase();
 }
 
-function hostAllowed(hostHeader: string, allowed: readonly string[]): boolean {
+/** The Host guard's rule: a loopback name, or one of `gateway.allowedHosts` (a name, or name:port). */
+export function hostAllowed(hostHeader: string, allowed: readonly string[]): boolean {
   const name = hostname(hostHeader);
   return LOOPBACK_HOSTS.has(name) || allowed.some((a) => a.toLowerCase() === name || a.toLowerCase() === hostHeader.toLowerCase());
 }

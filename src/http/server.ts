@@ -19,7 +19,7 @@ import { serveMetadata } from "../auth/metadata.js";
 import { attachPrincipal, OPERATOR } from "../auth/principal.js";
 import type { ResourceUrlOptions } from "../auth/resource-url.js";
 import { systemClock, type Clock } from "../clock.js";
-import { checkRequest, isConsolePath, type GuardOptions } from "./guards.js";
+import { checkRequest, hostAllowed, isConsolePath, type GuardOptions } from "./guards.js";
 import { sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
 import type { McpEndpoint } from "./mcp-endpoint.js";
 
@@ -70,6 +70,7 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
   const urls: ResourceUrlOptions = {
     publicUrl: settings.http.publicUrl,
     trustForwardedHeaders: settings.http.trustForwardedHeaders,
+    hostAllowed: (host) => hostAllowed(host, settings.allowedHosts),
     listenAddress: () => {
       const a = server.address();
       return a !== null && typeof a === "object" ? `${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}` : undefined;

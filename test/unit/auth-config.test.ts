@@ -46,7 +46,11 @@ function req(headers: IncomingHttpHeaders): IncomingMessage {
 }
 
 describe("resource URLs", () => {
-  const plain: ResourceUrlOptions = { trustForwardedHeaders: false, listenAddress: () => "127.0.0.1:8808" };
+  const plain: ResourceUrlOptions = {
+    trustForwardedHeaders: false,
+    listenAddress: () => "127.0.0.1:8808",
+    hostAllowed: (host) => ["mcp.example.com", "a.example.com"].includes(host),
+  };
   const forwarded = { "x-forwarded-proto": "https", "x-forwarded-host": "mcp.example.com", host: "10.0.0.5:8808" };
 
   test("publicUrl wins, with its path prefix, and PRM URLs insert the well-known path before it", () => {
@@ -73,6 +77,17 @@ describe("resource URLs", () => {
     );
     assert.equal(externalBase(req({ host: "LOCALHOST:8808" }), plain), "http://localhost:8808");
     assert.equal(externalBase(req({}), plain), "http://127.0.0.1:8808");
+  });
+
+  test("a header never names another resource: a forwarded host the Host guard refuses, or a Host on another port, is not used", () => {
+    const trusted = { ...plain, trustForwardedHeaders: true };
+    const other = { "x-forwarded-proto": "https", "x-forwarded-host": "other-resource.example.com", host: "127.0.0.1:8808" };
+    assert.equal(externalBase(req(other), trusted), "http://127.0.0.1:8808", "X-Forwarded-Host not among the allowed hosts");
+    assert.equal(externalBase(req(forwarded), { ...trusted, hostAllowed: undefined }), "http://10.0.0.5:8808", "no host rule: forwarded host unused");
+    // The Host guard lets any loopback name through; tokens for http://localhost:4444/mcp must not become valid on :8808.
+    assert.equal(externalBase(req({ host: "localhost:4444" }), plain), "http://127.0.0.1:8808");
+    assert.equal(externalBase(req({ host: "localhost" }), plain), "http://127.0.0.1:8808", "no port is :80");
+    assert.equal(externalBase(req({ host: "localhost:8808" }), { ...plain, listenAddress: () => undefined }), "http://127.0.0.1", "not listening yet");
   });
 });
 
