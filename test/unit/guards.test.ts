@@ -117,7 +117,7 @@ describe("checkRequest: with OAuth on", () => {
     const console = { ...req({ host: "localhost" }), url: "/console", method: "GET" } as IncomingMessage;
     const f = checkRequest(console, OAUTH);
     assert.equal(f?.status, 403);
-    assert.match(f?.message ?? "", /the console needs gateway\.token/);
+    assert.match(f?.message ?? "", /the console needs a login: set gateway\.console\.oidc .* or gateway\.token/);
     assert.equal(checkRequest(console, { ...OAUTH, token: TOKEN })?.status, 401, "with a static token: its usual login");
   });
 });
