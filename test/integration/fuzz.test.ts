@@ -1220,7 +1220,9 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
     t.diagnostic(
       `${sent} messages; test-process RSS (in-process gateway): baseline ${mb(baselineRss)} MB, with the fuzz session still open ${mb(withSession)} MB, after ending it ${mb(rss)} MB (${growth >= 0 ? "+" : ""}${mb(growth)} MB)`,
     );
-    assert.ok(heapGrowth < 16 * 1048576, `the JS heap kept ${mb(heapGrowth)} MB more than at the start (a leak)`);
+    // Measured after the session ended, Node 20: +14.2 MB before lazy start, +15.9 MB after it (modules now load where first
+    // used, some after the baseline); Node 24: +12.1 MB. 16 MB failed at +16.2 on a loaded run: 20 MB.
+    assert.ok(heapGrowth < 20 * 1048576, `the JS heap kept ${mb(heapGrowth)} MB more than at the start (a leak)`);
     // RSS also holds what V8 reserved for a heap that grew during the run and that it keeps (Node 24 keeps more than
     // Node 20: +112 MB there with the same 12 MB heap growth); the leak check is the heap bound above, this catches
     // native (buffer, socket) growth.
