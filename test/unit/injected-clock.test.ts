@@ -22,6 +22,7 @@ import { terminateSession } from "../../src/upstream/session-continuation.js";
 import { startHungServer } from "../fixtures/hung-http-server.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { flush, track } from "../helpers/promises.js";
+import { unusedHandlers } from "../helpers/upstream-handlers.js";
 
 const START = Date.UTC(2030, 5, 1);
 
@@ -31,15 +32,7 @@ test("an upstream connection's connectedAt is the injected clock's time", async 
   const connection = new UpstreamConnection({
     name: "mem",
     config: { command: "unused: the transport is in memory", args: [] },
-    handlers: {
-      onElicit: () => Promise.reject(new Error("not asked")),
-      onSample: () => Promise.reject(new Error("not asked")),
-      onNotification: () => undefined,
-      onLog: () => undefined,
-      onStderr: () => undefined,
-      onListRoots: () => Promise.resolve({ roots: [] }),
-      onDisconnect: () => undefined,
-    },
+    handlers: unusedHandlers(),
     transportFactory: () => {
       const [client, server] = InMemoryTransport.createLinkedPair();
       void upstream.connect(server);

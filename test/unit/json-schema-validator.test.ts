@@ -12,6 +12,7 @@ import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.
 import { z } from "zod";
 import { BoundedSchemaValidator, MAX_COMPILED_SCHEMAS, jsonSchemaValidator } from "../../src/mcp/json-schema-validator.js";
 import { newUpstreamClient } from "../../src/upstream/client-handlers.js";
+import { unusedHandlers } from "../helpers/upstream-handlers.js";
 
 const form = (): JsonSchemaType => ({ type: "object", properties: { name: { type: "string" } }, required: ["name"] });
 
@@ -47,15 +48,7 @@ test("upstream clients validate tool output with the shared validator: one compi
     }));
     const { client } = newUpstreamClient({
       clientInfo: { name: "test", version: "1" },
-      handlers: {
-        onElicit: () => Promise.reject(new Error("not asked")),
-        onSample: () => Promise.reject(new Error("not asked")),
-        onNotification: () => undefined,
-        onLog: () => undefined,
-        onStderr: () => undefined,
-        onListRoots: () => Promise.resolve({ roots: [] }),
-        onDisconnect: () => undefined,
-      },
+      handlers: unusedHandlers(),
       attribution: () => undefined,
       toolsChanged: () => undefined,
     });

@@ -11,6 +11,7 @@ import { PassThrough } from "node:stream";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { silentLogger } from "../../src/logging.js";
 import { UpstreamConnection } from "../../src/upstream/connection.js";
+import { unusedHandlers } from "../helpers/upstream-handlers.js";
 
 function brokenPipeTransport(stderr: PassThrough): Transport {
   const transport: Transport = {
@@ -35,15 +36,7 @@ test("a process that breaks the pipe before its stderr is read: the reason still
   const connection = new UpstreamConnection({
     name: "crashy",
     config: { command: "unused: the transport is a named behaviour", args: [] },
-    handlers: {
-      onElicit: () => Promise.reject(new Error("not asked")),
-      onSample: () => Promise.reject(new Error("not asked")),
-      onNotification: () => undefined,
-      onLog: () => undefined,
-      onStderr: () => undefined,
-      onListRoots: () => Promise.resolve({ roots: [] }),
-      onDisconnect: () => undefined,
-    },
+    handlers: unusedHandlers(),
     transportFactory: () => ({ transport: brokenPipeTransport(stderr), stderr }),
     clientInfo: { name: "test", version: "1" },
     connectTimeoutMs: 30_000,
