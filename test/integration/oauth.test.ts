@@ -30,6 +30,14 @@ import { startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
 const SCOPE = "mcp:tools";
 const STATIC_TOKEN = "static-machine-token-0123456789";
 const REDIRECT = "http://127.0.0.1:65500/callback";
+/** A public client registered at the provider in advance (no dynamic registration). */
+const PRE_REGISTERED = {
+  client_id: "pre-registered",
+  redirect_uris: [REDIRECT],
+  token_endpoint_auth_method: "none",
+  grant_types: ["authorization_code"],
+  response_types: ["code"],
+};
 
 /** A real MCP server over Streamable HTTP (stateless) that records the headers of every request it gets. */
 async function startRecordingUpstream(): Promise<{ url: string; headers: http.IncomingHttpHeaders[]; close(): Promise<void> }> {
@@ -61,15 +69,7 @@ describe("OAuth resource server", { timeout: 300_000 }, () => {
   before(async () => {
     idp = await startOidcProvider({
       scopes: [SCOPE],
-      clients: [
-        {
-          client_id: "pre-registered",
-          redirect_uris: [REDIRECT],
-          token_endpoint_auth_method: "none",
-          grant_types: ["authorization_code"],
-          response_types: ["code"],
-        },
-      ],
+      clients: [PRE_REGISTERED],
     });
     upstream = await startRecordingUpstream();
     const sink = new Writable({
@@ -227,16 +227,7 @@ describe("OAuth resource server: opaque tokens by introspection (RFC 7662)", { t
     idp = await startOidcProvider({
       scopes: [SCOPE],
       format: () => "opaque",
-      clients: [
-        {
-          client_id: "pre-registered",
-          redirect_uris: [REDIRECT],
-          token_endpoint_auth_method: "none",
-          grant_types: ["authorization_code"],
-          response_types: ["code"],
-        },
-        GATEWAY_CLIENT,
-      ],
+      clients: [PRE_REGISTERED, GATEWAY_CLIENT],
     });
     const sink = new Writable({
       write(chunk: Buffer, _enc, done) {
