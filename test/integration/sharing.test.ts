@@ -92,7 +92,8 @@ describe("a shared stdio upstream", () => {
     await a.client.setLoggingLevel("error");
     await b.client.setLoggingLevel("info");
     await callTool(a, "log-levels");
-    await pollFor(async () => (b.logs.length >= 3 ? true : undefined), "b's logs");
+    // Log messages travel on each session's own stream, not with the call's result: wait for both.
+    await pollFor(async () => (b.logs.length >= 3 && a.logs.length >= 1 ? true : undefined), "a's and b's logs");
     assert.deepEqual(b.logs, ["info message", "warning message", "error message"]);
     assert.deepEqual(a.logs, ["error message"]);
   });
