@@ -1,0 +1,81 @@
+/**
+ * Upstreams in the test process (issue 21): a server entry `inProcess(name)`
+ * is linked by the gateway's injectable transport factory
+ * (GatewayDeps.transportFactory) to a fresh MCP server built here, over the
+ * SDK's InMemoryTransport: no spawn, no socket. For protocol-shape tests;
+ * lifecycle tests (processes, stderr, crashes of a process) and the
+ * byte-for-byte comparisons with a stdio server-everything keep real processes.
+ *
+ * Upstreams, one server per connection as a stdio process would be:
+ *   "everything"  server-everything's own createServer() (its real code). Each
+ *                 connection has its own session id: the package keeps roots,
+ *                 subscriptions and simulated logging in module maps keyed by it.
+ *   "slow"        test/fixtures/slow-server-tools.ts; `crash` drops the connection.
+ * Any other entry goes to the real transports (defaultTransportFactory).
+ */
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { everythingServerEntry } from "../../src/config/demo.js";
+import { isStdioConfig } from "../../src/config/server-entry.js";
+import type { GatewayDeps } from "../../src/server/gateway.js";
+import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
+import { createSlowServer } from "../fixtures/slow-server-tools.js";
+import { startGateway, type TestGateway } from "./gateway.js";
+
+/** The command of an in-process entry (never run: the factory below answers it). */
+export const IN_PROCESS_COMMAND = "emceepee-test-in-process";
+
+export type InProcessUpstream = "everything" | "slow";
+
+/** A server entry for `mcpServers` served in this process. */
+export function inProcess(name: InProcessUpstream): { command: string; args: string[] } {
+  return { command: IN_PROCESS_COMMAND, args: [name] };
+}
+
+interface Built {
+  server: McpServer;
+  cleanup?: () => void;
+}
+
+type ServerFactoryResponse = { server: McpServer; cleanup: (sessionId?: string) => void };
+// server-everything ships no types and no exports map: its factory, from the file next to its entry point.
+const everything = (await import(pathToFileURL(path.join(path.dirname(everythingServerEntry()), "server/index.js")).href)) as {
+  createServer(): ServerFactoryResponse;
+};
+
+let connections = 0;
+
+const BUILDERS: Record<InProcessUpstream, (drop: () => void, sessionId: string) => Built> = {
+  everything: (_drop, sessionId) => {
+    const { server, cleanup } = everything.createServer();
+    return { server, cleanup: () => cleanup(sessionId) };
+  },
+  slow: (drop) => ({ server: createSlowServer({ crash: drop }) }),
+};
+
+/** The gateway's transport factory with the in-process upstreams; everything else goes to `real`. */
+export function inProcessTransportFactory(real: TransportFactory = defaultTransportFactory): TransportFactory {
+  return (name, config, options) => {
+    if (!isStdioConfig(config) || config.command !== IN_PROCESS_COMMAND) return real(name, config, options);
+    const kind = config.args?.[0] as InProcessUpstream | undefined;
+    const build = kind !== undefined ? BUILDERS[kind] : undefined;
+    if (!build) throw new Error(`no in-process upstream named ${String(kind)} (test/helpers/in-process.ts has: ${Object.keys(BUILDERS).join(", ")})`);
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    serverSide.sessionId = `in-process-${++connections}`;
+    const built = build(() => void serverSide.close(), serverSide.sessionId);
+    built.server.server.onclose = () => built.cleanup?.();
+    // Messages sent before the server's start() are queued by InMemoryTransport.
+    built.server.connect(serverSide).catch((err: unknown) => clientSide.onerror?.(err instanceof Error ? err : new Error(String(err))));
+    return { transport: clientSide };
+  };
+}
+
+/** startGateway (test/helpers/gateway.ts) with the in-process upstreams linked in. */
+export function startInProcessGateway(raw: Parameters<typeof startGateway>[0] = {}, deps: GatewayDeps = {}): Promise<TestGateway> {
+  return startGateway(
+    { mcpServers: { everything: inProcess("everything") }, ...raw },
+    { ...deps, transportFactory: inProcessTransportFactory(deps.transportFactory) },
+  );
+}
