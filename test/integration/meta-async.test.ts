@@ -3,13 +3,16 @@
  * promotion to tasks, task tools, elicitations (form and URL), sampling,
  * await_activity and the session envelope (exactly-once events, pending
  * client actions), upstream loss, cancellation, TTL expiry and the
- * emceepee://diagrams resource. Upstreams are the real server-everything and
- * the slow-server fixture, both over stdio, one set per client session.
+ * emceepee://diagrams resource. Upstreams are server-everything and the
+ * slow-server fixture in this process (test/helpers/in-process.ts), one set per
+ * client session; the tests where the upstream's process dies use the stdio
+ * fixture in its own process.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { call, type TestGateway } from "../helpers/gateway.js";
+import { call, slowServerStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import {
   ClientPool,
   EventLedger,
@@ -28,7 +31,6 @@ import {
   pendingAction,
   promote,
   sessionOf,
-  startAsyncGateway,
   waitTerminal,
   type Activity,
   type TaskView,
@@ -49,7 +51,7 @@ let gw: TestGateway;
 const pool = new ClientPool(() => gw);
 
 before(async () => {
-  gw = await startAsyncGateway();
+  gw = await startInProcessGateway({ mcpServers: { everything: inProcess("everything"), slow: inProcess("slow") } });
 });
 
 after(async () => {
@@ -486,8 +488,19 @@ describe("session envelope and await_activity", () => {
 });
 
 describe("task failure, cancellation and expiry (slow-server fixture)", () => {
+  // The upstream's process exits mid-call (lifecycle): these two run on the stdio fixture, a process per session.
+  let processes: TestGateway;
+  const processPool = new ClientPool(() => processes);
+  before(async () => {
+    processes = await startGateway({ mcpServers: { slow: slowServerStdio() } });
+  });
+  after(async () => {
+    await processPool.closeAll();
+    await processes?.close();
+  });
+
   test("killing the upstream fails its working task with a reason and wakes await_activity with server_disconnected", async (t) => {
-    const c = await pool.open(t);
+    const c = await processPool.open(t);
     const ledger = new EventLedger();
     const slow = await promote(c, "slow", "slow", { ms: 60_000 }, 100, {}, ledger);
     // crash exits the upstream 50ms into the call; timeout_ms 0 returns at once.
@@ -524,7 +537,7 @@ describe("task failure, cancellation and expiry (slow-server fixture)", () => {
   });
 
   test("an upstream that dies while an elicitation is pending rejects it as server-gone", async (t) => {
-    const c = await pool.open(t);
+    const c = await processPool.open(t);
     const ledger = new EventLedger();
     const p = await promote(c, "slow", "elicit-twice", {}, 1_000, {}, ledger);
     const el = await onlyElicitation(c, "slow");
