@@ -1,6 +1,7 @@
 /**
- * Integration tests of MCP tasks through the gateway (issue #5), against the
- * real server-everything over stdio:
+ * Integration tests of MCP tasks through the gateway (issue #5), against
+ * server-everything in this process (test/helpers/in-process.ts), its results
+ * compared with a real server-everything's over stdio:
  * - task-augmented tools/call on the transparent faces, mapped onto upstream
  *   tasks (`simulate-research-query`, taskSupport `required`) or run by the
  *   gateway (`echo`, `forbidden`); tasks/get, tasks/result (with the queued
@@ -15,7 +16,8 @@
 import { after, afterEach, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { ErrorCode, RELATED_TASK_META_KEY, type CallToolResult, type Task } from "@modelcontextprotocol/sdk/types.js";
-import { block, call, connectClient, drainEvents, startGateway, TEST_SHARING, waitConnected, type TestGateway } from "../helpers/gateway.js";
+import { block, call, connectClient, drainEvents, TEST_SHARING, waitConnected, type TestGateway } from "../helpers/gateway.js";
+import { startInProcessGateway } from "../helpers/in-process.js";
 import {
   LONG,
   type Peer,
@@ -52,7 +54,7 @@ const open: Array<{ close(): Promise<void> }> = [];
 
 before(async () => {
   store = new RecordingTaskStore();
-  gw = await startGateway({}, { store: store.bundle });
+  gw = await startInProcessGateway({}, { store: store.bundle });
   base = gw.url.replace(/\/mcp$/, "");
   direct = await connectDirect();
 });
@@ -196,7 +198,10 @@ describe("transparent face: task-augmented tools/call of an upstream task tool",
   test("TTL expiry ends the task (failed, says it expired), cancels the upstream task, then the gateway's sweep deletes the record", async () => {
     const expiring = new RecordingTaskStore();
     // Retention long enough for the checks below to read the expired task on a loaded machine.
-    const gw2 = await startGateway({ gateway: { tasks: { completedRetentionMs: 10_000 }, sessions: { sweepIntervalMs: 300 } } }, { store: expiring.bundle });
+    const gw2 = await startInProcessGateway(
+      { gateway: { tasks: { completedRetentionMs: 10_000 }, sessions: { sweepIntervalMs: 300 } } },
+      { store: expiring.bundle },
+    );
     const p = await connectFace(`${gw2.url.replace(/\/mcp$/, "")}/servers/everything/mcp`);
     try {
       const session = sessionOf(gw2, p);
