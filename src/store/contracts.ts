@@ -351,6 +351,39 @@ export interface ServerStore {
   list(): Promise<ServerRecord[]>;
 }
 
+// ---------------------------------------------------------------- started console logins
+
+/**
+ * A console login between its two legs (OpenID Connect, src/console/oidc.ts):
+ * kept from the redirect to the provider until the browser comes back, used
+ * once. In the store, so the login may come back to another replica.
+ */
+export interface LoginStateRecord {
+  /** The OAuth `state` sent to the provider (random): the key. */
+  state: string;
+  /** The PKCE code verifier. */
+  verifier: string;
+  nonce: string;
+  /** SHA-256 (hex) of the browser-binding cookie set when the login started (never the cookie itself). */
+  bindingHash: string;
+  redirectUri: string;
+  /** The console path to go to afterwards. */
+  next: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+export interface LoginStateStore {
+  /** Stores a started login (replacing one with its state); with `max` already kept, the ones that expire first are dropped to make room. */
+  put(record: LoginStateRecord, max: number): Promise<void>;
+  /** Returns and deletes it in one step (exactly one caller gets it); undefined when unknown, already taken, or expired at `now`. */
+  take(state: string, now: number): Promise<LoginStateRecord | undefined>;
+  /** Deletes the logins whose expiresAt ≤ now; returns how many. */
+  deleteExpired(now: number): Promise<number>;
+  /** How many are kept (expired ones not yet deleted included). */
+  count(): Promise<number>;
+}
+
 // ---------------------------------------------------------------- the bundle
 
 export interface Store {
@@ -363,6 +396,7 @@ export interface Store {
   readonly pending: PendingRequestStore;
   readonly replay: ReplayStore;
   readonly servers: ServerStore;
+  readonly logins: LoginStateStore;
   /** False when the backend cannot serve (closed, file gone bad, disk full); never throws. */
   healthy(): Promise<boolean>;
   /** Why the last healthy() (or a failed write) found the backend unable to serve, with what to do; undefined when it can. */

@@ -9,12 +9,13 @@
  * Each test gets a fresh store from the factory and closes it afterwards. The
  * cases live per kind of state in the files next to this one: tasks; events
  * and SSE replay; sessions, pending requests, runtime-added servers and the
- * store's lifecycle.
+ * store's lifecycle; started console logins.
  */
 import { describe } from "node:test";
 import type { Store } from "../../src/store/contracts.js";
 import type { ManualClock } from "../fixtures/manual-clock.js";
 import { eventContract } from "./contract-events.js";
+import { loginContract } from "./contract-logins.js";
 import { recordContract } from "./contract-records.js";
 import { taskContract } from "./contract-tasks.js";
 
@@ -33,5 +34,6 @@ export function storeContract(name: string, factory: StoreFactory): void {
     taskContract(factory);
     eventContract(factory);
     recordContract(factory);
+    loginContract(factory);
   });
 }

@@ -7,6 +7,7 @@ import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { MemoryEventStore } from "./events.js";
 import { MemoryGuard } from "./guard.js";
+import { MemoryLoginStateStore } from "./logins.js";
 import { MemoryPendingRequestStore, MemoryServerStore, MemorySessionStore } from "./records.js";
 import { MemoryReplayStore } from "./replay.js";
 import { MemoryTaskStore } from "./tasks.js";
@@ -22,6 +23,7 @@ export function createMemoryStore(clock: Clock): Store {
     pending: new MemoryPendingRequestStore(guard),
     replay: new MemoryReplayStore(guard),
     servers: new MemoryServerStore(guard),
+    logins: new MemoryLoginStateStore(guard),
     healthy: async () => !guard.isClosed,
     close: async () => guard.close(),
   };

@@ -8,6 +8,7 @@ import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { RedisConn, type OpenRedisOptions } from "./conn.js";
 import { RedisEventStore, RedisReplayStore } from "./events.js";
+import { RedisLoginStateStore } from "./logins.js";
 import { RedisPendingRequestStore, RedisServerStore, RedisSessionStore } from "./records.js";
 import { RedisTaskStore } from "./tasks.js";
 
@@ -24,6 +25,7 @@ export async function openRedisStore(url: string, clock: Clock, options: OpenRed
     pending: new RedisPendingRequestStore(conn),
     replay: new RedisReplayStore(conn),
     servers: new RedisServerStore(conn),
+    logins: new RedisLoginStateStore(conn),
     healthy: () => conn.healthy(),
     problem: () => conn.problem(),
     close: () => conn.close(),

@@ -356,6 +356,36 @@ local sid = ARGV[2]
 local c = num(redis.call('HGET', P .. 'rm:' .. sid, 'c'), 0)
 redis.call('DEL', P .. 'rm:' .. sid, P .. 'rv:' .. sid, P .. 'rs:' .. sid)
 return c`,
+
+  /** ARGV: P, now → count deleted. Started console logins: 'l:<state>' (record JSON), 'lexp' (state by expiresAt). */
+  loginDeleteExpired: `
+local gone = redis.call('ZRANGEBYSCORE', P .. 'lexp', '-inf', ARGV[2])
+for _, state in ipairs(gone) do redis.call('DEL', P .. 'l:' .. state) end
+redis.call('ZREMRANGEBYSCORE', P .. 'lexp', '-inf', ARGV[2])
+return #gone`,
+  /** ARGV: P, state, now, expiresAt, record JSON, max → 1. The ones that expire first make room when max are kept. */
+  loginPut: `
+for _, state in ipairs(redis.call('ZRANGEBYSCORE', P .. 'lexp', '-inf', ARGV[3])) do redis.call('DEL', P .. 'l:' .. state) end
+redis.call('ZREMRANGEBYSCORE', P .. 'lexp', '-inf', ARGV[3])
+redis.call('ZREM', P .. 'lexp', ARGV[2])
+local over = redis.call('ZCARD', P .. 'lexp') - tonumber(ARGV[6]) + 1
+if over > 0 then
+  for _, state in ipairs(redis.call('ZRANGE', P .. 'lexp', 0, over - 1)) do redis.call('DEL', P .. 'l:' .. state) end
+  redis.call('ZREMRANGEBYRANK', P .. 'lexp', 0, over - 1)
+end
+redis.call('SET', P .. 'l:' .. ARGV[2], ARGV[5])
+redis.call('ZADD', P .. 'lexp', ARGV[4], ARGV[2])
+return 1`,
+  /** ARGV: P, state, now → the record JSON for the one caller that took it, unexpired; false otherwise. */
+  loginTake: `
+local key = P .. 'l:' .. ARGV[2]
+local r = redis.call('GET', key)
+if not r then return false end
+local expires = tonumber(redis.call('ZSCORE', P .. 'lexp', ARGV[2]))
+redis.call('DEL', key)
+redis.call('ZREM', P .. 'lexp', ARGV[2])
+if expires and expires <= tonumber(ARGV[3]) then return false end
+return r`,
 } as const;
 
 export type ScriptName = keyof typeof BODIES;

@@ -10,6 +10,7 @@ import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { SqliteDb, type OpenSqliteOptions } from "./db.js";
 import { SqliteEventStore } from "./events.js";
+import { SqliteLoginStateStore } from "./logins.js";
 import { StoreOwnership } from "./owner.js";
 import { SqlitePendingRequestStore, SqliteServerStore, SqliteSessionStore } from "./records.js";
 import { SqliteReplayStore } from "./replay.js";
@@ -47,6 +48,7 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
     pending: new SqlitePendingRequestStore(db),
     replay: new SqliteReplayStore(db),
     servers: new SqliteServerStore(db),
+    logins: new SqliteLoginStateStore(db),
     healthy: async () => db.healthy(),
     problem: () => db.problem(),
     announce: async ({ port }) => owner?.announce(port),

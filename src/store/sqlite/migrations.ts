@@ -115,6 +115,16 @@ export const MIGRATIONS: readonly Migration[] = [
       `);
     },
   },
+  {
+    version: 3,
+    description: "started console logins (OpenID Connect state, take-once, expiring)",
+    up(db) {
+      db.exec(`
+        CREATE TABLE logins (state TEXT PRIMARY KEY, expires_at INTEGER NOT NULL, record TEXT NOT NULL) WITHOUT ROWID;
+        CREATE INDEX logins_by_expiry ON logins (expires_at, state);
+      `);
+    },
+  },
 ];
 
 /** The version a fully migrated file has. */
