@@ -50,6 +50,8 @@ export const ErrorCodes = {
   FORBIDDEN: "EMCP_FORBIDDEN",
   /** A limit (tasks, pending requests, sessions, child processes) was reached. */
   LIMIT_REACHED: "EMCP_LIMIT_REACHED",
+  /** The caller (an OAuth principal) holds as many sessions or tasks as one principal may (gateway.sessions/tasks.maxPerPrincipal). */
+  PRINCIPAL_LIMIT: "EMCP_PRINCIPAL_LIMIT",
   /** Sent to a shared upstream: its server→client request cannot be tied to one session's call (docs/adr/0010). */
   UNATTRIBUTABLE: "EMCP_UNATTRIBUTABLE",
   /** An upstream message (a response, request or notification) was larger than `gateway.upstream.maxMessageBytes`; the message names the bound. */
@@ -91,6 +93,7 @@ const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_UNKNOWN_REQUEST: ErrorCode.InvalidParams,
   EMCP_FORBIDDEN: ErrorCode.InvalidRequest,
   EMCP_LIMIT_REACHED: ErrorCode.InternalError,
+  EMCP_PRINCIPAL_LIMIT: ErrorCode.InternalError,
   EMCP_UNATTRIBUTABLE: ErrorCode.InvalidRequest,
   EMCP_RESPONSE_TOO_LARGE: ErrorCode.InternalError,
   EMCP_STORE_UNAVAILABLE: ErrorCode.InternalError,

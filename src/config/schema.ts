@@ -162,6 +162,12 @@ export const gatewaySettingsSchema = z.strictObject({
       /** Cancelling an upstream task (on cancel, expiry, shutdown) is best effort within this bound. */
       upstreamCancelTimeoutMs: positiveMs.default(5_000),
       /**
+       * Working tasks plus calls that may become one, across all sessions of one principal (OAuth
+       * user) on this replica (docs/adr/0018, "Limits per principal"); 0 turns it off. The static
+       * token's "operator" is exempt.
+       */
+      maxPerPrincipal: z.number().int().min(0).default(500),
+      /**
        * An emulated call (a plain tools/call of a task-only tool) whose client gave a progress
        * token gets a progress notification at least this often (ADR 0002 §7).
        */
@@ -211,6 +217,12 @@ export const gatewaySettingsSchema = z.strictObject({
     })
     .prefault({}),
   awaitActivity: z
+      /**
+       * Sessions one principal (OAuth user) may hold on this replica (docs/adr/0018, "Limits per
+       * principal"); beyond it `initialize` is refused (EMCP_PRINCIPAL_LIMIT, HTTP 429). 0 turns
+       * it off. The static token's "operator" is exempt.
+       */
+      maxPerPrincipal: z.number().int().min(0).default(100),
     .strictObject({
       defaultTimeoutMs: positiveMs.default(30_000),
       maxTimeoutMs: positiveMs.default(600_000),

@@ -206,10 +206,17 @@ export class McpEndpoint {
       owner = false;
     } else {
       try {
-        session = this.gateway.sessions.create({ id: randomUUID(), downstreamCapabilities: body.params.capabilities, connect: this.options.connectAll });
-        session.principal = principalOf(req);
+        const principal = principalOf(req);
+        session = this.gateway.sessions.create({
+          id: randomUUID(),
+          downstreamCapabilities: body.params.capabilities,
+          connect: this.options.connectAll,
+          principal,
+        });
       } catch (err) {
-        return sendErrorReply(res, 503, err, this.gateway.logger);
+        // The caller's own limit is 429 (its sessions are its to close); the gateway's are 503.
+        const own = err instanceof GatewayError && err.code === ErrorCodes.PRINCIPAL_LIMIT;
+        return sendErrorReply(res, own ? 429 : 503, err, this.gateway.logger);
       }
     }
     if (owner) res.once("close", this.gateway.sessions.responseOpened(session));

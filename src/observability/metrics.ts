@@ -61,6 +61,7 @@ export class GatewayMetrics {
   private readonly reconnects: Counter;
   private readonly disconnects: Counter;
   private readonly evicted: Counter;
+  private readonly principalRefusals: Counter;
   private readonly toolNames = new Set<string>();
   private sources: MetricsSources | undefined;
 
@@ -116,6 +117,13 @@ export class GatewayMetrics {
       labelNames: ["bound"],
       registers,
     });
+    this.principalRefusals = new Counter({
+      name: "emceepee_principal_limit_refusals_total",
+      help: "Sessions and task-creating calls refused by a per-principal limit (gateway.sessions/tasks.maxPerPrincipal), by limit",
+      labelNames: ["limit"],
+      registers,
+    });
+    for (const limit of ["sessions", "tasks"]) this.principalRefusals.inc({ limit }, 0); // both series exist from the start
     const sources = () => this.sources;
     new Gauge({
       name: "emceepee_sessions",
@@ -214,6 +222,11 @@ export class GatewayMetrics {
 
   eventsEvicted(bound: string, count: number): void {
     if (count > 0) this.evicted.inc({ bound }, count);
+  }
+
+  /** A per-principal limit refused a session or a task (`limit`: "sessions" or "tasks"; never who). */
+  principalLimitRefused(limit: string): void {
+    this.principalRefusals.inc({ limit });
   }
 
   /** The Prometheus text exposition. */

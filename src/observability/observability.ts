@@ -60,6 +60,7 @@ export class Observability {
     const metrics = this.metrics;
     if (!metrics) return;
     metrics.setSources(gatewaySources({ ...state, faces: this.faces }));
+    state.sessions.limits.onRefused = (limit) => metrics.principalLimitRefused(limit);
     this.unwatch = state.sessions.observe((c) => {
       if (c.type === "session_ended") this.faces.ended(c.sessionId);
       else if (c.type === "change" && c.change.type === "server_reconnected") metrics.upstreamReconnected(c.change.server);

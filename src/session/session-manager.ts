@@ -4,6 +4,7 @@
  * docs/design/sessions-and-events.md, "How the code keeps it".
  */
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import type { Principal } from "../auth/principal.js";
 import type { ServerConfig } from "../config/server-entry.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import type { TimerHandle } from "../clock.js";
@@ -12,6 +13,7 @@ import type { RegisteredServer } from "../upstream/registry.js";
 import type { FaceRecord, SessionRecord } from "../store/contracts.js";
 import { ServerChanges, type AddServerOutcome } from "./server-changes.js";
 import type { ObservedChange } from "./event-system.js";
+import { PrincipalLimits, type CountedSession } from "./principal-limits.js";
 import { Session, type SessionCloseOptions, type SessionDeps } from "./session.js";
 
 /** What SessionManager observers hear: a session started or ended, or a change in one (see EventSystem.observe). */
@@ -72,12 +74,17 @@ export class SessionManager {
   /** The sweep of stored sessions under way (close() waits for it). */
   private storedSweep: Promise<unknown> | undefined;
   private readonly observers = new Set<(change: SessionChange) => void>();
+  /** Sessions and tasks per principal (principal-limits.ts); its onRefused feeds the refusals counter. */
+  readonly limits: PrincipalLimits;
+  /** What `limits` counts of each live session (its principal as it was when counted). */
+  private readonly counted = new Map<string, CountedSession>();
 
   constructor(
     private readonly deps: SessionDeps,
     private readonly options: SessionManagerOptions = { connectEagerly: true },
   ) {
     this.serverChanges = new ServerChanges(deps, this.sessions);
+    this.limits = new PrincipalLimits({ maxSessions: deps.settings.sessions.maxPerPrincipal, maxTasks: deps.settings.tasks.maxPerPrincipal });
   }
 
   start(): void {
@@ -87,16 +94,29 @@ export class SessionManager {
   /**
    * `connect`: connect every configured server now, in the background (else on
    * first use). `oneShot: false`: never expire the session as one-shot.
+   * `principal`: who creates it (its owner; counted toward its limits). Throws
+   * EMCP_LIMIT_REACHED (maxSessions) or EMCP_PRINCIPAL_LIMIT (maxPerPrincipal).
    */
-  create(options: { id?: string; downstreamCapabilities?: ClientCapabilities | undefined; connect?: boolean; oneShot?: boolean } = {}): Session {
+  create(
+    options: {
+      id?: string;
+      downstreamCapabilities?: ClientCapabilities | undefined;
+      connect?: boolean;
+      oneShot?: boolean;
+      principal?: Principal | undefined;
+    } = {},
+  ): Session {
     const id = options.id ?? this.deps.newId();
     if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, "the gateway is shutting down");
     const { maxSessions } = this.deps.settings.sessions;
     if (this.sessions.size >= maxSessions) {
       throw new GatewayError(ErrorCodes.LIMIT_REACHED, `the gateway already has ${maxSessions} sessions (gateway.sessions.maxSessions)`);
     }
+    this.limits.admitSession(options.principal);
     const session = new Session(id, this.deps, options.downstreamCapabilities);
+    session.principal = options.principal;
     this.sessions.set(id, session);
+    this.count(session);
     this.watch(session);
     this.liveness.set(id, { established: false, oneShot: options.oneShot ?? true, openResponses: 0, storedTouchAt: session.createdAt, holdsWork: false });
     this.deps.logger.info({ sessionHash: sessionHash(id) }, "session_created");
@@ -152,6 +172,8 @@ export class SessionManager {
     }
     const session = new Session(id, this.deps, record.clientCapabilities, record);
     this.sessions.set(id, session);
+    // Counted, never refused: it was admitted when it began (its owner may be over the limit here for a while, ADR 0018).
+    this.count(session);
     this.watch(session);
     this.liveness.set(id, { established: true, oneShot: true, openResponses: 0, storedTouchAt: 0, holdsWork: false });
     try {
@@ -163,6 +185,20 @@ export class SessionManager {
     }
     this.touchStored(session);
     return { session, record };
+  }
+
+  /** Counts the session toward its principal's limits, and asks them before each of its task reservations. */
+  private count(session: Session): void {
+    const tasks = session.tasks;
+    const counted: CountedSession = {
+      principal: session.principal,
+      get taskLoad() {
+        return tasks.load;
+      },
+    };
+    this.counted.set(session.id, counted);
+    this.limits.add(counted);
+    tasks.admit = () => this.limits.admitTask(counted);
   }
 
   /** Hears every session start, end and change from now on (nothing is consumed); returns the unsubscribe. */
@@ -254,6 +290,9 @@ export class SessionManager {
     const session = this.sessions.get(id);
     if (!session) return;
     this.sessions.delete(id);
+    const counted = this.counted.get(id);
+    if (counted) this.limits.remove(counted);
+    this.counted.delete(id);
     this.tell({ sessionId: id, type: "session_ended" });
     this.liveness.delete(id);
     // Ended for good: neither a request meanwhile nor a restart may bring it back (shutting down keeps it for the next start).

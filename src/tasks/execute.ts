@@ -123,8 +123,8 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     // A promotion that waits for the upstream task's creation can still be cancelled by the client.
     if (!promoted || !o.keepUpstreamTask) stopListening();
   }
-  // From here the working task itself counts toward maxTasksPerSession.
-  release();
+  // The call holds its reservation until its task exists (the working task counts from then on): no
+  // other call takes its place toward maxTasksPerSession or the principal's limit meanwhile.
   let task: TaskRecord;
   let late = false;
   try {
@@ -146,6 +146,8 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     abort.abort("session closed");
     call.catch(() => undefined);
     throw err;
+  } finally {
+    release();
   }
   taskId = task.taskId;
   // The upstream named its task after the wait: mapped now (a restart before that loses the call, as an unmapped promotion's).

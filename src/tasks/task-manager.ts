@@ -28,6 +28,11 @@ export class TaskManager {
   private inFlightCalls = 0;
   /** Called after every committed status change of a task (for notifications/tasks/status). */
   onStatusChange: ((record: TaskRecord) => void) | undefined;
+  /**
+   * Asked by reserveCall() after the session's own limit: throws to refuse the
+   * call (the limit per principal across sessions, session/principal-limits.ts).
+   */
+  admit: (() => void) | undefined;
 
   constructor(
     private readonly sessionId: string,
@@ -45,8 +50,9 @@ export class TaskManager {
   /**
    * Reserves capacity for one tool call that may become a task. Throws
    * LIMIT_REACHED when the session already has maxTasksPerSession working
-   * tasks and in-flight calls. Call the returned release() when the call
-   * settles or becomes a task; until then close() aborts `abort`.
+   * tasks and in-flight calls, or what `admit` throws. Call the returned
+   * release() when the call settles or becomes a task; until then close()
+   * aborts `abort`.
    */
   reserveCall(abort?: AbortController): () => void {
     const working = this.runtimes.size;
@@ -56,6 +62,7 @@ export class TaskManager {
         `this session already has ${working} working task(s) and ${this.inFlightCalls} call(s) in flight (max ${this.options.maxTasksPerSession}); wait for some to finish or cancel_task them`,
       );
     }
+    this.admit?.();
     this.inFlightCalls++;
     const unguard = abort ? this.abortOnClose(abort) : () => undefined;
     let released = false;
@@ -66,6 +73,11 @@ export class TaskManager {
         unguard();
       }
     };
+  }
+
+  /** Working tasks (run or re-attached here) plus calls in flight that may become one: what both task limits count. */
+  get load(): number {
+    return this.runtimes.size + this.inFlightCalls;
   }
 
   /**
