@@ -4,7 +4,7 @@
  * resumes, attaches, routes and ends them. See
  * docs/design/sessions-and-events.md, "How the code keeps it".
  */
-import { mayUse, principalOf } from "../auth/principal.js";
+import { principalOf } from "../auth/principal.js";
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
@@ -14,6 +14,7 @@ import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { primeServerTransport, type StoredInitialize } from "../mcp/resume-session.js";
 import { onResponseSent } from "../mcp/response-sent.js";
 import type { GatewayContext } from "../session/gateway-context.js";
+import { mayUseSession } from "../session/ownership.js";
 import type { Session } from "../session/session.js";
 import type { FaceRecord } from "../store/contracts.js";
 import { BoundedSseReplayStore, StoredSseReplayStore, type SseReplayStore } from "./sse-replay-store.js";
@@ -106,6 +107,18 @@ export class McpEndpoint {
     if (sessionId !== undefined) {
       // Not an id this gateway makes: unknown, answered before any lookup (no store read, no Redis key; docs/adr/0013).
       if (!isGatewaySessionId(sessionId)) return sessionNotFound(res, sessionId);
+      const caller = principalOf(req);
+      // A session not held here is checked against its stored owner before anything acts on the id: another
+      // principal's request resumes, adopts or forwards nothing (design EV-14).
+      if (!this.bindings.has(sessionId)) {
+        let stored;
+        try {
+          stored = await this.gateway.store.sessions.get(sessionId);
+        } catch (err) {
+          return sendErrorReply(res, 503, err, this.gateway.logger);
+        }
+        if (stored && !mayUseSession(stored.owner, caller)) return sessionNotFound(res, sessionId);
+      }
       let preread: string | undefined;
       const router = this.options.router;
       if (router && !this.bindings.has(sessionId)) {
@@ -116,7 +129,7 @@ export class McpEndpoint {
       const binding = this.bindings.get(sessionId) ?? (await this.resumed(sessionId));
       if (binding instanceof ResumeFailed) return sendErrorReply(res, binding.status, binding.error, this.gateway.logger);
       // Another principal's session is answered as an unknown one (it does not learn the id exists).
-      if (!binding || !mayUse(binding.session.principal, principalOf(req))) return sessionNotFound(res, sessionId);
+      if (!binding || !mayUseSession(binding.session.principal, caller)) return sessionNotFound(res, sessionId);
       const guest = binding.guest;
       if (guest) {
         guest.lastActivityAt = this.gateway.clock.now();
@@ -192,7 +205,7 @@ export class McpEndpoint {
     let owner = true;
     if (attachTo) {
       const existing = this.gateway.sessions.get(attachTo);
-      if (!existing || !mayUse(existing.principal, principalOf(req))) {
+      if (!existing || !mayUseSession(existing.principal, principalOf(req))) {
         return sendJsonRpcError(
           res,
           404,

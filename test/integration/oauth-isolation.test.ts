@@ -1,0 +1,450 @@
+/**
+ * Principals are isolated everywhere (issue 22, docs/adr/0018 "Ownership"),
+ * with real parts: `emceepee serve` processes, a real OpenID provider
+ * (test/helpers/oidc.ts) logging alice and bob in through the SDK's OAuth
+ * client, server-everything over Streamable HTTP as the upstream, a SQLite
+ * file across a restart and a real redis-server behind two replicas. Bob
+ * cannot use, attach to, read or answer anything of alice's on the meta face
+ * and the transparent faces; where he probes her task or request ids he gets
+ * the answer of an unknown id. A refused request resumes or adopts nothing.
+ * Sessions made before authentication was on are no OAuth principal's.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { sessionHash } from "../../src/logging.js";
+import { ROOT } from "../helpers/gateway.js";
+import {
+  freePort,
+  logLines,
+  pollFor,
+  startCliServe,
+  startEverythingHttp,
+  stopChild,
+  waitExit,
+  type ChildServer,
+  type RunningCli,
+} from "../helpers/core-extra.js";
+import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
+import { startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import { Balancer } from "../helpers/balancer.js";
+import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
+
+const SLOW = { timeout: 600_000 };
+const SCOPE = "mcp:tools";
+const STATIC_TOKEN = "static-operator-token-0123456789";
+const REDIRECT = "http://127.0.0.1:65502/callback";
+const FACES = ["/mcp", "/servers/up/mcp", "/all/mcp"] as const;
+type Face = (typeof FACES)[number];
+/** Ids of the right form that name nothing. */
+const UNKNOWN_SESSION = "00000000-0000-4000-8000-000000000000";
+const UNKNOWN_ID = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
+
+interface Reply {
+  status: number;
+  sessionId: string | undefined;
+  text: string;
+  messages: Array<Record<string, any>>;
+}
+
+let seq = 0;
+/** One JSON-RPC request over HTTP, with a bearer token and (optionally) a session id; SSE or JSON replies alike. */
+async function rpc(url: string, token: string, sessionId: string | undefined, method: string, params: Record<string, unknown> = {}): Promise<Reply> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${token}`,
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-protocol-version": "2025-11-25",
+      ...(sessionId ? { "mcp-session-id": sessionId } : {}),
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: ++seq, method, params }),
+  });
+  const text = await res.text();
+  let messages: Array<Record<string, any>> = [];
+  if (res.status === 200) {
+    messages = (res.headers.get("content-type") ?? "").includes("text/event-stream")
+      ? text
+          .split(/\r?\n/)
+          .filter((l) => l.startsWith("data:") && l.length > 6)
+          .map((l) => JSON.parse(l.slice(5)) as Record<string, any>)
+      : [JSON.parse(text) as Record<string, any>];
+  }
+  return { status: res.status, sessionId: res.headers.get("mcp-session-id") ?? undefined, text, messages };
+}
+
+const INIT = { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "isolation", version: "1" } };
+
+async function initialize(url: string, token: string): Promise<string> {
+  const r = await rpc(url, token, undefined, "initialize", INIT);
+  assert.equal(r.status, 200, r.text);
+  assert.ok(r.sessionId);
+  await fetch(url, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${token}`,
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-session-id": r.sessionId,
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }),
+  });
+  return r.sessionId;
+}
+
+/** The JSON-RPC response of a reply (not its notifications). */
+function response(r: Reply): Record<string, any> {
+  const m = r.messages.find((x) => "result" in x || "error" in x);
+  assert.ok(m, `no response in ${r.status} ${r.text}`);
+  return m;
+}
+
+/** A meta tool's result (the parsed envelope text) or its error. */
+async function tool(url: string, token: string, sid: string, name: string, args: Record<string, unknown> = {}): Promise<Record<string, any>> {
+  const r = await rpc(url, token, sid, "tools/call", { name, arguments: args });
+  assert.equal(r.status, 200, r.text);
+  return response(r);
+}
+
+/** What an answer says, with `ids` written as <id> and request-specific parts (JSON-RPC ids, times) dropped. */
+function masked(reply: unknown, ids: string[]): string {
+  let s = JSON.stringify(reply, (k, v: unknown) => (k === "id" && typeof v === "number" ? 0 : v));
+  for (const id of ids) s = s.split(id).join("<id>");
+  return s.replace(/"(?:now|at|createdAt|lastUpdatedAt|timestamp)":"[^"]*"/g, '"$1":"-"');
+}
+
+/** Logs a user in for each face (a token is bound to its face: RFC 8707) and returns the tokens. */
+async function login(base: string, user: string): Promise<Record<Face, string>> {
+  const tokens = {} as Record<Face, string>;
+  for (const face of FACES) {
+    const oauth = new MemoryOAuthClient(REDIRECT);
+    const { client } = await loginAndConnect(`${base}${face}`, user, oauth);
+    await client.close();
+    tokens[face] = oauth.saved!.access_token;
+  }
+  return tokens;
+}
+
+/** What alice leaves lying around: a session on each face, a meta task waiting on an elicitation, transparent tasks. */
+interface AliceWork {
+  sessions: Record<Face, string>;
+  metaTask: string;
+  requestId: string;
+  transparentTasks: string[];
+}
+
+async function aliceWorks(base: string, tokens: Record<Face, string>): Promise<AliceWork> {
+  const sessions = {} as Record<Face, string>;
+  for (const face of FACES) sessions[face] = await initialize(`${base}${face}`, tokens[face]);
+  const meta = `${base}/mcp`;
+  const promoted = await tool(meta, tokens["/mcp"], sessions["/mcp"], "execute_tool", {
+    server: "up",
+    tool: "trigger-elicitation-request",
+    args: {},
+    timeout_ms: 1_000,
+  });
+  const metaTask = /"task_id":\s*"([0-9A-Z]{26})"/.exec(JSON.stringify(promoted))?.[1];
+  assert.ok(metaTask, `no task id in ${JSON.stringify(promoted)}`);
+  const requestId = await pollFor(
+    async () => {
+      const r = await tool(meta, tokens["/mcp"], sessions["/mcp"], "get_elicitations");
+      return (r.result?.structuredContent?.elicitations as Array<{ requestId: string }> | undefined)?.[0]?.requestId;
+    },
+    "alice's pending elicitation",
+    60_000,
+  );
+  const transparentTasks: string[] = [];
+  for (const [face, name] of [
+    ["/servers/up/mcp", "echo"],
+    ["/all/mcp", "up__echo"],
+  ] as const) {
+    const r = await rpc(`${base}${face}`, tokens[face], sessions[face], "tools/call", { name, arguments: { message: "alice's" }, task: { ttl: 300_000 } });
+    const taskId = response(r).result?.task?.taskId as string | undefined;
+    assert.ok(taskId, `no task in ${r.text}`);
+    transparentTasks.push(taskId);
+  }
+  return { sessions, metaTask, requestId, transparentTasks };
+}
+
+/**
+ * Everything bob can try against alice's work, from his own sessions and with
+ * her session ids: each answer must equal the one for an unknown id.
+ */
+async function bobProbes(base: string, bob: Record<Face, string>, alice: AliceWork): Promise<void> {
+  const bobSessions = {} as Record<Face, string>;
+  for (const face of FACES) bobSessions[face] = await initialize(`${base}${face}`, bob[face]);
+  const aliceIds = [...Object.values(alice.sessions), alice.metaTask, alice.requestId, ...alice.transparentTasks];
+  const same = (what: string, foreign: unknown, unknown: unknown, ids: string[]) =>
+    assert.equal(masked(foreign, ids), masked(unknown, ids), `${what}: another principal's id is answered like an unknown one`);
+
+  // Her session ids, on every face: the 404 of an unknown session; attaching to them too.
+  for (const face of FACES) {
+    for (const [owner, sid] of Object.entries(alice.sessions)) {
+      const foreign = await rpc(`${base}${face}`, bob[face], sid, "tools/list");
+      const unknown = await rpc(`${base}${face}`, bob[face], UNKNOWN_SESSION, "tools/list");
+      assert.equal(foreign.status, 404, `${face} with alice's ${owner} session: ${foreign.text}`);
+      same(`${face} with alice's ${owner} session`, foreign.text, unknown.text, [sid, UNKNOWN_SESSION]);
+    }
+  }
+  for (const [owner, sid] of Object.entries(alice.sessions)) {
+    const foreign = await rpc(`${base}/mcp?session=${sid}`, bob["/mcp"], undefined, "initialize", INIT);
+    const unknown = await rpc(`${base}/mcp?session=${UNKNOWN_SESSION}`, bob["/mcp"], undefined, "initialize", INIT);
+    assert.equal(foreign.status, 404, `attaching to alice's ${owner} session: ${foreign.text}`);
+    same(`attaching to alice's ${owner} session`, foreign.text, unknown.text, [sid, UNKNOWN_SESSION]);
+  }
+
+  // Meta face: her tasks and requests by id, from his session.
+  const meta = `${base}/mcp`;
+  const mine = (name: string, args: Record<string, unknown>) => tool(meta, bob["/mcp"], bobSessions["/mcp"], name, args);
+  for (const taskId of [alice.metaTask, ...alice.transparentTasks]) {
+    for (const [name, args] of [
+      ["get_task", { task_id: taskId }],
+      ["get_task_result", { task_id: taskId, timeout_ms: 0 }],
+      ["cancel_task", { task_id: taskId }],
+    ] as const) {
+      const foreign = await mine(name, args);
+      assert.equal(foreign.result?.isError, true, `${name} of alice's task answered ${JSON.stringify(foreign)}`);
+      same(`${name} of alice's task`, foreign, await mine(name, { ...args, task_id: UNKNOWN_ID }), [taskId, UNKNOWN_ID]);
+    }
+  }
+  for (const action of ["accept", "decline", "cancel"]) {
+    const args = { request_id: alice.requestId, action, ...(action === "accept" ? { content: {} } : {}) };
+    const foreign = await mine("respond_to_elicitation", args);
+    assert.equal(foreign.result?.isError, true, `respond_to_elicitation of alice's request answered ${JSON.stringify(foreign)}`);
+    same(`respond_to_elicitation (${action}) of alice's request`, foreign, await mine("respond_to_elicitation", { ...args, request_id: UNKNOWN_ID }), [
+      alice.requestId,
+      UNKNOWN_ID,
+    ]);
+    same(
+      `respond_to_sampling of alice's request`,
+      await mine("respond_to_sampling", { request_id: alice.requestId, action: "decline" }),
+      await mine("respond_to_sampling", { request_id: UNKNOWN_ID, action: "decline" }),
+      [alice.requestId, UNKNOWN_ID],
+    );
+  }
+  // What he can list or wait for names none of hers.
+  for (const [name, args] of [
+    ["list_tasks", {}],
+    ["get_elicitations", {}],
+    ["get_sampling_requests", {}],
+    ["await_activity", { timeout_ms: 0 }],
+    ["get_notifications", {}],
+  ] as const) {
+    const seen = JSON.stringify(await mine(name, args));
+    for (const id of aliceIds) assert.ok(!seen.includes(id), `${name} shows bob alice's ${id}: ${seen}`);
+  }
+
+  // Transparent faces: tasks/* with her task ids, from his sessions.
+  for (const face of ["/servers/up/mcp", "/all/mcp"] as const) {
+    const url = `${base}${face}`;
+    for (const taskId of [alice.metaTask, ...alice.transparentTasks]) {
+      for (const method of ["tasks/get", "tasks/result", "tasks/cancel"]) {
+        const foreign = response(await rpc(url, bob[face], bobSessions[face], method, { taskId }));
+        const unknown = response(await rpc(url, bob[face], bobSessions[face], method, { taskId: UNKNOWN_ID }));
+        assert.ok(foreign.error, `${face} ${method} of alice's task answered ${JSON.stringify(foreign)}`);
+        same(`${face} ${method} of alice's task`, foreign, unknown, [taskId, UNKNOWN_ID]);
+      }
+    }
+    const listed = JSON.stringify(response(await rpc(url, bob[face], bobSessions[face], "tasks/list")));
+    for (const id of aliceIds) assert.ok(!listed.includes(id), `${face} tasks/list shows bob alice's ${id}`);
+  }
+}
+
+/** Alice still has all of it: her sessions answer her, her meta task and her request are there. */
+async function aliceStillWorks(base: string, tokens: Record<Face, string>, alice: AliceWork): Promise<void> {
+  for (const face of FACES) {
+    const r = await rpc(`${base}${face}`, tokens[face], alice.sessions[face], "tools/list");
+    assert.equal(r.status, 200, `${face}: ${r.text}`);
+  }
+  const task = await tool(`${base}/mcp`, tokens["/mcp"], alice.sessions["/mcp"], "get_task", { task_id: alice.metaTask });
+  assert.notEqual(task.result?.isError, true, JSON.stringify(task));
+  const got = response(
+    await rpc(`${base}/servers/up/mcp`, tokens["/servers/up/mcp"], alice.sessions["/servers/up/mcp"], "tasks/get", { taskId: alice.transparentTasks[0] }),
+  );
+  assert.equal(got.result?.taskId, alice.transparentTasks[0], JSON.stringify(got));
+}
+
+describe("principals are isolated: one gateway, across a restart (SQLite)", SLOW, () => {
+  let idp: TestOidcProvider;
+  let remote: ChildServer;
+  let tmp: string;
+  let port: number;
+  let base: string;
+  let served: RunningCli | undefined;
+
+  async function start(auth: boolean): Promise<void> {
+    const config = path.join(tmp, `config-${auth}.json`);
+    const gateway = auth ? { token: STATIC_TOKEN, auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } } } : {};
+    await writeFile(config, JSON.stringify({ mcpServers: { up: { url: remote.url } }, gateway }));
+    served = await startCliServe(ROOT, [
+      "--config",
+      config,
+      "--port",
+      String(port),
+      "--store",
+      `sqlite:${path.join(tmp, "state.db")}`,
+      "--no-upstream-check",
+      "--log-level",
+      "info",
+    ]);
+  }
+
+  async function stop(): Promise<void> {
+    const old = served!;
+    old.child.kill("SIGTERM");
+    const { code } = await waitExit(old.child, 60_000);
+    assert.equal(code, 0, old.stderr().slice(-3000));
+    served = undefined;
+  }
+
+  const resumed = (sid: string) => logLines(served!.stderr(), "session_resumed").filter((l) => l.sessionHash === sessionHash(sid));
+
+  before(async () => {
+    tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-isolation-"));
+    idp = await startOidcProvider({ scopes: [SCOPE] });
+    remote = await startEverythingHttp();
+    port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+  });
+
+  after(async () => {
+    if (served) await stopChild(served.child);
+    await remote?.close();
+    await idp?.close();
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  test("a session made without authentication is no OAuth principal's after authentication is turned on; the static token's operator keeps it", async () => {
+    await start(false);
+    const r = await fetch(`${base}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: INIT }),
+    });
+    assert.equal(r.status, 200);
+    const ownerless = r.headers.get("mcp-session-id")!;
+    await stop();
+    await start(true);
+    const alice = await login(base, "alice");
+    const asAlice = await rpc(`${base}/mcp`, alice["/mcp"], ownerless, "tools/list");
+    const unknown = await rpc(`${base}/mcp`, alice["/mcp"], UNKNOWN_SESSION, "tools/list");
+    assert.equal(asAlice.status, 404, asAlice.text.slice(0, 300));
+    assert.equal(masked(asAlice.text, [ownerless, UNKNOWN_SESSION]), masked(unknown.text, [ownerless, UNKNOWN_SESSION]));
+    assert.deepEqual(resumed(ownerless), [], "a refused request resumes nothing");
+    const attach = await rpc(`${base}/mcp?session=${ownerless}`, alice["/mcp"], undefined, "initialize", INIT);
+    assert.equal(attach.status, 404, attach.text);
+    const asOperator = await rpc(`${base}/mcp`, STATIC_TOKEN, ownerless, "tools/list");
+    assert.equal(asOperator.status, 200, asOperator.text);
+    assert.equal(resumed(ownerless).length, 1);
+    // Resumed now, held in memory: still not alice's.
+    assert.equal((await rpc(`${base}/mcp`, alice["/mcp"], ownerless, "tools/list")).status, 404);
+  });
+
+  test("bob cannot use, attach to, read or answer anything of alice's, live and after a restart; his refused requests resume nothing", async () => {
+    if (!served) await start(true);
+    const aliceTokens = await login(base, "alice");
+    const bobTokens = await login(base, "bob");
+    const alice = await aliceWorks(base, aliceTokens);
+    await bobProbes(base, bobTokens, alice);
+    await aliceStillWorks(base, aliceTokens, alice);
+
+    await stop();
+    await start(true);
+    // Her sessions are in the store only now: bob's requests with their ids must not bring them back.
+    for (const face of FACES) {
+      for (const sid of Object.values(alice.sessions)) {
+        assert.equal((await rpc(`${base}${face}`, bobTokens[face], sid, "tools/list")).status, 404);
+      }
+    }
+    for (const sid of Object.values(alice.sessions)) assert.deepEqual(resumed(sid), [], "bob's request resumed alice's session");
+    await bobProbes(base, bobTokens, alice);
+    for (const sid of Object.values(alice.sessions)) assert.deepEqual(resumed(sid), [], "bob's probes resumed alice's session");
+    await aliceStillWorks(base, aliceTokens, alice);
+    assert.equal(resumed(alice.sessions["/mcp"]).length, 1, "alice's own request resumes her session");
+  });
+});
+
+const redisSkip = redisSkipReason();
+
+describe("principals are isolated across two replicas (Redis)", { ...SLOW, skip: redisSkip }, () => {
+  let idp: TestOidcProvider;
+  let remote: ChildServer;
+  let redis: RedisServer;
+  let tmp: string;
+  let balancer: Balancer;
+  let base: string;
+  const replicas: Array<{ id: string; port: number; served: RunningCli }> = [];
+  const alive = () => replicas.filter((r) => r.served.child.exitCode === null && r.served.child.signalCode === null);
+
+  before(async () => {
+    tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-isolation-replicas-"));
+    idp = await startOidcProvider({ scopes: [SCOPE] });
+    remote = await startEverythingHttp();
+    redis = await startRedis();
+    balancer = new Balancer(() => alive());
+    base = await balancer.start();
+    for (const i of [1, 2]) {
+      const port = await freePort();
+      const id = `r${i}`;
+      const config = path.join(tmp, `${id}.json`);
+      await writeFile(
+        config,
+        JSON.stringify({
+          mcpServers: { up: { url: remote.url } },
+          gateway: {
+            store: { kind: "redis", url: redis.url },
+            // One public URL for both: tokens are issued for the balancer's address (RFC 8707) and valid on either replica.
+            http: { publicUrl: base },
+            auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
+            cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "replica-isolation-secret-0123456789", leaseMs: 5_000 },
+          },
+        }),
+      );
+      const served = await startCliServe(ROOT, ["--config", config, "--port", String(port), "--no-upstream-check", "--log-level", "info"], 60_000);
+      replicas.push({ id, port, served });
+    }
+  });
+
+  after(async () => {
+    await balancer?.close();
+    await Promise.allSettled(replicas.map((r) => stopChild(r.served.child)));
+    await redis?.stop();
+    await remote?.close();
+    await idp?.close();
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  test("bob cannot use, attach to, read or answer anything of alice's through either replica; after her replica dies, his requests adopt nothing", async () => {
+    const aliceTokens = await login(base, "alice");
+    const bobTokens = await login(base, "bob");
+    const alice = await aliceWorks(base, aliceTokens);
+    await bobProbes(base, bobTokens, alice);
+    await aliceStillWorks(base, aliceTokens, alice);
+
+    // Alice's meta session's replica dies: her session is in Redis only.
+    const sid = alice.sessions["/mcp"];
+    const holder = replicas.find((r) => logLines(r.served.stderr(), "session_created").some((l) => l.sessionHash === sessionHash(sid)));
+    assert.ok(holder, "a replica created alice's meta session");
+    holder.served.child.kill("SIGKILL");
+    await waitExit(holder.served.child);
+    const survivor = alive()[0]!;
+    const adopted = () => logLines(survivor.served.stderr(), "cluster_session_adopted").filter((l) => l.sessionHash === sessionHash(sid));
+    const taken = () => logLines(survivor.served.stderr(), "session_resumed").filter((l) => l.sessionHash === sessionHash(sid));
+    const foreign = await rpc(`${base}/mcp`, bobTokens["/mcp"], sid, "tools/list");
+    assert.equal(foreign.status, 404, foreign.text);
+    assert.deepEqual(adopted(), [], "bob's request adopted alice's session");
+    assert.deepEqual(taken(), [], "bob's request resumed alice's session");
+    // Her own request, once the dead replica's lease ran out, adopts and resumes it.
+    await pollFor(
+      async () => ((await rpc(`${base}/mcp`, aliceTokens["/mcp"], sid, "tools/list")).status === 200 ? true : undefined),
+      "alice's session adopted",
+      60_000,
+      500,
+    );
+    assert.equal(taken().length, 1);
+    await bobProbes(base, bobTokens, alice);
+  });
+});
