@@ -121,15 +121,18 @@ function oauthSettings(idp: TestOidcProvider, introspection: boolean): OAuthSett
     scopes: [SCOPE],
     audiences: [],
     clockSkewMs: 30_000,
+    jwtType: "at+jwt",
     introspection: introspection
       ? {
           endpoint: `${idp.issuer}/token/introspection`,
           clientId: GATEWAY_CLIENT.client_id,
           clientSecret: GATEWAY_CLIENT.client_secret,
           cacheMs: 60_000,
+          negativeCacheMs: 5_000,
+          requireAudience: true,
           cacheMaxEntries: 10_000,
         }
-      : { cacheMs: 60_000, cacheMaxEntries: 10_000 },
+      : { cacheMs: 60_000, negativeCacheMs: 5_000, requireAudience: true, cacheMaxEntries: 10_000 },
   };
 }
 
@@ -277,7 +280,7 @@ async function verifierLoop(idp: TestOidcProvider, jwtOrigin: string, opaqueOrig
       },
       {
         what: "JWT, keys cached (verifyJwt: jose ES256 + claims)",
-        check: () => expectPrincipal(verifyJwt(jwt, { issuers: [idp.issuer], audiences, clockSkewMs: 30_000 }, keys, systemClock)),
+        check: () => expectPrincipal(verifyJwt(jwt, { issuers: [idp.issuer], audiences, clockSkewMs: 30_000, type: "at+jwt" }, keys, systemClock)),
       },
       { what: "JWT, keys cached (Authenticator.authenticate)", check: () => expectPrincipal(withJwt.authenticate(request(jwtOrigin, jwt), FACE)) },
       {

@@ -40,11 +40,11 @@ export class Authenticator {
 
   constructor(private readonly o: AuthenticatorOptions) {
     this.keys = new IssuerKeys({ clock: o.clock, fetch: o.fetch, ...o.keys });
-    const { endpoint, clientId, clientSecret, cacheMs, cacheMaxEntries } = o.oauth.introspection;
+    const { endpoint, clientId, clientSecret, ...cache } = o.oauth.introspection;
     this.introspector =
       endpoint === undefined || clientId === undefined || clientSecret === undefined
         ? undefined
-        : new Introspector({ endpoint, clientId, clientSecret, cacheMs, cacheMaxEntries, issuers: o.oauth.issuers, clock: o.clock, fetch: o.fetch });
+        : new Introspector({ endpoint, clientId, clientSecret, ...cache, issuers: o.oauth.issuers, clock: o.clock, fetch: o.fetch });
   }
 
   async authenticate(req: IncomingMessage, path: string): Promise<AuthOutcome> {
@@ -90,8 +90,8 @@ export class Authenticator {
   }
 
   private check(token: string, audiences: string[]): Promise<Principal | TokenRejection> {
-    const { issuers, clockSkewMs } = this.o.oauth;
-    if (looksLikeJwt(token)) return verifyJwt(token, { issuers, audiences, clockSkewMs }, this.keys, this.o.clock);
+    const { issuers, clockSkewMs, jwtType } = this.o.oauth;
+    if (looksLikeJwt(token)) return verifyJwt(token, { issuers, audiences, clockSkewMs, type: jwtType }, this.keys, this.o.clock);
     if (this.introspector) return this.introspector.check(token, audiences, clockSkewMs);
     return Promise.resolve({
       kind: "invalid",

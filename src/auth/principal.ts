@@ -12,7 +12,7 @@ import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 export interface Principal {
   /** The token's `iss`, or STATIC_ISSUER for the static token. */
   readonly issuer: string;
-  /** The token's `sub` (or introspection's `sub`, else `client_id`). */
+  /** The token's `sub`; a token without one (client credentials, by introspection) is `client:<client_id>` (subjectOf). */
   readonly subject: string;
   readonly scopes: readonly string[];
   /** The validated token's claims (introspection: its answer), for later work (roles, audit). */
@@ -30,6 +30,26 @@ export const STATIC_ISSUER = "urn:emceepee:static-token";
 
 export function makePrincipal(p: Omit<Principal, "hash">): Principal {
   return Object.freeze({ ...p, scopes: Object.freeze([...p.scopes]), hash: principalHash(p.issuer, p.subject) });
+}
+
+/**
+ * Where principals without a user live: a token without `sub` (RFC 7662 makes it
+ * optional; a client-credentials token) is the subject `client:<client_id>`, and a
+ * token whose own `sub` starts with `client:` is refused, so a client can never
+ * be taken for a user whose subject is its id (docs/adr/0018-inbound-identity.md).
+ */
+export const CLIENT_SUBJECT_PREFIX = "client:";
+
+/** The subject a token's claims name, or why none is accepted. */
+export function subjectOf(claims: Readonly<Record<string, unknown>>): { subject: string } | { refused: string } {
+  const { sub, client_id: clientId } = claims;
+  if (typeof sub === "string" && sub !== "") {
+    if (sub.startsWith(CLIENT_SUBJECT_PREFIX))
+      return { refused: `its subject ${JSON.stringify(sub)} starts with "${CLIENT_SUBJECT_PREFIX}", which names OAuth clients without a user here` };
+    return { subject: sub };
+  }
+  if (typeof clientId === "string" && clientId !== "") return { subject: `${CLIENT_SUBJECT_PREFIX}${clientId}` };
+  return { refused: "it names no sub and no client_id" };
 }
 
 /** The one principal of the static token (the simple mode). */

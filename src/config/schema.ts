@@ -35,6 +35,11 @@ const oauthSchema = z
     audiences: z.array(z.string().min(1)).default([]),
     /** Leeway for `exp` / `nbf` / `iat` between the issuer's clock and ours. */
     clockSkewMs: z.number().int().min(0).max(300_000).default(30_000),
+    /**
+     * The JWT `typ` header an access token must carry: "at+jwt" (RFC 9068; `application/at+jwt` too), or "any" for
+     * servers that do not set it (tokens that look like OpenID ID tokens are refused then: `nonce`, `at_hash`, `c_hash`).
+     */
+    jwtType: z.enum(["at+jwt", "any"]).default("at+jwt"),
     /** RFC 7662 token introspection for opaque (non-JWT) access tokens; off without `endpoint`. */
     introspection: z
       .strictObject({
@@ -42,8 +47,12 @@ const oauthSchema = z
         /** The gateway's own client credentials at the authorization server (HTTP Basic). */
         clientId: z.string().min(1).optional(),
         clientSecret: z.string().min(1).optional(),
-        /** An answer (active or not) is reused this long, never past the token's `exp`. */
+        /** An active answer is reused this long, never past the token's `exp`. */
         cacheMs: z.number().int().min(0).max(3_600_000).default(60_000),
+        /** An inactive answer ("not active") is reused this long (a negative cache: short, so a fresh token is not refused long). */
+        negativeCacheMs: z.number().int().min(0).max(60_000).default(5_000),
+        /** false: an active answer without `aud` is accepted (for servers that omit it); else it must name this resource, as a JWT's. */
+        requireAudience: z.boolean().default(true),
         /** Answers kept at most (the oldest are dropped first). */
         cacheMaxEntries: z.number().int().positive().default(10_000),
       })

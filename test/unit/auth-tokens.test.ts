@@ -3,9 +3,10 @@
  * signed by jose and the issuer's metadata and key set served over loopback
  * HTTP (so jose's remote key set, its cache and its refetch on an unknown
  * `kid` run for real): expired, not yet valid, wrong audience, wrong issuer,
- * unknown key then rotated in, `none` and HMAC algorithms, a missing scope
- * (403), no token (401 naming the metadata), the static token, an issuer that
- * cannot be reached (503).
+ * unknown key then rotated in, `none` and HMAC algorithms, an ID token or
+ * other non-`at+jwt` type (and, with `jwtType: "any"`, one carrying `nonce`),
+ * a `client:` subject, a missing scope (403), no token (401 naming the
+ * metadata), the static token, an issuer that cannot be reached (503).
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -38,6 +39,7 @@ describe("Authenticator: access tokens", () => {
   let k2: CryptoKey;
   let k2Public: CryptoKey;
   let auth: Authenticator;
+  let anyType: Authenticator;
 
   before(async () => {
     server = http.createServer((rq, rs) => {
@@ -53,26 +55,34 @@ describe("Authenticator: access tokens", () => {
     k2 = b.privateKey;
     k2Public = b.publicKey;
     published.push({ ...(await exportJWK(a.publicKey)), kid: "k1", alg: "ES256", use: "sig" });
-    auth = new Authenticator({
-      token: STATIC,
-      oauth: {
-        issuers: [issuer, "http://127.0.0.1:9"],
-        scopes: ["mcp:tools"],
-        audiences: ["api://emceepee"],
-        clockSkewMs: 30_000,
-        introspection: { cacheMs: 0, cacheMaxEntries: 1 },
-      },
-      urls: { publicUrl: GW, trustForwardedHeaders: false },
-      isFace: (p) => p === "/mcp",
-      clock,
-      keys: { cooldownMs: 0, retryAfterMs: 60_000, timeoutMs: 2_000 },
-    });
+    const make = (jwtType: "at+jwt" | "any") =>
+      new Authenticator({
+        token: STATIC,
+        oauth: {
+          issuers: [issuer, "http://127.0.0.1:9"],
+          scopes: ["mcp:tools"],
+          audiences: ["api://emceepee"],
+          clockSkewMs: 30_000,
+          jwtType,
+          introspection: { cacheMs: 0, negativeCacheMs: 0, requireAudience: true, cacheMaxEntries: 1 },
+        },
+        urls: { publicUrl: GW, trustForwardedHeaders: false },
+        isFace: (p) => p === "/mcp",
+        clock,
+        keys: { cooldownMs: 0, retryAfterMs: 60_000, timeoutMs: 2_000 },
+      });
+    auth = make("at+jwt");
+    anyType = make("any");
   });
   after(() => new Promise<void>((r) => (server.closeAllConnections(), server.close(() => r()))));
 
-  async function sign(claims: Record<string, unknown> = {}, o: { key?: CryptoKey; kid?: string; iss?: string } = {}): Promise<string> {
+  async function sign(
+    claims: Record<string, unknown> = {},
+    o: { key?: CryptoKey; kid?: string; iss?: string; typ?: string | undefined } = {},
+  ): Promise<string> {
+    const typ = "typ" in o ? o.typ : "at+jwt";
     return new SignJWT({ scope: "mcp:tools other", sub: "alice", aud: `${GW}/mcp`, iat: now(), exp: now() + 300, ...claims })
-      .setProtectedHeader({ alg: "ES256", kid: o.kid ?? "k1", typ: "at+jwt" })
+      .setProtectedHeader({ alg: "ES256", kid: o.kid ?? "k1", ...(typ !== undefined ? { typ } : {}) })
       .setIssuer(o.iss ?? issuer)
       .sign(o.key ?? k1);
   }
@@ -145,6 +155,36 @@ describe("Authenticator: access tokens", () => {
       .setIssuer(issuer)
       .sign(new TextEncoder().encode("a-shared-secret-someone-guessed!"));
     assert.match(failure(await auth.authenticate(bearer(hs), "/mcp")).message, /algorithm "HS256" is not accepted/);
+  });
+
+  test("typ: only at+jwt (or application/at+jwt) is an access token; an ID token (typ JWT or none) is refused", async () => {
+    assert.ok("principal" in (await auth.authenticate(bearer(await sign({}, { typ: "application/at+JWT" })), "/mcp")));
+    for (const typ of ["JWT", undefined]) {
+      // An ID token as a provider signs it: the same issuer and key, aimed at this resource, with a nonce.
+      const idToken = await sign({ nonce: "n-0S6_WzA2Mj", auth_time: now() }, { typ });
+      const f = failure(await auth.authenticate(bearer(idToken), "/mcp"));
+      assert.equal(f.status, 401);
+      assert.ok(f.message.includes(`its type (typ header) is ${typ === undefined ? "null" : '"JWT"'}, not "at+jwt"`), f.message);
+      assert.match(f.message, /gateway\.auth\.oauth\.jwtType: "any"/);
+      assert.match(f.headers["WWW-Authenticate"]!, /error="invalid_token"/);
+    }
+  });
+
+  test('jwtType "any": a token without typ is accepted, but not one that carries an ID token\'s claims (nonce, at_hash, c_hash)', async () => {
+    const o = await anyType.authenticate(bearer(await sign({}, { typ: undefined })), "/mcp");
+    assert.ok("principal" in o, JSON.stringify(o));
+    assert.ok("principal" in (await anyType.authenticate(bearer(await sign({}, { typ: "JWT" })), "/mcp")));
+    for (const claim of ["nonce", "at_hash", "c_hash"]) {
+      const f = failure(await anyType.authenticate(bearer(await sign({ [claim]: "x" }, { typ: "JWT" })), "/mcp"));
+      assert.equal(f.status, 401);
+      assert.match(f.message, new RegExp(`it carries ${claim}, as an OpenID ID token does`));
+    }
+  });
+
+  test('a subject starting with "client:" is refused (that namespace is for tokens without a user)', async () => {
+    const f = failure(await auth.authenticate(bearer(await sign({ sub: "client:ci-bot" })), "/mcp"));
+    assert.equal(f.status, 401);
+    assert.match(f.message, /its subject "client:ci-bot" starts with "client:"/);
   });
 
   test("a valid token without a required scope: 403 insufficient_scope naming it", async () => {
