@@ -14,7 +14,7 @@ import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { primeServerTransport, type StoredInitialize } from "../mcp/resume-session.js";
 import { onResponseSent } from "../mcp/response-sent.js";
 import type { GatewayContext } from "../session/gateway-context.js";
-import { mayUseSession } from "../session/ownership.js";
+import { mayUseSession } from "../auth/ownership.js";
 import type { Session } from "../session/session.js";
 import type { FaceRecord } from "../store/contracts.js";
 import { BoundedSseReplayStore, StoredSseReplayStore, type SseReplayStore } from "./sse-replay-store.js";
