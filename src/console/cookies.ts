@@ -1,17 +1,28 @@
 /**
- * The console's one cookie, in one place: its name, its value (a hash of the
- * gateway's token, never the token), how a request's is read and checked (the
- * HTTP guards ask loginCookieMatches through GuardOptions.consoleCredential),
- * and the Set-Cookie headers of log-in and log-out (HttpOnly,
- * SameSite=Strict, Path=/console: a browser sends it to the console only).
+ * The console's cookies, in one place: the session cookie (a hash of the
+ * gateway's token, never the token, or a person's console session id; read
+ * by the HTTP guards through loginCookieMatches) with HttpOnly,
+ * SameSite=Strict, Path=/console, and the login-binding cookie of an OpenID
+ * Connect login (HttpOnly, SameSite=Lax: the provider's redirect back is a
+ * cross-site top-level GET; Path=/console/callback). Every one is Secure
+ * when the console is served over https (`secure`: gateway.http.publicUrl).
  */
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { secretEquals } from "../auth/secret.js";
+import { CONSOLE_CALLBACK_PATH } from "../http/guards.js";
 
 export const CONSOLE_COOKIE = "emceepee_console";
+/** Binds a started OpenID Connect login to the browser that started it (login CSRF). */
+export const LOGIN_BINDING_COOKIE = "emceepee_login";
 
-const ATTRIBUTES = "HttpOnly; SameSite=Strict; Path=/console";
+/** How cookies are set: `secure` when the console's external URL is https. */
+export interface CookieOptions {
+  secure: boolean;
+}
+
+const attributes = (o: CookieOptions): string => `HttpOnly; SameSite=Strict; Path=/console${o.secure ? "; Secure" : ""}`;
+const bindingAttributes = (o: CookieOptions): string => `HttpOnly; SameSite=Lax; Path=${CONSOLE_CALLBACK_PATH}${o.secure ? "; Secure" : ""}`;
 
 /** The console cookie's value for `token`: a hash, so the cookie never holds the token itself. */
 export function consoleCookieValue(token: string): string {
@@ -34,16 +45,36 @@ export function loginCookieMatches(req: IncomingMessage, token: string): boolean
 }
 
 /** The Set-Cookie header of a successful log-in. */
-export function loginCookie(token: string): string {
-  return `${CONSOLE_COOKIE}=${consoleCookieValue(token)}; ${ATTRIBUTES}`;
+export function loginCookie(token: string, o: CookieOptions): string {
+  return `${CONSOLE_COOKIE}=${consoleCookieValue(token)}; ${attributes(o)}`;
 }
 
 /** The Set-Cookie header that logs out (the browser drops the cookie). */
-export function logoutCookie(): string {
-  return `${CONSOLE_COOKIE}=; ${ATTRIBUTES}; Max-Age=0`;
+export function logoutCookie(o: CookieOptions): string {
+  return `${CONSOLE_COOKIE}=; ${attributes(o)}; Max-Age=0`;
 }
 
 /** The Set-Cookie header of an OpenID Connect login: a new random console session id (rotated at every login), for `maxAgeMs`. */
-export function sessionCookie(sessionId: string, maxAgeMs: number): string {
-  return `${CONSOLE_COOKIE}=${sessionId}; ${ATTRIBUTES}; Max-Age=${Math.floor(maxAgeMs / 1000)}`;
+export function sessionCookie(sessionId: string, maxAgeMs: number, o: CookieOptions): string {
+  return `${CONSOLE_COOKIE}=${sessionId}; ${attributes(o)}; Max-Age=${Math.floor(maxAgeMs / 1000)}`;
+}
+
+/** A new random login-binding value (256 bits); the store keeps only its hash (bindingHash). */
+export function newLoginBinding(): string {
+  return randomBytes(32).toString("base64url");
+}
+
+/** What the store keeps of a login-binding value. */
+export function bindingHash(binding: string): string {
+  return createHash("sha256").update(`emceepee-login-binding\0${binding}`).digest("hex");
+}
+
+/** The Set-Cookie header that binds a started login to this browser, for `maxAgeMs` (the login's lifetime). */
+export function bindingCookie(binding: string, maxAgeMs: number, o: CookieOptions): string {
+  return `${LOGIN_BINDING_COOKIE}=${binding}; ${bindingAttributes(o)}; Max-Age=${Math.max(1, Math.floor(maxAgeMs / 1000))}`;
+}
+
+/** The Set-Cookie header that drops the login-binding cookie (after the callback, whatever its outcome). */
+export function clearBindingCookie(o: CookieOptions): string {
+  return `${LOGIN_BINDING_COOKIE}=; ${bindingAttributes(o)}; Max-Age=0`;
 }

@@ -21,7 +21,7 @@ export const SECURITY_HEADERS = {
   "Cache-Control": "no-store",
 } as const;
 
-export function sendHtml(res: http.ServerResponse, status: number, body: Html, headers: Record<string, string> = {}): void {
+export function sendHtml(res: http.ServerResponse, status: number, body: Html, headers: Record<string, string | string[]> = {}): void {
   res.writeHead(status, { "Content-Type": "text/html; charset=utf-8", ...SECURITY_HEADERS, ...headers });
   res.end(body.value);
 }

@@ -28,7 +28,7 @@ import type { PageHandler } from "../http/server.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
 import { CONSOLE_CSS, CONSOLE_JS } from "./assets.js";
-import { loginCookie, loginCookieMatches, logoutCookie, sessionCookie } from "./cookies.js";
+import { bindingCookie, clearBindingCookie, loginCookie, loginCookieMatches, logoutCookie, sessionCookie, type CookieOptions } from "./cookies.js";
 import { ConsoleOidc, type ConsoleUser } from "./oidc.js";
 import { samePrincipal } from "../auth/principal.js";
 import { accepts } from "../mcp/media-type.js";
@@ -108,7 +108,12 @@ export function createConsole(options: ConsoleOptions): WebConsole {
   });
 
   const oidcSettings = context.settings.console.oidc;
-  const oidc = oidcSettings.clientId !== undefined ? new ConsoleOidc(oidcSettings, context.settings.auth.oauth.issuers[0], context.clock) : undefined;
+  const oidc =
+    oidcSettings.clientId !== undefined
+      ? new ConsoleOidc(oidcSettings, context.settings.auth.oauth.issuers[0], context.clock, () => context.store.logins)
+      : undefined;
+  /** Behind TLS offload (an https public URL) every console cookie is Secure. */
+  const cookies: CookieOptions = { secure: context.settings.http.publicUrl?.startsWith("https:") ?? false };
   const OPERATOR_USER: ConsoleUser = { principal: undefined, role: "admin" };
 
   /** Who asks: without OIDC the guards let only the token through (the operator); with it, the token (bearer or cookie) or a person's console session. */
@@ -172,7 +177,7 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     o: Omit<PageOptions, "inboxCount" | "canLogOut">,
     body: Html,
     items?: InboxItem[],
-    headers: Record<string, string> = {},
+    headers: Record<string, string | string[]> = {},
   ) => {
     // Without the items read, no badge (what is counted depends on who asks).
     const inboxCount = o.bare ? undefined : items?.length;
@@ -290,7 +295,10 @@ export function createConsole(options: ConsoleOptions): WebConsole {
         html`<p>Logged out. <a href="${CONSOLE_LOGIN_PATH}?oidc=1">Log in again</a></p>`,
       );
     }
-    if (oidc && (token === undefined || query.get("oidc") === "1")) return redirect(res, (await oidc.start(callbackUrl(req), next)).href);
+    if (oidc && (token === undefined || query.get("oidc") === "1")) {
+      const started = await oidc.start(callbackUrl(req), next);
+      return redirect(res, started.url.href, { "Set-Cookie": bindingCookie(started.binding, oidcSettings.loginTtlMs, cookies) });
+    }
     return show(res, 200, { title: "Log in", section: "login", bare: true }, loginBody(safeNext(query.get("next")), token !== undefined));
   }
 
@@ -311,7 +319,7 @@ export function createConsole(options: ConsoleOptions): WebConsole {
       return show(res, 401, { title: "Log in", section: "login", bare: true }, loginBody(next, true, "That is not the gateway's token; try again."));
     }
     logins.succeeded(address);
-    redirect(res, next, { "Set-Cookie": loginCookie(token) });
+    redirect(res, next, { "Set-Cookie": loginCookie(token, cookies) });
   }
 
   async function cancel({ req, res, params }: ConsoleRequest): Promise<void> {
@@ -407,16 +415,18 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     if (!oidc) return sendText(res, 404, "this console has no OpenID Connect login (gateway.console.oidc)");
     let done: Awaited<ReturnType<ConsoleOidc["finish"]>>;
     try {
-      done = await oidc.finish(new URL(req.url ?? "/", "http://console.invalid"));
+      done = await oidc.finish(new URL(req.url ?? "/", "http://console.invalid"), req.headers.cookie);
     } catch (err) {
       if (!(err instanceof GatewayError) || err.code !== ErrorCodes.CONSOLE_LOGIN_FAILED) throw err;
-      context.logger.warn({ err: err.message }, "console_login_failed");
+      context.logger.warn({ code: err.code, err: err.message }, "console_login_failed");
       return show(
         res,
         400,
         { title: "Login failed", section: "login", bare: true },
-        html`<p class="error" role="alert">${err.message}</p>
+        html`<p class="error" role="alert">${err.code}: ${err.message}</p>
           <p><a href="${CONSOLE_LOGIN_PATH}">Log in again</a></p>`,
+        undefined,
+        { "Set-Cookie": clearBindingCookie(cookies) },
       );
     }
     oidc.end(req); // a session the browser had before is not reused: the cookie is rotated
@@ -436,13 +446,13 @@ export function createConsole(options: ConsoleOptions): WebConsole {
             <p>Logged in. <a href="${done.next}">Continue to the console</a>.</p>
           </body>
         </html>`,
-      { "Set-Cookie": sessionCookie(done.sessionId, oidcSettings.sessionTtlMs) },
+      { "Set-Cookie": [sessionCookie(done.sessionId, oidcSettings.sessionTtlMs, cookies), clearBindingCookie(cookies)] },
     );
   }
 
   function logout({ req, res }: ConsoleRequest): void {
     oidc?.end(req);
-    redirect(res, CONSOLE_LOGIN_PATH + (oidc && token !== undefined ? "" : "?out=1"), { "Set-Cookie": logoutCookie() });
+    redirect(res, CONSOLE_LOGIN_PATH + (oidc && token !== undefined ? "" : "?out=1"), { "Set-Cookie": logoutCookie(cookies) });
   }
 
   /** With OIDC the guards leave the console's logins to it: a route for the token needs the token or a person's login. */

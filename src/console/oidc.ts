@@ -1,12 +1,14 @@
 /**
  * The console's OpenID Connect login (gateway.console.oidc): authorization
  * code + PKCE with `openid-client`, against the same issuer as the MCP
- * endpoints by default. A started login (state, nonce, PKCE verifier) and a
- * finished one (the console session behind the cookie) are kept in this
- * replica's memory, bounded and expiring: a login must come back to the
- * replica that started it, and a console session lives on the replica that
- * made it (a restart logs people out). The person's role comes from an ID
- * token claim mapped in config (roleOf).
+ * endpoints by default. A started login (state, nonce, PKCE verifier, the
+ * hash of its browser-binding cookie) is kept in the store (LoginStateStore:
+ * expiring, bounded, taken once), so it may come back to any replica; the
+ * callback is refused unless the browser brings the binding cookie set when
+ * the login started (login CSRF). A finished login (the console session
+ * behind the cookie) lives in this replica's memory, bounded and expiring.
+ * The person's role comes from an ID token claim mapped in config (roleOf).
+ * See docs/adr/0021-console-oidc-login.md.
  */
 import { randomBytes } from "node:crypto";
 import type { IncomingMessage } from "node:http";
@@ -15,7 +17,9 @@ import type { Clock } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { makePrincipal, type Principal } from "../auth/principal.js";
-import { CONSOLE_COOKIE, readCookie } from "./cookies.js";
+import type { LoginStateStore } from "../store/contracts.js";
+import { CONSOLE_COOKIE, LOGIN_BINDING_COOKIE, bindingHash, newLoginBinding, readCookie } from "./cookies.js";
+import { secretEquals } from "../auth/secret.js";
 
 export type ConsoleOidcSettings = GatewaySettings["console"]["oidc"];
 export type ConsoleRole = "viewer" | "answerer" | "admin";
@@ -24,14 +28,6 @@ export type ConsoleRole = "viewer" | "answerer" | "admin";
 export interface ConsoleUser {
   principal: Principal | undefined;
   role: ConsoleRole;
-}
-
-interface StartedLogin {
-  verifier: string;
-  nonce: string;
-  next: string;
-  redirectUri: string;
-  expiresAt: number;
 }
 
 interface ConsoleSession {
@@ -45,12 +41,13 @@ export class ConsoleOidc {
   readonly #settings: ConsoleOidcSettings;
   readonly #issuer: string;
   readonly #clock: Clock;
+  /** The store's started logins (a getter: the store opens at the gateway's start, after this is made). */
+  readonly #logins: () => LoginStateStore;
   #config: Promise<client.Configuration> | undefined;
   /** Insertion order is age order: the first entry is the oldest. */
-  readonly #started = new Map<string, StartedLogin>();
   readonly #sessions = new Map<string, ConsoleSession>();
 
-  constructor(settings: ConsoleOidcSettings, fallbackIssuer: string | undefined, clock: Clock) {
+  constructor(settings: ConsoleOidcSettings, fallbackIssuer: string | undefined, clock: Clock, logins: () => LoginStateStore) {
     this.#settings = settings;
     const issuer = settings.issuer ?? fallbackIssuer;
     if (issuer === undefined) {
@@ -61,6 +58,7 @@ export class ConsoleOidc {
     }
     this.#issuer = issuer;
     this.#clock = clock;
+    this.#logins = logins;
   }
 
   /** Discovery, once (again after a failure). */
@@ -82,18 +80,25 @@ export class ConsoleOidc {
     return this.#config;
   }
 
-  /** Starts a login: the provider's authorization URL to send the browser to. */
-  async start(redirectUri: string, next: string): Promise<URL> {
+  /**
+   * Starts a login: the provider's authorization URL to send the browser to,
+   * and the binding value to set as its login-binding cookie (the store
+   * keeps only its hash).
+   */
+  async start(redirectUri: string, next: string): Promise<{ url: URL; binding: string }> {
     const config = await this.#configuration();
     const now = this.#clock.now();
     this.#sweep(now);
     const verifier = client.randomPKCECodeVerifier();
     const state = client.randomState();
     const nonce = client.randomNonce();
-    while (this.#started.size >= this.#settings.maxPendingLogins) this.#started.delete(this.#started.keys().next().value!);
-    this.#started.set(state, { verifier, nonce, next, redirectUri, expiresAt: now + this.#settings.loginTtlMs });
+    const binding = newLoginBinding();
+    await this.#logins().put(
+      { state, verifier, nonce, bindingHash: bindingHash(binding), next, redirectUri, createdAt: now, expiresAt: now + this.#settings.loginTtlMs },
+      this.#settings.maxPendingLogins,
+    );
     const scope = [...new Set(["openid", ...this.#settings.scopes])].join(" ");
-    return client.buildAuthorizationUrl(config, {
+    const url = client.buildAuthorizationUrl(config, {
       redirect_uri: redirectUri,
       scope,
       state,
@@ -101,24 +106,33 @@ export class ConsoleOidc {
       code_challenge: await client.calculatePKCECodeChallenge(verifier),
       code_challenge_method: "S256",
     });
+    return { url, binding };
   }
 
   /**
-   * Finishes a login at the callback URL: the state must be one this replica
-   * started (used once), the code is redeemed with its verifier and the ID
-   * token checked (signature, issuer, audience, nonce, expiry). Returns the
-   * new console session's id (a fresh one at every login) and where to go.
+   * Finishes a login at the callback URL: the state must be one a console
+   * started (taken from the store once, on any replica), the request must
+   * carry that login's binding cookie (the browser that started it), the code
+   * is redeemed with its verifier and the ID token checked (signature,
+   * issuer, audience, nonce, expiry). Returns the new console session's id
+   * (a fresh one at every login) and where to go.
    */
-  async finish(callbackUrl: URL): Promise<{ sessionId: string; user: ConsoleUser; next: string }> {
+  async finish(callbackUrl: URL, cookieHeader: string | undefined): Promise<{ sessionId: string; user: ConsoleUser; next: string }> {
     const fail = (why: string, cause?: unknown): never => {
       throw new GatewayError(ErrorCodes.CONSOLE_LOGIN_FAILED, `${why}; start the login again at /console/login`, cause === undefined ? {} : { cause });
     };
     const state = callbackUrl.searchParams.get("state") ?? "";
     const now = this.#clock.now();
     this.#sweep(now);
-    const started = this.#started.get(state);
+    // Taken once, whatever happens next: a replayed callback finds nothing.
+    const started = state === "" ? undefined : await this.#logins().take(state, now);
     if (!started) return fail("this login is unknown or expired (its state is not one this console started, or was already used)");
-    this.#started.delete(state); // once only, whatever happens next
+    const binding = readCookie(cookieHeader, LOGIN_BINDING_COOKIE);
+    if (binding === undefined || binding === "" || !secretEquals(bindingHash(binding), started.bindingHash)) {
+      return fail(
+        "this login was not started in this browser (its login cookie is missing or does not match): a login link from someone else is never completed",
+      );
+    }
     const providerError = callbackUrl.searchParams.get("error");
     if (providerError !== null)
       return fail(`the OpenID provider refused the login: ${providerError} ${callbackUrl.searchParams.get("error_description") ?? ""}`.trim());
@@ -181,17 +195,11 @@ export class ConsoleOidc {
     if (id !== undefined) this.#sessions.delete(id);
   }
 
-  /** Started logins not yet finished (tests). */
-  get pendingLogins(): number {
-    return this.#started.size;
-  }
-
   get sessions(): number {
     return this.#sessions.size;
   }
 
   #sweep(now: number): void {
-    for (const [state, s] of this.#started) if (s.expiresAt <= now) this.#started.delete(state);
     for (const [id, s] of this.#sessions) if (s.expiresAt <= now) this.#sessions.delete(id);
   }
 }

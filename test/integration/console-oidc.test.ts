@@ -24,10 +24,32 @@ import { promote } from "../helpers/async-extra.js";
 const SCOPE = "mcp:tools";
 const MCP_REDIRECT = "http://127.0.0.1:65501/callback";
 const CONSOLE_SECRET = "console-client-secret-0123456789";
+/** A gateway behind TLS offload: its public URL is https, it is served over http on loopback. */
+const TLS_PUBLIC_URL = "https://console.example.test";
+const TLS_TOKEN = "console-oidc-static-token-0123456789";
 
 /** An MCP session on /mcp owned by `user` (logged in through the provider headlessly); its session id. */
 function connectAs(url: string, user: string): Promise<{ client: Client; sessionId: string }> {
   return loginAndConnect(url, user, new MemoryOAuthClient(MCP_REDIRECT));
+}
+
+/** A login started at `gatewayBase`'s /console/login: the provider URL, its state, and the binding cookie (as set, and as a Cookie header). */
+async function startLogin(gatewayBase: string, query = ""): Promise<{ authorize: URL; state: string; setCookie: string; cookie: string }> {
+  const res = await fetch(`${gatewayBase}/console/login${query}`, { redirect: "manual" });
+  assert.equal(res.status, 303, await res.text());
+  const authorize = new URL(res.headers.get("location")!);
+  const setCookie = res.headers.getSetCookie().find((c) => c.startsWith("emceepee_login="));
+  assert.ok(setCookie, "a login-binding cookie is set");
+  return { authorize, state: authorize.searchParams.get("state")!, setCookie, cookie: setCookie.split(";")[0]! };
+}
+
+function callbackLink(gatewayBase: string, code: string, state: string, issuer?: string): string {
+  return `${gatewayBase}/console/callback?${new URLSearchParams({ code, state, ...(issuer ? { iss: issuer } : {}) }).toString()}`;
+}
+
+/** The console session cookie a response sets, if any. */
+function sessionCookieOf(res: Response): string | undefined {
+  return res.headers.getSetCookie().find((c) => c.startsWith("emceepee_console="));
 }
 
 async function freePort(): Promise<number> {
@@ -63,7 +85,7 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
         {
           client_id: "console",
           client_secret: CONSOLE_SECRET,
-          redirect_uris: [`${base}/console/callback`],
+          redirect_uris: [`${base}/console/callback`, `${TLS_PUBLIC_URL}/console/callback`],
           token_endpoint_auth_method: "client_secret_post",
           grant_types: ["authorization_code"],
           response_types: ["code"],
@@ -106,8 +128,50 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
   test("a callback with a state the console never started is a clear error page and sets no cookie", async () => {
     const res = await fetch(`${base}/console/callback?state=not-one-of-ours&code=whatever`, { redirect: "manual" });
     assert.equal(res.status, 400);
-    assert.equal(res.headers.get("set-cookie"), null, "no console session");
+    assert.equal(sessionCookieOf(res), undefined, "no console session");
     assert.match(await res.text(), /EMCP_CONSOLE_LOGIN_FAILED|unknown or expired/);
+  });
+
+  test("the login's state is bound to the browser that started it: the binding cookie is HttpOnly, SameSite=Lax, only for the callback", async () => {
+    const started = await startLogin(base);
+    assert.match(started.setCookie, /^emceepee_login=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Lax; Path=\/console\/callback; Max-Age=600$/);
+    assert.doesNotMatch(started.setCookie, /Secure/, "served over http (no https public URL)");
+  });
+
+  test("login CSRF: an attacker's callback link (their own code and state) is refused in a browser that did not start that login", async () => {
+    const victim = await startLogin(base);
+    for (const cookie of [undefined, victim.cookie]) {
+      const attacker = await startLogin(base);
+      const code = await loginHeadless(attacker.authorize, "mallory", `${base}/console/callback`);
+      const res = await fetch(callbackLink(base, code, attacker.state, idp.issuer), { redirect: "manual", headers: cookie === undefined ? {} : { cookie } });
+      assert.equal(res.status, 400, `victim cookie: ${String(cookie)}`);
+      assert.equal(sessionCookieOf(res), undefined, "the victim is not logged in as the attacker");
+      const text = await res.text();
+      assert.match(text, /EMCP_CONSOLE_LOGIN_FAILED/);
+      assert.match(text, /not started in this browser/);
+      assert.ok(
+        lines.some((l) => l.msg === "console_login_failed" && l.code === "EMCP_CONSOLE_LOGIN_FAILED" && /not started in this browser/.test(String(l.err))),
+        "the refusal is logged",
+      );
+    }
+    assert.ok(!lines.some((l) => l.msg === "console_login" && l.principalHash === principalHash(idp.issuer, "mallory")), "no login as the attacker");
+  });
+
+  test("the browser that started the login completes it once: new session cookie (Strict), binding cookie cleared; the same callback again is refused", async () => {
+    const mine = await startLogin(base);
+    const code = await loginHeadless(mine.authorize, "alice", `${base}/console/callback`);
+    const link = callbackLink(base, code, mine.state, idp.issuer);
+    const res = await fetch(link, { redirect: "manual", headers: { cookie: mine.cookie } });
+    assert.equal(res.status, 200, await res.clone().text());
+    assert.match(sessionCookieOf(res) ?? "", /^emceepee_console=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/console; Max-Age=\d+$/);
+    assert.ok(
+      res.headers.getSetCookie().some((c) => /^emceepee_login=; HttpOnly; SameSite=Lax; Path=\/console\/callback; Max-Age=0$/.test(c)),
+      "binding cookie cleared",
+    );
+    const replay = await fetch(link, { redirect: "manual", headers: { cookie: mine.cookie } });
+    assert.equal(replay.status, 400);
+    assert.equal(sessionCookieOf(replay), undefined);
+    assert.match(await replay.text(), /unknown or expired/);
   });
 
   test("an ID token with another nonce than the login's is refused: error page, no cookie, and the state cannot be used again", async () => {
@@ -120,13 +184,57 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
     authorize.searchParams.set("nonce", "a-nonce-the-console-never-made");
     const code = await loginHeadless(authorize, "alice", `${base}/console/callback`);
     const callback = `${base}/console/callback?${new URLSearchParams({ code, state, iss: idp.issuer }).toString()}`;
-    const res = await fetch(callback, { redirect: "manual" });
+    const cookie = start.headers.getSetCookie()[0]!.split(";")[0]!;
+    const res = await fetch(callback, { redirect: "manual", headers: { cookie } });
     assert.equal(res.status, 400);
-    assert.equal(res.headers.get("set-cookie"), null, "no console session");
+    assert.equal(sessionCookieOf(res), undefined, "no console session");
     assert.match(await res.text(), /nonce/);
-    const again = await fetch(callback, { redirect: "manual" });
+    const again = await fetch(callback, { redirect: "manual", headers: { cookie } });
     assert.equal(again.status, 400);
     assert.match(await again.text(), /unknown or expired/);
+  });
+
+  test("behind TLS offload (an https gateway.http.publicUrl) every console cookie is Secure: binding, session, static-token login, logout", async () => {
+    const port = await freePort();
+    const tlsBase = `http://127.0.0.1:${port}`;
+    const tls = await startGateway({
+      gateway: {
+        port,
+        token: TLS_TOKEN,
+        http: { publicUrl: TLS_PUBLIC_URL },
+        auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
+        console: { oidc: { clientId: "console", clientSecret: CONSOLE_SECRET, scopes: ["openid", "roles"] } },
+      },
+    });
+    try {
+      const started = await startLogin(tlsBase, "?oidc=1");
+      assert.match(started.setCookie, /; Secure(;|$)/, started.setCookie);
+      assert.equal(started.authorize.searchParams.get("redirect_uri"), `${TLS_PUBLIC_URL}/console/callback`);
+      const code = await loginHeadless(started.authorize, "alice", `${TLS_PUBLIC_URL}/console/callback`);
+      const done = await fetch(callbackLink(tlsBase, code, started.state, idp.issuer), { redirect: "manual", headers: { cookie: started.cookie } });
+      assert.equal(done.status, 200, await done.clone().text());
+      const set = done.headers.getSetCookie();
+      assert.equal(set.length, 2);
+      for (const c of set) assert.match(c, /; Secure(;|$)/, c);
+      const login = await fetch(`${tlsBase}/console/login`, {
+        method: "POST",
+        redirect: "manual",
+        headers: { Origin: tlsBase, "Content-Type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ token: TLS_TOKEN, next: "/console" }),
+      });
+      assert.equal(login.status, 303);
+      assert.match(login.headers.get("set-cookie") ?? "", /^emceepee_console=[0-9a-f]{64}; HttpOnly; SameSite=Strict; Path=\/console; Secure$/);
+      const logout = await fetch(`${tlsBase}/console/logout`, {
+        method: "POST",
+        redirect: "manual",
+        headers: { Origin: tlsBase, Authorization: `Bearer ${TLS_TOKEN}` },
+      });
+      assert.equal(logout.status, 303);
+      assert.match(logout.headers.get("set-cookie") ?? "", /^emceepee_console=; .*; Secure; Max-Age=0$/);
+      // The static-token login over plain http (the main gateway has no https public URL) sets no Secure: see the binding cookie test.
+    } finally {
+      await tls.close();
+    }
   });
 
   describe("in Chromium", { skip: browserUnavailable() }, () => {

@@ -5,10 +5,13 @@ import { gatewaySettingsSchema } from "../../src/config/schema.js";
 import { systemClock } from "../../src/clock.js";
 import { ConsoleOidc } from "../../src/console/oidc.js";
 import { ErrorCodes, GatewayError } from "../../src/errors.js";
+import { createMemoryStore } from "../../src/store/memory/index.js";
+
+const logins = () => createMemoryStore(systemClock).logins;
 
 function oidcWith(oidc: Record<string, unknown>): ConsoleOidc {
   const settings = gatewaySettingsSchema.parse({ console: { oidc: { clientId: "console", issuer: "https://login.example.com", ...oidc } } });
-  return new ConsoleOidc(settings.console.oidc, undefined, systemClock);
+  return new ConsoleOidc(settings.console.oidc, undefined, systemClock, logins);
 }
 
 test("the highest mapped role wins; arrays and space-separated strings both count; others get the default", () => {
@@ -30,7 +33,7 @@ test('defaultRole "none" refuses a person no value matched', () => {
 test("console.oidc without an issuer and without auth.oauth.issuers is a config error naming both", () => {
   const settings = gatewaySettingsSchema.parse({ console: { oidc: { clientId: "console" } } });
   assert.throws(
-    () => new ConsoleOidc(settings.console.oidc, undefined, systemClock),
+    () => new ConsoleOidc(settings.console.oidc, undefined, systemClock, logins),
     (err: unknown) => err instanceof GatewayError && err.code === ErrorCodes.CONFIG_INVALID && /auth\.oauth\.issuers/.test(err.message),
   );
   assert.equal(gatewaySettingsSchema.safeParse({ console: { oidc: { clientSecret: "s" } } }).success, false, "clientSecret without clientId");
