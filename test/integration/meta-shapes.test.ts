@@ -7,8 +7,10 @@
  * works; add_server of an existing name updates it (design UP-11); the
  * gateway-wide event cap (events.maxTotal) evicts across sessions (design
  * EV-4); the operator log events are written under their names (design EV-13).
- * Real server-everything (stdio and Streamable HTTP) and the slow-server
- * fixture; SDK clients over HTTP.
+ * server-everything and the slow-server fixture in this process
+ * (test/helpers/in-process.ts), a real server-everything over Streamable HTTP
+ * for the url servers, and the stdio fixture in its own process where an
+ * upstream's process dies (the operator log events); SDK clients over HTTP.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -19,19 +21,9 @@ import { Writable } from "node:stream";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { pino } from "pino";
-import {
-  FIXTURES,
-  ROOT,
-  call,
-  connectClient,
-  drainEvents,
-  everythingStdio,
-  slowServerStdio,
-  startGateway,
-  waitConnected,
-  type TestGateway,
-} from "../helpers/gateway.js";
+import { FIXTURES, ROOT, call, connectClient, drainEvents, slowServerStdio, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 import { freePort, startEverythingHttp, type ChildServer } from "../helpers/core-extra.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import {
   ClientPool,
   EventLedger,
@@ -117,7 +109,10 @@ describe("a client written against the documented alias names (list_servers, add
   const pool = new ClientPool(() => gw);
 
   before(async () => {
-    [gw, http] = await Promise.all([startGateway({ mcpServers: { everything: everythingStdio(), slow: slowServerStdio() } }), startEverythingHttp()]);
+    [gw, http] = await Promise.all([
+      startInProcessGateway({ mcpServers: { everything: inProcess("everything"), slow: inProcess("slow") } }),
+      startEverythingHttp(),
+    ]);
   });
   after(async () => {
     await pool.closeAll();
@@ -213,7 +208,7 @@ describe("await_activity sinceEventId (the cursor, design MF-18)", () => {
   const pool = new ClientPool(() => gw);
 
   before(async () => {
-    gw = await startGateway({ mcpServers: { slow: slowServerStdio() } });
+    gw = await startInProcessGateway({ mcpServers: { slow: inProcess("slow") } });
   });
   after(async () => {
     await pool.closeAll();
@@ -306,7 +301,7 @@ describe("add_server of an existing name (an update, design UP-11)", () => {
 
   before(async () => {
     // The update to a stdio config needs runtime stdio servers (opt-in, docs/adr/0006).
-    [gw, http] = await Promise.all([startGateway({ gateway: { servers: { allowRuntimeStdio: true } } }), startEverythingHttp()]);
+    [gw, http] = await Promise.all([startInProcessGateway({ gateway: { servers: { allowRuntimeStdio: true } } }), startEverythingHttp()]);
     a = await connectClient(gw.url, { name: "session-a" });
     b = await connectClient(gw.url, { name: "session-b" });
     await waitConnected(a, "everything");
@@ -340,7 +335,7 @@ describe("add_server of an existing name (an update, design UP-11)", () => {
     );
     assert.equal((await call(b, "get_task", { task_id: slowTask.taskId })).isError, undefined);
 
-    const { command, args } = everythingStdio();
+    const { command, args } = inProcess("everything");
     const updated = ok(await call(a, "add_server", { name: "remote", command, args }));
     assert.equal(field(updated, "outcome"), "updated");
     assert.ok(field<Array<{ name: string }>>(updated, "tools")?.some((x) => x.name === "echo"));
@@ -377,7 +372,7 @@ describe("add_server of an existing name (an update, design UP-11)", () => {
   });
 
   test("a config-file server: the same config is idempotent, another one is refused", SLOW, async () => {
-    const { command, args } = everythingStdio();
+    const { command, args } = inProcess("everything");
     assert.equal(field(ok(await call(a, "add_server", { name: "everything", command, args })), "outcome"), "unchanged");
     const refused = await call(a, "add_server", { name: "everything", url: http.url });
     assert.equal(errorCodeOf(refused), "EMCP_FORBIDDEN");
@@ -391,7 +386,7 @@ describe("gateway-wide event cap (gateway.events.maxTotal)", () => {
   const pool = new ClientPool(() => gw);
 
   before(async () => {
-    gw = await startGateway({ mcpServers: { slow: slowServerStdio() }, gateway: { events: { maxTotal: 10 } } });
+    gw = await startInProcessGateway({ mcpServers: { slow: inProcess("slow") }, gateway: { events: { maxTotal: 10 } } });
   });
   after(async () => {
     await pool.closeAll();
