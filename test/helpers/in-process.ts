@@ -2,7 +2,7 @@
  * Upstreams in the test process (issue 21): a server entry `inProcess(name)`
  * is linked by the gateway's injectable transport factory
  * (GatewayDeps.transportFactory) to a fresh MCP server built here, over the
- * SDK's InMemoryTransport: no spawn, no socket. For protocol-shape tests;
+ * SDK's InMemoryTransport (each message copied through JSON): no spawn, no socket. For protocol-shape tests;
  * lifecycle tests (processes, stderr, crashes of a process) and the
  * byte-for-byte comparisons with a stdio server-everything keep real processes.
  *
@@ -63,6 +63,7 @@ export function inProcessTransportFactory(real: TransportFactory = defaultTransp
     const build = kind !== undefined ? BUILDERS[kind] : undefined;
     if (!build) throw new Error(`no in-process upstream named ${String(kind)} (test/helpers/in-process.ts has: ${Object.keys(BUILDERS).join(", ")})`);
     const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    for (const side of [clientSide, serverSide]) wire(side);
     serverSide.sessionId = `in-process-${++connections}`;
     const built = build(() => void serverSide.close(), serverSide.sessionId);
     built.server.server.onclose = () => built.cleanup?.();
@@ -70,6 +71,12 @@ export function inProcessTransportFactory(real: TransportFactory = defaultTransp
     built.server.connect(serverSide).catch((err: unknown) => clientSide.onerror?.(err instanceof Error ? err : new Error(String(err))));
     return { transport: clientSide };
   };
+}
+
+/** Each message crosses as JSON, as on a real transport (no object shared between the two ends). */
+function wire(transport: InMemoryTransport): void {
+  const send = transport.send.bind(transport);
+  transport.send = (message, options) => send(JSON.parse(JSON.stringify(message)) as typeof message, options);
 }
 
 /** startGateway (test/helpers/gateway.ts) with the in-process upstreams linked in. */
