@@ -6,8 +6,10 @@
  * Session ids are bearer secrets (an id is enough to `?session=` attach to a
  * session), so logs carry sessionHash(id) instead, never the id itself
  * (session loggers add it: Session.logger). A line logged while a traced
- * request is handled carries its `trace_id` and `span_id` (the active span).
+ * request is handled carries its `trace_id` and `span_id` (the active span),
+ * and the fields withLogFields() set for it (the principal it is served for).
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import { createHash } from "node:crypto";
 import { createRequire } from "node:module";
 import { isSpanContextValid, trace } from "@opentelemetry/api";
@@ -37,6 +39,19 @@ function traceFields(): Record<string, string> {
   return isSpanContextValid(ids) ? { trace_id: ids.traceId, span_id: ids.spanId } : {};
 }
 
+const scopedFields = new AsyncLocalStorage<Readonly<Record<string, string>>>();
+
+/** Runs `fn` so that every line logged inside it (and in the work it starts) carries `fields`, e.g. who a request is served for. */
+export function withLogFields<T>(fields: Readonly<Record<string, string>>, fn: () => T): T {
+  return scopedFields.run(fields, fn);
+}
+
+/** What every line carries: the scope's fields, then the active span's ids. */
+function contextFields(): Record<string, string> {
+  const scoped = scopedFields.getStore();
+  return scoped ? { ...scoped, ...traceFields() } : traceFields();
+}
+
 /**
  * The gateway's logger.
  * @param destination where the lines go (default: stderr, written synchronously)
@@ -52,7 +67,7 @@ export function createLogger(level: LogLevel = "info", destination?: Destination
         paths: ["token", "*.token", "headers", "*.headers", "env", "*.env", "config.headers", "config.env"],
         censor: "[redacted]",
       },
-      mixin: traceFields,
+      mixin: contextFields,
     },
     format === "pretty"
       ? (require("pino-pretty") as typeof PinoPretty)({

@@ -332,6 +332,8 @@ export const gatewaySettingsSchema = z.strictObject({
     .strictObject({
       /** false: no registry, no /metrics page, no taps for metrics (tracing is set by OTEL_* alone). */
       enabled: z.boolean().default(true),
+      /** Principals (hashes) labelled in emceepee_principal_requests_total; later ones count as "other". 0: no such counter. */
+      principals: z.number().int().min(0).max(10_000).default(0),
       /** Where GET answers in the Prometheus text format. */
       path: z
         .string()
@@ -386,6 +388,11 @@ export const gatewaySettingsSchema = z.strictObject({
   auth: z
     .strictObject({
       oauth: oauthSchema.prefault({}),
+      /**
+       * Log lines and spans of a request carry its principal's subject (and `email` claim) beside the hash
+       * (src/observability/principal-telemetry.ts). Off: only the hash, never the subject, e-mail or token.
+       */
+      logSubject: z.boolean().default(false),
     })
     .prefault({}),
   /**

@@ -18,8 +18,9 @@ export interface TransportTap {
   /**
    * A message arrived. Returns how to dispatch it: `deliver()` runs the
    * Protocol's handler (a tap may run it inside an async context of its own).
+   * `extra` is what the transport passed with it (HTTP: the request's `authInfo`).
    */
-  received(message: JSONRPCMessage, deliver: () => void): void;
+  received(message: JSONRPCMessage, deliver: () => void, extra?: MessageExtraInfo): void;
   /** A message is about to be sent: returns the message to send instead (or the same one). */
   sending(message: JSONRPCMessage): JSONRPCMessage;
   /** The transport closed. */
@@ -33,7 +34,7 @@ export function tapTransport(transport: Transport, tap: TransportTap): void {
   const wrapHandlers = () => {
     const onmessage = transport.onmessage;
     if (onmessage) {
-      transport.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) => tap.received(message, () => onmessage(message, extra));
+      transport.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) => tap.received(message, () => onmessage(message, extra), extra);
     }
     const onclose = transport.onclose;
     transport.onclose = () => {

@@ -8,13 +8,18 @@
  * makes — also a promoted task's background call. When the response with
  * that id is sent, the span ends and `mcp.server.operation.duration` is
  * observed. With tracing off, only the start time is kept per request.
+ * Each message is handled with its principal's log fields, span attributes
+ * and counter (principal-telemetry.ts), from the request's `authInfo`.
  */
 import { SpanKind, context, trace, type Tracer } from "@opentelemetry/api";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { principalOf } from "../auth/principal.js";
+import { withLogFields } from "../logging.js";
 import { tapTransport } from "../mcp/transport-tap.js";
 import type { GatewayMetrics } from "./metrics.js";
 import { InflightOperations } from "./operations.js";
-import { cancelledId, requestAttributes, requestOf, responseOf, spanName, type NetworkTransport } from "./semconv.js";
+import { principalLogFields, principalSpanAttributes, type PrincipalTelemetryOptions } from "./principal-telemetry.js";
+import { cancelledId, methodLabel, requestAttributes, requestOf, responseOf, spanName, type NetworkTransport } from "./semconv.js";
 import { extractFromMeta } from "./trace-context.js";
 
 export interface ServerTapOptions {
@@ -25,22 +30,28 @@ export interface ServerTapOptions {
   sessionHash?: string | undefined;
   /** `mcp.protocol.version`, when known before initialize (a resumed session). */
   protocolVersion?: string | undefined;
+  /** Name each request's principal (its `authInfo`, src/auth/) in its logs, span and metrics; undefined: not. */
+  principals?: PrincipalTelemetryOptions | undefined;
 }
 
 /** Taps `transport` (connected to its face's server, or about to be). A no-op when there is nothing to record. */
 export function instrumentServerTransport(transport: Transport, options: ServerTapOptions): void {
   const { metrics, tracer } = options;
-  if (!metrics && !tracer) return;
+  const { principals } = options;
+  if (!metrics && !tracer && !principals) return;
   let protocolVersion = options.protocolVersion;
   const ops = new InflightOperations(options.transport, ({ sample, answered }) => metrics?.serverOperation(sample, answered));
   tapTransport(transport, {
-    received(message, deliver) {
+    received(message, received, extra) {
+      const principal = principals && principalOf(extra?.authInfo);
+      const deliver = principal ? () => withLogFields(principalLogFields(principal, principals), received) : received;
       const request = requestOf(message);
       if (!request) {
         const cancelled = cancelledId(message);
         if (cancelled !== undefined) ops.finish(cancelled, "cancelled", false);
         return deliver();
       }
+      if (principal) metrics?.principalRequest(principal.hash, methodLabel(request.method));
       if (request.method === "initialize") {
         const requested = (request.params as { protocolVersion?: unknown } | undefined)?.protocolVersion;
         if (typeof requested === "string") protocolVersion = requested;
@@ -53,6 +64,7 @@ export function instrumentServerTransport(transport: Transport, options: ServerT
       const attributes = requestAttributes(request, options.transport);
       if (options.sessionHash !== undefined) attributes["mcp.session.id"] = options.sessionHash;
       if (protocolVersion !== undefined) attributes["mcp.protocol.version"] = protocolVersion;
+      if (principal) Object.assign(attributes, principalSpanAttributes(principal, principals));
       const span = tracer.startSpan(spanName(request), { kind: SpanKind.SERVER, attributes }, parent);
       ops.begin(request, span);
       context.with(trace.setSpan(parent, span), deliver);

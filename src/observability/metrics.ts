@@ -63,11 +63,24 @@ export class GatewayMetrics {
   private readonly evicted: Counter;
   private readonly principalRefusals: Counter;
   private readonly toolNames = new Set<string>();
+  private readonly principalRequests: Counter | undefined;
+  private readonly principalLabels = new Set<string>();
   private sources: MetricsSources | undefined;
 
-  constructor() {
+  /** @param options.principals principals labelled in emceepee_principal_requests_total (`metrics.principals`; 0: no such counter) */
+  constructor(private readonly options: { principals?: number } = {}) {
     processRegistry();
     const registers = [this.registry];
+    // Opt-in and bounded: a label per principal is a series per person, which an operator must ask for (ADR 0018).
+    this.principalRequests =
+      (options.principals ?? 0) > 0
+        ? new Counter({
+            name: "emceepee_principal_requests_total",
+            help: `MCP requests served per principal (its 16-hex hash, never the subject) and method; principals beyond the first ${options.principals} seen are "other"`,
+            labelNames: ["principal_hash", "mcp_method_name"],
+            registers,
+          })
+        : undefined;
     // The per-request histograms are FastHistograms (histogram.ts): labels mcp_method_name, gen_ai_tool_name, error_type, network_transport (+ upstream).
     this.serverOps = new FastHistogram(
       "mcp_server_operation_duration_seconds",
@@ -222,6 +235,18 @@ export class GatewayMetrics {
 
   eventsEvicted(bound: string, count: number): void {
     if (count > 0) this.evicted.inc({ bound }, count);
+  }
+
+  /** A request served for the principal with hash `hash` (counted only when `metrics.principals` is above 0). */
+  principalRequest(hash: string, method: string): void {
+    const counter = this.principalRequests;
+    if (!counter) return;
+    let label = hash;
+    if (!this.principalLabels.has(hash)) {
+      if (this.principalLabels.size >= (this.options.principals ?? 0)) label = "other";
+      else this.principalLabels.add(hash);
+    }
+    counter.inc({ principal_hash: label, mcp_method_name: method });
   }
 
   /** A per-principal limit refused a session or a task (`limit`: "sessions" or "tasks"; never who). */

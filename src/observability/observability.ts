@@ -38,7 +38,7 @@ export class Observability {
   private unwatch: (() => void) | undefined;
 
   constructor(private readonly options: ObservabilityOptions) {
-    this.metrics = options.settings.metrics.enabled ? new GatewayMetrics() : undefined;
+    this.metrics = options.settings.metrics.enabled ? new GatewayMetrics({ principals: options.settings.metrics.principals }) : undefined;
     this.faces = new SessionFaces(this.metrics);
     this.tracing = setUpTracing({
       provider: options.tracerProvider,
@@ -80,6 +80,7 @@ export class Observability {
       transport: network,
       sessionHash: sessionHash(session.id),
       protocolVersion,
+      principals: { logSubject: this.options.settings.auth.logSubject },
     });
   }
 
