@@ -79,7 +79,7 @@ function wire(transport: InMemoryTransport): void {
   transport.send = (message, options) => send(JSON.parse(JSON.stringify(message)) as typeof message, options);
 }
 
-/** startGateway (test/helpers/gateway.ts) with the in-process upstreams linked in. */
+/** startGateway (test/helpers/gateway.ts) with the in-process upstreams linked in; `deps.transportFactory` serves the other entries. */
 export function startInProcessGateway(raw: Parameters<typeof startGateway>[0] = {}, deps: GatewayDeps = {}): Promise<TestGateway> {
   return startGateway(
     { mcpServers: { everything: inProcess("everything") }, ...raw },

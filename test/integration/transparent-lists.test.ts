@@ -2,16 +2,19 @@
  * Transparent-face forwarding that server-everything cannot trigger on its
  * own: the aggregate's list_changed when servers come and go, a client's
  * cancellation reaching the upstream as notifications/cancelled — and the
- * server-everything tools the other transparent tests do not call.
+ * server-everything tools the other transparent tests do not call. The first
+ * two run their upstreams in this process (test/helpers/in-process.ts); the
+ * comparisons with a direct server-everything use the real one over stdio.
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { block, call, connectClient, everythingStdio, slowServerStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { block, call, connectClient, everythingStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { connectDirectEverything, pollFor } from "../helpers/core-extra.js";
-import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
+import type { TransportFactory } from "../../src/upstream/transports.js";
+import { inProcess, inProcessTransportFactory, startInProcessGateway } from "../helpers/in-process.js";
 
 const gateways: TestGateway[] = [];
 const clients: Client[] = [];
@@ -28,7 +31,7 @@ async function face(gw: TestGateway, path: string): Promise<Client> {
 }
 
 test("/all/mcp: adding and removing a server sends tools/list_changed, and the list follows", async () => {
-  const gw = await startGateway({ mcpServers: { everything: everythingStdio() }, gateway: { servers: { allowRuntimeStdio: true } } });
+  const gw = await startInProcessGateway({ mcpServers: { everything: inProcess("everything") }, gateway: { servers: { allowRuntimeStdio: true } } });
   gateways.push(gw);
   const all = await face(gw, "/all/mcp");
   let changes = 0;
@@ -37,7 +40,7 @@ test("/all/mcp: adding and removing a server sends tools/list_changed, and the l
 
   const admin = await connectClient(gw.url);
   clients.push(admin);
-  const added = await call(admin, "add_server", { name: "slow", ...slowServerStdio() });
+  const added = await call(admin, "add_server", { name: "slow", ...inProcess("slow") });
   assert.notEqual(added.isError, true, JSON.stringify(added.content));
   await pollFor(async () => (changes >= 1 ? true : undefined), "tools/list_changed after add_server");
   assert.ok(
@@ -53,8 +56,9 @@ test("/all/mcp: adding and removing a server sends tools/list_changed, and the l
 
 test("a client's cancellation of a tools/call reaches the upstream as notifications/cancelled", async () => {
   const sent: Array<{ method?: string; id?: unknown; params?: Record<string, unknown> }> = [];
+  const linked = inProcessTransportFactory();
   const recording: TransportFactory = (name, config) => {
-    const created = defaultTransportFactory(name, config);
+    const created = linked(name, config);
     const send = created.transport.send.bind(created.transport);
     created.transport.send = (message, options) => {
       sent.push(message as (typeof sent)[number]);
@@ -62,7 +66,7 @@ test("a client's cancellation of a tools/call reaches the upstream as notificati
     };
     return created;
   };
-  const gw = await startGateway({ mcpServers: { slow: slowServerStdio() } }, { transportFactory: recording });
+  const gw = await startGateway({ mcpServers: { slow: inProcess("slow") } }, { transportFactory: recording });
   gateways.push(gw);
   const client = await face(gw, "/servers/slow/mcp");
   const abort = new AbortController();
