@@ -16,8 +16,11 @@ import { silentLogger } from "../../src/logging.js";
 import { SessionManager } from "../../src/session/session-manager.js";
 import type { Store } from "../../src/store/contracts.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
+import { executeWithPromotion, UPSTREAM_MAPPING_WAIT_MS, type RunOptions } from "../../src/tasks/execute.js";
+import type { UpstreamHandle } from "../../src/upstream/handle.js";
 import { ServerRegistry } from "../../src/upstream/registry.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
+import { flush, track } from "../helpers/promises.js";
 
 const ISSUER = "https://idp.example";
 const alice = makePrincipal({ issuer: ISSUER, subject: "alice", scopes: [], claims: {} });
@@ -172,4 +175,43 @@ test("a session resumed from the store counts toward its owner's limit but is ne
     await manager.close();
   }
   assert.equal(clock.pendingTimers, 0, "no timer left behind");
+});
+
+test("regression: an execute_tool promotion keeps its slot while it waits for the upstream to name its task; no other call takes it meanwhile", async () => {
+  const { manager, clock } = setup({ tasks: 1 });
+  try {
+    const s1 = manager.create({ principal: alice });
+    const s2 = manager.create({ principal: alice });
+    // The call runs as an upstream task whose CreateTaskResult never comes: the promotion waits up to UPSTREAM_MAPPING_WAIT_MS.
+    let signal: AbortSignal | undefined;
+    const run = (o: RunOptions) => {
+      signal = o.signal;
+      return new Promise<never>((_resolve, reject) => o.signal.addEventListener("abort", () => reject(o.signal.reason as Error), { once: true }));
+    };
+    const state = track(
+      executeWithPromotion({
+        tasks: s1.tasks,
+        connection: { name: "slow" } as unknown as UpstreamHandle,
+        clock,
+        tool: "slow",
+        args: {},
+        timeoutMs: 100,
+        callTimeoutMs: 60_000,
+        keepUpstreamTask: true,
+        run,
+      }),
+    );
+    clock.advance(100);
+    await flush();
+    assert.equal(state.settled, false, "promoted, waiting for the upstream's task");
+    assert.throws(() => s2.tasks.reserveCall(), refusedWith("tasks", 1, 1, "gateway.tasks.maxPerPrincipal"));
+    clock.advance(UPSTREAM_MAPPING_WAIT_MS);
+    await flush();
+    assert.equal((state.value as { kind: string } | undefined)?.kind, "task", "the task exists");
+    assert.equal(manager.limits.taskLoadOf(alice), 1, "counted once: the reservation went when the task came");
+    assert.throws(() => s2.tasks.reserveCall(), refusedWith("tasks", 1, 1, "gateway.tasks.maxPerPrincipal"));
+    assert.equal(signal?.aborted, false);
+  } finally {
+    await manager.close();
+  }
 });
