@@ -29,7 +29,7 @@ export interface Peers {
   /** Whether `req` came from another replica (it carries the cluster secret). */
   fromPeer(req: IncomingMessage): boolean;
   /** A JSON request to `peer`; rejects (EMCP_UPSTREAM_UNAVAILABLE) when it does not answer in time. */
-  call(peer: PeerReplica, method: "GET" | "POST", path: string, body?: unknown): Promise<CallReply>;
+  call(peer: PeerReplica, method: "GET" | "POST", path: string, body?: unknown, headers?: Record<string, string>): Promise<CallReply>;
 }
 
 export interface PeersOptions {
@@ -53,8 +53,8 @@ export function createPeers(o: PeersOptions): Peers {
       return (await o.membership.liveReplicas()).filter((r) => r.id !== self);
     },
     fromPeer: (req) => carriesSecret(req, o.secret),
-    call(peer, method, path, body) {
-      const headers: Record<string, string> = {};
+    call(peer, method, path, body, extra = {}) {
+      const headers: Record<string, string> = { ...extra };
       if (o.token !== undefined) headers.authorization = `Bearer ${o.token}`;
       if (method === "POST") headers.origin = new URL(peer.url).origin;
       return o.forwarder.call(peer.url, { method, path, body, headers, timeoutMs: PEER_TIMEOUT_MS, maxBytes: o.maxBytes });

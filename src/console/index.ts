@@ -30,9 +30,9 @@ import type { Session } from "../session/session.js";
 import { CONSOLE_CSS, CONSOLE_JS } from "./assets.js";
 import { bindingCookie, clearBindingCookie, loginCookie, loginCookieMatches, logoutCookie, sessionCookie, type CookieOptions } from "./cookies.js";
 import { ConsoleOidc, type ConsoleUser } from "./oidc.js";
-import { samePrincipal } from "../auth/principal.js";
+import { makePrincipal, samePrincipal } from "../auth/principal.js";
 import { accepts } from "../mcp/media-type.js";
-import { CLUSTER_PREFIX, RemoteConsole, serveCluster, type AnswerOutcome, type CancelOutcome, type LocalConsole } from "./cluster.js";
+import { CLUSTER_PREFIX, RemoteConsole, serveCluster, type AnswerOutcome, type CancelOutcome, type ConsoleScope, type LocalConsole } from "./cluster.js";
 import { formContent, type RequestedSchema } from "./form.js";
 import { html, type Html } from "./html.js";
 import { FormError, SECURITY_HEADERS, readForm, redirect, sendHtml, sendText } from "./http.js";
@@ -133,41 +133,52 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     return { ...src, sees: (s) => p !== undefined && s.principal !== undefined && samePrincipal(s.principal, p) };
   }
 
-  /** Other replicas are asked for an admin only (they would show everyone's: their answers are not scoped by principal). */
-  const remoteFor = (user: ConsoleUser) => (user.role === "admin" ? remote : undefined);
+  /** Whom other replicas answer for: an admin (or the operator) all sessions, a person their principal's; undefined: no one's (nothing to ask). */
+  function scopeOf(user: ConsoleUser): ConsoleScope | undefined {
+    const p = user.principal;
+    const principal = p ? { principal: { issuer: p.issuer, subject: p.subject } } : {};
+    if (user.role === "admin") return { all: true, ...principal };
+    return p ? { all: false, ...principal } : undefined;
+  }
+
+  /** Whom a replica asks for (cluster.ts): an admin for `all`, else the person (their role was checked where they are logged in). */
+  function userOf(scope: ConsoleScope): ConsoleUser {
+    const p = scope.principal;
+    return { principal: p ? makePrincipal({ ...p, scopes: [], claims: {} }) : undefined, role: scope.all ? "admin" : "answerer" };
+  }
 
   /** Every replica's pending requests (this one's alone without a cluster). */
   async function allInbox(user: ConsoleUser): Promise<InboxItem[]> {
     const local = inbox(sourcesFor(user));
-    const remote = remoteFor(user);
-    if (!remote) return local;
-    const { results } = await remote.gather<InboxItem[]>(`${CLUSTER_PREFIX}inbox`);
+    const scope = scopeOf(user);
+    if (!remote || !scope) return local;
+    const { results } = await remote.gather<InboxItem[]>(`${CLUSTER_PREFIX}inbox`, scope);
     return sortInbox([...local, ...results.flatMap((r) => r.value)]);
   }
 
   async function allOverview(user: ConsoleUser): Promise<Overview> {
     const local = await overview(sourcesFor(user));
-    const remote = remoteFor(user);
-    if (!remote) return local;
-    const { results, unreachable } = await remote.gather<Overview>(`${CLUSTER_PREFIX}overview`);
+    const scope = scopeOf(user);
+    if (!remote || !scope) return local;
+    const { results, unreachable } = await remote.gather<Overview>(`${CLUSTER_PREFIX}overview`, scope);
     return mergeOverviews(local, remote.self, results, unreachable);
   }
 
   async function allTasks(user: ConsoleUser, filter: TaskFilter): Promise<TaskRow[]> {
     const local = await listTasks(sourcesFor(user), filter);
-    const remote = remoteFor(user);
-    if (!remote) return local;
+    const scope = scopeOf(user);
+    if (!remote || !scope) return local;
     const q = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => typeof e[1] === "string" && e[1] !== ""));
-    const { results } = await remote.gather<TaskRow[]>(`${CLUSTER_PREFIX}tasks?${q.toString()}`);
+    const { results } = await remote.gather<TaskRow[]>(`${CLUSTER_PREFIX}tasks?${q.toString()}`, scope);
     return sortTasks([...local, ...results.flatMap((r) => r.value)]);
   }
 
   /** A task of this replica, else of another (then without a local session: actions go to its replica). */
   async function anyTask(user: ConsoleUser, taskId: string): Promise<TaskRow | undefined> {
     const found = await findTask(sourcesFor(user), taskId);
-    const remote = remoteFor(user);
-    if (found || !remote) return found?.task;
-    return (await remote.find<TaskRow>(`${CLUSTER_PREFIX}task?id=${encodeURIComponent(taskId)}`))?.value;
+    const scope = scopeOf(user);
+    if (found || !remote || !scope) return found?.task;
+    return (await remote.find<TaskRow>(`${CLUSTER_PREFIX}task?id=${encodeURIComponent(taskId)}`, scope))?.value;
   }
 
   /** A page with the inbox badge (`items`: the inbox if already read); a bare page (login, which needs no token) asks no replica. */
@@ -216,12 +227,23 @@ export function createConsole(options: ConsoleOptions): WebConsole {
   /** What other replicas may read and do here (cluster.ts serves it to them only). */
   const local: LocalConsole = {
     version: () => live.localVersion,
-    overview: () => overview(src),
-    tasks: (filter) => listTasks(src, filter),
-    task: async (taskId) => (await findTask(src, taskId))?.task,
-    inbox: () => inbox(src),
-    answer: answerHere,
-    cancel: cancelHere,
+    overview: (scope) => overview(sourcesFor(userOf(scope))),
+    tasks: (scope, filter) => listTasks(sourcesFor(userOf(scope)), filter),
+    task: async (scope, taskId) => (await findTask(sourcesFor(userOf(scope)), taskId))?.task,
+    inbox: (scope) => inbox(sourcesFor(userOf(scope))),
+    // Run here for a person logged in on another replica: recorded here too, naming that replica.
+    answer: async (scope, requestId, form, from) => {
+      const user = userOf(scope);
+      const outcome = await answerHere(requestId, form, user);
+      if (outcome.outcome !== "not_here") audit(user, "answer", { requestId, outcome: outcome.outcome, via: from ?? "another replica" });
+      return outcome;
+    },
+    cancel: async (scope, taskId, from) => {
+      const user = userOf(scope);
+      const outcome = await cancelHere(taskId, user);
+      if (outcome.outcome !== "not_here") audit(user, "cancel", { taskId, outcome: outcome.outcome, via: from ?? "another replica" });
+      return outcome;
+    },
   };
 
   /** The console's routes (router.ts): 404 and 405 (with Allow) for what is not in the table. */
@@ -326,10 +348,11 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     const taskId = params.id!;
     const user = whoIs(req)!;
     if (user.role === "viewer") return forbidden(res, "cancel tasks");
-    const remote = remoteFor(user);
+    const scope = scopeOf(user);
     const here = await cancelHere(taskId, user);
-    audit(user, "cancel", { taskId, outcome: here.outcome });
-    const outcome = here.outcome === "not_here" && remote ? ((await remote.act<CancelOutcome>(`${CLUSTER_PREFIX}cancel`, { taskId })) ?? here) : here;
+    const there = here.outcome === "not_here" && remote && scope ? await remote.act<CancelOutcome>(`${CLUSTER_PREFIX}cancel`, { taskId }, scope) : undefined;
+    const outcome = there === undefined || there === "unreachable" ? (there ?? here) : there.value;
+    audit(user, "cancel", { taskId, outcome: outcome === "unreachable" ? outcome : outcome.outcome, replica: replicaOf(there) });
     if (outcome === "unreachable") return sendText(res, 502, `a replica did not answer; task ${taskId} may be held there: try again`);
     if (outcome.outcome !== "not_here") return redirect(res, `/console/tasks/${encodeURIComponent(taskId)}?cancel=${outcome.outcome}`);
     if (!(await anyTask(user, taskId))) return taskNotFound(res, taskId, await allInbox(user));
@@ -364,15 +387,16 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     const requestId = params.id!;
     const user = whoIs(req)!;
     if (user.role === "viewer") return forbidden(res, "answer requests");
-    const remote = remoteFor(user);
+    const scope = scopeOf(user);
     const form = await readForm(req, maxBody);
     const here = await answerHere(requestId, form, user);
-    audit(user, "answer", { requestId, outcome: here.outcome });
-    // A session held by another replica: answered there, through the same path (the first answer wins there too).
-    const result =
-      here.outcome === "not_here" && remote
-        ? ((await remote.act<AnswerOutcome>(`${CLUSTER_PREFIX}answer`, { requestId, form: form.toString() })) ?? here)
-        : here;
+    // A session held by another replica: answered there, through the same path (the first answer wins there too), for this person only.
+    const there =
+      here.outcome === "not_here" && remote && scope
+        ? await remote.act<AnswerOutcome>(`${CLUSTER_PREFIX}answer`, { requestId, form: form.toString() }, scope)
+        : undefined;
+    const result = there === undefined || there === "unreachable" ? (there ?? here) : there.value;
+    audit(user, "answer", { requestId, outcome: result === "unreachable" ? result : result.outcome, replica: replicaOf(there) });
     const gone = `/console/inbox?gone=${encodeURIComponent(requestId)}`;
     if (result === "unreachable") return redirect(res, `${gone}&by=unreachable`);
     switch (result.outcome) {
@@ -390,10 +414,15 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     }
   }
 
-  /** Every answer and cancel names who did it: the principal's hash (never the subject), or the operator's token. */
+  /**
+   * Every answer and cancel names who did it: the principal's hash (never the subject), or the operator's token; where it ran
+   * (`replica`: another replica's id, absent here), and on the replica that ran it for someone logged in elsewhere, `via` that one.
+   */
   function audit(user: ConsoleUser, action: "answer" | "cancel", details: Record<string, unknown>): void {
     context.logger.info({ action, principalHash: user.principal?.hash ?? "operator", role: user.role, ...details }, "console_action");
   }
+
+  const replicaOf = (there: { replica: string } | "unreachable" | undefined) => (there === undefined || there === "unreachable" ? undefined : there.replica);
 
   function forbidden(res: http.ServerResponse, what: string): Promise<void> {
     return show(
