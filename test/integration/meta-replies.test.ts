@@ -1,6 +1,6 @@
 /**
- * Meta-face replies that programs read, against three real server-everything
- * upstreams and real SDK clients: `structuredContent` with an `outputSchema`
+ * Meta-face replies that programs read, against three server-everything
+ * upstreams in this process (test/helpers/in-process.ts) and real SDK clients: `structuredContent` with an `outputSchema`
  * (the SDK client validates every structured reply against the schema it
  * listed), the promotion's text naming respond_to_sampling or
  * respond_to_elicitation, identical list_changed notifications folded into
@@ -14,7 +14,8 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { createLogger, sessionHash } from "../../src/logging.js";
-import { ROOT, blocks, call, connectClient, everythingStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { ROOT, blocks, call, connectClient, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import { allText, errorCodeOf, eventually, promote } from "../helpers/async-extra.js";
 import { startCliServe, stopChild } from "../helpers/core-extra.js";
 
@@ -64,8 +65,8 @@ async function open(url?: string): Promise<Client> {
 }
 
 before(async () => {
-  gw = await startGateway(
-    { mcpServers: Object.fromEntries(SERVERS.map((s) => [s, everythingStdio()])), gateway: { logLevel: "info" } },
+  gw = await startInProcessGateway(
+    { mcpServers: Object.fromEntries(SERVERS.map((s) => [s, inProcess("everything")])), gateway: { logLevel: "info" } },
     { logger: createLogger("info", sink) },
   );
 });
