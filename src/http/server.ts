@@ -16,6 +16,7 @@ import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import { Authenticator } from "../auth/authenticator.js";
 import { serveMetadata } from "../auth/metadata.js";
+import { withPrincipalLogFields } from "../auth/log-fields.js";
 import { attachPrincipal, OPERATOR } from "../auth/principal.js";
 import type { ResourceUrlOptions } from "../auth/resource-url.js";
 import { systemClock, type Clock } from "../clock.js";
@@ -137,10 +138,13 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
     const unavailable = endpoint && routes.unavailable?.();
     if (unavailable) return sendJsonRpcError(res, 503, -32000, unavailable, { Connection: "close" });
     if (endpoint) {
-      endpoint.handle(req, res).catch((err: unknown) => {
-        logger.error({ err: errorMessage(err), path }, "http_handler_failed");
-        sendErrorReply(res, 500, err);
-      });
+      // Every line logged while the request is handled names its principal (ADR 0018, decision 12).
+      void withPrincipalLogFields(req, settings.auth, () =>
+        endpoint.handle(req, res).catch((err: unknown) => {
+          logger.error({ err: errorMessage(err), path }, "http_handler_failed");
+          sendErrorReply(res, 500, err);
+        }),
+      );
       return;
     }
     sendJsonRpcError(res, 404, -32601, `Not found: ${req.method} ${path}. MCP endpoints: ${routes.describe}`);

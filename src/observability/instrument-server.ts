@@ -9,16 +9,18 @@
  * that id is sent, the span ends and `mcp.server.operation.duration` is
  * observed. With tracing off, only the start time is kept per request.
  * Each message is handled with its principal's log fields, span attributes
- * and counter (principal-telemetry.ts), from the request's `authInfo`.
+ * and counter (principal-telemetry.ts, auth/log-fields.ts), from the
+ * request's `authInfo` (stdio, and every message of an attachment, too).
  */
 import { SpanKind, context, trace, type Tracer } from "@opentelemetry/api";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { principalLogFields, type PrincipalLogOptions } from "../auth/log-fields.js";
 import { principalOf } from "../auth/principal.js";
 import { withLogFields } from "../logging.js";
 import { tapTransport } from "../mcp/transport-tap.js";
 import type { GatewayMetrics } from "./metrics.js";
 import { InflightOperations } from "./operations.js";
-import { principalLogFields, principalSpanAttributes, type PrincipalTelemetryOptions } from "./principal-telemetry.js";
+import { principalSpanAttributes } from "./principal-telemetry.js";
 import { cancelledId, methodLabel, requestAttributes, requestOf, responseOf, spanName, type NetworkTransport } from "./semconv.js";
 import { extractFromMeta } from "./trace-context.js";
 
@@ -31,7 +33,7 @@ export interface ServerTapOptions {
   /** `mcp.protocol.version`, when known before initialize (a resumed session). */
   protocolVersion?: string | undefined;
   /** Name each request's principal (its `authInfo`, src/auth/) in its logs, span and metrics; undefined: not. */
-  principals?: PrincipalTelemetryOptions | undefined;
+  principals?: PrincipalLogOptions | undefined;
 }
 
 /** Taps `transport` (connected to its face's server, or about to be). A no-op when there is nothing to record. */

@@ -2,7 +2,8 @@
  * The principal in telemetry (issue 22, src/observability/principal-telemetry.ts):
  * a gateway in process with OAuth on (a loopback issuer whose key set jose
  * reads; tokens signed with jose, RFC 9068 shaped), real SDK clients over
- * HTTP. Log lines written while a request is handled carry the caller's
+ * HTTP. Log lines written while a request is handled (from the HTTP
+ * endpoint's to the MCP handlers', on child loggers too) carry the caller's
  * principal hash, and never its token, subject or e-mail unless
  * `auth.logSubject` is on; its server span carries `enduser.pseudo.id`; the
  * per-principal counter exists only with `metrics.principals` and labels at
@@ -111,6 +112,10 @@ describe("the principal in logs, traces and metrics", () => {
       assert.equal(access.length, 1, `${who}'s access line`);
       // The handler's line and the access line are the same session's, and only that principal's.
       assert.equal(errors[0]!.sessionHash, access[0]!.sessionHash);
+      // Lines of the HTTP request before any MCP handler runs (initialize making the session) name it too.
+      const created = lines.filter((l) => l.msg === "session_created" && l.principalHash === hash);
+      assert.equal(created.length, 1, `${who}'s session_created line names its principal`);
+      assert.equal(created[0]!.sessionHash, access[0]!.sessionHash);
     }
     const text = serialized(lines);
     for (const secret of [aliceToken, bobToken, "alice-sub-7f3a", "bob-sub-91c2", "alice@example.com", "bob@example.com"])
