@@ -161,6 +161,12 @@ export const gatewaySettingsSchema = z.strictObject({
       maxTtlMs: positiveMs.default(1_800_000),
       completedRetentionMs: positiveMs.default(300_000),
       maxTasksPerSession: z.number().int().positive().default(100),
+      /**
+       * Working tasks plus calls that may become one, across all sessions of one principal (OAuth
+       * user) on this replica (docs/adr/0018, "Limits per principal"); 0 turns it off. The static
+       * token's "operator" is exempt.
+       */
+      maxPerPrincipal: z.number().int().min(0).default(500),
       /** Ended tasks kept per session (the oldest are deleted first beyond either bound). */
       maxRetainedPerSession: z.number().int().positive().default(200),
       maxRetainedResultBytes: z
@@ -170,12 +176,6 @@ export const gatewaySettingsSchema = z.strictObject({
         .default(64 * 1024 * 1024),
       /** Cancelling an upstream task (on cancel, expiry, shutdown) is best effort within this bound. */
       upstreamCancelTimeoutMs: positiveMs.default(5_000),
-      /**
-       * Working tasks plus calls that may become one, across all sessions of one principal (OAuth
-       * user) on this replica (docs/adr/0018, "Limits per principal"); 0 turns it off. The static
-       * token's "operator" is exempt.
-       */
-      maxPerPrincipal: z.number().int().min(0).default(500),
       /**
        * An emulated call (a plain tools/call of a task-only tool) whose client gave a progress
        * token gets a progress notification at least this often (ADR 0002 §7).
@@ -218,6 +218,12 @@ export const gatewaySettingsSchema = z.strictObject({
       sweepIntervalMs: positiveMs.default(60_000),
       maxSessions: z.number().int().positive().default(1000),
       /**
+       * Sessions one principal (OAuth user) may hold on this replica (docs/adr/0018, "Limits per
+       * principal"); beyond it `initialize` is refused (EMCP_PRINCIPAL_LIMIT, HTTP 429). 0 turns
+       * it off. The static token's "operator" is exempt.
+       */
+      maxPerPrincipal: z.number().int().min(0).default(100),
+      /**
        * Meta faces attached to one session with `?session=<id>` at once; beyond it
        * `initialize` is refused (EMCP_LIMIT_REACHED). An attachment idle (no open
        * response) for oneShotIdleMs gives its slot to a new one.
@@ -226,12 +232,6 @@ export const gatewaySettingsSchema = z.strictObject({
     })
     .prefault({}),
   awaitActivity: z
-      /**
-       * Sessions one principal (OAuth user) may hold on this replica (docs/adr/0018, "Limits per
-       * principal"); beyond it `initialize` is refused (EMCP_PRINCIPAL_LIMIT, HTTP 429). 0 turns
-       * it off. The static token's "operator" is exempt.
-       */
-      maxPerPrincipal: z.number().int().min(0).default(100),
     .strictObject({
       defaultTimeoutMs: positiveMs.default(30_000),
       maxTimeoutMs: positiveMs.default(600_000),
