@@ -12,7 +12,7 @@ import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { SessionManager } from "../session/session-manager.js";
 import type { ServerRecord, Store } from "../store/contracts.js";
-import { describeTarget, sameServerConfig, type ServerRegistry } from "../upstream/registry.js";
+import { describeTarget, fromServerRecord, sameServerConfig, visibleTo, type ServerRegistry } from "../upstream/registry.js";
 
 interface ServerMessage {
   op: "put" | "delete";
@@ -99,6 +99,8 @@ export class ServerSync {
       await Promise.allSettled(
         live.map(async (s) => {
           await s.disconnect(name, `server '${name}' was removed on another replica`);
+          // Only the sessions that saw it (its principal's, for a runtime server: docs/adr/0015) hear of it.
+          if (!visibleTo(existing, s)) return;
           s.events.add("server_removed", name, { name, removedBy: "another session" });
           s.serverSetChanged();
         }),
@@ -109,17 +111,19 @@ export class ServerSync {
     const record = await t.store.servers.get(name);
     if (!record) return;
     if (existing && sameServerConfig(existing.config, record.config)) return;
-    const entry = { name, config: record.config, addedAt: record.addedAt, addedBy: record.addedBy };
+    const entry = fromServerRecord(record);
     if (existing) {
       t.registry.replace(entry);
       await Promise.allSettled(live.map((s) => s.disconnect(name, `server '${name}' was updated on another replica (new config)`)));
       for (const s of live) {
+        if (!visibleTo(entry, s)) continue;
         s.events.add("server_updated", name, { name, updatedBy: "another session", ...describeTarget(record.config) });
         s.serverSetChanged();
       }
     } else {
       t.registry.add(entry);
       for (const s of live) {
+        if (!visibleTo(entry, s)) continue;
         s.events.add("server_added", name, { name, addedBy: "another session" });
         s.serverSetChanged();
       }

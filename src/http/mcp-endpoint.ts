@@ -14,7 +14,7 @@ import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { primeServerTransport, type StoredInitialize } from "../mcp/resume-session.js";
 import { onResponseSent } from "../mcp/response-sent.js";
 import type { GatewayContext } from "../session/gateway-context.js";
-import { mayUseSession } from "../auth/ownership.js";
+import { mayUseOwned } from "../auth/ownership.js";
 import type { Session } from "../session/session.js";
 import type { FaceRecord } from "../store/contracts.js";
 import { BoundedSseReplayStore, StoredSseReplayStore, type SseReplayStore } from "./sse-replay-store.js";
@@ -117,7 +117,7 @@ export class McpEndpoint {
         } catch (err) {
           return sendErrorReply(res, 503, err, this.gateway.logger);
         }
-        if (stored && !mayUseSession(stored.owner, caller)) return sessionNotFound(res, sessionId);
+        if (stored && !mayUseOwned(stored.owner, caller)) return sessionNotFound(res, sessionId);
       }
       let preread: string | undefined;
       const router = this.options.router;
@@ -129,7 +129,7 @@ export class McpEndpoint {
       const binding = this.bindings.get(sessionId) ?? (await this.resumed(sessionId));
       if (binding instanceof ResumeFailed) return sendErrorReply(res, binding.status, binding.error, this.gateway.logger);
       // Another principal's session is answered as an unknown one (it does not learn the id exists).
-      if (!binding || !mayUseSession(binding.session.principal, caller)) return sessionNotFound(res, sessionId);
+      if (!binding || !mayUseOwned(binding.session.principal, caller)) return sessionNotFound(res, sessionId);
       const guest = binding.guest;
       if (guest) {
         guest.lastActivityAt = this.gateway.clock.now();
@@ -205,7 +205,7 @@ export class McpEndpoint {
     let owner = true;
     if (attachTo) {
       const existing = this.gateway.sessions.get(attachTo);
-      if (!existing || !mayUseSession(existing.principal, principalOf(req))) {
+      if (!existing || !mayUseOwned(existing.principal, principalOf(req))) {
         return sendJsonRpcError(
           res,
           404,

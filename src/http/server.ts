@@ -25,8 +25,8 @@ import { sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
 import type { McpEndpoint } from "./mcp-endpoint.js";
 
 export interface Routes {
-  /** Maps a path to its MCP endpoint, e.g. "/mcp" to the meta face. */
-  endpoint(path: string): McpEndpoint | undefined;
+  /** Maps a path to its MCP endpoint, e.g. "/mcp" to the meta face; with `req`, only one its principal may see (a runtime server's face). */
+  endpoint(path: string, req?: http.IncomingMessage): McpEndpoint | undefined;
   /** Paths to list in 404 messages. */
   describe: string;
   /** GET/HEAD probes answered before the guards (e.g. /healthz): a status code and a small JSON body that reveals nothing else. */
@@ -134,7 +134,7 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
   /** After the guards (and, with OAuth, the principal): pages, then the MCP endpoints. */
   function dispatch(req: http.IncomingMessage, res: http.ServerResponse, path: string): void {
     if (routes.pages?.some((page) => page(req, res, path))) return;
-    const endpoint = routes.endpoint(path);
+    const endpoint = routes.endpoint(path, req);
     const unavailable = endpoint && routes.unavailable?.();
     if (unavailable) return sendJsonRpcError(res, 503, -32000, unavailable, { Connection: "close" });
     if (endpoint) {

@@ -6,6 +6,7 @@
  * routes the sessions this process does not hold.
  */
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { principalOf } from "../auth/principal.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { createMetaServer } from "../faces/meta/server.js";
 import { createTransparentServer } from "../faces/transparent/server.js";
@@ -14,6 +15,7 @@ import type { Routes } from "../http/server.js";
 import type { Observability } from "../observability/observability.js";
 import type { Session } from "../session/session.js";
 import type { GatewayContext } from "../session/gateway-context.js";
+import { visibleTo } from "../upstream/registry.js";
 
 export interface Endpoints {
   /** For createHttpServer: which endpoint a path is. */
@@ -74,11 +76,16 @@ export function createEndpoints(context: GatewayContext, observability: Observab
   return {
     routes: {
       describe: "/mcp (meta-tools), /all/mcp (all upstreams, prefixed), /servers/<name>/mcp (one upstream)",
-      endpoint(path: string): McpEndpoint | undefined {
+      endpoint(path, req) {
         if (path === "/mcp") return meta;
         if (path === "/all/mcp") return all;
         const m = /^\/servers\/([^/]+)\/mcp$/.exec(path);
-        return m ? serverEndpoint(decodePathSegment(m[1]!)) : undefined;
+        if (!m) return undefined;
+        const name = decodePathSegment(m[1]!);
+        // Another principal's runtime server has no face for this caller: the 404 of an unknown name (docs/adr/0015).
+        const entry = registry.get(name);
+        if (req && entry && !visibleTo(entry, { principal: principalOf(req) })) return undefined;
+        return serverEndpoint(name);
       },
     },
     release: (sessionId) => endpoints().forEach((e) => e.release(sessionId)),

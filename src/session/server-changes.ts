@@ -10,7 +10,8 @@
  */
 import type { ServerConfig } from "../config/server-entry.js";
 import { sessionHash } from "../logging.js";
-import { configFor, describeTarget, sameServerConfig, toServerRecord, type RegisteredServer } from "../upstream/registry.js";
+import { ErrorCodes, GatewayError } from "../errors.js";
+import { configFor, describeTarget, ownerOf, sameServerConfig, toServerRecord, visibleTo, type RegisteredServer } from "../upstream/registry.js";
 import type { Session, SessionDeps } from "./session.js";
 
 /** What add_server did: a new name, a new config for a runtime-added name, or nothing (same config). */
@@ -49,6 +50,14 @@ export class ServerChanges {
     return this.oneAtATime(name, async () => {
       const { registry, clock } = this.deps;
       const existing = registry.get(name);
+      // Another principal's runtime server (docs/adr/0015): not seen, not used, not replaced; its name is taken.
+      if (existing && !visibleTo(existing, caller)) {
+        throw new GatewayError(
+          ErrorCodes.SERVER_EXISTS,
+          `the name '${name}' is taken on this gateway by a server another user added, which you cannot see or change; add_server yours under another name`,
+          { details: { server: name } },
+        );
+      }
       // Compared with what the caller would connect with: another session's server without its credentials (docs/adr/0015).
       if (existing && sameServerConfig(configFor(existing, caller.id), config)) {
         await caller.connection(name);
@@ -56,7 +65,7 @@ export class ServerChanges {
       }
       await authorize(existing);
       if (existing) return this.update(caller, existing, config);
-      const entry: RegisteredServer = { name, config, addedAt: clock.now(), addedBy: caller.id };
+      const entry: RegisteredServer = { name, config, addedAt: clock.now(), addedBy: caller.id, ...ownedBy(caller) };
       registry.add(entry);
       try {
         await caller.connection(name);
@@ -67,7 +76,7 @@ export class ServerChanges {
         await caller.disconnect(name, "add_server failed");
         throw err;
       }
-      this.announceAdded(name, caller);
+      this.announceAdded(entry, caller);
       return "added";
     });
   }
@@ -79,13 +88,17 @@ export class ServerChanges {
    */
   addConfig(name: string, config: ServerConfig): Promise<void> {
     return this.oneAtATime(name, async () => {
-      this.deps.registry.add({ name, config, addedAt: this.deps.clock.now(), addedBy: "config" });
-      this.announceAdded(name, undefined);
+      const entry: RegisteredServer = { name, config, addedAt: this.deps.clock.now(), addedBy: "config" };
+      this.deps.registry.add(entry);
+      this.announceAdded(entry, undefined);
     });
   }
 
-  private announceAdded(name: string, caller: Session | undefined): void {
+  /** Tells the sessions that see `entry` (its principal's, for a runtime server) that it was added. */
+  private announceAdded(entry: RegisteredServer, caller: Session | undefined): void {
+    const { name } = entry;
     for (const s of this.sessions.values()) {
+      if (!visibleTo(entry, s)) continue;
       if (s !== caller) s.events.add("server_added", name, { name, addedBy: caller ? "another session" : "the config file" });
       s.serverSetChanged();
     }
@@ -107,7 +120,10 @@ export class ServerChanges {
     // Sessions not connected now could connect to the new config while the caller tries it; a rollback must undo that.
     const connectedBefore = new Set(this.list().filter((s) => s.view(name).status === "connected"));
     // A config-file server stays one when replaced (allowed by the policy): the file's config comes back on reload or restart.
-    const entry: RegisteredServer = { name, config, addedAt: clock.now(), addedBy: previous.addedBy === "config" ? "config" : caller.id };
+    const entry: RegisteredServer =
+      previous.addedBy === "config"
+        ? { name, config, addedAt: clock.now(), addedBy: "config" }
+        : { name, config, addedAt: clock.now(), addedBy: caller.id, ...ownedBy(caller) };
     registry.replace(entry);
     await caller.disconnect(name, reason);
     try {
@@ -122,6 +138,7 @@ export class ServerChanges {
     }
     await Promise.allSettled(this.list().flatMap((s) => (s === caller ? [] : [s.disconnect(name, reason)])));
     for (const s of this.sessions.values()) {
+      if (!visibleTo(entry, s)) continue;
       s.events.add("server_updated", name, { name, updatedBy: s === caller ? "this session" : "another session", ...describeTarget(config) });
       s.serverSetChanged();
     }
@@ -136,7 +153,8 @@ export class ServerChanges {
    */
   remove(caller: Session | undefined, name: string, authorize?: (entry: RegisteredServer) => void | Promise<void>): Promise<number> {
     return this.oneAtATime(name, async () => {
-      const entry = this.deps.registry.require(name);
+      // Another principal's server is unknown to the caller (docs/adr/0015).
+      const entry = this.deps.registry.require(name, caller);
       await authorize?.(entry);
       // Deleted first: if the store fails nothing changes, and a removed server never comes back after a restart.
       if (entry.addedBy !== "config") await this.deps.store.servers.delete(name);
@@ -145,11 +163,12 @@ export class ServerChanges {
       await Promise.allSettled(
         sessions.map(async (s) => {
           await s.disconnect(name, `server '${name}' was removed`);
+          if (!visibleTo(entry, s)) return;
           s.events.add("server_removed", name, { name, removedBy: s === caller ? "this session" : caller ? "another session" : "the config file" });
           s.serverSetChanged();
         }),
       );
-      return sessions.length;
+      return sessions.filter((s) => visibleTo(entry, s)).length;
     });
   }
 
@@ -163,4 +182,9 @@ export class ServerChanges {
     });
     return run;
   }
+}
+
+/** The owner a runtime server added by `caller` records: its principal, when it has one. */
+function ownedBy(caller: Session): Pick<RegisteredServer, "owner"> {
+  return caller.principal ? { owner: ownerOf(caller.principal) } : {};
 }

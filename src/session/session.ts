@@ -139,14 +139,16 @@ export class Session {
 
   /** Starts connecting to every configured server without waiting. */
   connectAllInBackground(): void {
-    this.upstreams.connectAllInBackground();
+    this.upstreams.connectAllInBackground(this.deps.registry.names(this));
   }
 
   /**
    * The live connection to `name`, connecting (or reconnecting after a
    * failure) on demand. Concurrent callers share one attempt.
    */
-  connection(name: string): Promise<UpstreamHandle> {
+  async connection(name: string): Promise<UpstreamHandle> {
+    // Another principal's runtime server is unknown here (docs/adr/0015).
+    this.deps.registry.require(name, this);
     return this.upstreams.connection(name);
   }
 

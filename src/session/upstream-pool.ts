@@ -79,9 +79,9 @@ export class UpstreamPool {
     });
   }
 
-  /** Starts connecting to every configured server without waiting. */
-  connectAllInBackground(): void {
-    for (const name of this.deps.registry.names()) {
+  /** Starts connecting to `names` (every configured server the session sees) without waiting. */
+  connectAllInBackground(names: readonly string[]): void {
+    for (const name of names) {
       this.connection(name).catch(() => undefined);
     }
   }

@@ -339,6 +339,8 @@ export interface ServerRecord {
   addedAt: number;
   /** The session id that added it. */
   addedBy: string;
+  /** The principal of that session (issuer, subject), when it had one: only its sessions see the server (docs/adr/0015). */
+  owner?: { issuer: string; subject: string };
 }
 
 export interface ServerStore {

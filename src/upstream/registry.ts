@@ -10,6 +10,8 @@
  * as ServerRecords by the SessionManager; restoreRuntime() brings them back
  * at start, after the file's, which wins a name both have).
  */
+import { mayUseOwned, type Owner } from "../auth/ownership.js";
+import type { Principal } from "../auth/principal.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
 import { sharingOf, type GatewaySettings } from "../config/schema.js";
 import { isStdioConfig, remoteTransportOf, type ServerConfig } from "../config/server-entry.js";
@@ -23,6 +25,13 @@ export interface RegisteredServer {
   addedAt: number;
   /** "config" for servers from the config file, else the session id that added it. */
   addedBy: string;
+  /** A runtime server's adding principal (issuer, subject), when that session had one: only its sessions see it (docs/adr/0015). */
+  owner?: Owner | undefined;
+}
+
+/** Who looks at the registry: a session (its principal); see visibleTo(). */
+export interface ServerViewer {
+  readonly principal: Principal | undefined;
 }
 
 /** A server's entry was replaced or removed (what holds processes or connections of its old config lets them go). */
@@ -70,10 +79,11 @@ export class ServerRegistry {
     return this.servers.get(name);
   }
 
-  require(name: string): RegisteredServer {
+  /** The entry of `name`; EMCP_UNKNOWN_SERVER when there is none, or `viewer` may not see it (the same answer). */
+  require(name: string, viewer?: ServerViewer): RegisteredServer {
     const entry = this.servers.get(name);
-    if (!entry) {
-      const known = [...this.servers.keys()];
+    if (!entry || (viewer && !visibleTo(entry, viewer))) {
+      const known = this.names(viewer);
       throw new GatewayError(
         ErrorCodes.UNKNOWN_SERVER,
         `no server named '${name}'. Known servers: ${known.length ? known.join(", ") : "(none)"}. Call list_servers, or add_server to add one.`,
@@ -83,8 +93,10 @@ export class ServerRegistry {
     return entry;
   }
 
-  list(): RegisteredServer[] {
-    return [...this.servers.values()];
+  /** Every entry, or those `viewer` may see. */
+  list(viewer?: ServerViewer): RegisteredServer[] {
+    const all = [...this.servers.values()];
+    return viewer ? all.filter((e) => visibleTo(e, viewer)) : all;
   }
 
   /**
@@ -109,15 +121,26 @@ export class ServerRegistry {
         out.refused.push({ name: record.name, reason });
         continue;
       }
-      this.servers.set(record.name, { name: record.name, config: record.config, addedAt: record.addedAt, addedBy: record.addedBy });
+      this.servers.set(record.name, fromServerRecord(record));
       out.restored.push(record.name);
     }
     return out;
   }
 
-  names(): string[] {
-    return [...this.servers.keys()];
+  /** Every name, or those `viewer` may see. */
+  names(viewer?: ServerViewer): string[] {
+    return this.list(viewer).map((e) => e.name);
   }
+}
+
+/**
+ * Whether `viewer` sees (and may use) the entry (docs/adr/0015): config-file
+ * servers are everyone's; a runtime server is its adding principal's
+ * sessions' only, and one added without authentication is seen by callers
+ * without authentication and the static token's operator (mayUseOwned).
+ */
+export function visibleTo(entry: RegisteredServer, viewer: ServerViewer): boolean {
+  return !isRuntime(entry) || mayUseOwned(entry.owner, viewer.principal);
 }
 
 /** Whether the entry was added at runtime (add_server), not by the config file. */
@@ -157,7 +180,23 @@ export function entrySharing(entry: RegisteredServer, settings: GatewaySettings)
 
 /** A runtime-added entry as the ServerStore keeps it. */
 export function toServerRecord(entry: RegisteredServer): ServerRecord {
-  return { name: entry.name, config: entry.config, addedAt: entry.addedAt, addedBy: entry.addedBy };
+  return { name: entry.name, config: entry.config, addedAt: entry.addedAt, addedBy: entry.addedBy, ...(entry.owner ? { owner: ownerOf(entry.owner) } : {}) };
+}
+
+/** A stored runtime server as the registry keeps it. */
+export function fromServerRecord(record: ServerRecord): RegisteredServer {
+  return {
+    name: record.name,
+    config: record.config,
+    addedAt: record.addedAt,
+    addedBy: record.addedBy,
+    ...(record.owner ? { owner: ownerOf(record.owner) } : {}),
+  };
+}
+
+/** Issuer and subject only (a Principal carries scopes and claims, which are not stored). */
+export function ownerOf(p: Owner): Owner {
+  return { issuer: p.issuer, subject: p.subject };
 }
 
 /** A description of where a server lives that never includes secrets (env, headers). */

@@ -14,6 +14,9 @@ import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { sessionHash } from "../../src/logging.js";
 import { ROOT } from "../helpers/gateway.js";
 import {
@@ -28,7 +31,7 @@ import {
   type RunningCli,
 } from "../helpers/core-extra.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
-import { startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import { loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
 import { Balancer } from "../helpers/balancer.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
 
@@ -117,15 +120,24 @@ function masked(reply: unknown, ids: string[]): string {
 }
 
 /** Logs a user in for each face (a token is bound to its face: RFC 8707) and returns the tokens. */
-async function login(base: string, user: string): Promise<Record<Face, string>> {
-  const tokens = {} as Record<Face, string>;
-  for (const face of FACES) {
+async function login<F extends string = Face>(base: string, user: string, faces: readonly F[] = FACES as unknown as readonly F[]): Promise<Record<F, string>> {
+  const tokens = {} as Record<F, string>;
+  for (const face of faces) {
     const oauth = new MemoryOAuthClient(REDIRECT);
     const { client } = await loginAndConnect(`${base}${face}`, user, oauth);
     await client.close();
     tokens[face] = oauth.saved!.access_token;
   }
   return tokens;
+}
+
+/** A token for `url` by the spec's discovery (401 → PRM → login), without connecting afterwards. */
+async function tokenOnly(url: string, user: string): Promise<string> {
+  const oauth = new MemoryOAuthClient(REDIRECT);
+  const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: oauth });
+  await assert.rejects(new Client({ name: "isolation", version: "1" }).connect(transport), UnauthorizedError);
+  await transport.finishAuth(await loginHeadless(oauth.authorizationUrl!, user, REDIRECT));
+  return oauth.saved!.access_token;
 }
 
 /** What alice leaves lying around: a session on each face, a meta task waiting on an elicitation, transparent tasks. */
@@ -364,6 +376,55 @@ describe("principals are isolated: one gateway, across a restart (SQLite)", SLOW
     for (const sid of Object.values(alice.sessions)) assert.deepEqual(resumed(sid), [], "bob's probes resumed alice's session");
     await aliceStillWorks(base, aliceTokens, alice);
     assert.equal(resumed(alice.sessions["/mcp"]).length, 1, "alice's own request resumes her session");
+  });
+
+  test("a runtime server alice adds is hers alone: bob does not see, use, replace or remove it, and hears nothing of it, also after a restart", async () => {
+    if (!served) await start(true);
+    const alice = await login(base, "alice");
+    const bob = await login(base, "bob");
+    const meta = `${base}/mcp`;
+    const bobMeta = await initialize(meta, bob["/mcp"]);
+    const aliceMeta = await initialize(meta, alice["/mcp"]);
+    const added = await tool(meta, alice["/mcp"], aliceMeta, "add_server", { name: "alice-up", url: remote.url });
+    assert.notEqual(added.result?.isError, true, JSON.stringify(added).slice(0, 500));
+    const names = async (token: string, sid: string) =>
+      ((await tool(meta, token, sid, "list_servers")).result?.structuredContent?.servers as Array<{ name: string }>).map((s) => s.name).sort();
+    const bobSees = async (sid: string) => {
+      assert.deepEqual(await names(bob["/mcp"], sid), ["up"], "bob's list_servers");
+      const foreign = await tool(meta, bob["/mcp"], sid, "execute_tool", { server: "alice-up", tool: "echo", args: { message: "x" } });
+      const unknown = await tool(meta, bob["/mcp"], sid, "execute_tool", { server: "nosuch-up", tool: "echo", args: { message: "x" } });
+      assert.equal(foreign.result?.isError, true);
+      assert.equal(masked(foreign, ["alice-up", "nosuch-up"]), masked(unknown, ["alice-up", "nosuch-up"]), "her server is unknown to him");
+      const removeForeign = await tool(meta, bob["/mcp"], sid, "remove_server", { name: "alice-up" });
+      const removeUnknown = await tool(meta, bob["/mcp"], sid, "remove_server", { name: "nosuch-up" });
+      assert.equal(masked(removeForeign, ["alice-up", "nosuch-up"]), masked(removeUnknown, ["alice-up", "nosuch-up"]));
+      // The same URL does not connect him to hers (it did: "unchanged"), another URL does not replace it.
+      for (const url of [remote.url, `${remote.url}?other`]) {
+        const replace = await tool(meta, bob["/mcp"], sid, "add_server", { name: "alice-up", url });
+        assert.equal(replace.result?.isError, true, JSON.stringify(replace).slice(0, 500));
+        assert.match(JSON.stringify(replace), /EMCP_SERVER_EXISTS/);
+      }
+      const all = await initialize(`${base}/all/mcp`, bob["/all/mcp"]);
+      const tools = JSON.stringify(response(await rpc(`${base}/all/mcp`, bob["/all/mcp"], all, "tools/list")));
+      assert.ok(tools.includes("up__echo") && !tools.includes("alice-up"), "bob's /all/mcp lists only the config server's tools");
+      const activity = JSON.stringify(await tool(meta, bob["/mcp"], sid, "await_activity", { timeout_ms: 0 }));
+      assert.ok(!activity.includes("alice-up"), `bob heard of alice's server: ${activity.slice(0, 500)}`);
+    };
+    await bobSees(bobMeta);
+    // Her other sessions see it and use it.
+    const aliceOther = await initialize(meta, alice["/mcp"]);
+    assert.deepEqual(await names(alice["/mcp"], aliceOther), ["alice-up", "up"]);
+    // Its own face: a 404 for him, as for a path no server has.
+    const face = await rpc(`${base}/servers/alice-up/mcp`, await tokenOnly(`${base}/servers/alice-up/mcp`, "bob"), undefined, "initialize", INIT);
+    assert.equal(face.status, 404, face.text.slice(0, 300));
+    assert.match(face.text, /Not found: POST \/servers\/alice-up\/mcp/);
+
+    await stop();
+    await start(true);
+    await bobSees(bobMeta);
+    assert.deepEqual(await names(alice["/mcp"], aliceOther), ["alice-up", "up"], "alice's server came back as hers");
+    const called = await tool(meta, alice["/mcp"], aliceOther, "execute_tool", { server: "alice-up", tool: "echo", args: { message: "hers" } });
+    assert.notEqual(called.result?.isError, true, JSON.stringify(called).slice(0, 500));
   });
 });
 

@@ -35,7 +35,7 @@ export interface TransparentFaceOptions {
 
 export async function createTransparentServer(o: TransparentFaceOptions): Promise<Server> {
   const { session, gateway, target } = o;
-  const catalog = new Catalog(target, () => gateway.registry.names());
+  const catalog = new Catalog(target, () => gateway.registry.names(session));
   // A missing upstream that joins before the face's server exists has no client to tell yet.
   let announceJoin = (_server: string): void => undefined;
   const aggregate = new AggregateConnector({

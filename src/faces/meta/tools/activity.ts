@@ -63,7 +63,7 @@ export const awaitActivity = defineTool({
       taken = await read();
       triggers = woke === null ? [{ type: "timeout" }] : triggersFor(taken.events.length ? taken.events : [woke]);
     }
-    const activity = await buildActivity(session, gateway.registry.names(), triggers, taken.events);
+    const activity = await buildActivity(session, gateway.registry.names(session), triggers, taken.events);
     if (cursor === undefined) return json(activity);
     const cursorInfo = taken.found
       ? { sinceEventId: cursor, found: true }

@@ -18,7 +18,7 @@ export async function fanout<T>(
     return [{ server, items: await read(conn) }];
   }
   return Promise.all(
-    gateway.registry.names().map(async (name): Promise<PerServer<T>> => {
+    gateway.registry.names(session).map(async (name): Promise<PerServer<T>> => {
       try {
         return { server: name, items: await read(await session.connection(name)) };
       } catch (err) {

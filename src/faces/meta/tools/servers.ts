@@ -22,7 +22,7 @@ export const addServer = defineTool({
   name: "add_server",
   title: "Add an upstream MCP server",
   description:
-    "Add an MCP server for every session and connect this session to it. Give either `url` (+ `headers`, `transport`: streamable-http | sse) for a remote server, or `command` (+ `args`, `env`, `cwd`) for a stdio one — stdio only if the gateway's operator allows it (gateway.servers.allowRuntimeStdio; otherwise EMCP_FORBIDDEN). Fails, keeping nothing, if the server cannot be reached. Other sessions see the server but use it without your `headers`/`env`, and only you may change or remove it (unless the operator allows it). The URL must be one the operator allows (gateway.servers.runtimeUrls), and redirects are not followed. The same name with the same config just connects; a different config updates a server this session added (every session reconnects with it, their working tasks on it fail); servers from the config file are replaced only if the operator allows it. Returns the server's capabilities and tools.",
+    "Add an MCP server for every session and connect this session to it. Give either `url` (+ `headers`, `transport`: streamable-http | sse) for a remote server, or `command` (+ `args`, `env`, `cwd`) for a stdio one — stdio only if the gateway's operator allows it (gateway.servers.allowRuntimeStdio; otherwise EMCP_FORBIDDEN). Fails, keeping nothing, if the server cannot be reached. Other sessions see the server but use it without your `headers`/`env`, and only you may change or remove it (unless the operator allows it); with user logins (OAuth) only your own sessions see it. The URL must be one the operator allows (gateway.servers.runtimeUrls), and redirects are not followed. The same name with the same config just connects; a different config updates a server this session added (every session reconnects with it, their working tasks on it fail); servers from the config file are replaced only if the operator allows it. Returns the server's capabilities and tools.",
   input: {
     name: serverNameSchema.describe("Unique name used to address the server in other tools"),
     command: z.string().optional().describe("Executable for a stdio server"),
@@ -104,7 +104,7 @@ export const listServers = defineTool({
   annotations: { readOnlyHint: true },
   async run({ session, gateway }) {
     const working = await session.tasks.list({ status: "working" });
-    const servers = gateway.registry.list().map((entry) => {
+    const servers = gateway.registry.list(session).map((entry) => {
       const view = session.view(entry.name);
       const target = describeTarget(entry.config);
       const connectedAt = iso(view.connectedAt);
