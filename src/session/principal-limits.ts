@@ -8,6 +8,7 @@
  */
 import { STATIC_ISSUER, type Principal } from "../auth/principal.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
+import type { Logger } from "../logging.js";
 
 /** Which per-principal limit refused something (the metric's `limit` label). */
 export type PrincipalLimitKind = "sessions" | "tasks";
@@ -30,7 +31,11 @@ export class PrincipalLimits {
   /** Hears every refusal (the refusals counter; no principal in it). */
   onRefused: ((kind: PrincipalLimitKind) => void) | undefined;
 
-  constructor(private readonly settings: PrincipalLimitSettings) {}
+  constructor(
+    private readonly settings: PrincipalLimitSettings,
+    /** Each refusal is logged at info as `principal_limit_refused`, naming the principal's hash (never who). */
+    private readonly logger?: Logger,
+  ) {}
 
   /** Throws EMCP_PRINCIPAL_LIMIT when `principal` already holds maxSessions sessions here. */
   admitSession(principal: Principal | undefined): void {
@@ -39,6 +44,7 @@ export class PrincipalLimits {
     const held = this.byPrincipal.get(keyOf(principal))?.size ?? 0;
     if (held < max) return;
     this.refuse(
+      principal,
       "sessions",
       max,
       held,
@@ -57,6 +63,7 @@ export class PrincipalLimits {
     const held = this.taskLoadOf(principal);
     if (held < max) return;
     this.refuse(
+      principal,
       "tasks",
       max,
       held,
@@ -94,7 +101,8 @@ export class PrincipalLimits {
     return n;
   }
 
-  private refuse(kind: PrincipalLimitKind, max: number, held: number, message: string): never {
+  private refuse(principal: Principal, kind: PrincipalLimitKind, max: number, held: number, message: string): never {
+    this.logger?.info({ principalHash: principal.hash, limit: kind, max, held }, "principal_limit_refused");
     this.onRefused?.(kind);
     throw new GatewayError(ErrorCodes.PRINCIPAL_LIMIT, message, { details: { limit: kind, max, held } });
   }

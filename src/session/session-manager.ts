@@ -84,7 +84,7 @@ export class SessionManager {
     private readonly options: SessionManagerOptions = { connectEagerly: true },
   ) {
     this.serverChanges = new ServerChanges(deps, this.sessions);
-    this.limits = new PrincipalLimits({ maxSessions: deps.settings.sessions.maxPerPrincipal, maxTasks: deps.settings.tasks.maxPerPrincipal });
+    this.limits = new PrincipalLimits({ maxSessions: deps.settings.sessions.maxPerPrincipal, maxTasks: deps.settings.tasks.maxPerPrincipal }, deps.logger);
   }
 
   start(): void {

@@ -12,7 +12,8 @@ import assert from "node:assert/strict";
 import { OPERATOR, makePrincipal } from "../../src/auth/principal.js";
 import { parseConfig } from "../../src/config/load.js";
 import { ErrorCodes, GatewayError, toJsonRpcError } from "../../src/errors.js";
-import { silentLogger } from "../../src/logging.js";
+import { Writable } from "node:stream";
+import { createLogger, silentLogger, type Logger } from "../../src/logging.js";
 import { SessionManager } from "../../src/session/session-manager.js";
 import type { Store } from "../../src/store/contracts.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
@@ -28,7 +29,7 @@ const bob = makePrincipal({ issuer: ISSUER, subject: "bob", scopes: [], claims: 
 /** Alice's subject at another issuer: another principal. */
 const otherAlice = makePrincipal({ issuer: "https://other.example", subject: "alice", scopes: [], claims: {} });
 
-function setup(limits: { sessions?: number; tasks?: number }, store?: Store, clock = new ManualClock()) {
+function setup(limits: { sessions?: number; tasks?: number }, store?: Store, clock = new ManualClock(), logger: Logger = silentLogger) {
   const settings = parseConfig({
     gateway: { sessions: { maxPerPrincipal: limits.sessions ?? 100 }, tasks: { maxPerPrincipal: limits.tasks ?? 500 } },
   }).gateway;
@@ -38,7 +39,7 @@ function setup(limits: { sessions?: number; tasks?: number }, store?: Store, clo
     settings,
     clock,
     newId: () => `id${++ids}`,
-    logger: silentLogger,
+    logger,
     upstreams: () => {
       throw new Error("no upstream is configured: nothing may connect");
     },
@@ -211,6 +212,30 @@ test("regression: an execute_tool promotion keeps its slot while it waits for th
     assert.equal(manager.limits.taskLoadOf(alice), 1, "counted once: the reservation went when the task came");
     assert.throws(() => s2.tasks.reserveCall(), refusedWith("tasks", 1, 1, "gateway.tasks.maxPerPrincipal"));
     assert.equal(signal?.aborted, false);
+  } finally {
+    await manager.close();
+  }
+});
+
+test("a refusal is logged at info with the principal's hash, never its subject", async () => {
+  const lines: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  const { manager } = setup({ sessions: 1 }, undefined, new ManualClock(), createLogger("info", sink));
+  try {
+    manager.create({ principal: alice });
+    assert.throws(() => manager.create({ principal: alice }));
+    await new Promise((resolve) => setImmediate(resolve));
+    const refused = lines.filter((l) => l.msg === "principal_limit_refused");
+    assert.equal(refused.length, 1);
+    assert.equal(refused[0]?.principalHash, alice.hash);
+    assert.equal(refused[0]?.limit, "sessions");
+    assert.equal(refused[0]?.held, 1);
+    assert.ok(!JSON.stringify(lines).includes("alice"), "the subject is never logged");
   } finally {
     await manager.close();
   }
