@@ -478,6 +478,29 @@ describe("principals are isolated across two replicas (Redis)", { ...SLOW, skip:
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
+  test("a runtime server alice adds through one replica is hers on every replica (server-sync carries its owner)", async () => {
+    const alice = await login(base, "alice", ["/mcp"] as const);
+    const bob = await login(base, "bob", ["/mcp"] as const);
+    const meta = `${base}/mcp`;
+    const aliceMeta = await initialize(meta, alice["/mcp"]);
+    const added = await tool(meta, alice["/mcp"], aliceMeta, "add_server", { name: "alice-replicated", url: remote.url });
+    assert.notEqual(added.result?.isError, true, JSON.stringify(added).slice(0, 500));
+    const listed = async (token: string, sid: string) => JSON.stringify(await tool(meta, token, sid, "list_servers")).includes("alice-replicated");
+    const holders = new Set<string>();
+    // New sessions, started on whichever replica the balancer picks: alice's see it (once that replica applied it), bob's never.
+    for (let i = 0; i < 4; i++) {
+      const own = await initialize(meta, alice["/mcp"]);
+      await pollFor(async () => ((await listed(alice["/mcp"], own)) ? true : undefined), `alice's session ${i} sees her server`, 60_000, 200);
+      const bobMeta = await initialize(meta, bob["/mcp"]);
+      assert.equal(await listed(bob["/mcp"], bobMeta), false, `bob's list_servers (session ${i}) shows alice's server`);
+      for (const sid of [own, bobMeta]) {
+        const holder = replicas.find((r) => logLines(r.served.stderr(), "session_created").some((l) => l.sessionHash === sessionHash(sid)));
+        if (holder) holders.add(holder.id);
+      }
+    }
+    assert.equal(holders.size, 2, "sessions were made on both replicas");
+  });
+
   test("bob cannot use, attach to, read or answer anything of alice's through either replica; after her replica dies, his requests adopt nothing", async () => {
     const aliceTokens = await login(base, "alice");
     const bobTokens = await login(base, "bob");
