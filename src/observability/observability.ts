@@ -7,6 +7,7 @@
  * flushes what tracing started.
  */
 import type { TracerProvider } from "@opentelemetry/api";
+import { callersAuthenticated } from "../auth/required.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { GatewaySettings } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
@@ -80,7 +81,8 @@ export class Observability {
       transport: network,
       sessionHash: sessionHash(session.id),
       protocolVersion,
-      principals: { logSubject: this.options.settings.auth.logSubject },
+      // Without a token or OAuth no request has a principal: no tap just for that.
+      principals: callersAuthenticated(this.options.settings) ? { logSubject: this.options.settings.auth.logSubject } : undefined,
     });
   }
 
