@@ -2,21 +2,30 @@
 /**
  * `npm test`: builds the CLI and fixtures the tests spawn (test/helpers/cli-build.ts),
  * then runs every test file: test/unit as one process (test/unit/all.ts),
- * test/integration and the shared-upstream pass (test/shared), four files at a
- * time (they mostly wait on child processes and timers).
+ * test/integration and the shared-upstream pass (test/shared), longest first,
+ * several files at a time (they mostly wait on child processes and timers).
  * `npm run check` (this file with --check): the type check and the lint, at once.
  * CI runs both (.ci/run); the decision and its numbers are in test/README.md.
  *
- * EMCEEPEE_TEST_CONCURRENCY: files at once (default 4). EMCEEPEE_TEST_TIMES=out.tsv
+ * EMCEEPEE_TEST_CONCURRENCY: files at once (default below). EMCEEPEE_TEST_TIMES=out.tsv
  * also writes each file's time (bench/test-times-reporter.mjs).
  */
 import { spawn } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const CONCURRENCY = process.env.EMCEEPEE_TEST_CONCURRENCY ?? "4";
+/**
+ * Files at once: twice the cores on an idle machine (the files mostly wait), the
+ * cores when the machine is already busy (a 1-minute load average of at least the
+ * cores): at load 25, four files at once starved timing-sensitive tests (calls
+ * meant to be promoted finished first, a 30 s condition bound ran out) that pass
+ * with two under load 15. See test/README.md.
+ */
+const CORES = os.availableParallelism();
+const CONCURRENCY = process.env.EMCEEPEE_TEST_CONCURRENCY ?? String(os.loadavg()[0] < CORES ? 2 * CORES : CORES);
 
 function run(command, args, buffered) {
   const started = Date.now();
@@ -55,8 +64,30 @@ const files = (dir) =>
     .sort()
     .map((f) => `${dir}/${f}`);
 
+/**
+ * Longest first, so that no long file starts near the end while the others are done:
+ * the per-file times of the last measured run (bench/test-times.tsv, written by
+ * EMCEEPEE_TEST_TIMES); a file not in it counts as 20 s.
+ */
+function longestFirst(list) {
+  const ms = new Map();
+  try {
+    for (const line of readFileSync(path.join(ROOT, "bench/test-times.tsv"), "utf8").split("\n").slice(1)) {
+      const [file, , , time] = line.split("\t");
+      if (file && time) ms.set(file, Number(time));
+    }
+  } catch {
+    /* no times recorded: alphabetical */
+  }
+  return list
+    .map((file, i) => ({ file, i, ms: ms.get(file) ?? 20_000 }))
+    .sort((a, b) => b.ms - a.ms || a.i - b.i)
+    .map((e) => e.file);
+}
+
 const build = await run(process.execPath, ["--import", "tsx", "test/helpers/cli-build.ts"], true);
 process.stdout.write(build.output);
+process.stdout.write(`test files: ${CONCURRENCY} at once (load average ${os.loadavg()[0].toFixed(1)}, ${CORES} cores)\n`);
 if (build.code !== 0) process.exit(build.code);
 
 const reporters = process.env.EMCEEPEE_TEST_TIMES
@@ -76,9 +107,7 @@ const tests = await run(
     `--test-concurrency=${CONCURRENCY}`,
     "--test-timeout=900000",
     ...reporters,
-    "test/unit/all.ts",
-    ...files("test/integration"),
-    ...files("test/shared"),
+    ...longestFirst(["test/unit/all.ts", ...files("test/integration"), ...files("test/shared")]),
   ],
   false,
 );
