@@ -6,10 +6,11 @@
  * metadata → dynamic or pre-registered client → code + PKCE, the provider's
  * login and consent pages driven headlessly), and a real SDK MCP server over
  * Streamable HTTP as the upstream, which records every header it is sent.
+ * The provider's own ID token is refused as an access token (typ at+jwt).
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -25,7 +26,7 @@ import { principalHash } from "../../src/auth/principal.js";
 import { createLogger } from "../../src/logging.js";
 import { startGateway, type TestGateway } from "../helpers/gateway.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
-import { startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import { loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
 
 const SCOPE = "mcp:tools";
 const STATIC_TOKEN = "static-machine-token-0123456789";
@@ -81,7 +82,8 @@ describe("OAuth resource server", { timeout: 300_000 }, () => {
     gw = await startGateway(
       {
         mcpServers: { up: { url: upstream.url } },
-        gateway: { logLevel: "info", token: STATIC_TOKEN, auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } } },
+        // The pre-registered client's id is an accepted audience, as for a server without resource indicators: then an ID token for that client carries a matching `aud`.
+        gateway: { logLevel: "info", token: STATIC_TOKEN, auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE], audiences: [PRE_REGISTERED.client_id] } } },
       },
       { logger: createLogger("info", sink) },
     );
@@ -213,6 +215,55 @@ describe("OAuth resource server", { timeout: 300_000 }, () => {
     assert.notEqual(result.isError, true);
     const line = lines.findLast((l) => l.msg === "tool_call" && l.tool === "list_servers");
     assert.equal(line?.principalHash, principalHash("urn:emceepee:static-token", "operator"));
+  });
+
+  test("the provider's ID token is not an access token: 401 invalid_token naming its typ, though signed by the issuer for an accepted audience", async () => {
+    // OpenID Connect code flow + PKCE for the pre-registered client, scope openid: the provider returns an ID token (aud = the client's id).
+    const verifier = randomBytes(32).toString("base64url");
+    const auth = new URL(`${idp.issuer}/auth`);
+    for (const [k, v] of Object.entries({
+      client_id: PRE_REGISTERED.client_id,
+      redirect_uri: REDIRECT,
+      response_type: "code",
+      scope: "openid",
+      nonce: randomBytes(8).toString("hex"),
+      code_challenge: createHash("sha256").update(verifier).digest("base64url"),
+      code_challenge_method: "S256",
+    }))
+      auth.searchParams.set(k, v);
+    const code = await loginHeadless(auth, "dave", REDIRECT);
+    const res = await fetch(`${idp.issuer}/token`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({
+        grant_type: "authorization_code",
+        code,
+        redirect_uri: REDIRECT,
+        client_id: PRE_REGISTERED.client_id,
+        code_verifier: verifier,
+      }),
+    });
+    const tokens = (await res.json()) as { id_token?: string };
+    assert.equal(res.status, 200, JSON.stringify(tokens));
+    const idToken = tokens.id_token ?? "";
+    const header = JSON.parse(Buffer.from(idToken.split(".")[0]!, "base64url").toString("utf8")) as { typ?: string };
+    const claims = JSON.parse(Buffer.from(idToken.split(".")[1]!, "base64url").toString("utf8")) as { aud?: unknown; sub?: string };
+    assert.equal(claims.aud, PRE_REGISTERED.client_id, "an ID token for the client, whose id is an accepted audience here");
+    assert.equal(claims.sub, "dave");
+    assert.notEqual(header.typ?.toLowerCase(), "at+jwt");
+
+    const answer = await fetch(`${base}/mcp`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${idToken}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "x", version: "1" } },
+      }),
+    });
+    assert.equal(answer.status, 401, await answer.clone().text());
+    assert.match(answer.headers.get("www-authenticate") ?? "", /error="invalid_token".*typ header.*at\+jwt/);
   });
 });
 
