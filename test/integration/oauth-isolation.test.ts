@@ -201,6 +201,24 @@ async function bobProbes(base: string, bob: Record<Face, string>, alice: AliceWo
       same(`${face} with alice's ${owner} session`, foreign.text, unknown.text, [sid, UNKNOWN_SESSION]);
     }
   }
+  // GET (her SSE stream), DELETE (ending her session) and a JSON-RPC response (answering her client's requests) with her ids.
+  for (const face of FACES) {
+    const sid = alice.sessions[face];
+    const headers = (id: string) => ({
+      authorization: `Bearer ${bob[face]}`,
+      "mcp-session-id": id,
+      "mcp-protocol-version": "2025-11-25",
+      accept: "application/json, text/event-stream",
+      "content-type": "application/json",
+    });
+    const answer = JSON.stringify({ jsonrpc: "2.0", id: 0, result: { action: "accept", content: {} } });
+    for (const init of [{ method: "GET" }, { method: "DELETE" }, { method: "POST", body: answer }]) {
+      const foreign = await fetch(`${base}${face}`, { ...init, headers: headers(sid) });
+      const unknown = await fetch(`${base}${face}`, { ...init, headers: headers(UNKNOWN_SESSION) });
+      assert.equal(foreign.status, 404, `${init.method} ${face} with alice's session`);
+      same(`${init.method} ${face} with alice's session`, await foreign.text(), await unknown.text(), [sid, UNKNOWN_SESSION]);
+    }
+  }
   for (const [owner, sid] of Object.entries(alice.sessions)) {
     const foreign = await rpc(`${base}/mcp?session=${sid}`, bob["/mcp"], undefined, "initialize", INIT);
     const unknown = await rpc(`${base}/mcp?session=${UNKNOWN_SESSION}`, bob["/mcp"], undefined, "initialize", INIT);
