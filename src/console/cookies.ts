@@ -5,7 +5,8 @@
  * SameSite=Strict, Path=/console, and the login-binding cookie of an OpenID
  * Connect login (HttpOnly, SameSite=Lax: the provider's redirect back is a
  * cross-site top-level GET; Path=/console/callback). Every one is Secure
- * when the console is served over https (`secure`: gateway.http.publicUrl).
+ * when the console is served over https, and its path is under the public
+ * URL's path (cookieOptions: gateway.http.publicUrl).
  */
 import { createHash, randomBytes } from "node:crypto";
 import type { IncomingMessage } from "node:http";
@@ -19,10 +20,19 @@ export const LOGIN_BINDING_COOKIE = "emceepee_login";
 /** How cookies are set: `secure` when the console's external URL is https. */
 export interface CookieOptions {
   secure: boolean;
+  /** The public URL's path (behind a proxy that serves the gateway under one, e.g. "/gateway"); "" at the root. @default "" */
+  prefix?: string;
 }
 
-const attributes = (o: CookieOptions): string => `HttpOnly; SameSite=Strict; Path=/console${o.secure ? "; Secure" : ""}`;
-const bindingAttributes = (o: CookieOptions): string => `HttpOnly; SameSite=Lax; Path=${CONSOLE_CALLBACK_PATH}${o.secure ? "; Secure" : ""}`;
+/** The cookies' options for `gateway.http.publicUrl`: Secure when it is https, paths under its path. */
+export function cookieOptions(publicUrl: string | undefined): CookieOptions {
+  if (publicUrl === undefined) return { secure: false };
+  const url = new URL(publicUrl);
+  return { secure: url.protocol === "https:", prefix: url.pathname.replace(/\/+$/, "") };
+}
+
+const attributes = (o: CookieOptions): string => `HttpOnly; SameSite=Strict; Path=${o.prefix ?? ""}/console${o.secure ? "; Secure" : ""}`;
+const bindingAttributes = (o: CookieOptions): string => `HttpOnly; SameSite=Lax; Path=${o.prefix ?? ""}${CONSOLE_CALLBACK_PATH}${o.secure ? "; Secure" : ""}`;
 
 /** The console cookie's value for `token`: a hash, so the cookie never holds the token itself. */
 export function consoleCookieValue(token: string): string {

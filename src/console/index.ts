@@ -28,7 +28,16 @@ import type { PageHandler } from "../http/server.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
 import { CONSOLE_CSS, CONSOLE_JS } from "./assets.js";
-import { bindingCookie, clearBindingCookie, loginCookie, loginCookieMatches, logoutCookie, sessionCookie, type CookieOptions } from "./cookies.js";
+import {
+  bindingCookie,
+  clearBindingCookie,
+  cookieOptions,
+  loginCookie,
+  loginCookieMatches,
+  logoutCookie,
+  sessionCookie,
+  type CookieOptions,
+} from "./cookies.js";
 import { ConsoleOidc, type ConsoleUser } from "./oidc.js";
 import { makePrincipal, samePrincipal } from "../auth/principal.js";
 import { accepts } from "../mcp/media-type.js";
@@ -112,8 +121,8 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     oidcSettings.clientId !== undefined
       ? new ConsoleOidc(oidcSettings, context.settings.auth.oauth.issuers[0], context.clock, () => context.store.logins)
       : undefined;
-  /** Behind TLS offload (an https public URL) every console cookie is Secure. */
-  const cookies: CookieOptions = { secure: context.settings.http.publicUrl?.startsWith("https:") ?? false };
+  /** Behind TLS offload (an https public URL) every console cookie is Secure; behind a proxy's path, under it. */
+  const cookies: CookieOptions = cookieOptions(context.settings.http.publicUrl);
   const OPERATOR_USER: ConsoleUser = { principal: undefined, role: "admin" };
 
   /** Who asks: without OIDC the guards let only the token through (the operator); with it, the token (bearer or cookie) or a person's console session. */

@@ -8,7 +8,16 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { gatewaySettingsSchema } from "../../src/config/schema.js";
 import { decodeScope, encodeScope } from "../../src/console/cluster.js";
-import { bindingCookie, bindingHash, clearBindingCookie, loginCookie, logoutCookie, newLoginBinding, sessionCookie } from "../../src/console/cookies.js";
+import {
+  bindingCookie,
+  bindingHash,
+  clearBindingCookie,
+  cookieOptions,
+  loginCookie,
+  logoutCookie,
+  newLoginBinding,
+  sessionCookie,
+} from "../../src/console/cookies.js";
 import { ConsoleOidc } from "../../src/console/oidc.js";
 import { ErrorCodes, GatewayError } from "../../src/errors.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
@@ -29,6 +38,16 @@ test("every console cookie is HttpOnly; Secure only when served over https; the 
   assert.match(clearBindingCookie({ secure: false }), /^emceepee_login=; .*Max-Age=0$/);
   assert.notEqual(newLoginBinding(), newLoginBinding());
   assert.match(newLoginBinding(), /^[A-Za-z0-9_-]{43}$/);
+});
+
+test("cookie options from gateway.http.publicUrl: Secure for https, paths under the public URL's path", () => {
+  assert.deepEqual(cookieOptions(undefined), { secure: false });
+  assert.deepEqual(cookieOptions("http://gw.example"), { secure: false, prefix: "" });
+  assert.deepEqual(cookieOptions("https://gw.example/"), { secure: true, prefix: "" });
+  const under = cookieOptions("https://example.com/gateway/");
+  assert.deepEqual(under, { secure: true, prefix: "/gateway" });
+  assert.match(sessionCookie("id", 60_000, under), /; Path=\/gateway\/console; Secure;/);
+  assert.match(bindingCookie("b", 60_000, under), /; Path=\/gateway\/console\/callback; Secure;/);
 });
 
 test("a callback without the binding cookie of its login (missing, or another's) is EMCP_CONSOLE_LOGIN_FAILED, and the login is used up", async () => {
