@@ -5,7 +5,9 @@
  * (as a JWT must) unless `requireAudience` is off. Answers are cached by the
  * token's SHA-256 (the token itself is held only while it is being asked
  * about): active ones for `cacheMs`, never past `exp`; inactive ones for
- * `negativeCacheMs`; at most `cacheMaxEntries` (the oldest dropped first).
+ * `negativeCacheMs`; at most `cacheMaxEntries` of each kind, the oldest
+ * dropped first (apart, so a flood of made-up tokens cannot push out the
+ * answers for real ones).
  * Concurrent checks of one token share one request to the server.
  */
 import { createHash } from "node:crypto";
@@ -36,7 +38,9 @@ export interface IntrospectionOptions {
 type Answer = { active: true; claims: Record<string, unknown> } | { active: false };
 
 export class Introspector {
+  /** Active answers, and inactive ones, by the token's hash. */
   private readonly cache = new Map<string, { answer: Answer; until: number }>();
+  private readonly negative = new Map<string, { answer: Answer; until: number }>();
   /** Requests to the server in flight, by the token's hash: concurrent checks of one token wait for the same one. */
   private readonly inflight = new Map<string, Promise<Answer | TokenRejection>>();
 
@@ -73,9 +77,11 @@ export class Introspector {
 
   private answer(token: string): Promise<Answer | TokenRejection> {
     const key = createHash("sha256").update(token).digest("base64url");
-    const hit = this.cache.get(key);
-    if (hit && hit.until > this.o.clock.now()) return Promise.resolve(hit.answer);
+    const now = this.o.clock.now();
+    const hit = this.cache.get(key) ?? this.negative.get(key);
+    if (hit && hit.until > now) return Promise.resolve(hit.answer);
     this.cache.delete(key);
+    this.negative.delete(key);
     let pending = this.inflight.get(key);
     if (!pending) {
       pending = this.ask(key, token);
@@ -100,8 +106,9 @@ export class Introspector {
     const exp = answer.active && typeof answer.claims.exp === "number" ? answer.claims.exp * 1000 : Infinity;
     const until = answer.active ? Math.min(now + this.o.cacheMs, exp) : now + this.o.negativeCacheMs;
     if (until <= now) return;
-    this.cache.set(key, { answer, until });
-    while (this.cache.size > this.o.cacheMaxEntries) this.cache.delete(this.cache.keys().next().value!);
+    const cache = answer.active ? this.cache : this.negative;
+    cache.set(key, { answer, until });
+    while (cache.size > this.o.cacheMaxEntries) cache.delete(cache.keys().next().value!);
   }
 
   private async request(token: string): Promise<Answer | TokenRejection> {

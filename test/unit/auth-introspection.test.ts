@@ -4,7 +4,8 @@
  * must name this resource (unless requireAudience is off), a token without
  * `sub` is the principal `client:<client_id>`, answers are cached (active up
  * to cacheMs, inactive for the short negativeCacheMs) and concurrent checks
- * of one token make one call.
+ * of one token make one call, and made-up tokens do not push real ones out
+ * of the cache.
  */
 import { after, before, beforeEach, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -65,7 +66,7 @@ describe("Authenticator: opaque tokens by introspection", () => {
     calls.clear();
   });
 
-  function make(o: { requireAudience?: boolean; cacheMs?: number; negativeCacheMs?: number } = {}): Authenticator {
+  function make(o: { requireAudience?: boolean; cacheMs?: number; negativeCacheMs?: number; cacheMaxEntries?: number } = {}): Authenticator {
     return new Authenticator({
       oauth: {
         issuers: [ISSUER],
@@ -80,7 +81,7 @@ describe("Authenticator: opaque tokens by introspection", () => {
           cacheMs: o.cacheMs ?? 60_000,
           negativeCacheMs: o.negativeCacheMs ?? 5_000,
           requireAudience: o.requireAudience ?? true,
-          cacheMaxEntries: 100,
+          cacheMaxEntries: o.cacheMaxEntries ?? 100,
         },
       },
       urls: { publicUrl: GW, trustForwardedHeaders: false },
@@ -164,5 +165,19 @@ describe("Authenticator: opaque tokens by introspection", () => {
     clock.advance(5_001);
     assert.equal(principal(await auth.authenticate(bearer("late"), "/mcp")).subject, "alice");
     assert.equal(calls.get("late"), 2);
+  });
+
+  test("made-up tokens do not push a real token's answer out of the cache (the two kinds are bounded apart)", async () => {
+    const auth = make({ cacheMaxEntries: 2 });
+    answers.set("real", { sub: "alice", iss: ISSUER, exp: exp(), aud: GW });
+    principal(await auth.authenticate(bearer("real"), "/mcp"));
+    for (let i = 0; i < 5; i++) refusal(await auth.authenticate(bearer(`made-up-${i}`), "/mcp"));
+    principal(await auth.authenticate(bearer("real"), "/mcp"));
+    assert.equal(calls.get("real"), 1, "the real token's answer is still cached");
+    // Each kind keeps at most cacheMaxEntries: the oldest made-up token was dropped, the newest is still cached.
+    refusal(await auth.authenticate(bearer("made-up-0"), "/mcp"));
+    refusal(await auth.authenticate(bearer("made-up-4"), "/mcp"));
+    assert.equal(calls.get("made-up-0"), 2);
+    assert.equal(calls.get("made-up-4"), 1);
   });
 });
