@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_PORT } from "./cli-defaults.js";
 import { mcpServersSchema, sharingMode, type ServerConfig, type SharingMode } from "./server-entry.js";
+import { governanceSchema } from "./governance.js";
 import { DEFAULT_DENIED_URLS, urlPatternProblem } from "./url-patterns.js";
 
 const positiveMs = z.number().int().positive();
@@ -53,7 +54,7 @@ const oauthSchema = z
         negativeCacheMs: z.number().int().min(0).max(60_000).default(5_000),
         /** false: an active answer without `aud` is accepted (for servers that omit it); else it must name this resource, as a JWT's. */
         requireAudience: z.boolean().default(true),
-        /** Answers kept at most (the oldest are dropped first). */
+        /** Answers kept at most, active and inactive ones apart (the oldest of each are dropped first). */
         cacheMaxEntries: z.number().int().positive().default(10_000),
       })
       .refine((i) => i.endpoint === undefined || (i.clientId !== undefined && i.clientSecret !== undefined), {
@@ -449,6 +450,8 @@ export const gatewaySettingsSchema = z.strictObject({
       message: "cluster.enabled needs advertiseUrl (how other replicas reach this one) and secret (shared by all replicas)",
     })
     .prefault({}),
+  /** Who sees and may call which tools (docs/adr/0022-decision-pipeline.md); absent: no governance. */
+  governance: governanceSchema.optional(),
 });
 
 /** The file as written; parseConfig() turns its entries into a GatewayConfig (disabled servers dropped). */
