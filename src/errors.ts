@@ -52,6 +52,10 @@ export const ErrorCodes = {
   LIMIT_REACHED: "EMCP_LIMIT_REACHED",
   /** The caller (an OAuth principal) holds as many sessions or tasks as one principal may (gateway.sessions/tasks.maxPerPrincipal). */
   PRINCIPAL_LIMIT: "EMCP_PRINCIPAL_LIMIT",
+  /** gateway.governance refused the call (a deny rule, a Cedar policy, or a policy evaluation error); the message names the rule or policies. */
+  POLICY_DENIED: "EMCP_POLICY_DENIED",
+  /** gateway.governance says a person must approve the call; approvals are not available yet, so the call is refused. */
+  APPROVAL_REQUIRED: "EMCP_APPROVAL_REQUIRED",
   /** Sent to a shared upstream: its server→client request cannot be tied to one session's call (docs/adr/0010). */
   UNATTRIBUTABLE: "EMCP_UNATTRIBUTABLE",
   /** An upstream message (a response, request or notification) was larger than `gateway.upstream.maxMessageBytes`; the message names the bound. */
@@ -94,6 +98,8 @@ const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_FORBIDDEN: ErrorCode.InvalidRequest,
   EMCP_LIMIT_REACHED: ErrorCode.InternalError,
   EMCP_PRINCIPAL_LIMIT: ErrorCode.InternalError,
+  EMCP_POLICY_DENIED: ErrorCode.InvalidRequest,
+  EMCP_APPROVAL_REQUIRED: ErrorCode.InvalidRequest,
   EMCP_UNATTRIBUTABLE: ErrorCode.InvalidRequest,
   EMCP_RESPONSE_TOO_LARGE: ErrorCode.InternalError,
   EMCP_STORE_UNAVAILABLE: ErrorCode.InternalError,

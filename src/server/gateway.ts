@@ -20,6 +20,7 @@ import { loginCookieMatches } from "../console/cookies.js";
 import { createConsole } from "../console/index.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
+import { Governance } from "../governance/governance.js";
 import { createHttpServer } from "../http/server.js";
 import { silentLogger, type Logger } from "../logging.js";
 import { Observability } from "../observability/observability.js";
@@ -120,6 +121,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     },
   });
   parts.add("sessions", () => sessions.close());
+  // Tool-call governance (docs/adr/0022): only when configured; its policy files are read in start().
+  const governance = settings.governance ? new Governance(settings.governance, { clock, newId, logger, store: openedStore }) : undefined;
   const context: GatewayContext = {
     registry,
     sessions,
@@ -131,6 +134,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     get store() {
       return openedStore();
     },
+    governance,
   };
   observability.watch({ sessions, registry, children, store: () => store.current });
   let stdioClose: (() => Promise<void>) | undefined;
@@ -160,6 +164,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   function start(): Promise<void> {
     starting ??= (async () => {
       if (state === "closing") throw new GatewayError(ErrorCodes.CLOSED, "the gateway is shutting down");
+      await governance?.start();
       const raw = await store.open();
       if (cluster) await cluster.start(raw, sessions);
       const open = store.opened();
@@ -205,7 +210,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       }
       return results;
     },
-    reload: createReloader(registry, sessions, settings, () => state === "closing"),
+    reload: createReloader(registry, sessions, settings, () => state === "closing", governance),
     async serveStdio(options = {}) {
       await start();
       const served = await serveStdioSession(context, observability, options);

@@ -14,6 +14,7 @@
 import type { GatewayConfig, GatewaySettings } from "../config/schema.js";
 import type { ServerConfig } from "../config/server-entry.js";
 import { ErrorCodes, GatewayError, toToolErrorText } from "../errors.js";
+import type { Governance } from "../governance/governance.js";
 import type { SessionManager } from "../session/session-manager.js";
 import { sameServerConfig, type ServerRegistry } from "../upstream/registry.js";
 
@@ -29,6 +30,8 @@ export interface ReloadReport {
 /** What a reload did, and the `gateway` settings that differ but need a restart. */
 export interface GatewayReloadReport extends ReloadReport {
   settingsChanged: string[];
+  /** gateway.governance re-read (its policy files too); a bad policy keeps the one in force. */
+  governance?: { applied: true; policyVersion: string } | { applied: false; reason: string };
 }
 
 /** The gateway's reload(): one at a time (a second waits for the first), refused once `closing()`. */
@@ -37,6 +40,7 @@ export function createReloader(
   sessions: SessionManager,
   settings: GatewaySettings,
   closing: () => boolean,
+  governance?: Governance,
 ): (next: GatewayConfig) => Promise<GatewayReloadReport> {
   let current = settings;
   let reloading: Promise<unknown> = Promise.resolve();
@@ -44,9 +48,12 @@ export function createReloader(
     const run = reloading.then(async (): Promise<GatewayReloadReport> => {
       if (closing()) throw new GatewayError(ErrorCodes.CLOSED, "the gateway is shutting down; the config was not reloaded");
       const report = await reloadServers(registry, sessions, next.mcpServers);
-      const settingsChanged = changedSettings(current, next.gateway);
+      let settingsChanged = changedSettings(current, next.gateway);
       current = next.gateway;
-      return { ...report, settingsChanged };
+      // Governance applies without a restart (turning it on or off still needs one).
+      const g = governance && next.gateway.governance ? await governance.reload(next.gateway.governance) : undefined;
+      if (g) settingsChanged = settingsChanged.filter((k) => k !== "governance");
+      return { ...report, settingsChanged, ...(g ? { governance: g } : {}) };
     });
     reloading = run.catch(() => undefined);
     return run;

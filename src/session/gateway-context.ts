@@ -6,6 +6,7 @@
  */
 import type { Clock, IdGenerator } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
+import type { Governance } from "../governance/governance.js";
 import type { Logger } from "../logging.js";
 import type { SessionManager } from "../session/session-manager.js";
 import type { Store } from "../store/contracts.js";
@@ -25,4 +26,6 @@ export interface GatewayContext {
    * throws EMCP_CLOSED.
    */
   readonly store: Store;
+  /** The decision pipeline of tool calls (docs/adr/0022); undefined when gateway.governance is not set. */
+  readonly governance?: Governance | undefined;
 }

@@ -386,6 +386,50 @@ export interface LoginStateStore {
   count(): Promise<number>;
 }
 
+// ---------------------------------------------------------------- governance decisions
+
+/** What a governance decision did (docs/adr/0022-decision-pipeline.md). */
+export type DecisionOutcome = "allow" | "deny" | "approval_required" | "error" | "would_deny" | "would_require_approval";
+
+/** One decision of the governance pipeline: the start of the audit trail. Plain JSON, append-only. */
+export interface DecisionRecord {
+  /** Unique, increasing with time (the gateway's id generator). */
+  id: string;
+  /** When it was decided (epoch ms). */
+  at: number;
+  outcome: DecisionOutcome;
+  profile: "enforce" | "dry-run";
+  /** Which step decided: a visibility rule, a call rule, Cedar, or the default action. */
+  decidedBy: "visibility" | "rule" | "cedar" | "default";
+  /** The principal's hash (principal.ts); absent when the caller had none. */
+  principalHash?: string;
+  /** "meta", "server" (/servers/<name>/mcp) or "all" (/all/mcp). */
+  face: string;
+  /** The session id's hash, as in log lines (logging.ts sessionHash). */
+  sessionHash?: string;
+  server: string;
+  tool: string;
+  /** SHA-256 (hex) of the arguments as canonical JSON (keys sorted). */
+  argumentsDigest: string;
+  /** The arguments themselves, only with governance.audit.storeArguments. */
+  arguments?: unknown;
+  ruleId?: string;
+  /** The Cedar policies that decided (or whose evaluation failed). */
+  policyIds?: string[];
+  /** 16 hex digits of SHA-256 of the rules and the Cedar policy text in force. */
+  policyVersion: string;
+  /** The evaluation error (the decision failed closed). */
+  error?: string;
+}
+
+export interface DecisionStore {
+  /** Appends a record; then deletes records older than `at - maxAgeMs` and the oldest beyond `maxRecords`. */
+  append(record: DecisionRecord, retention: { maxAgeMs: number; maxRecords: number }): Promise<void>;
+  /** Records with `at >= since`, oldest first, at most `limit`. */
+  list(query?: { since?: number; limit?: number }): Promise<DecisionRecord[]>;
+  count(): Promise<number>;
+}
+
 // ---------------------------------------------------------------- the bundle
 
 export interface Store {
@@ -399,6 +443,7 @@ export interface Store {
   readonly replay: ReplayStore;
   readonly servers: ServerStore;
   readonly logins: LoginStateStore;
+  readonly decisions: DecisionStore;
   /** False when the backend cannot serve (closed, file gone bad, disk full); never throws. */
   healthy(): Promise<boolean>;
   /** Why the last healthy() (or a failed write) found the backend unable to serve, with what to do; undefined when it can. */

@@ -28,7 +28,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ["config/"],
   ["store/"],
   ["auth/"],
-  ["mcp/"],
+  ["mcp/", "governance/"],
   ["upstream/"],
   ["tasks/"],
   ["session/"],

@@ -19,6 +19,7 @@ import {
   UnsubscribeRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { principalOf } from "../../auth/principal.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError, toToolErrorText } from "../../errors.js";
 import type { UpstreamHandle } from "../../upstream/handle.js";
@@ -67,15 +68,20 @@ export function registerHandlers(h: HandlerContext): JoinedHook {
     return rows.flat();
   };
   const router = new ResourceRouter();
+  /** Whether the caller sees the tool (gateway.governance.visibility); hidden tools are absent from lists. */
+  const shown = (extra: { authInfo?: AuthInfo | undefined }, s: string, tool: string) =>
+    h.gateway.governance?.visible(principalOf(extra.authInfo), s, tool) ?? true;
 
   if (capabilities.tools) {
-    server.setRequestHandler(ListToolsRequestSchema, async (req) => {
+    server.setRequestHandler(ListToolsRequestSchema, async (req, extra) => {
       if (single) {
         const listed = await (await conn(catalog.servers()[0]!)).listToolsPage(req.params);
-        return { ...listed, tools: listed.tools.map(honouredTool) };
+        return { ...listed, tools: listed.tools.filter((t) => shown(extra, catalog.servers()[0]!, t.name)).map(honouredTool) };
       }
       const failed: Unavailable = [];
-      const rows = await each((c) => (c.capabilities?.tools ? c.cachedTools() : Promise.resolve([])), failed);
+      const rows = (await each((c) => (c.capabilities?.tools ? c.cachedTools() : Promise.resolve([])), failed)).filter((r) =>
+        shown(extra, r.server, r.item.name),
+      );
       const tools = rows.map(({ server: s, item }) => honouredTool({ ...item, name: catalog.expose(s, item.name) }));
       catalog.assertUnique(
         tools.map((t, i) => ({ exposed: t.name, server: rows[i]!.server })),
@@ -89,7 +95,11 @@ export function registerHandlers(h: HandlerContext): JoinedHook {
       assertArgumentsSize(req.params.arguments, h.gateway.settings.tools.maxArgumentsBytes);
       // The access log's line (access-log.ts); a task-augmented call answered with a task is "promoted".
       const entry = { face: catalog.target.kind, server: upstream, tool: name, principalHash: principalOf(extra.authInfo)?.hash };
-      const run = async () => callTool(h, await conn(upstream), req.params, name, extra);
+      const run = async () => {
+        // The decision pipeline (docs/adr/0022): a hidden tool is unknown, a denied call fails here.
+        await h.gateway.governance?.authorize({ ...entry, principal: principalOf(extra.authInfo), sessionId: session.id, args: req.params.arguments });
+        return callTool(h, await conn(upstream), req.params, name, extra);
+      };
       return logToolCall(h.gateway, session, entry, extra.signal, run, (r) => ("task" in r ? "promoted" : resultOutcome(r)));
     });
     registerTaskHandlers(h, conn);

@@ -5,6 +5,7 @@
  */
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
+import { MemoryDecisionStore } from "./decisions.js";
 import { MemoryEventStore } from "./events.js";
 import { MemoryGuard } from "./guard.js";
 import { MemoryLoginStateStore } from "./logins.js";
@@ -24,6 +25,7 @@ export function createMemoryStore(clock: Clock): Store {
     replay: new MemoryReplayStore(guard),
     servers: new MemoryServerStore(guard),
     logins: new MemoryLoginStateStore(guard),
+    decisions: new MemoryDecisionStore(guard),
     healthy: async () => !guard.isClosed,
     close: async () => guard.close(),
   };

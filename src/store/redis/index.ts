@@ -7,6 +7,7 @@
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { RedisConn, type OpenRedisOptions } from "./conn.js";
+import { RedisDecisionStore } from "./decisions.js";
 import { RedisEventStore, RedisReplayStore } from "./events.js";
 import { RedisLoginStateStore } from "./logins.js";
 import { RedisPendingRequestStore, RedisServerStore, RedisSessionStore } from "./records.js";
@@ -26,6 +27,7 @@ export async function openRedisStore(url: string, clock: Clock, options: OpenRed
     replay: new RedisReplayStore(conn),
     servers: new RedisServerStore(conn),
     logins: new RedisLoginStateStore(conn),
+    decisions: new RedisDecisionStore(conn),
     healthy: () => conn.healthy(),
     problem: () => conn.problem(),
     close: () => conn.close(),

@@ -10,6 +10,7 @@ import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { SqliteDb, type OpenSqliteOptions } from "./db.js";
 import { SqliteEventStore } from "./events.js";
+import { SqliteDecisionStore } from "./decisions.js";
 import { SqliteLoginStateStore } from "./logins.js";
 import { StoreOwnership } from "./owner.js";
 import { SqlitePendingRequestStore, SqliteServerStore, SqliteSessionStore } from "./records.js";
@@ -49,6 +50,7 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
     replay: new SqliteReplayStore(db),
     servers: new SqliteServerStore(db),
     logins: new SqliteLoginStateStore(db),
+    decisions: new SqliteDecisionStore(db),
     healthy: async () => db.healthy(),
     problem: () => db.problem(),
     announce: async ({ port }) => owner?.announce(port),

@@ -125,6 +125,16 @@ export const MIGRATIONS: readonly Migration[] = [
       `);
     },
   },
+  {
+    version: 4,
+    description: "governance decision records (the audit trail), append-only with retention",
+    up(db) {
+      db.exec(`
+        CREATE TABLE decisions (id TEXT PRIMARY KEY, at INTEGER NOT NULL, record TEXT NOT NULL) WITHOUT ROWID;
+        CREATE INDEX decisions_by_time ON decisions (at, id);
+      `);
+    },
+  },
 ];
 
 /** The version a fully migrated file has. */

@@ -5,6 +5,7 @@
  * pending requests need).
  */
 import { z } from "zod";
+import { principalOf } from "../../../auth/principal.js";
 import { DEFAULT_SETTINGS } from "../../../config/schema.js";
 import { isStdioConfig } from "../../../config/server-entry.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError } from "../../../errors.js";
@@ -44,12 +45,15 @@ export const listTools = defineTool({
     cursor: z.string().min(1).max(1000).optional().describe("next_cursor from the previous list_tools reply (same server and name_contains)"),
   },
   annotations: { readOnlyHint: true },
-  async run(ctx, { server, name_contains, limit = LIST_TOOLS_DEFAULT_LIMIT, cursor }) {
+  async run(ctx, { server, name_contains, limit = LIST_TOOLS_DEFAULT_LIMIT, cursor }, extra) {
     const query = { server: server ?? null, name_contains: name_contains ?? null };
     const offset = cursor === undefined ? 0 : readCursor(cursor, query);
     const needle = name_contains?.toLowerCase();
+    const { governance } = ctx.gateway;
+    const principal = principalOf(extra.authInfo);
     const rows = await fanout(ctx, server, async (c) => {
-      const tools = await c.cachedTools();
+      // Tools the caller may not see are absent (gateway.governance.visibility).
+      const tools = (await c.cachedTools()).filter((t) => governance?.visible(principal, c.name, t.name) ?? true);
       return needle === undefined ? tools : tools.filter((t) => t.name.toLowerCase().includes(needle));
     });
     const all = rows.flatMap((r) => ("items" in r ? r.items.map((tool) => ({ server: r.server, tool })) : []));
@@ -147,6 +151,8 @@ export const executeTool = defineTool({
     assertArgumentsSize(args, gateway.settings.tools.maxArgumentsBytes);
     const conn = await session.connection(server);
     await assertToolExists(ctx, server, tool);
+    // The decision pipeline (docs/adr/0022): a hidden tool is unknown, a denied call fails here.
+    await gateway.governance?.authorize({ principal: principalOf(extra.authInfo), face: "meta", sessionId: session.id, server, tool, args });
     const timeoutMs = timeout_ms ?? gateway.settings.tools.defaultTimeoutMs;
     const progress = forwardProgress(extra, extra._meta?.progressToken);
     // Tools the upstream only runs as tasks: the gateway drives the upstream task (design MF-9, TK-15).

@@ -1,0 +1,220 @@
+/**
+ * The decision pipeline of each tool call (docs/adr/0022-decision-pipeline.md):
+ * visibility → ordered rules → Cedar (for the `policy` action), under a profile
+ * (enforce or dry-run). Every call decision is appended to the store's
+ * decision records, logged, and counted. A bad policy at start fails the
+ * start; a bad policy on reload keeps the one in force.
+ */
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import type { Principal } from "../auth/principal.js";
+import type { Clock, IdGenerator } from "../clock.js";
+import type { GovernanceSettings } from "../config/governance.js";
+import { ErrorCodes, GatewayError, toToolErrorText } from "../errors.js";
+import { sessionHash, type Logger } from "../logging.js";
+import type { DecisionOutcome, DecisionRecord, Store } from "../store/contracts.js";
+import { CedarPolicy } from "./cedar.js";
+import { canonical, firstRule, isVisible } from "./match.js";
+
+export interface GovernanceDeps {
+  clock: Clock;
+  newId: IdGenerator;
+  logger: Logger;
+  store: () => Store;
+}
+
+/** One tool call as the faces see it. */
+export interface GovernedCall {
+  principal?: Principal | undefined;
+  /** "meta", "server" or "all". */
+  face: string;
+  sessionId?: string | undefined;
+  server: string;
+  tool: string;
+  args?: Record<string, unknown> | undefined;
+}
+
+interface InForce {
+  settings: GovernanceSettings;
+  cedar?: CedarPolicy | undefined;
+  version: string;
+}
+
+const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
+
+export class Governance {
+  private current: InForce | undefined;
+  /** Decisions by outcome since start (the metric). */
+  readonly counts = new Map<DecisionOutcome, number>();
+
+  constructor(
+    private readonly settings: GovernanceSettings,
+    private readonly deps: GovernanceDeps,
+  ) {}
+
+  /** Reads and checks the policy files (loading Cedar only if one is set); throws EMCP_CONFIG_INVALID naming the file and line. */
+  async start(): Promise<void> {
+    this.current ??= await load(this.settings);
+    this.deps.logger.info({ policyVersion: this.current.version, profile: this.settings.profile }, "governance_started");
+  }
+
+  /** Applies new settings; a bad policy keeps the one in force and says why. */
+  async reload(next: GovernanceSettings): Promise<{ applied: true; policyVersion: string } | { applied: false; reason: string }> {
+    try {
+      this.current = await load(next);
+      this.deps.logger.info({ policyVersion: this.current.version, profile: next.profile }, "governance_reloaded");
+      return { applied: true, policyVersion: this.current.version };
+    } catch (err) {
+      const reason = `${toToolErrorText(err)} The policy in force (${this.current?.version ?? "none"}) is kept.`;
+      this.deps.logger.error({ err: reason }, "governance_reload_failed");
+      return { applied: false, reason };
+    }
+  }
+
+  get policyVersion(): string | undefined {
+    return this.current?.version;
+  }
+
+  /** Whether the caller sees the tool at all (hidden tools are absent from lists and unknown by name). */
+  visible(principal: Principal | undefined, server: string, tool: string): boolean {
+    const s = this.inForce().settings;
+    return isVisible(s.visibility, s.visibleByDefault, { principal, server, tool });
+  }
+
+  /**
+   * Decides a call and records the decision; throws when the call may not go
+   * on (enforce): EMCP_UNKNOWN_TOOL for a hidden tool, EMCP_POLICY_DENIED,
+   * EMCP_APPROVAL_REQUIRED. In dry-run it only records what would have happened.
+   */
+  async authorize(call: GovernedCall): Promise<DecisionRecord> {
+    const inForce = this.inForce();
+    const { settings } = inForce;
+    if (!this.visible(call.principal, call.server, call.tool)) {
+      // Hidden means unknown: the same error as a tool that does not exist, and no record (nothing was decided about a tool the caller cannot see).
+      throw new GatewayError(ErrorCodes.UNKNOWN_TOOL, `server '${call.server}' has no tool '${call.tool}'. Call list_tools to see the tools you can use.`, {
+        details: { server: call.server, tool: call.tool },
+      });
+    }
+    const matched = firstRule(settings.rules, call);
+    const action = matched?.rule.action ?? settings.defaultAction;
+    let verdict: "allow" | "deny" | "approve" | "error" = action === "policy" ? "deny" : action;
+    let decidedBy: DecisionRecord["decidedBy"] = matched ? "rule" : "default";
+    let policyIds: string[] | undefined;
+    let error: string | undefined;
+    if (action === "policy") {
+      decidedBy = "cedar";
+      const answer = inForce.cedar!.evaluate({
+        principal: call.principal,
+        action: "call_tool",
+        server: call.server,
+        tool: call.tool,
+        args: call.args,
+        face: call.face,
+        sessionHash: call.sessionId === undefined ? undefined : sessionHash(call.sessionId),
+        now: this.deps.clock.now(),
+      });
+      policyIds = answer.policyIds;
+      error = answer.error;
+      verdict = answer.error !== undefined ? "error" : answer.decision;
+    }
+    const dry = settings.profile === "dry-run";
+    const outcome: DecisionOutcome =
+      verdict === "allow" ? "allow" : verdict === "approve" ? (dry ? "would_require_approval" : "approval_required") : dry ? "would_deny" : verdict;
+    const args = call.args ?? {};
+    const record: DecisionRecord = {
+      id: this.deps.newId(),
+      at: this.deps.clock.now(),
+      outcome,
+      profile: settings.profile,
+      decidedBy,
+      ...(call.principal ? { principalHash: call.principal.hash } : {}),
+      face: call.face,
+      ...(call.sessionId !== undefined ? { sessionHash: sessionHash(call.sessionId) } : {}),
+      server: call.server,
+      tool: call.tool,
+      argumentsDigest: sha256(JSON.stringify(canonical(args))),
+      ...(settings.audit.storeArguments ? { arguments: args } : {}),
+      ...(matched ? { ruleId: matched.id } : {}),
+      ...(policyIds ? { policyIds } : {}),
+      policyVersion: inForce.version,
+      ...(error !== undefined ? { error } : {}),
+    };
+    await this.record(record, settings);
+    if (outcome === "deny" || outcome === "error") {
+      const by =
+        policyIds !== undefined
+          ? `Cedar policies ${policyIds.length ? policyIds.join(", ") : "(none permitted it)"}`
+          : `rule ${matched?.id ?? "defaultAction"}`;
+      throw new GatewayError(
+        ErrorCodes.POLICY_DENIED,
+        `the gateway's policy does not allow calling '${call.tool}' on server '${call.server}' (${by}${error !== undefined ? `; the policy could not be evaluated, so the call is refused: ${error}` : ""}). Ask the operator if you need it.`,
+        {
+          details: {
+            server: call.server,
+            tool: call.tool,
+            ...(matched ? { rule: matched.id } : {}),
+            ...(policyIds ? { policies: policyIds } : {}),
+            policyVersion: inForce.version,
+          },
+        },
+      );
+    }
+    if (outcome === "approval_required") {
+      throw new GatewayError(
+        ErrorCodes.APPROVAL_REQUIRED,
+        `calling '${call.tool}' on server '${call.server}' needs a person's approval (rule ${matched?.id ?? "defaultAction"}), and approvals are not available in this version of the gateway, so the call is refused. Ask the operator to allow it.`,
+        { details: { server: call.server, tool: call.tool, rule: matched?.id ?? "defaultAction", policyVersion: inForce.version } },
+      );
+    }
+    return record;
+  }
+
+  private inForce(): InForce {
+    if (!this.current) throw new GatewayError(ErrorCodes.CLOSED, "governance has not started yet (the gateway is starting)");
+    return this.current;
+  }
+
+  private async record(record: DecisionRecord, settings: GovernanceSettings): Promise<void> {
+    this.counts.set(record.outcome, (this.counts.get(record.outcome) ?? 0) + 1);
+    const { id: decisionId, ...fields } = record;
+    const level = record.outcome === "allow" ? "info" : "warn";
+    this.deps.logger[level]({ decisionId, ...fields, arguments: undefined }, "governance_decision");
+    // Fails the call when the record cannot be written: a decision that is not in the audit trail did not happen.
+    await this.deps.store().decisions.append(record, { maxAgeMs: settings.audit.maxAgeMs, maxRecords: settings.audit.maxRecords });
+  }
+}
+
+/** Reads the Cedar files and computes the policy version: a hash of the rules, visibility, profile and policy text. */
+async function load(settings: GovernanceSettings): Promise<InForce> {
+  let cedar: CedarPolicy | undefined;
+  let policyText = "";
+  if (settings.cedar) {
+    const read = async (file: string) => {
+      try {
+        return await readFile(file, "utf8");
+      } catch (err) {
+        throw new GatewayError(ErrorCodes.CONFIG_INVALID, `cannot read Cedar file ${file} (gateway.governance.cedar): ${toToolErrorText(err)}`, {
+          details: { file },
+        });
+      }
+    };
+    policyText = await read(settings.cedar.policyFile);
+    const schemaText = settings.cedar.schemaFile !== undefined ? await read(settings.cedar.schemaFile) : undefined;
+    cedar = await CedarPolicy.load(
+      { file: settings.cedar.policyFile, text: policyText },
+      settings.cedar.schemaFile !== undefined && schemaText !== undefined ? { file: settings.cedar.schemaFile, text: schemaText } : undefined,
+    );
+  }
+  const version = sha256(
+    JSON.stringify(
+      canonical({
+        rules: settings.rules,
+        visibility: settings.visibility,
+        visibleByDefault: settings.visibleByDefault,
+        defaultAction: settings.defaultAction,
+        policyText,
+      }),
+    ),
+  ).slice(0, 16);
+  return { settings, cedar, version };
+}

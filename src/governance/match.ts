@@ -1,0 +1,93 @@
+/**
+ * Matching a call against visibility and call rules: server and tool globs,
+ * the principal (issuer, subject glob, claims) and argument conditions
+ * (JSON pointer equals / matches). Pure functions; first match wins.
+ */
+import type { GovernanceRule, PrincipalMatch, VisibilityRule } from "../config/governance.js";
+import type { Principal } from "../auth/principal.js";
+
+const globs = new Map<string, RegExp>();
+
+/** `*` any run of characters, `?` one; everything else literal; whole-string. */
+export function globMatch(glob: string, value: string): boolean {
+  let re = globs.get(glob);
+  if (!re) {
+    const body = [...glob].map((c) => (c === "*" ? ".*" : c === "?" ? "." : c.replace(/[\\^$.|+()[\]{}]/g, "\\$&"))).join("");
+    re = new RegExp(`^${body}$`, "su");
+    globs.set(glob, re);
+  }
+  return re.test(value);
+}
+
+export function principalMatches(m: PrincipalMatch | undefined, p: Principal | undefined): boolean {
+  if (m === undefined) return true;
+  if (p === undefined) return false;
+  if (m.issuer !== undefined && m.issuer !== p.issuer) return false;
+  if (m.subject !== undefined && !globMatch(m.subject, p.subject)) return false;
+  for (const [name, want] of Object.entries(m.claims ?? {})) {
+    const wanted = Array.isArray(want) ? want : [want];
+    const have = p.claims[name];
+    const values = Array.isArray(have) ? have : [have];
+    if (!values.some((v) => typeof v === "string" && wanted.includes(v))) return false;
+  }
+  return true;
+}
+
+/** The value at an RFC 6901 JSON pointer, or undefined when the path is absent. */
+export function atPointer(doc: unknown, pointer: string): unknown {
+  if (pointer === "") return doc;
+  let cur: unknown = doc;
+  for (const raw of pointer.slice(1).split("/")) {
+    const key = raw.replace(/~1/g, "/").replace(/~0/g, "~");
+    if (cur === null || typeof cur !== "object" || !Object.hasOwn(cur, key)) return undefined;
+    cur = (cur as Record<string, unknown>)[key];
+  }
+  return cur;
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
+}
+
+/** The value with object keys sorted at every depth (canonical JSON, for comparison and digests). */
+export function canonical(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(canonical);
+  if (v !== null && typeof v === "object") {
+    return Object.fromEntries(
+      Object.keys(v)
+        .sort()
+        .map((k) => [k, canonical((v as Record<string, unknown>)[k])]),
+    );
+  }
+  return v;
+}
+
+export interface CallTarget {
+  principal?: Principal | undefined;
+  server: string;
+  tool: string;
+  args?: Record<string, unknown> | undefined;
+}
+
+function targets(r: { server: string; tool: string; principal?: PrincipalMatch | undefined }, c: CallTarget): boolean {
+  return globMatch(r.server, c.server) && globMatch(r.tool, c.tool) && principalMatches(r.principal, c.principal);
+}
+
+function argumentsMatch(rule: GovernanceRule, args: Record<string, unknown> | undefined): boolean {
+  return (rule.arguments ?? []).every((cond) => {
+    const v = atPointer(args ?? {}, cond.pointer);
+    if (cond.equals !== undefined) return v !== undefined && sameJson(v, cond.equals);
+    return typeof v === "string" && new RegExp(cond.matches!, "u").test(v);
+  });
+}
+
+/** The first call rule that matches, with its id (`rules[<index>]` when it has none). */
+export function firstRule(rules: readonly GovernanceRule[], c: CallTarget): { rule: GovernanceRule; id: string } | undefined {
+  const i = rules.findIndex((r) => targets(r, c) && argumentsMatch(r, c.args));
+  return i < 0 ? undefined : { rule: rules[i]!, id: rules[i]!.id ?? `rules[${i}]` };
+}
+
+/** Whether the principal sees the tool: the first matching visibility rule, else the default. */
+export function isVisible(rules: readonly VisibilityRule[], byDefault: boolean, c: CallTarget): boolean {
+  return rules.find((r) => targets(r, c))?.visible ?? byDefault;
+}
