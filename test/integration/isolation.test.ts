@@ -3,9 +3,9 @@
  * cancel the first session's tasks, elicitations, sampling requests or events,
  * by id guessing included."
  *
- * Two sessions A and B on one gateway whose upstreams are the real
- * server-everything and the slow-server fixture (each session has its own
- * upstream processes). What other files already cover is not repeated here:
+ * Two sessions A and B on one gateway whose upstreams are server-everything
+ * and the slow-server fixture in this process (test/helpers/in-process.ts;
+ * each session has its own upstream connections, as with processes). What other files already cover is not repeated here:
  * same-face tasks/* isolation on /servers/everything/mcp (tasks.test.ts),
  * A's notifications and logs missing from B's get_notifications/get_logs
  * (meta-core.test.ts), per-session elicitations/progress/logs on the
@@ -42,7 +42,8 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { monotonicFactory, ulid } from "ulid";
-import { call, connectClient, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { call, connectClient, type TestGateway } from "../helpers/gateway.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import {
   ClientPool,
   EventLedger,
@@ -55,7 +56,6 @@ import {
   pendingAction,
   promote,
   sessionOf as metaSessionOf,
-  startAsyncGateway,
   type Activity,
   type TaskView,
   type WireEvent,
@@ -75,7 +75,7 @@ const pool = new ClientPool(() => gw);
 const others: Array<{ close(): Promise<void> }> = [];
 
 before(async () => {
-  gw = await startAsyncGateway();
+  gw = await startInProcessGateway({ mcpServers: { everything: inProcess("everything"), slow: inProcess("slow") } });
   base = gw.url.replace(/\/mcp$/, "");
 });
 
@@ -527,7 +527,8 @@ describe("id guessing: neighbouring, mutated and hostile ids get clean not-found
     const [pa, pb, pbAll] = await Promise.all([face("/servers/everything/mcp"), face("/servers/everything/mcp"), face("/all/mcp")]);
 
     // A has live things of every kind: a working task, a pending elicitation, a pending sampling request, a native task.
-    const running = await promote(a, "slow", "slow", { ms: 60_000 }, 0);
+    // Still working at the end however long the guessing takes on a loaded machine (it is cancelled below).
+    const running = await promote(a, "slow", "slow", { ms: 600_000 }, 0);
     const twice = await promote(a, "slow", "elicit-twice", {}, 0);
     const sampling = await promote(a, "everything", "trigger-sampling-request", { prompt: "guess me", maxTokens: 8 }, 0);
     const elicitationId = await eventually("A's pending elicitation", async () => (await pendingIds(via(a), "elicitations", "slow"))[0]);
@@ -721,7 +722,7 @@ describe("attach (POST /mcp?session=<id>) and the session id as the credential",
 
   test("with gateway.token set, every request without the right bearer token is refused (401) and ends nothing", LIMIT, async () => {
     const TOKEN = "isolation-test-token-0123456789";
-    const tgw = await startGateway({ gateway: { token: TOKEN } });
+    const tgw = await startInProcessGateway({ gateway: { token: TOKEN } });
     try {
       const tbase = tgw.url.replace(/\/mcp$/, "");
       const auth = { authorization: `Bearer ${TOKEN}` };
