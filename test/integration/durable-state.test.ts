@@ -268,17 +268,22 @@ describe("emceepee serve --store sqlite: real processes", () => {
             });
             told(envelopeEvents(r));
             const taskId = (r.structuredContent as { task_id?: string } | undefined)?.task_id;
-            assert.ok(taskId, `promoted: ${allText(r)}`);
-            started.set(taskId, `Long running operation completed. Duration: ${duration} seconds, Steps: 2.`);
+            const text = `Long running operation completed. Duration: ${duration} seconds, Steps: 2.`;
+            // A starved machine can deliver a 0.1 s result before the 20 ms promotion fires: answered directly, no task to keep.
+            if (!taskId) {
+              assert.equal(allText(r).split("\n")[0], text, `promoted or answered: ${allText(r)}`);
+              continue;
+            }
+            started.set(taskId, text);
           }
         }),
       );
       // Until a good share is told completed. The calls last at most 2.1 s each; the bound is for a loaded 2-core machine, not a speed.
       const deadline = Date.now() + 300_000;
-      while (completed.size < LOAD / 2 && Date.now() < deadline) {
+      while (completed.size < started.size / 2 && Date.now() < deadline) {
         for (const c of clients) told(activityEvents(await awaitActivity(c, 500)));
       }
-      assert.ok(completed.size >= LOAD / 2, `only ${completed.size} tasks completed`);
+      assert.ok(completed.size >= started.size / 2, `only ${completed.size} of ${started.size} tasks completed`);
       served.child.kill("SIGKILL");
       await waitExit(served.child);
 
