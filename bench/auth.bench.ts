@@ -237,16 +237,17 @@ async function timeChecks(checks: readonly Check[], n: number, blocks: number): 
 
 async function verifierLoop(idp: TestOidcProvider, jwtOrigin: string, opaqueOrigin: string, jwt: string, opaque: string): Promise<Loop> {
   const request = (origin: string, token: string) => ({ headers: { host: new URL(origin).host, authorization: `Bearer ${token}` } }) as IncomingMessage;
-  const authenticator = (introspection: boolean) =>
+  // The Host header counts only when it names the port the gateway listens on (src/auth/resource-url.ts): the origin the tokens were issued for.
+  const authenticator = (introspection: boolean, origin: string) =>
     new Authenticator({
       token: STATIC_TOKEN,
       oauth: oauthSettings(idp, introspection),
-      urls: { trustForwardedHeaders: false },
+      urls: { trustForwardedHeaders: false, listenAddress: () => new URL(origin).host },
       isFace: () => true,
       clock: systemClock,
     });
-  const withJwt = authenticator(false);
-  const withIntrospection = authenticator(true);
+  const withJwt = authenticator(false, jwtOrigin);
+  const withIntrospection = authenticator(true, opaqueOrigin);
   const keys = new IssuerKeys({ clock: systemClock });
   const audiences = [`${jwtOrigin}${FACE}`];
   const expectPrincipal = async (p: Promise<object>) => {
