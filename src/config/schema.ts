@@ -450,8 +450,8 @@ export const gatewaySettingsSchema = z.strictObject({
       message: "cluster.enabled needs advertiseUrl (how other replicas reach this one) and secret (shared by all replicas)",
     })
     .prefault({}),
-  /** Who sees and may call which tools (docs/adr/0022-decision-pipeline.md); absent: no governance. */
-  governance: governanceSchema.optional(),
+  /** Who sees and may call which tools (docs/adr/0022-decision-pipeline.md); profile "off" (the default): no governance. */
+  governance: governanceSchema,
 });
 
 /** The file as written; parseConfig() turns its entries into a GatewayConfig (disabled servers dropped). */
