@@ -52,6 +52,8 @@ export const ErrorCodes = {
   LIMIT_REACHED: "EMCP_LIMIT_REACHED",
   /** The caller (an OAuth principal) holds as many sessions or tasks as one principal may (gateway.sessions/tasks.maxPerPrincipal). */
   PRINCIPAL_LIMIT: "EMCP_PRINCIPAL_LIMIT",
+  /** A gateway.rateLimits bucket of the call is empty; the message names the limit, details carry retryAfterSeconds and retry_after_ms. */
+  RATE_LIMITED: "EMCP_RATE_LIMITED",
   /** gateway.governance refused the call (a deny rule, a Cedar policy, or a policy evaluation error); the message names the rule or policies. */
   POLICY_DENIED: "EMCP_POLICY_DENIED",
   /** gateway.governance says a person must approve the call; approvals are not available yet, so the call is refused. */
@@ -98,6 +100,7 @@ const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_FORBIDDEN: ErrorCode.InvalidRequest,
   EMCP_LIMIT_REACHED: ErrorCode.InternalError,
   EMCP_PRINCIPAL_LIMIT: ErrorCode.InternalError,
+  EMCP_RATE_LIMITED: ErrorCode.InternalError,
   EMCP_POLICY_DENIED: ErrorCode.InvalidRequest,
   EMCP_APPROVAL_REQUIRED: ErrorCode.InvalidRequest,
   EMCP_UNATTRIBUTABLE: ErrorCode.InvalidRequest,

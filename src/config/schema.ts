@@ -8,6 +8,7 @@ import { z } from "zod";
 import { DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_PORT } from "./cli-defaults.js";
 import { mcpServersSchema, sharingMode, type ServerConfig, type SharingMode } from "./server-entry.js";
 import { governanceSchema } from "./governance.js";
+import { rateLimitSchema } from "./rate-limits.js";
 import { DEFAULT_DENIED_URLS, urlPatternProblem } from "./url-patterns.js";
 
 const positiveMs = z.number().int().positive();
@@ -450,8 +451,10 @@ export const gatewaySettingsSchema = z.strictObject({
       message: "cluster.enabled needs advertiseUrl (how other replicas reach this one) and secret (shared by all replicas)",
     })
     .prefault({}),
-  /** Who sees and may call which tools (docs/adr/0022-decision-pipeline.md); profile "off" (the default): no governance. */
-  governance: governanceSchema,
+  /** Token buckets on tool calls, each a call must take a token from (docs/adr/0023-rate-limits.md); empty: no limits. */
+  rateLimits: z.array(rateLimitSchema).max(200).default([]),
+  /** Who sees and may call which tools (docs/adr/0022-decision-pipeline.md); absent: no governance. */
+  governance: governanceSchema.optional(),
 });
 
 /** The file as written; parseConfig() turns its entries into a GatewayConfig (disabled servers dropped). */

@@ -62,6 +62,7 @@ export class GatewayMetrics {
   private readonly disconnects: Counter;
   private readonly evicted: Counter;
   private readonly principalRefusals: Counter;
+  private readonly rateLimitedCalls: Counter;
   private readonly toolNames = new Set<string>();
   private readonly principalRequests: Counter | undefined;
   private readonly principalLabels = new Set<string>();
@@ -137,6 +138,12 @@ export class GatewayMetrics {
       registers,
     });
     for (const limit of ["sessions", "tasks"]) this.principalRefusals.inc({ limit }, 0); // both series exist from the start
+    this.rateLimitedCalls = new Counter({
+      name: "emceepee_rate_limited_total",
+      help: "Tool calls refused by a gateway.rateLimits bucket, by the refusing limit's scope (never who)",
+      labelNames: ["scope"],
+      registers,
+    });
     const sources = () => this.sources;
     new Gauge({
       name: "emceepee_sessions",
@@ -252,6 +259,11 @@ export class GatewayMetrics {
   /** A per-principal limit refused a session or a task (`limit`: "sessions" or "tasks"; never who). */
   principalLimitRefused(limit: string): void {
     this.principalRefusals.inc({ limit });
+  }
+
+  /** A gateway.rateLimits bucket refused a tool call (`scope`: the limit's scope, e.g. "principal+tool"). */
+  rateLimited(scope: string): void {
+    this.rateLimitedCalls.inc({ scope });
   }
 
   /** The Prometheus text exposition. */

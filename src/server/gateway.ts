@@ -23,6 +23,7 @@ import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { Governance } from "../governance/governance.js";
 import { createHttpServer } from "../http/server.js";
 import { silentLogger, type Logger } from "../logging.js";
+import { RateLimiter } from "../governance/rate-limits.js";
 import { Observability } from "../observability/observability.js";
 import { SessionManager } from "../session/session-manager.js";
 import type { Session } from "../session/session.js";
@@ -122,7 +123,11 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   });
   parts.add("sessions", () => sessions.close());
   // Tool-call governance (docs/adr/0022): only when configured; its policy files are read in start().
-  const governance = settings.governance.profile !== "off" ? new Governance(settings.governance, { clock, newId, logger, store: openedStore }) : undefined;
+  const governance = settings.governance ? new Governance(settings.governance, { clock, newId, logger, store: openedStore }) : undefined;
+  // Rate limits (docs/adr/0023): token buckets in the store, shared by replicas; only when configured.
+  const rateLimits = settings.rateLimits.length > 0 ? new RateLimiter(settings.rateLimits, { clock, logger, store: openedStore }) : undefined;
+  const metrics = observability.metrics;
+  if (rateLimits && metrics) rateLimits.onLimited = (scope) => metrics.rateLimited(scope);
   const context: GatewayContext = {
     registry,
     sessions,
@@ -135,6 +140,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       return openedStore();
     },
     governance,
+    rateLimits,
   };
   observability.watch({ sessions, registry, children, store: () => store.current });
   let stdioClose: (() => Promise<void>) | undefined;

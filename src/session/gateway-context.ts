@@ -6,6 +6,7 @@
  */
 import type { Clock, IdGenerator } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
+import type { RateLimiter } from "../governance/rate-limits.js";
 import type { Governance } from "../governance/governance.js";
 import type { Logger } from "../logging.js";
 import type { SessionManager } from "../session/session-manager.js";
@@ -26,6 +27,8 @@ export interface GatewayContext {
    * throws EMCP_CLOSED.
    */
   readonly store: Store;
+  /** Token buckets on tool calls (gateway.rateLimits, docs/adr/0023); undefined when none are configured. */
+  readonly rateLimits?: RateLimiter | undefined;
   /** The decision pipeline of tool calls (docs/adr/0022); undefined when gateway.governance is not set. */
   readonly governance?: Governance | undefined;
 }

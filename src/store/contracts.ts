@@ -430,6 +430,36 @@ export interface DecisionStore {
   count(): Promise<number>;
 }
 
+// ---------------------------------------------------------------- rate limits
+
+/** One token bucket a call must take from (gateway.rateLimits; src/store/token-bucket.ts). */
+export interface RateBucketSpec {
+  /** Which bucket: the limit's name with the parts of the call its scope counts by. */
+  key: string;
+  /** Tokens a full bucket holds (the burst). */
+  capacity: number;
+  /** Tokens regained per second. */
+  refillPerSecond: number;
+}
+
+export interface RateTakeResult {
+  /** A token was taken from every bucket. */
+  ok: boolean;
+  /** When refused: the index of the first bucket without a token. */
+  refused?: number;
+  /** When refused: milliseconds until every refusing bucket holds a token again. */
+  retryAfterMs: number;
+}
+
+export interface RateLimitStore {
+  /**
+   * Takes one token from each bucket, atomically and all or nothing: refused
+   * when any bucket is empty, and then nothing is taken. Buckets not used
+   * until they would be full again are forgotten (a missing bucket is full).
+   */
+  take(buckets: readonly RateBucketSpec[], now: number): Promise<RateTakeResult>;
+}
+
 // ---------------------------------------------------------------- the bundle
 
 export interface Store {
@@ -444,6 +474,7 @@ export interface Store {
   readonly servers: ServerStore;
   readonly logins: LoginStateStore;
   readonly decisions: DecisionStore;
+  readonly rateLimits: RateLimitStore;
   /** False when the backend cannot serve (closed, file gone bad, disk full); never throws. */
   healthy(): Promise<boolean>;
   /** Why the last healthy() (or a failed write) found the backend unable to serve, with what to do; undefined when it can. */

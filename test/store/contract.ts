@@ -9,13 +9,14 @@
  * Each test gets a fresh store from the factory and closes it afterwards. The
  * cases live per kind of state in the files next to this one: tasks; events
  * and SSE replay; sessions, pending requests, runtime-added servers and the
- * store's lifecycle; started console logins.
+ * store's lifecycle; started console logins; rate-limit buckets.
  */
 import { describe } from "node:test";
 import type { Store } from "../../src/store/contracts.js";
 import type { ManualClock } from "../fixtures/manual-clock.js";
 import { eventContract } from "./contract-events.js";
 import { loginContract } from "./contract-logins.js";
+import { rateLimitContract } from "./contract-rate-limits.js";
 import { recordContract } from "./contract-records.js";
 import { taskContract } from "./contract-tasks.js";
 
@@ -35,5 +36,6 @@ export function storeContract(name: string, factory: StoreFactory): void {
     eventContract(factory);
     recordContract(factory);
     loginContract(factory);
+    rateLimitContract(factory);
   });
 }

@@ -98,6 +98,8 @@ export function registerHandlers(h: HandlerContext): JoinedHook {
       const run = async () => {
         // The decision pipeline (docs/adr/0022): a hidden tool is unknown, a denied call fails here.
         await h.gateway.governance?.authorize({ ...entry, principal: principalOf(extra.authInfo), sessionId: session.id, args: req.params.arguments });
+        // Rate limits (docs/adr/0023): refused here, before anything is sent upstream or a task is made.
+        await h.gateway.rateLimits?.take({ principal: principalOf(extra.authInfo), server: upstream, tool: name });
         return callTool(h, await conn(upstream), req.params, name, extra);
       };
       return logToolCall(h.gateway, session, entry, extra.signal, run, (r) => ("task" in r ? "promoted" : resultOutcome(r)));

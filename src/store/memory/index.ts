@@ -9,6 +9,7 @@ import { MemoryDecisionStore } from "./decisions.js";
 import { MemoryEventStore } from "./events.js";
 import { MemoryGuard } from "./guard.js";
 import { MemoryLoginStateStore } from "./logins.js";
+import { MemoryRateLimitStore } from "./rate-limits.js";
 import { MemoryPendingRequestStore, MemoryServerStore, MemorySessionStore } from "./records.js";
 import { MemoryReplayStore } from "./replay.js";
 import { MemoryTaskStore } from "./tasks.js";
@@ -25,6 +26,7 @@ export function createMemoryStore(clock: Clock): Store {
     replay: new MemoryReplayStore(guard),
     servers: new MemoryServerStore(guard),
     logins: new MemoryLoginStateStore(guard),
+    rateLimits: new MemoryRateLimitStore(guard),
     decisions: new MemoryDecisionStore(guard),
     healthy: async () => !guard.isClosed,
     close: async () => guard.close(),

@@ -10,6 +10,7 @@ import { RedisConn, type OpenRedisOptions } from "./conn.js";
 import { RedisDecisionStore } from "./decisions.js";
 import { RedisEventStore, RedisReplayStore } from "./events.js";
 import { RedisLoginStateStore } from "./logins.js";
+import { RedisRateLimitStore } from "./rate-limits.js";
 import { RedisPendingRequestStore, RedisServerStore, RedisSessionStore } from "./records.js";
 import { RedisTaskStore } from "./tasks.js";
 
@@ -27,6 +28,7 @@ export async function openRedisStore(url: string, clock: Clock, options: OpenRed
     replay: new RedisReplayStore(conn),
     servers: new RedisServerStore(conn),
     logins: new RedisLoginStateStore(conn),
+    rateLimits: new RedisRateLimitStore(conn),
     decisions: new RedisDecisionStore(conn),
     healthy: () => conn.healthy(),
     problem: () => conn.problem(),

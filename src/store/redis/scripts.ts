@@ -386,6 +386,31 @@ redis.call('DEL', key)
 redis.call('ZREM', P .. 'lexp', ARGV[2])
 if expires and expires <= tonumber(ARGV[3]) then return false end
 return r`,
+  // Token buckets (src/store/token-bucket.ts has the same arithmetic): all or nothing; returns {ok, refused index (0-based), retry ms}.
+  rateTake: `
+local now = tonumber(ARGV[2])
+local specs = cjson.decode(ARGV[3])
+local tokens = {}
+local refused, wait = -1, 0
+for i, s in ipairs(specs) do
+  local cap, rate = s[2], s[3]
+  local v = redis.call('HMGET', P .. 'rl:' .. s[1], 't', 'a')
+  local t = cap
+  if v[1] then t = math.min(cap, tonumber(v[1]) + math.max(0, now - tonumber(v[2])) * rate / 1000) end
+  tokens[i] = t
+  if t < 1 then
+    if refused < 0 then refused = i - 1 end
+    wait = math.max(wait, math.max(1, math.ceil((1 - t) * 1000 / rate)))
+  end
+end
+if refused >= 0 then return {0, refused, wait} end
+for i, s in ipairs(specs) do
+  local key = P .. 'rl:' .. s[1]
+  local t = tokens[i] - 1
+  redis.call('HSET', key, 't', fmt(t), 'a', fmt(now))
+  redis.call('PEXPIRE', key, math.ceil((s[2] - t) * 1000 / s[3]) + 1000)
+end
+return {1, 0, 0}`,
 } as const;
 
 export type ScriptName = keyof typeof BODIES;

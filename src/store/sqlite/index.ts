@@ -12,6 +12,7 @@ import { SqliteDb, type OpenSqliteOptions } from "./db.js";
 import { SqliteEventStore } from "./events.js";
 import { SqliteDecisionStore } from "./decisions.js";
 import { SqliteLoginStateStore } from "./logins.js";
+import { SqliteRateLimitStore } from "./rate-limits.js";
 import { StoreOwnership } from "./owner.js";
 import { SqlitePendingRequestStore, SqliteServerStore, SqliteSessionStore } from "./records.js";
 import { SqliteReplayStore } from "./replay.js";
@@ -50,6 +51,7 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
     replay: new SqliteReplayStore(db),
     servers: new SqliteServerStore(db),
     logins: new SqliteLoginStateStore(db),
+    rateLimits: new SqliteRateLimitStore(db),
     decisions: new SqliteDecisionStore(db),
     healthy: async () => db.healthy(),
     problem: () => db.problem(),

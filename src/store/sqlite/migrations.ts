@@ -135,6 +135,16 @@ export const MIGRATIONS: readonly Migration[] = [
       `);
     },
   },
+  {
+    version: 5,
+    description: "rate-limit token buckets (gateway.rateLimits), shared by replicas on one file",
+    up(db) {
+      db.exec(`
+        CREATE TABLE rate_buckets (key TEXT PRIMARY KEY, tokens REAL NOT NULL, at INTEGER NOT NULL, idle_until INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE INDEX rate_buckets_by_idle ON rate_buckets (idle_until);
+      `);
+    },
+  },
 ];
 
 /** The version a fully migrated file has. */

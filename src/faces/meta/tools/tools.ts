@@ -153,6 +153,8 @@ export const executeTool = defineTool({
     await assertToolExists(ctx, server, tool);
     // The decision pipeline (docs/adr/0022): a hidden tool is unknown, a denied call fails here.
     await gateway.governance?.authorize({ principal: principalOf(extra.authInfo), face: "meta", sessionId: session.id, server, tool, args });
+    // Rate limits (docs/adr/0023): an empty bucket refuses the call here, before anything is sent upstream or a task is made.
+    await gateway.rateLimits?.take({ principal: principalOf(extra.authInfo), server, tool });
     const timeoutMs = timeout_ms ?? gateway.settings.tools.defaultTimeoutMs;
     const progress = forwardProgress(extra, extra._meta?.progressToken);
     // Tools the upstream only runs as tasks: the gateway drives the upstream task (design MF-9, TK-15).
