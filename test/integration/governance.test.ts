@@ -1,0 +1,129 @@
+/**
+ * Governance on every face (issue 24, docs/adr/0022): a gateway in process
+ * with server-everything in process and a real SQLite store. A hidden tool is
+ * absent from tools/list on /servers/<name>/mcp and /all/mcp and from meta
+ * list_tools, and unknown by name on each; a rule with argument conditions
+ * denies one call and allows another; a Cedar policy decides; dry-run lets a
+ * call through and records would_deny; the decisions are in the store after a
+ * restart on the same file.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { openStore } from "../../src/store/open.js";
+import { block, call, connectClient } from "../helpers/gateway.js";
+import { startInProcessGateway } from "../helpers/in-process.js";
+
+const HIDDEN = "get-env";
+
+function governance(profile: "enforce" | "dry-run", policyFile: string) {
+  return {
+    profile,
+    visibility: [{ id: "hide-env", server: "everything", tool: HIDDEN, visible: false }],
+    rules: [
+      { id: "no-secret-echo", server: "everything", tool: "echo", arguments: [{ pointer: "/message", matches: "secret" }], action: "deny" },
+      { id: "sum-by-policy", server: "everything", tool: "get-sum", action: "policy" },
+    ],
+    cedar: { policyFile },
+  };
+}
+
+const toolNames = async (c: Client) => (await c.listTools()).tools.map((t) => t.name);
+
+async function refusedWith(p: Promise<unknown>, code: string | RegExp): Promise<string> {
+  const r = (await p.then(
+    (v) => v,
+    (e: unknown) => ({ thrown: e }),
+  )) as { isError?: boolean; content?: Array<{ text?: string }>; thrown?: Error };
+  const text = r.thrown ? r.thrown.message : r.isError ? (r.content ?? []).map((c) => c.text ?? "").join(" ") : "";
+  assert.match(text, code instanceof RegExp ? code : new RegExp(code), `expected a refusal with ${String(code)}, got ${JSON.stringify(r).slice(0, 400)}`);
+  return text;
+}
+
+test(
+  "governance: hidden tools absent and unknown on every face, rules with argument conditions, Cedar, decisions kept across a restart",
+  { timeout: 300_000 },
+  async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "gov-int-"));
+    const dbPath = path.join(dir, "state.db");
+    const policyFile = path.join(dir, "policy.cedar");
+    writeFileSync(
+      policyFile,
+      `@id("small-sums")\npermit(principal, action == Action::"call_tool", resource == Tool::"everything/get-sum") when { context.arguments.a < 100 };\n`,
+    );
+    const store = { kind: "sqlite", path: dbPath };
+    let gw = await startInProcessGateway({ gateway: { store, governance: governance("enforce", policyFile) } });
+    try {
+      const meta = await connectClient(gw.url);
+      const single = await connectClient(gw.url.replace(/\/mcp$/, "/servers/everything/mcp"));
+      const all = await connectClient(gw.url.replace(/\/mcp$/, "/all/mcp"));
+
+      // Visibility: absent from every list, unknown by name on every face.
+      const singleTools = await toolNames(single);
+      assert.ok(singleTools.includes("echo") && !singleTools.includes(HIDDEN), `/servers/everything/mcp lists ${singleTools.join(", ")}`);
+      const allTools = await toolNames(all);
+      assert.ok(allTools.includes("everything__echo") && !allTools.includes(`everything__${HIDDEN}`), `/all/mcp lists ${allTools.join(", ")}`);
+      const listed =
+        block<Array<{ server: string; tools: Array<{ name: string }> }>>(await call(meta, "list_tools", { server: "everything", limit: 500 }), "servers") ?? [];
+      const metaTools = listed.flatMap((s) => s.tools.map((t) => t.name));
+      assert.ok(metaTools.includes("echo") && !metaTools.includes(HIDDEN), `meta list_tools lists ${metaTools.join(", ")}`);
+      await refusedWith(single.callTool({ name: HIDDEN, arguments: {} }), /EMCP_UNKNOWN_TOOL|has no tool/);
+      await refusedWith(all.callTool({ name: `everything__${HIDDEN}`, arguments: {} }), /EMCP_UNKNOWN_TOOL|has no tool/);
+      await refusedWith(call(meta, "execute_tool", { server: "everything", tool: HIDDEN, args: {} }), /EMCP_UNKNOWN_TOOL/);
+
+      // A rule with an argument condition: one call denied, another allowed, on each face.
+      await refusedWith(single.callTool({ name: "echo", arguments: { message: "the secret" } }), /no-secret-echo/);
+      await refusedWith(all.callTool({ name: "everything__echo", arguments: { message: "a secret" } }), /no-secret-echo/);
+      await refusedWith(call(meta, "execute_tool", { server: "everything", tool: "echo", args: { message: "secret!" } }), /EMCP_POLICY_DENIED/);
+      const ok = await single.callTool({ name: "echo", arguments: { message: "hello" } });
+      assert.ok(!ok.isError && JSON.stringify(ok.content).includes("hello"));
+      const okMeta = await call(meta, "execute_tool", { server: "everything", tool: "echo", args: { message: "hi" } });
+      assert.ok(!okMeta.isError, JSON.stringify(okMeta.content));
+
+      // Cedar decides get-sum: a < 100 is permitted, else no policy permits it.
+      const sum = await all.callTool({ name: "everything__get-sum", arguments: { a: 2, b: 3 } });
+      assert.ok(!sum.isError && JSON.stringify(sum.content).includes("5"), JSON.stringify(sum.content));
+      await refusedWith(all.callTool({ name: "everything__get-sum", arguments: { a: 1000, b: 3 } }), /EMCP_POLICY_DENIED|none permitted it/);
+      for (const c of [meta, single, all]) await c.close();
+    } finally {
+      await gw.close();
+    }
+
+    // Dry-run on the same file: the denied call goes through and is recorded as would_deny.
+    gw = await startInProcessGateway({ gateway: { store, governance: governance("dry-run", policyFile) } });
+    try {
+      const single = await connectClient(gw.url.replace(/\/mcp$/, "/servers/everything/mcp"));
+      const r = await single.callTool({ name: "echo", arguments: { message: "another secret" } });
+      assert.ok(!r.isError && JSON.stringify(r.content).includes("another secret"), JSON.stringify(r.content));
+      await single.close();
+    } finally {
+      await gw.close();
+    }
+
+    // Every decision is in the store file after both gateways closed.
+    const opened = await openStore({ kind: "sqlite", path: dbPath });
+    try {
+      const records = await opened.decisions.list();
+      const outcomes = records.map((d) => `${d.face}:${d.tool}:${d.outcome}:${d.ruleId ?? ""}`);
+      for (const face of ["server", "all", "meta"]) assert.ok(outcomes.includes(`${face}:echo:deny:no-secret-echo`), `${face} deny in ${outcomes.join(" ")}`);
+      assert.ok(outcomes.includes("server:echo:allow:"), outcomes.join(" "));
+      assert.ok(outcomes.includes("server:echo:would_deny:no-secret-echo"), outcomes.join(" "));
+      const cedar = records.filter((d) => d.decidedBy === "cedar");
+      assert.deepEqual(
+        cedar.map((d) => [d.outcome, d.policyIds]),
+        [
+          ["allow", ["small-sums"]],
+          ["deny", []],
+        ],
+      );
+      assert.equal(new Set(records.map((d) => d.policyVersion)).size, 1, "one policy version (dry-run shares rules and policy)");
+      assert.ok(records.every((d) => d.sessionHash && /^[0-9a-f]{64}$/.test(d.argumentsDigest) && d.arguments === undefined));
+    } finally {
+      await opened.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
