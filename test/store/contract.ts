@@ -14,6 +14,7 @@
 import { describe } from "node:test";
 import type { Store } from "../../src/store/contracts.js";
 import type { ManualClock } from "../fixtures/manual-clock.js";
+import { decisionContract } from "./contract-decisions.js";
 import { eventContract } from "./contract-events.js";
 import { loginContract } from "./contract-logins.js";
 import { rateLimitContract } from "./contract-rate-limits.js";
@@ -36,6 +37,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
     eventContract(factory);
     recordContract(factory);
     loginContract(factory);
+    decisionContract(factory);
     rateLimitContract(factory);
   });
 }
