@@ -1,7 +1,7 @@
 /**
  * The `gateway.governance` settings (issue 24, docs/adr/0022-decision-pipeline.md):
  * visibility rules, the ordered call rules, the Cedar policy files, the profile
- * and the audit record. Absent: no governance at all (nothing changes).
+ * and the audit record. Profile "off" (the default): no governance at all (nothing changes).
  */
 import { z } from "zod";
 
@@ -55,8 +55,8 @@ export const visibilityRuleSchema = z.strictObject({ ...target, visible: z.boole
 
 export const governanceSchema = z
   .strictObject({
-    /** enforce: apply decisions; dry-run: let every call through and record would_deny / would_require_approval. */
-    profile: z.enum(["enforce", "dry-run"]).default("enforce"),
+    /** off: no governance; enforce: apply decisions; dry-run: let every call through and record would_deny / would_require_approval. */
+    profile: z.enum(["off", "enforce", "dry-run"]).default("off"),
     /** Which tools a principal sees: first match wins; a hidden tool is absent from lists and unknown when called. */
     visibility: z.array(visibilityRuleSchema).default([]),
     /** Visible unless a visibility rule says otherwise. */
@@ -90,7 +90,8 @@ export const governanceSchema = z
   .refine((g) => g.cedar !== undefined || (g.defaultAction !== "policy" && g.rules.every((r) => r.action !== "policy")), {
     message: 'the action "policy" asks Cedar: set governance.cedar.policyFile, or use allow / deny / approve',
     path: ["cedar"],
-  });
+  })
+  .prefault({});
 
 export type GovernanceSettings = z.infer<typeof governanceSchema>;
 export type GovernanceRule = z.infer<typeof governanceRuleSchema>;

@@ -453,8 +453,8 @@ export const gatewaySettingsSchema = z.strictObject({
     .prefault({}),
   /** Token buckets on tool calls, each a call must take a token from (docs/adr/0023-rate-limits.md); empty: no limits. */
   rateLimits: z.array(rateLimitSchema).max(200).default([]),
-  /** Who sees and may call which tools (docs/adr/0022-decision-pipeline.md); absent: no governance. */
-  governance: governanceSchema.optional(),
+  /** Who sees and may call which tools (docs/adr/0022-decision-pipeline.md); profile "off" (the default): no governance. */
+  governance: governanceSchema,
 });
 
 /** The file as written; parseConfig() turns its entries into a GatewayConfig (disabled servers dropped). */

@@ -118,6 +118,7 @@ export class Governance {
       verdict = answer.error !== undefined ? "error" : answer.decision;
     }
     const dry = settings.profile === "dry-run";
+    const profile = dry ? "dry-run" : "enforce";
     const outcome: DecisionOutcome =
       verdict === "allow" ? "allow" : verdict === "approve" ? (dry ? "would_require_approval" : "approval_required") : dry ? "would_deny" : verdict;
     const args = call.args ?? {};
@@ -125,7 +126,7 @@ export class Governance {
       id: this.deps.newId(),
       at: this.deps.clock.now(),
       outcome,
-      profile: settings.profile,
+      profile,
       decidedBy,
       ...(call.principal ? { principalHash: call.principal.hash } : {}),
       face: call.face,

@@ -123,7 +123,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   });
   parts.add("sessions", () => sessions.close());
   // Tool-call governance (docs/adr/0022): only when configured; its policy files are read in start().
-  const governance = settings.governance ? new Governance(settings.governance, { clock, newId, logger, store: openedStore }) : undefined;
+  const governance = settings.governance.profile !== "off" ? new Governance(settings.governance, { clock, newId, logger, store: openedStore }) : undefined;
   // Rate limits (docs/adr/0023): token buckets in the store, shared by replicas; only when configured.
   const rateLimits = settings.rateLimits.length > 0 ? new RateLimiter(settings.rateLimits, { clock, logger, store: openedStore }) : undefined;
   const metrics = observability.metrics;

@@ -51,7 +51,7 @@ export function createReloader(
       let settingsChanged = changedSettings(current, next.gateway);
       current = next.gateway;
       // Governance applies without a restart (turning it on or off still needs one).
-      const g = governance && next.gateway.governance ? await governance.reload(next.gateway.governance) : undefined;
+      const g = governance && next.gateway.governance.profile !== "off" ? await governance.reload(next.gateway.governance) : undefined;
       if (g) settingsChanged = settingsChanged.filter((k) => k !== "governance");
       return { ...report, settingsChanged, ...(g ? { governance: g } : {}) };
     });

@@ -63,6 +63,9 @@ import {
 import { MCP_POST_HEADERS, initializeBody, jsonRpcMessages, rawRequest, type RawResponse } from "../helpers/core-extra.js";
 import { LONG, type Peer, connectFace, getTask, pollTask, rpcError, startTask, taskResult, text } from "../helpers/tasks.js";
 
+/** A short task that must still be promoted first (timeout_ms 0): a 10 ms sleep could finish before the promotion on a starved machine (seen at load 18-25). */
+const SHORT_MS = 500;
+
 const PROTOCOL = "2025-06-18";
 /** A hung request fails its test instead of stalling the suite. */
 const LIMIT = { timeout: 120_000 };
@@ -258,7 +261,7 @@ describe("meta face: B cannot read, answer or cancel A's tasks and pending reque
     "A's tasks: B's get_task / get_task_result / cancel_task answer as for an id that never existed; list_tasks omits them; A's task runs on",
     LIMIT,
     async () => {
-      const done = await promote(a, "slow", "slow", { ms: 50 }, 0, {}, ledA);
+      const done = await promote(a, "slow", "slow", { ms: SHORT_MS }, 0, {}, ledA);
       await eventually("A's short task to end", async () => ((await taskStatus(A, done.taskId)) === "completed" ? true : undefined));
       const running = await promote(a, "slow", "slow", { ms: 3_000 }, 0, {}, ledA);
       const aIds = [done.taskId, running.taskId];
@@ -395,8 +398,8 @@ describe("meta face: B cannot read, answer or cancel A's tasks and pending reque
       args: { name: "isolation-a.txt.gz", data: "data:text/plain;base64,aXNvbGF0aW9u" },
     });
     assert.notEqual(gz.isError, true, allText(gz));
-    const short = await promote(a, "slow", "slow", { ms: 10 }, 0, {}, ledA);
-    assert.equal(payloadText(await A("get_task_result", { task_id: short.taskId, timeout_ms: 30_000 })), "slept 10ms");
+    const short = await promote(a, "slow", "slow", { ms: SHORT_MS }, 0, {}, ledA);
+    assert.equal(payloadText(await A("get_task_result", { task_id: short.taskId, timeout_ms: 30_000 })), `slept ${SHORT_MS}ms`);
     const simulated = (l: { logger?: string; data: unknown }) =>
       l.logger !== "stderr" && typeof l.data === "string" && /level message|level-message/.test(l.data);
     assert.notEqual((await A("execute_tool", { server: "everything", tool: "toggle-simulated-logging", args: {} })).isError, true);
@@ -424,7 +427,7 @@ describe("meta face: B cannot read, answer or cancel A's tasks and pending reque
     assert.equal(sessionB.events.waiterCount, 1, "B is still waiting");
 
     // B's own event wakes it, and it delivers only B's own events.
-    const mine = await promote(b, "slow", "slow", { ms: 10 }, 0, {}, ledB);
+    const mine = await promote(b, "slow", "slow", { ms: SHORT_MS }, 0, {}, ledB);
     const woke: Activity = await waiting;
     assert.ok(!woke.triggers.some((t) => t.type === "timeout"), `B woke on its timeout: ${JSON.stringify(woke.triggers)}`);
     const bEvents: WireEvent[] = activityEvents(woke);
@@ -433,7 +436,7 @@ describe("meta face: B cannot read, answer or cancel A's tasks and pending reque
       assert.equal(e.server, "slow", `B got an event of ${e.server}: ${JSON.stringify(e)}`);
       assert.equal(e.data.taskId, mine.taskId, `B got an event about another task: ${JSON.stringify(e)}`);
     }
-    assert.equal(payloadText(await B("get_task_result", { task_id: mine.taskId, timeout_ms: 30_000 })), "slept 10ms");
+    assert.equal(payloadText(await B("get_task_result", { task_id: mine.taskId, timeout_ms: 30_000 })), `slept ${SHORT_MS}ms`);
 
     // B's buffers hold nothing of A's.
     const bNotifications = field<Array<{ method: string; params?: unknown }>>(await B("get_notifications"), "notifications") ?? [];
@@ -703,7 +706,7 @@ describe("attach (POST /mcp?session=<id>) and the session id as the credential",
 
     // The lookup is gateway-wide, so a meta-face session can be attached too (current behaviour).
     const metaA = await pool.open();
-    const metaTask = await promote(metaA, "slow", "slow", { ms: 10 }, 0);
+    const metaTask = await promote(metaA, "slow", "slow", { ms: SHORT_MS }, 0);
     const metaId = (metaA.transport as StreamableHTTPClientTransport).sessionId;
     assert.ok(metaId);
     const attachedMeta = await attach(metaId);

@@ -31,7 +31,12 @@ const bob = makePrincipal({ issuer: "https://idp.example", subject: "bob", scope
 async function make(settings: unknown) {
   const clock = new ManualClock();
   const store = await openStore({ kind: "memory" }, { clock });
-  const g = new Governance(governanceSchema.parse(settings), { clock, newId: ulidGenerator(clock), logger: silentLogger, store: () => store });
+  const g = new Governance(governanceSchema.parse({ profile: "enforce", ...(settings as object) }), {
+    clock,
+    newId: ulidGenerator(clock),
+    logger: silentLogger,
+    store: () => store,
+  });
   await g.start();
   return { g, store };
 }
