@@ -9,7 +9,7 @@
  * Each test gets a fresh store from the factory and closes it afterwards. The
  * cases live per kind of state in the files next to this one: tasks; events
  * and SSE replay; sessions, pending requests, runtime-added servers and the
- * store's lifecycle; started console logins; rate-limit buckets.
+ * store's lifecycle; started console logins; governance decisions; rate-limit buckets.
  */
 import { describe } from "node:test";
 import type { Store } from "../../src/store/contracts.js";
