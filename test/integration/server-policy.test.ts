@@ -161,6 +161,7 @@ describe("bound beyond loopback (0.0.0.0)", () => {
     assert.match(stdio, /0\.0\.0\.0, beyond loopback, without a token/);
     assert.match(stdio, /run any command on its host/);
     assert.match(stdio, /gateway\.token/);
+    assert.match(stdio, /gateway\.auth\.oauth\.issuers/, "OAuth satisfies the check too: the message names it");
     assert.equal(fs.existsSync(marker), false, "the refused command must not have run");
 
     assert.match(forbidden(await call(client, "add_server", { name: "remote", url: http!.url })), /connect to any URL/);

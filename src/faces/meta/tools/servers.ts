@@ -220,7 +220,7 @@ function requireTokenBeyondLoopback(ctx: MetaContext, name: string, what: string
     ctx,
     name,
     "gateway.token",
-    `${what} is refused: the gateway listens on ${host}, beyond loopback, without a token, so anyone who can reach it could ${risk}. The operator can set gateway.token (or --token / EMCEEPEE_TOKEN), so that only clients with the token get in, or listen on 127.0.0.1.`,
+    `${what} is refused: the gateway listens on ${host}, beyond loopback, without a token, so anyone who can reach it could ${risk}. The operator can set gateway.token (or --token / EMCEEPEE_TOKEN), so that only clients with the token get in, or gateway.auth.oauth.issuers, so that only clients with an OAuth access token get in, or listen on 127.0.0.1.`,
   );
 }
 
