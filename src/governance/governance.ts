@@ -46,6 +46,8 @@ export class Governance {
   private current: InForce | undefined;
   /** Decisions by outcome since start (the metric). */
   readonly counts = new Map<DecisionOutcome, number>();
+  /** Told each decision's outcome (the composition root counts it in /metrics). */
+  onDecided?: (outcome: DecisionOutcome) => void;
 
   constructor(
     private readonly settings: GovernanceSettings,
@@ -177,6 +179,7 @@ export class Governance {
 
   private async record(record: DecisionRecord, settings: GovernanceSettings): Promise<void> {
     this.counts.set(record.outcome, (this.counts.get(record.outcome) ?? 0) + 1);
+    this.onDecided?.(record.outcome);
     const { id: decisionId, ...fields } = record;
     const level = record.outcome === "allow" ? "info" : "warn";
     this.deps.logger[level]({ decisionId, ...fields, arguments: undefined }, "governance_decision");

@@ -63,6 +63,7 @@ export class GatewayMetrics {
   private readonly evicted: Counter;
   private readonly principalRefusals: Counter;
   private readonly rateLimitedCalls: Counter;
+  private readonly governanceDecisions: Counter;
   private readonly toolNames = new Set<string>();
   private readonly principalRequests: Counter | undefined;
   private readonly principalLabels = new Set<string>();
@@ -142,6 +143,12 @@ export class GatewayMetrics {
       name: "emceepee_rate_limited_total",
       help: "Tool calls refused by a gateway.rateLimits bucket, by the refusing limit's scope (never who)",
       labelNames: ["scope"],
+      registers,
+    });
+    this.governanceDecisions = new Counter({
+      name: "emceepee_governance_decisions_total",
+      help: "Tool-call decisions of gateway.governance by outcome (allow, deny, approval_required, error, would_deny, would_require_approval)",
+      labelNames: ["outcome"],
       registers,
     });
     const sources = () => this.sources;
@@ -264,6 +271,11 @@ export class GatewayMetrics {
   /** A gateway.rateLimits bucket refused a tool call (`scope`: the limit's scope, e.g. "principal+tool"). */
   rateLimited(scope: string): void {
     this.rateLimitedCalls.inc({ scope });
+  }
+
+  /** gateway.governance decided a tool call (docs/adr/0022). */
+  governanceDecided(outcome: string): void {
+    this.governanceDecisions.inc({ outcome });
   }
 
   /** The Prometheus text exposition. */

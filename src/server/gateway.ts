@@ -128,6 +128,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   const rateLimits = settings.rateLimits.length > 0 ? new RateLimiter(settings.rateLimits, { clock, logger, store: openedStore }) : undefined;
   const metrics = observability.metrics;
   if (rateLimits && metrics) rateLimits.onLimited = (scope) => metrics.rateLimited(scope);
+  if (governance && metrics) governance.onDecided = (outcome) => metrics.governanceDecided(outcome);
   const context: GatewayContext = {
     registry,
     sessions,

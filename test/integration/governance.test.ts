@@ -88,6 +88,11 @@ test(
       assert.ok(!sum.isError && JSON.stringify(sum.content).includes("5"), JSON.stringify(sum.content));
       await refusedWith(all.callTool({ name: "everything__get-sum", arguments: { a: 1000, b: 3 } }), /EMCP_POLICY_DENIED|none permitted it/);
       for (const c of [meta, single, all]) await c.close();
+
+      // Decisions by outcome on /metrics.
+      const metrics = await (await fetch(new URL("/metrics", gw.url))).text();
+      assert.match(metrics, /emceepee_governance_decisions_total\{outcome="deny"\} 4\b/, "three no-secret-echo denials and one Cedar denial");
+      assert.match(metrics, /emceepee_governance_decisions_total\{outcome="allow"\} 3\b/);
     } finally {
       await gw.close();
     }
