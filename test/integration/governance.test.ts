@@ -13,9 +13,10 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { parseConfig } from "../../src/config/load.js";
 import { openStore } from "../../src/store/open.js";
 import { block, call, connectClient } from "../helpers/gateway.js";
-import { startInProcessGateway } from "../helpers/in-process.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 
 const HIDDEN = "get-env";
 
@@ -132,3 +133,34 @@ test(
     }
   },
 );
+
+test("reload: a bad Cedar policy keeps the one in force (and says so); a good one applies without a restart", { timeout: 120_000 }, async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "gov-reload-"));
+  const good = path.join(dir, "good.cedar");
+  const bad = path.join(dir, "bad.cedar");
+  const open = path.join(dir, "open.cedar");
+  writeFileSync(good, `permit(principal, action, resource);\n@id("no-echo")\nforbid(principal, action, resource) when { resource.name == "echo" };\n`);
+  writeFileSync(bad, `permit(principal, action, resource);\n\nforbid(principal action, resource);\n`);
+  writeFileSync(open, `permit(principal, action, resource);\n`);
+  const gov = (policyFile: string) => ({ profile: "enforce", defaultAction: "policy", cedar: { policyFile } });
+  const config = (policyFile: string) =>
+    parseConfig({ mcpServers: { everything: inProcess("everything") }, gateway: { port: 0, logLevel: "silent", governance: gov(policyFile) } });
+  const gw = await startInProcessGateway({ gateway: { governance: gov(good) } });
+  try {
+    const single = await connectClient(gw.url.replace(/\/mcp$/, "/servers/everything/mcp"));
+    await refusedWith(single.callTool({ name: "echo", arguments: { message: "x" } }), /no-echo/);
+    const refused = await gw.gateway.reload(config(bad));
+    assert.equal(refused.governance?.applied, false);
+    assert.match(refused.governance && !refused.governance.applied ? refused.governance.reason : "", /bad\.cedar.*line 3.*is kept/s);
+    await refusedWith(single.callTool({ name: "echo", arguments: { message: "x" } }), /no-echo/);
+    const applied = await gw.gateway.reload(config(open));
+    assert.equal(applied.governance?.applied, true);
+    assert.ok(!applied.settingsChanged.includes("governance"), "no restart needed");
+    const ok = await single.callTool({ name: "echo", arguments: { message: "now allowed" } });
+    assert.ok(!ok.isError, JSON.stringify(ok.content));
+    await single.close();
+  } finally {
+    await gw.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
