@@ -67,7 +67,7 @@ const files = (dir) =>
 /**
  * Longest first, so that no long file starts near the end while the others are done:
  * the per-file times of the last measured run (bench/test-times.tsv, written by
- * EMCEEPEE_TEST_TIMES); a file not in it counts as 20 s.
+ * EMCEEPEE_TEST_TIMES; the shared pass is one row, split evenly); a file not in it counts as 20 s.
  */
 function longestFirst(list) {
   const ms = new Map();
@@ -79,8 +79,10 @@ function longestFirst(list) {
   } catch {
     /* no times recorded: alphabetical */
   }
+  const shared = list.filter((f) => f.startsWith("test/shared/"));
+  const guess = (file) => ms.get(file) ?? (file.startsWith("test/shared/") && ms.has("test/shared/*") ? ms.get("test/shared/*") / shared.length : 20_000);
   return list
-    .map((file, i) => ({ file, i, ms: ms.get(file) ?? 20_000 }))
+    .map((file, i) => ({ file, i, ms: guess(file) }))
     .sort((a, b) => b.ms - a.ms || a.i - b.i)
     .map((e) => e.file);
 }
