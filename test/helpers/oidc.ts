@@ -22,6 +22,8 @@ export interface OidcOptions {
   accessTokenTTL?: number;
   /** Claims of each account besides `sub` (e.g. roles), put in its ID token when the `roles` scope is asked for. */
   accountClaims?: (id: string) => Record<string, unknown>;
+  /** Loopback port to listen on (examples/oauth/provider.ts uses a fixed one). @default 0, any free port */
+  port?: number;
 }
 
 export interface TestOidcProvider {
@@ -33,7 +35,10 @@ export interface TestOidcProvider {
 export async function startOidcProvider(o: OidcOptions = {}): Promise<TestOidcProvider> {
   let handler: http.RequestListener = (_req, res) => res.writeHead(503).end();
   const server = http.createServer((req, res) => handler(req, res));
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject); // e.g. a fixed port already in use
+    server.listen(o.port ?? 0, "127.0.0.1", resolve);
+  });
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const { privateKey } = await generateKeyPair("ES256", { extractable: true });
   const scopes = o.scopes ?? [];
