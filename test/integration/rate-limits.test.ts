@@ -4,16 +4,20 @@
  * throttles alice on every face (meta execute_tool: EMCP_RATE_LIMITED with
  * retry_after_ms; transparent tools/call and a task-augmented call: a JSON-RPC
  * error with data.retryAfterSeconds and the limit's scope, no task made) while
- * bob goes on; /metrics counts the refusals by scope. Then two gateways on
- * one real redis-server share one global bucket: calls spread over both are
- * refused beyond its capacity.
+ * bob goes on; /metrics counts the refusals by scope. Then two replicas
+ * (`emceepee serve` children, cluster on) on one real redis-server share one
+ * per-server bucket: calls spread over both are refused beyond its capacity.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { startGateway, type TestGateway } from "../helpers/gateway.js";
+import { ROOT, everythingStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { freePort, logLines, startCliServe, stopChild, type RunningCli } from "../helpers/core-extra.js";
 import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
 import { startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
@@ -116,50 +120,68 @@ describe("rate limits per principal and tool (OAuth users, real provider)", { ti
 });
 
 const skip = redisSkipReason();
-describe("rate limits shared by two gateways on one Redis", { timeout: 300_000, skip }, () => {
+describe("rate limits shared by two replicas on one Redis (emceepee serve, cluster on)", { timeout: 300_000, skip }, () => {
   let redis: RedisServer;
-  const gateways: TestGateway[] = [];
+  let tmp: string;
+  const replicas: RunningCli[] = [];
   const clients: Client[] = [];
 
   before(async () => {
+    tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-rate-limits-"));
     redis = await startRedis();
-    for (let i = 0; i < 2; i++) {
-      gateways.push(
-        await startGateway(
-          {
-            mcpServers: { everything: inProcess("everything") },
-            gateway: {
-              token: STATIC_TOKEN,
-              store: { kind: "redis", url: redis.url, keyPrefix: "rl-test:" },
-              rateLimits: [{ scope: "server", server: "everything", capacity: 3, refillPerMinute: NEVER }],
-            },
+    const started = [1, 2].map(async (i) => {
+      const port = await freePort();
+      const config = path.join(tmp, `r${i}.json`);
+      await writeFile(
+        config,
+        JSON.stringify({
+          mcpServers: { everything: everythingStdio() },
+          gateway: {
+            store: { kind: "redis", url: redis.url, keyPrefix: "rl-test:" },
+            cluster: { enabled: true, replicaId: `r${i}`, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}" },
+            rateLimits: [{ name: "everything-total", scope: "server", server: "everything", capacity: 3, refillPerMinute: NEVER }],
           },
-          { transportFactory: inProcessTransportFactory() },
-        ),
+        }),
       );
-    }
-    for (const gw of gateways) {
+      return startCliServe(ROOT, ["--config", config, "--port", String(port), "--no-upstream-check", "--log-level", "info"], 60_000, {
+        EMCEEPEE_CLUSTER_SECRET: "rate-limit-test-secret-0123456789",
+      });
+    });
+    replicas.push(...(await Promise.all(started)));
+    for (const r of replicas) {
       const client = new Client({ name: "rl-replica", version: "1" });
-      await client.connect(new StreamableHTTPClientTransport(new URL(gw.url), { requestInit: { headers: { authorization: `Bearer ${STATIC_TOKEN}` } } }));
+      await client.connect(new StreamableHTTPClientTransport(new URL(r.url)));
       clients.push(client);
     }
   });
 
   after(async () => {
-    for (const c of clients) await c.close().catch(() => undefined);
-    for (const gw of gateways) await gw.close().catch(() => undefined);
+    await Promise.allSettled(clients.map((c) => c.close()));
+    await Promise.allSettled(replicas.map((r) => stopChild(r.child)));
     await redis?.stop();
+    if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
-  test("calls alternating over both gateways are refused beyond the one shared capacity", async () => {
+  test("calls alternating over both replicas are refused beyond the one shared capacity; each refusal logged by the replica that refused it", async () => {
     const outcomes: string[] = [];
     for (let i = 0; i < 6; i++) {
       const r = await execute(clients[i % 2]!, `m${i}`);
       outcomes.push(r.isError === true ? (textOf(r).split(":")[0] ?? "") : "ok");
     }
     assert.deepEqual(outcomes, ["ok", "ok", "ok", "EMCP_RATE_LIMITED", "EMCP_RATE_LIMITED", "EMCP_RATE_LIMITED"]);
-    // The bucket is in Redis, under the gateways' prefix.
+    // The bucket is one key in Redis, under the replicas' prefix.
     const keys = await redis.client().keys("rl-test:rl:*");
     assert.equal(keys.length, 1, keys.join(", "));
+    // Refusals 4 and 6 on the second replica, 5 on the first.
+    assert.deepEqual(
+      replicas.map((r) => logLines(r.stderr(), "rate_limited").map((l) => [l.limit, l.scope])),
+      [
+        [["everything-total", "server"]],
+        [
+          ["everything-total", "server"],
+          ["everything-total", "server"],
+        ],
+      ],
+    );
   });
 });
