@@ -140,26 +140,41 @@ async function tokenOnly(url: string, user: string): Promise<string> {
   return oauth.saved!.access_token;
 }
 
-/** What alice leaves lying around: a session on each face, a meta task waiting on an elicitation, transparent tasks. */
+/** What alice leaves lying around: a session on each face, meta tasks waiting on an elicitation and on a sampling request, transparent tasks. */
 interface AliceWork {
   sessions: Record<Face, string>;
   metaTask: string;
   requestId: string;
+  samplingTask: string;
+  samplingRequestId: string;
   transparentTasks: string[];
+}
+
+/** Promotes a meta-face call of `tool` on `up` to a task (it waits on alice's answer) and returns the task id. */
+async function promotedTask(meta: string, token: string, sid: string, upTool: string, args: Record<string, unknown>): Promise<string> {
+  const promoted = await tool(meta, token, sid, "execute_tool", { server: "up", tool: upTool, args, timeout_ms: 1_000 });
+  const taskId = /"task_id":\s*"([0-9A-Z]{26})"/.exec(JSON.stringify(promoted))?.[1];
+  assert.ok(taskId, `no task id in ${JSON.stringify(promoted)}`);
+  return taskId;
+}
+
+/** The request ids of the sampling requests pending for a meta-face session. */
+async function samplingRequests(meta: string, token: string, sid: string): Promise<string[]> {
+  const r = await tool(meta, token, sid, "get_sampling_requests");
+  return ((r.result?.structuredContent?.sampling_requests as Array<{ requestId: string }> | undefined) ?? []).map((x) => x.requestId);
 }
 
 async function aliceWorks(base: string, tokens: Record<Face, string>): Promise<AliceWork> {
   const sessions = {} as Record<Face, string>;
   for (const face of FACES) sessions[face] = await initialize(`${base}${face}`, tokens[face]);
   const meta = `${base}/mcp`;
-  const promoted = await tool(meta, tokens["/mcp"], sessions["/mcp"], "execute_tool", {
-    server: "up",
-    tool: "trigger-elicitation-request",
-    args: {},
-    timeout_ms: 1_000,
-  });
-  const metaTask = /"task_id":\s*"([0-9A-Z]{26})"/.exec(JSON.stringify(promoted))?.[1];
-  assert.ok(metaTask, `no task id in ${JSON.stringify(promoted)}`);
+  const metaTask = await promotedTask(meta, tokens["/mcp"], sessions["/mcp"], "trigger-elicitation-request", {});
+  const samplingTask = await promotedTask(meta, tokens["/mcp"], sessions["/mcp"], "trigger-sampling-request", { prompt: "alice's prompt" });
+  const samplingRequestId = await pollFor(
+    async () => (await samplingRequests(meta, tokens["/mcp"], sessions["/mcp"]))[0],
+    "alice's pending sampling request",
+    60_000,
+  );
   const requestId = await pollFor(
     async () => {
       const r = await tool(meta, tokens["/mcp"], sessions["/mcp"], "get_elicitations");
@@ -178,7 +193,7 @@ async function aliceWorks(base: string, tokens: Record<Face, string>): Promise<A
     assert.ok(taskId, `no task in ${r.text}`);
     transparentTasks.push(taskId);
   }
-  return { sessions, metaTask, requestId, transparentTasks };
+  return { sessions, metaTask, requestId, samplingTask, samplingRequestId, transparentTasks };
 }
 
 /**
@@ -188,7 +203,7 @@ async function aliceWorks(base: string, tokens: Record<Face, string>): Promise<A
 async function bobProbes(base: string, bob: Record<Face, string>, alice: AliceWork): Promise<void> {
   const bobSessions = {} as Record<Face, string>;
   for (const face of FACES) bobSessions[face] = await initialize(`${base}${face}`, bob[face]);
-  const aliceIds = [...Object.values(alice.sessions), alice.metaTask, alice.requestId, ...alice.transparentTasks];
+  const aliceIds = [...Object.values(alice.sessions), alice.metaTask, alice.requestId, alice.samplingTask, alice.samplingRequestId, ...alice.transparentTasks];
   const same = (what: string, foreign: unknown, unknown: unknown, ids: string[]) =>
     assert.equal(masked(foreign, ids), masked(unknown, ids), `${what}: another principal's id is answered like an unknown one`);
 
@@ -248,11 +263,16 @@ async function bobProbes(base: string, bob: Record<Face, string>, alice: AliceWo
       alice.requestId,
       UNKNOWN_ID,
     ]);
+  }
+  // Her sampling request, answered and rejected: the answer for an unknown id (alice's test checks it is still pending for her).
+  for (const answer of [{ text: "bob's completion" }, { error: "bob says no" }]) {
+    const foreign = await mine("respond_to_sampling", { request_id: alice.samplingRequestId, ...answer });
+    assert.equal(foreign.result?.isError, true, `respond_to_sampling of alice's request answered ${JSON.stringify(foreign)}`);
     same(
-      `respond_to_sampling of alice's request`,
-      await mine("respond_to_sampling", { request_id: alice.requestId, action: "decline" }),
-      await mine("respond_to_sampling", { request_id: UNKNOWN_ID, action: "decline" }),
-      [alice.requestId, UNKNOWN_ID],
+      `respond_to_sampling (${Object.keys(answer)[0]}) of alice's request`,
+      foreign,
+      await mine("respond_to_sampling", { request_id: UNKNOWN_ID, ...answer }),
+      [alice.samplingRequestId, UNKNOWN_ID],
     );
   }
   // What he can list or wait for names none of hers.
@@ -380,6 +400,18 @@ describe("principals are isolated: one gateway, across a restart (SQLite)", SLOW
     const alice = await aliceWorks(base, aliceTokens);
     await bobProbes(base, bobTokens, alice);
     await aliceStillWorks(base, aliceTokens, alice);
+    // Bob's answers to her sampling request reached nothing: it is still pending for her, and her own answer ends her task with it.
+    const meta = `${base}/mcp`;
+    assert.deepEqual(await samplingRequests(meta, aliceTokens["/mcp"], alice.sessions["/mcp"]), [alice.samplingRequestId]);
+    const answered = await tool(meta, aliceTokens["/mcp"], alice.sessions["/mcp"], "respond_to_sampling", {
+      request_id: alice.samplingRequestId,
+      text: "alice's completion",
+    });
+    assert.notEqual(answered.result?.isError, true, JSON.stringify(answered));
+    const sampled = await tool(meta, aliceTokens["/mcp"], alice.sessions["/mcp"], "get_task_result", { task_id: alice.samplingTask, timeout_ms: 60_000 });
+    assert.notEqual(sampled.result?.isError, true, JSON.stringify(sampled));
+    assert.match(JSON.stringify(sampled), /alice's completion/);
+    assert.doesNotMatch(JSON.stringify(sampled), /bob's completion|bob says no/);
 
     await stop();
     await start(true);
