@@ -135,11 +135,11 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     return oidc.user(req);
   }
 
-  /** The read model as `user` may see it: an admin all sessions, anyone else their principal's only. */
+  /** The read model as `user` may see it: an admin all sessions and servers, anyone else their principal's sessions and runtime servers only. */
   function sourcesFor(user: ConsoleUser): ConsoleSources {
     if (user.role === "admin") return src;
     const p = user.principal;
-    return { ...src, sees: (s) => p !== undefined && s.principal !== undefined && samePrincipal(s.principal, p) };
+    return { ...src, sees: (s) => p !== undefined && s.principal !== undefined && samePrincipal(s.principal, p), viewer: { principal: p } };
   }
 
   /** Whom other replicas answer for: an admin (or the operator) all sessions, a person their principal's; undefined: no one's (nothing to ask). */
@@ -307,7 +307,8 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     const user = whoIs(req)!;
     const filter = { session: q.get("session") ?? undefined, server: q.get("server") ?? undefined, status: q.get("status") ?? undefined };
     const [tasks, items] = await Promise.all([allTasks(user, filter), allInbox(user)]);
-    return show(res, 200, { title: "Tasks", section: "tasks" }, taskListBody(tasks, filter, context.registry.names(), context.clock.now()), items);
+    const servers = context.registry.names(sourcesFor(user).viewer);
+    return show(res, 200, { title: "Tasks", section: "tasks" }, taskListBody(tasks, filter, servers, context.clock.now()), items);
   }
 
   async function inboxPage({ req, res, query }: ConsoleRequest): Promise<void> {

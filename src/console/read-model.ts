@@ -8,7 +8,7 @@
  */
 import { sharingOf } from "../config/schema.js";
 import { shownStatus } from "../mcp/task-object.js";
-import { describeTarget } from "../upstream/registry.js";
+import { describeTarget, type ServerViewer } from "../upstream/registry.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 import { sessionHash } from "../logging.js";
 import type { PendingInfo } from "../session/pending-requests.js";
@@ -23,6 +23,11 @@ export interface ConsoleSources {
   reconnects: ReadonlyMap<string, ReconnectNote>;
   /** Which sessions the person asking may see (a console login sees its principal's only); absent: all. */
   sees?: ((s: Session) => boolean) | undefined;
+  /**
+   * Whose servers the asker may see (a console login that is no admin: config-file servers and
+   * their principal's runtime ones, visibleTo in registry.ts); absent: all, and the child process count.
+   */
+  viewer?: ServerViewer | undefined;
 }
 
 /** The live sessions the asker may see. */
@@ -57,7 +62,8 @@ export interface Overview {
   now: number;
   servers: ServerRow[];
   sessions: SessionRow[];
-  childProcesses: number;
+  /** Every stdio upstream process of the gateway: shown to admins only (absent for anyone else). */
+  childProcesses?: number | undefined;
   /** Replicas whose part is shown (with gateway.cluster on; this one first). */
   replicas?: string[];
   /** Live replicas that did not answer in time: their sessions are missing from the page. */
@@ -86,7 +92,7 @@ export interface InboxItem {
 export async function overview(src: ConsoleSources): Promise<Overview> {
   const { context } = src;
   const sessions = visible(src);
-  const servers = context.registry.list().map((entry): ServerRow => {
+  const servers = context.registry.list(src.viewer).map((entry): ServerRow => {
     const { transport } = describeTarget(entry.config);
     const statuses: Record<string, number> = {};
     let lastError: string | undefined;
@@ -106,7 +112,7 @@ export async function overview(src: ConsoleSources): Promise<Overview> {
     };
   });
   const rows = await Promise.all(sessions.map((s) => sessionRow(context, s)));
-  return { now: context.clock.now(), servers, sessions: rows, childProcesses: src.childProcesses() };
+  return { now: context.clock.now(), servers, sessions: rows, ...(src.viewer ? {} : { childProcesses: src.childProcesses() }) };
 }
 
 async function sessionRow(context: GatewayContext, s: Session): Promise<SessionRow> {
@@ -179,14 +185,15 @@ export function sortInbox(items: InboxItem[]): InboxItem[] {
 /**
  * One overview of several replicas: their sessions side by side (each named
  * with its replica), each server's session statuses added up, child
- * processes summed, the newest reconnection note and any last error kept.
+ * processes summed (admins only), the newest reconnection note and any last error kept.
  */
 export function mergeOverviews(local: Overview, self: string, remote: Array<{ replica: string; value: Overview }>, unreachable: string[]): Overview {
   const servers = new Map<string, ServerRow>();
   const sessions: SessionRow[] = [];
-  let childProcesses = 0;
+  // Summed over replicas only when each one told it (an admin's view).
+  let childProcesses: number | undefined = 0;
   for (const { replica, value } of [{ replica: self, value: local }, ...remote]) {
-    childProcesses += value.childProcesses;
+    childProcesses = childProcesses === undefined || value.childProcesses === undefined ? undefined : childProcesses + value.childProcesses;
     for (const row of value.sessions) sessions.push({ ...row, replica });
     for (const row of value.servers) {
       const have = servers.get(row.name);
@@ -202,7 +209,14 @@ export function mergeOverviews(local: Overview, self: string, remote: Array<{ re
     }
   }
   sessions.sort((a, b) => a.createdAt - b.createdAt || (a.ref < b.ref ? -1 : 1));
-  return { now: local.now, servers: [...servers.values()], sessions, childProcesses, replicas: [self, ...remote.map((r) => r.replica)], unreachable };
+  return {
+    now: local.now,
+    servers: [...servers.values()],
+    sessions,
+    ...(childProcesses === undefined ? {} : { childProcesses }),
+    replicas: [self, ...remote.map((r) => r.replica)],
+    unreachable,
+  };
 }
 
 /** The live session whose hash is `ref`. */

@@ -16,7 +16,8 @@ import type { BrowserContext, Page } from "playwright-core";
 import { principalHash } from "../../src/auth/principal.js";
 import { createLogger, sessionHash } from "../../src/logging.js";
 import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
-import { startGateway, type TestGateway } from "../helpers/gateway.js";
+import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { startEverythingHttp } from "../helpers/core-extra.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
 import { loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
 import { promote } from "../helpers/async-extra.js";
@@ -235,6 +236,40 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
     } finally {
       await tls.close();
     }
+  });
+
+  /** A console session of `user` (through the provider's login headlessly): its Cookie header. */
+  async function consoleCookie(user: string): Promise<string> {
+    const started = await startLogin(base);
+    const code = await loginHeadless(started.authorize, user, `${base}/console/callback`);
+    const res = await fetch(callbackLink(base, code, started.state, idp.issuer), { redirect: "manual", headers: { cookie: started.cookie } });
+    assert.equal(res.status, 200, await res.clone().text());
+    return sessionCookieOf(res)!.split(";")[0]!;
+  }
+
+  test("a runtime server is shown to its adding principal and admins only: overview and tasks filter; the child process count to admins only", async (t) => {
+    const remote = await startEverythingHttp();
+    t.after(() => remote.close());
+    const added = await call(clients[1]!, "add_server", { name: "bobs-runtime-up", url: remote.url });
+    assert.notEqual(added.isError, true, JSON.stringify(added));
+    t.after(() => call(clients[1]!, "remove_server", { name: "bobs-runtime-up" }).catch(() => undefined));
+    const read = async (cookie: string, path: string): Promise<string> => {
+      const res = await fetch(`${base}${path}`, { headers: { cookie } });
+      assert.equal(res.status, 200, path);
+      return res.text();
+    };
+    const alice = await consoleCookie("alice");
+    const bob = await consoleCookie("bob");
+    const root = await consoleCookie("root");
+    for (const path of ["/console", "/console/tasks"]) {
+      const seen = await read(alice, path);
+      assert.match(seen, /everything/, `${path}: config-file servers are everyone's`);
+      assert.doesNotMatch(seen, /bobs-runtime-up/, `${path}: alice must not see bob's runtime server`);
+      assert.match(await read(bob, path), /bobs-runtime-up/, `${path}: bob sees his own`);
+      assert.match(await read(root, path), /bobs-runtime-up/, `${path}: an admin sees every server`);
+    }
+    assert.doesNotMatch(await read(alice, "/console"), /child process/, "the gateway-wide process count is not a person's to see");
+    assert.match(await read(root, "/console"), /\d+ stdio child process/);
   });
 
   describe("in Chromium", { skip: browserUnavailable() }, () => {

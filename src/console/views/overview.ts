@@ -8,7 +8,7 @@ export function overviewBody(o: Overview): Html {
   const servers = o.servers.length
     ? html`<table>
         <caption>
-          Upstream servers (${o.childProcesses} stdio child process${o.childProcesses === 1 ? "" : "es"} running)
+          Upstream servers${o.childProcesses === undefined ? "" : ` (${o.childProcesses} stdio child process${o.childProcesses === 1 ? "" : "es"} running)`}
         </caption>
         <thead>
           <tr>
