@@ -169,6 +169,27 @@ export function buildProgram(options: RunOptions = {}): Command {
     });
 
   program
+    .command("audit")
+    .description("governance decision records (docs/adr/0022)")
+    .command("export")
+    .description("write the decision records of the state store as JSON lines on stdout, oldest first")
+    .addOption(configOption())
+    .addOption(storeOption("serve"))
+    .option("--since <time>", "only records at or after this ISO date-time or epoch ms")
+    .option("--limit <n>", "at most this many records", (v) => {
+      const n = Number(v);
+      if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError("a positive integer");
+      return n;
+    })
+    .action(async (opts: { config?: string; store?: GatewaySettings["store"]; since?: string; limit?: number }) => {
+      const { loadConfig } = await import("../config/load.js");
+      const { exportDecisions, parseSince } = await import("./audit.js");
+      const config = await loadConfig({ file: opts.config, overrides: { logLevel: "error", store: opts.store }, defaults: { store: { kind: "sqlite" } } });
+      const query = { ...(opts.since !== undefined ? { since: parseSince(opts.since) } : {}), ...(opts.limit !== undefined ? { limit: opts.limit } : {}) };
+      await exportDecisions(config.gateway.store, query, (line) => process.stdout.write(line));
+    });
+
+  program
     .command("schema")
     .description('print a JSON Schema of the config file (for editors: "$schema": "<the file you saved it to>")')
     .action(async () => {

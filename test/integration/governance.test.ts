@@ -8,6 +8,8 @@
  * restart on the same file.
  */
 import { test } from "node:test";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,7 +17,7 @@ import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { parseConfig } from "../../src/config/load.js";
 import { openStore } from "../../src/store/open.js";
-import { block, call, connectClient } from "../helpers/gateway.js";
+import { block, call, connectClient, ROOT } from "../helpers/gateway.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 
 const HIDDEN = "get-env";
@@ -161,6 +163,57 @@ test("reload: a bad Cedar policy keeps the one in force (and says so); a good on
     await single.close();
   } finally {
     await gw.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("emceepee audit export writes the decision records of a SQLite store as JSON lines, from --since", { timeout: 120_000 }, async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "gov-export-"));
+  const dbPath = path.join(dir, "state.db");
+  try {
+    const store = await openStore({ kind: "sqlite", path: dbPath });
+    const base = {
+      outcome: "deny",
+      profile: "enforce",
+      decidedBy: "rule",
+      face: "meta",
+      server: "fs",
+      tool: "rm",
+      argumentsDigest: "0".repeat(64),
+      policyVersion: "0123456789abcdef",
+    } as const;
+    for (const [id, at] of [
+      ["01", 1000],
+      ["02", 2000],
+      ["03", 3000],
+    ] as const)
+      await store.decisions.append({ id, at, ...base }, { maxAgeMs: 1e12, maxRecords: 100 });
+    await store.close();
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--import", "tsx", path.join(ROOT, "src/cli/main.ts"), "audit", "export", "--store", `sqlite:${dbPath}`, "--since", "2000"],
+      { cwd: ROOT, timeout: 90_000 },
+    );
+    const lines = stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { id: string; outcome: string });
+    assert.deepEqual(
+      lines.map((l) => [l.id, l.outcome]),
+      [
+        ["02", "deny"],
+        ["03", "deny"],
+      ],
+    );
+    await assert.rejects(
+      promisify(execFile)(
+        process.execPath,
+        ["--import", "tsx", path.join(ROOT, "src/cli/main.ts"), "audit", "export", "--store", `sqlite:${dbPath}`, "--since", "yesterday"],
+        { cwd: ROOT, timeout: 90_000 },
+      ),
+      /--since "yesterday" is neither/,
+    );
+  } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });
