@@ -1,11 +1,14 @@
 /**
- * The signing keys of each accepted issuer: its metadata is discovered once
+ * The signing keys of each accepted issuer: its metadata is discovered
  * (OpenID Connect Discovery, then RFC 8414), its `issuer` must echo the
  * configured one, and its `jwks_uri` becomes jose's remote key set (cached;
- * an unknown `kid` refetches it, at most once per cooldown). A failed
- * discovery is retried after a short pause, not on every request.
+ * an unknown `kid` refetches it, at most once per cooldown). The metadata is
+ * read again when the key set is that old (`maxAgeMs`) or on an unknown `kid`
+ * after the cooldown, so a moved `jwks_uri` needs no restart; a failed reread
+ * keeps the last good one. A failed first discovery is retried after a short
+ * pause, not on every request.
  */
-import { createRemoteJWKSet, customFetch, type JWTVerifyGetKey } from "jose";
+import { createRemoteJWKSet, customFetch, errors, type JWTVerifyGetKey } from "jose";
 import type { Clock } from "../clock.js";
 
 export interface IssuerKeysOptions {
@@ -23,6 +26,16 @@ export interface IssuerKeysOptions {
 
 export class IssuerUnavailable {
   constructor(readonly reason: string) {}
+}
+
+/** An issuer's key set as last discovered. */
+interface Discovered {
+  jwksUri: string;
+  set: JWTVerifyGetKey;
+  /** Clock ms of the last metadata read (good or failed). */
+  readAt: number;
+  /** The reread under way, shared by concurrent requests. */
+  rereading?: Promise<void> | undefined;
 }
 
 export class IssuerKeys {
@@ -47,6 +60,54 @@ export class IssuerKeys {
   }
 
   private async discover(issuer: string): Promise<JWTVerifyGetKey | IssuerUnavailable> {
+    const found = await this.readMetadata(issuer);
+    if (typeof found !== "string") {
+      const reason = `the authorization server ${issuer} could not be discovered (${found.problems.join("; ")})`;
+      this.failed.set(issuer, { until: this.o.clock.now() + (this.o.retryAfterMs ?? 5_000), reason });
+      return new IssuerUnavailable(reason);
+    }
+    const d: Discovered = { jwksUri: found, set: this.remoteSet(found), readAt: this.o.clock.now() };
+    const set: JWTVerifyGetKey = async (header, token) => {
+      if (this.o.clock.now() - d.readAt >= (this.o.maxAgeMs ?? 600_000)) await this.reread(issuer, d);
+      try {
+        return await d.set(header, token);
+      } catch (err) {
+        if (!(err instanceof errors.JWKSNoMatchingKey) || this.o.clock.now() - d.readAt < (this.o.cooldownMs ?? 30_000)) throw err;
+        const before = d.jwksUri;
+        await this.reread(issuer, d);
+        if (d.jwksUri === before) throw err;
+        return await d.set(header, token);
+      }
+    };
+    this.sets.set(issuer, set);
+    this.failed.delete(issuer);
+    return set;
+  }
+
+  /** Reads the metadata again; a new `jwks_uri` gets a new key set, a failure keeps the old one. */
+  private reread(issuer: string, d: Discovered): Promise<void> {
+    d.rereading ??= (async () => {
+      const found = await this.readMetadata(issuer);
+      d.readAt = this.o.clock.now();
+      if (typeof found === "string" && found !== d.jwksUri) {
+        d.jwksUri = found;
+        d.set = this.remoteSet(found);
+      }
+    })().finally(() => (d.rereading = undefined));
+    return d.rereading;
+  }
+
+  private remoteSet(jwksUri: string): JWTVerifyGetKey {
+    return createRemoteJWKSet(new URL(jwksUri), {
+      timeoutDuration: this.o.timeoutMs ?? 10_000,
+      cooldownDuration: this.o.cooldownMs ?? 30_000,
+      cacheMaxAge: this.o.maxAgeMs ?? 600_000,
+      ...(this.o.fetch ? { [customFetch]: this.o.fetch } : {}),
+    });
+  }
+
+  /** The issuer's `jwks_uri` from its metadata (the first URL that gives a good one), or what went wrong with each. */
+  private async readMetadata(issuer: string): Promise<string | { problems: string[] }> {
     const problems: string[] = [];
     for (const url of metadataUrls(issuer)) {
       try {
@@ -60,26 +121,16 @@ export class IssuerKeys {
           problems.push(`${url}: its issuer is ${JSON.stringify(meta.issuer)}, not ${issuer}`);
           continue;
         }
-        if (typeof meta.jwks_uri !== "string") {
-          problems.push(`${url}: no jwks_uri`);
+        if (typeof meta.jwks_uri !== "string" || !URL.canParse(meta.jwks_uri)) {
+          problems.push(`${url}: no jwks_uri (a URL)`);
           continue;
         }
-        const set = createRemoteJWKSet(new URL(meta.jwks_uri), {
-          timeoutDuration: this.o.timeoutMs ?? 10_000,
-          cooldownDuration: this.o.cooldownMs ?? 30_000,
-          cacheMaxAge: this.o.maxAgeMs ?? 600_000,
-          ...(this.o.fetch ? { [customFetch]: this.o.fetch } : {}),
-        });
-        this.sets.set(issuer, set);
-        this.failed.delete(issuer);
-        return set;
+        return meta.jwks_uri;
       } catch (err) {
         problems.push(`${url}: ${err instanceof Error ? err.message : String(err)}`);
       }
     }
-    const reason = `the authorization server ${issuer} could not be discovered (${problems.join("; ")})`;
-    this.failed.set(issuer, { until: this.o.clock.now() + (this.o.retryAfterMs ?? 5_000), reason });
-    return new IssuerUnavailable(reason);
+    return { problems };
   }
 }
 
