@@ -100,6 +100,8 @@ const consoleOidcSchema = z
     loginTtlMs: positiveMs.default(600_000),
     /** Started, unfinished logins kept at most (the oldest go first). */
     maxPendingLogins: z.number().int().positive().default(1_000),
+    /** Logins one client address may start per console.loginWindowMs; then 429 with Retry-After (so no one address can push out others' started logins). */
+    maxLoginStartsPerAddress: z.number().int().positive().default(20),
   })
   .refine((o) => o.clientId !== undefined || (o.clientSecret === undefined && o.issuer === undefined && o.redirectUrl === undefined), {
     message:

@@ -117,6 +117,12 @@ export function createConsole(options: ConsoleOptions): WebConsole {
   });
 
   const oidcSettings = context.settings.console.oidc;
+  // OpenID Connect logins started per client address: each one is kept in the store (up to maxPendingLogins, for everyone).
+  const loginStarts = new LoginLimiter({
+    clock: context.clock,
+    maxFailures: oidcSettings.maxLoginStartsPerAddress,
+    windowMs: context.settings.console.loginWindowMs,
+  });
   const oidc =
     oidcSettings.clientId !== undefined
       ? new ConsoleOidc(oidcSettings, context.settings.auth.oauth.issuers[0], context.clock, () => context.store.logins)
@@ -328,6 +334,22 @@ export function createConsole(options: ConsoleOptions): WebConsole {
       );
     }
     if (oidc && (token === undefined || query.get("oidc") === "1")) {
+      const address = req.socket.remoteAddress ?? "unknown";
+      const blockedMs = loginStarts.blockedFor(address);
+      if (blockedMs !== undefined) {
+        const seconds = Math.max(1, Math.ceil(blockedMs / 1000));
+        return show(
+          res,
+          429,
+          { title: "Log in", section: "login", bare: true },
+          html`<p class="error" role="alert">
+            Too many logins started from this address (gateway.console.oidc.maxLoginStartsPerAddress per console.loginWindowMs); try again in ${seconds} s.
+          </p>`,
+          undefined,
+          { "Retry-After": String(seconds) },
+        );
+      }
+      loginStarts.failed(address); // counts this start
       const started = await oidc.start(callbackUrl(req), next);
       return redirect(res, started.url.href, { "Set-Cookie": bindingCookie(started.binding, oidcSettings.loginTtlMs, cookies) });
     }

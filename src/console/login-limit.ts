@@ -5,6 +5,8 @@
  * window ends. The address is the TCP peer's: behind a reverse proxy every
  * client shares the proxy's. Memory is bounded: at most `maxClients`
  * addresses are tracked; expired ones are pruned first, then the oldest.
+ * index.ts counts OpenID Connect login starts per address with one too
+ * (console.oidc.maxLoginStartsPerAddress).
  */
 import type { Clock } from "../clock.js";
 

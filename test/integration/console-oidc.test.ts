@@ -9,6 +9,7 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import http from "node:http";
 import net from "node:net";
 import { Writable } from "node:stream";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -65,6 +66,8 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
   let idp: TestOidcProvider;
   let gw: TestGateway;
   let base: string;
+  /** A second gateway's port (the login-start limit test), registered at the provider now. */
+  let floodPort: number;
   const lines: Record<string, unknown>[] = [];
   const clients: Client[] = [];
   const refs: Record<string, string> = {};
@@ -72,6 +75,7 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
   before(async () => {
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
+    floodPort = await freePort();
     idp = await startOidcProvider({
       scopes: [SCOPE],
       accountClaims: (id) => ({ roles: id === "root" ? ["ops"] : id === "vera" ? ["readonly"] : [] }),
@@ -86,7 +90,7 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
         {
           client_id: "console",
           client_secret: CONSOLE_SECRET,
-          redirect_uris: [`${base}/console/callback`, `${TLS_PUBLIC_URL}/console/callback`],
+          redirect_uris: [`${base}/console/callback`, `${TLS_PUBLIC_URL}/console/callback`, `http://127.0.0.1:${floodPort}/console/callback`],
           token_endpoint_auth_method: "client_secret_post",
           grant_types: ["authorization_code"],
           response_types: ["code"],
@@ -270,6 +274,49 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
     }
     assert.doesNotMatch(await read(alice, "/console"), /child process/, "the gateway-wide process count is not a person's to see");
     assert.match(await read(root, "/console"), /\d+ stdio child process/);
+  });
+
+  test("one address cannot push out others' started logins: beyond maxLoginStartsPerAddress its starts get 429 (Retry-After), store nothing, and a login started elsewhere still completes", async () => {
+    const floodBase = `http://127.0.0.1:${floodPort}`;
+    const flood = await startGateway({
+      gateway: {
+        port: floodPort,
+        auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
+        console: { oidc: { clientId: "console", clientSecret: CONSOLE_SECRET, maxPendingLogins: 3, maxLoginStartsPerAddress: 2 } },
+      },
+    });
+    try {
+      // The person's login, from 127.0.0.1; then another loopback address (127.0.0.2) starts many.
+      const mine = await startLogin(floodBase);
+      const fromOther = (): Promise<{ status: number; retryAfter: string | undefined; setCookie: string | string[] | undefined; body: string }> =>
+        new Promise((resolve, reject) => {
+          const req = http.get(`${floodBase}/console/login`, { localAddress: "127.0.0.2" }, (res) => {
+            let body = "";
+            res.on("data", (c: Buffer) => (body += c.toString("utf8")));
+            res.on("end", () => resolve({ status: res.statusCode ?? 0, retryAfter: res.headers["retry-after"], setCookie: res.headers["set-cookie"], body }));
+          });
+          req.on("error", reject);
+        });
+      const answers = [];
+      for (let i = 0; i < 6; i++) answers.push(await fromOther());
+      assert.deepEqual(
+        answers.map((a) => a.status),
+        [303, 303, 429, 429, 429, 429],
+      );
+      const refused = answers[2]!;
+      assert.match(refused.retryAfter ?? "", /^\d+$/);
+      assert.ok(Number(refused.retryAfter) >= 1);
+      assert.equal(refused.setCookie, undefined, "no binding cookie: no login was started");
+      assert.match(refused.body, /Too many logins started from this address/);
+      assert.match(refused.body, /maxLoginStartsPerAddress/);
+      // Two of the other address's starts and the person's own fit in maxPendingLogins (3): the person's login still completes.
+      const code = await loginHeadless(mine.authorize, "alice", `${floodBase}/console/callback`);
+      const done = await fetch(callbackLink(floodBase, code, mine.state, idp.issuer), { redirect: "manual", headers: { cookie: mine.cookie } });
+      assert.equal(done.status, 200, await done.clone().text());
+      assert.ok(sessionCookieOf(done), "logged in");
+    } finally {
+      await flood.close();
+    }
   });
 
   describe("in Chromium", { skip: browserUnavailable() }, () => {
