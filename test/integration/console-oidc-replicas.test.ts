@@ -18,8 +18,8 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { principalHash } from "../../src/auth/principal.js";
 import { sessionHash } from "../../src/logging.js";
 import { promote } from "../helpers/async-extra.js";
-import { freePort, logLines, pollFor, startCliServe, stopChild, type RunningCli } from "../helpers/core-extra.js";
-import { ROOT, everythingStdio } from "../helpers/gateway.js";
+import { freePort, logLines, pollFor, startCliServe, startEverythingHttp, stopChild, type RunningCli } from "../helpers/core-extra.js";
+import { ROOT, call, everythingStdio } from "../helpers/gateway.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
 import { loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
 import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
@@ -225,5 +225,28 @@ describe("console login and inbox across replicas, per person", { skip: redisSki
         [alices[0], alice, "answered", "string"],
       ],
     );
+  });
+
+  test("on B the merged overview shows bob's runtime server (added on A) to bob, never to alice, and no gateway-wide child process count", async (t) => {
+    const remote = await startEverythingHttp();
+    t.after(() => remote.close());
+    const added = await call(clients[1]!, "add_server", { name: "bobs-runtime-up", url: remote.url });
+    assert.notEqual(added.isError, true, JSON.stringify(added));
+    t.after(() => call(clients[1]!, "remove_server", { name: "bobs-runtime-up" }).catch(() => undefined));
+    const overviewOn = async (replica: Replica, cookie: string): Promise<string> => {
+      const res = await fetch(`${replica.base}/console`, { headers: { cookie, accept: "text/html" } });
+      assert.equal(res.status, 200);
+      return res.text();
+    };
+    await pollFor(
+      async () => ((await overviewOn(b, cookies.bob!)).includes("bobs-runtime-up") ? true : undefined),
+      "bob's runtime server in bob's overview on B",
+      60_000,
+      250,
+    );
+    const alices = await overviewOn(b, cookies.alice!);
+    assert.match(alices, /everything/, "config-file servers are everyone's");
+    assert.doesNotMatch(alices, /bobs-runtime-up/, "alice must not see bob's runtime server, from either replica");
+    assert.doesNotMatch(alices, /child process/);
   });
 });
