@@ -59,6 +59,7 @@ describe("parseConfig: defaults", () => {
       maxTtlMs: 1_800_000,
       completedRetentionMs: 300_000,
       maxTasksPerSession: 100,
+      maxPerPrincipal: 500,
       maxRetainedPerSession: 200,
       maxRetainedResultBytes: 64 * 1024 * 1024,
       upstreamCancelTimeoutMs: 5_000,
