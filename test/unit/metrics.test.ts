@@ -332,7 +332,7 @@ describe("logs and settings", () => {
     }
     assert.throws(() => parseConfig({ mcpServers: {}, gateway: { metrics: { path: "metrics" } } }), /must start with \//);
     assert.equal(parseConfig({ mcpServers: {}, gateway: { metrics: { path: "/internal/prometheus" } } }).gateway.metrics.path, "/internal/prometheus");
-    assert.deepEqual(parseConfig({ mcpServers: {} }).gateway.metrics, { enabled: true, path: "/metrics" });
+    assert.deepEqual(parseConfig({ mcpServers: {} }).gateway.metrics, { enabled: true, path: "/metrics", principals: 0 });
   });
 
   test("tracing is on only when the OTEL_* environment asks for it", () => {
