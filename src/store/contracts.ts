@@ -460,6 +460,79 @@ export interface RateLimitStore {
   take(buckets: readonly RateBucketSpec[], now: number): Promise<RateTakeResult>;
 }
 
+// ---------------------------------------------------------------- upstream credentials (the vault)
+
+/** Which credential: whose (a principal's issuer and subject; the gateway's own: both ""), for which upstream, what. */
+export interface CredentialKey {
+  issuer: string;
+  subject: string;
+  /** The upstream (server name). */
+  upstream: string;
+  /** `oauth` (a grant's tokens), `secret:<name>` (a per-user value), `client:<authorization server>` (a dynamic registration, the gateway's own). */
+  slot: string;
+}
+
+/**
+ * A credential as stored: the secret part sealed by the vault
+ * (src/upstream/auth/vault.ts, AES-256-GCM), opaque to the store.
+ */
+export interface CredentialRecord extends CredentialKey {
+  /** The id of the vault key that sealed it (rotation re-seals the others). */
+  keyId: string;
+  /** base64url of nonce, ciphertext and tag. */
+  sealed: string;
+  /** What may be shown (never a token): scopes granted, when the access token expires, the authorization server. */
+  info?: { scopes?: string[]; expiresAt?: number; authIssuer?: string };
+  updatedAt: number;
+}
+
+export interface CredentialStore {
+  /** Creates or replaces. */
+  put(record: CredentialRecord): Promise<void>;
+  get(key: CredentialKey): Promise<CredentialRecord | undefined>;
+  delete(key: CredentialKey): Promise<boolean>;
+  /** A principal's credentials, by upstream then slot. */
+  listByPrincipal(issuer: string, subject: string): Promise<CredentialRecord[]>;
+  /** At most `limit` credentials sealed with another key than `keyId` (what a rotation re-seals). */
+  listNotSealedWith(keyId: string, limit: number): Promise<CredentialRecord[]>;
+}
+
+/**
+ * An OAuth authorization started for an upstream (src/upstream/auth/): kept
+ * from the authorization URL until the callback, used once. In the store, so
+ * the callback may reach another replica.
+ */
+export interface OAuthFlowRecord {
+  /** The OAuth `state` (random): the key. */
+  state: string;
+  /** The principal it is for; only they may complete it. */
+  issuer: string;
+  subject: string;
+  upstream: string;
+  /** The authorization server's issuer: the callback's `iss` must equal it (RFC 9207). */
+  authIssuer: string;
+  clientId: string;
+  /** The PKCE code verifier, sealed by the vault (`keyId` names the key). */
+  verifierSealed: string;
+  keyId: string;
+  redirectUri: string;
+  /** The RFC 8707 resource (the upstream's URL as its metadata names it). */
+  resource: string;
+  scopes: string[];
+  createdAt: number;
+  expiresAt: number;
+}
+
+export interface OAuthFlowStore {
+  /** Stores a started flow (replacing one with its state); with `max` kept, the ones that expire first make room. */
+  put(record: OAuthFlowRecord, max: number): Promise<void>;
+  /** Returns and deletes it in one step (exactly one caller gets it); undefined when unknown, taken, or expired at `now`. */
+  take(state: string, now: number): Promise<OAuthFlowRecord | undefined>;
+  /** Deletes the flows whose expiresAt ≤ now; returns how many. */
+  deleteExpired(now: number): Promise<number>;
+  count(): Promise<number>;
+}
+
 // ---------------------------------------------------------------- the bundle
 
 export interface Store {
@@ -475,6 +548,8 @@ export interface Store {
   readonly logins: LoginStateStore;
   readonly decisions: DecisionStore;
   readonly rateLimits: RateLimitStore;
+  readonly credentials: CredentialStore;
+  readonly oauthFlows: OAuthFlowStore;
   /** False when the backend cannot serve (closed, file gone bad, disk full); never throws. */
   healthy(): Promise<boolean>;
   /** Why the last healthy() (or a failed write) found the backend unable to serve, with what to do; undefined when it can. */

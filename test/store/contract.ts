@@ -9,11 +9,13 @@
  * Each test gets a fresh store from the factory and closes it afterwards. The
  * cases live per kind of state in the files next to this one: tasks; events
  * and SSE replay; sessions, pending requests, runtime-added servers and the
- * store's lifecycle; started console logins; governance decisions; rate-limit buckets.
+ * store's lifecycle; started console logins; governance decisions; rate-limit buckets; the
+ * vault's credentials and started upstream OAuth flows.
  */
 import { describe } from "node:test";
 import type { Store } from "../../src/store/contracts.js";
 import type { ManualClock } from "../fixtures/manual-clock.js";
+import { credentialContract } from "./contract-credentials.js";
 import { decisionContract } from "./contract-decisions.js";
 import { eventContract } from "./contract-events.js";
 import { loginContract } from "./contract-logins.js";
@@ -39,5 +41,6 @@ export function storeContract(name: string, factory: StoreFactory): void {
     loginContract(factory);
     decisionContract(factory);
     rateLimitContract(factory);
+    credentialContract(factory);
   });
 }

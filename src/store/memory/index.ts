@@ -5,6 +5,7 @@
  */
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
+import { MemoryCredentialStore, MemoryOAuthFlowStore } from "./credentials.js";
 import { MemoryDecisionStore } from "./decisions.js";
 import { MemoryEventStore } from "./events.js";
 import { MemoryGuard } from "./guard.js";
@@ -27,6 +28,8 @@ export function createMemoryStore(clock: Clock): Store {
     servers: new MemoryServerStore(guard),
     logins: new MemoryLoginStateStore(guard),
     rateLimits: new MemoryRateLimitStore(guard),
+    credentials: new MemoryCredentialStore(guard),
+    oauthFlows: new MemoryOAuthFlowStore(guard),
     decisions: new MemoryDecisionStore(guard),
     healthy: async () => !guard.isClosed,
     close: async () => guard.close(),

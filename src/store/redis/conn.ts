@@ -104,6 +104,11 @@ export class RedisConn {
     return this.run(what, (redis) => (redis as unknown as Record<ScriptName, ScriptFn>)[name](this.prefix, ...args));
   }
 
+  /** Runs one script with its keys under `prefix` + `sub` (one script body serving two kinds of state, e.g. the take-once login scripts for OAuth flows). */
+  scriptUnder(sub: string, what: string, name: ScriptName, ...args: ScriptArg[]): Promise<unknown> {
+    return this.run(what, (redis) => (redis as unknown as Record<ScriptName, ScriptFn>)[name](this.prefix + sub, ...args));
+  }
+
   /** Connected and answering PING; never throws. */
   async healthy(): Promise<boolean> {
     if (this.closed || this.redis.status !== "ready") return false;

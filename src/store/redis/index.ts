@@ -7,6 +7,7 @@
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { RedisConn, type OpenRedisOptions } from "./conn.js";
+import { RedisCredentialStore, RedisOAuthFlowStore } from "./credentials.js";
 import { RedisDecisionStore } from "./decisions.js";
 import { RedisEventStore, RedisReplayStore } from "./events.js";
 import { RedisLoginStateStore } from "./logins.js";
@@ -29,6 +30,8 @@ export async function openRedisStore(url: string, clock: Clock, options: OpenRed
     servers: new RedisServerStore(conn),
     logins: new RedisLoginStateStore(conn),
     rateLimits: new RedisRateLimitStore(conn),
+    credentials: new RedisCredentialStore(conn),
+    oauthFlows: new RedisOAuthFlowStore(conn),
     decisions: new RedisDecisionStore(conn),
     healthy: () => conn.healthy(),
     problem: () => conn.problem(),

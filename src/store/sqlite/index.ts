@@ -9,6 +9,7 @@
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { SqliteDb, type OpenSqliteOptions } from "./db.js";
+import { SqliteCredentialStore, SqliteOAuthFlowStore } from "./credentials.js";
 import { SqliteEventStore } from "./events.js";
 import { SqliteDecisionStore } from "./decisions.js";
 import { SqliteLoginStateStore } from "./logins.js";
@@ -52,6 +53,8 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
     servers: new SqliteServerStore(db),
     logins: new SqliteLoginStateStore(db),
     rateLimits: new SqliteRateLimitStore(db),
+    credentials: new SqliteCredentialStore(db),
+    oauthFlows: new SqliteOAuthFlowStore(db),
     decisions: new SqliteDecisionStore(db),
     healthy: async () => db.healthy(),
     problem: () => db.problem(),

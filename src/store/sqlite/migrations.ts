@@ -145,6 +145,26 @@ export const MIGRATIONS: readonly Migration[] = [
       `);
     },
   },
+  {
+    version: 9,
+    description: "the vault: sealed upstream credentials per (principal, upstream, slot), started upstream OAuth flows (take-once, expiring)",
+    up(db) {
+      db.exec(`
+        CREATE TABLE credentials (
+          issuer TEXT NOT NULL,
+          subject TEXT NOT NULL,
+          upstream TEXT NOT NULL,
+          slot TEXT NOT NULL,
+          key_id TEXT NOT NULL,
+          record TEXT NOT NULL,
+          PRIMARY KEY (issuer, subject, upstream, slot)
+        ) WITHOUT ROWID;
+        CREATE INDEX credentials_by_key ON credentials (key_id);
+        CREATE TABLE oauth_flows (state TEXT PRIMARY KEY, expires_at INTEGER NOT NULL, record TEXT NOT NULL) WITHOUT ROWID;
+        CREATE INDEX oauth_flows_by_expiry ON oauth_flows (expires_at, state);
+      `);
+    },
+  },
 ];
 
 /** The version a fully migrated file has. */

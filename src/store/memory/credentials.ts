@@ -1,0 +1,94 @@
+/** The vault's sealed credentials and started OAuth flows in Maps; see CredentialStore and OAuthFlowStore. */
+import type { CredentialKey, CredentialRecord, CredentialStore, OAuthFlowRecord, OAuthFlowStore } from "../contracts.js";
+import { jsonCopy } from "../policy.js";
+import type { MemoryGuard } from "./guard.js";
+
+/** One string per key (JSON of its parts: no separator can be forged by a subject). */
+export function credentialId(k: CredentialKey): string {
+  return JSON.stringify([k.issuer, k.subject, k.upstream, k.slot]);
+}
+
+export function byUpstreamAndSlot(a: CredentialRecord, b: CredentialRecord): number {
+  return a.upstream < b.upstream ? -1 : a.upstream > b.upstream ? 1 : a.slot < b.slot ? -1 : a.slot > b.slot ? 1 : 0;
+}
+
+export class MemoryCredentialStore implements CredentialStore {
+  private readonly records = new Map<string, CredentialRecord>();
+
+  constructor(private readonly guard: MemoryGuard) {}
+
+  async put(record: CredentialRecord): Promise<void> {
+    this.guard.check();
+    this.records.set(credentialId(record), jsonCopy(record));
+  }
+
+  async get(key: CredentialKey): Promise<CredentialRecord | undefined> {
+    this.guard.check();
+    const r = this.records.get(credentialId(key));
+    return r && jsonCopy(r);
+  }
+
+  async delete(key: CredentialKey): Promise<boolean> {
+    this.guard.check();
+    return this.records.delete(credentialId(key));
+  }
+
+  async listByPrincipal(issuer: string, subject: string): Promise<CredentialRecord[]> {
+    this.guard.check();
+    return [...this.records.values()]
+      .filter((r) => r.issuer === issuer && r.subject === subject)
+      .sort(byUpstreamAndSlot)
+      .map(jsonCopy);
+  }
+
+  async listNotSealedWith(keyId: string, limit: number): Promise<CredentialRecord[]> {
+    this.guard.check();
+    return [...this.records.values()]
+      .filter((r) => r.keyId !== keyId)
+      .slice(0, limit)
+      .map(jsonCopy);
+  }
+}
+
+export class MemoryOAuthFlowStore implements OAuthFlowStore {
+  private readonly records = new Map<string, OAuthFlowRecord>();
+
+  constructor(private readonly guard: MemoryGuard) {}
+
+  async put(record: OAuthFlowRecord, max: number): Promise<void> {
+    this.guard.check();
+    this.records.delete(record.state);
+    this.sweep(record.createdAt);
+    while (this.records.size >= max) {
+      let first: OAuthFlowRecord | undefined;
+      for (const r of this.records.values())
+        if (!first || r.expiresAt < first.expiresAt || (r.expiresAt === first.expiresAt && r.state < first.state)) first = r;
+      this.records.delete(first!.state);
+    }
+    this.records.set(record.state, jsonCopy(record));
+  }
+
+  async take(state: string, now: number): Promise<OAuthFlowRecord | undefined> {
+    this.guard.check();
+    const r = this.records.get(state);
+    if (!r) return undefined;
+    this.records.delete(state);
+    return r.expiresAt <= now ? undefined : r;
+  }
+
+  async deleteExpired(now: number): Promise<number> {
+    this.guard.check();
+    return this.sweep(now);
+  }
+
+  async count(): Promise<number> {
+    this.guard.check();
+    return this.records.size;
+  }
+
+  private sweep(now: number): number {
+    let n = 0;
+    for (const [state, r] of this.records) if (r.expiresAt <= now && this.records.delete(state)) n++;
+    return n;
+  }
+}
