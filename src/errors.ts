@@ -68,6 +68,12 @@ export const ErrorCodes = {
   CANCELLED: "EMCP_CANCELLED",
   /** A console OpenID Connect login could not be completed (unknown or expired state, a refused code, a bad ID token, no role). */
   CONSOLE_LOGIN_FAILED: "EMCP_CONSOLE_LOGIN_FAILED",
+  /** A stored upstream credential cannot be opened: its vault key is not configured (gateway.vault.keys), or the value was altered. */
+  VAULT_UNAVAILABLE: "EMCP_VAULT_UNAVAILABLE",
+  /** The upstream needs the caller's authorization (OAuth) first; details carry authorizationUrl to open. */
+  CONSENT_REQUIRED: "EMCP_CONSENT_REQUIRED",
+  /** Authorizing at an upstream's OAuth server failed (discovery, registration, no PKCE S256, a refused code or refresh, a bad callback). */
+  UPSTREAM_AUTH_FAILED: "EMCP_UPSTREAM_AUTH_FAILED",
   /** The session or gateway is closing. */
   CLOSED: "EMCP_CLOSED",
   /** An unexpected failure: a bug. */
@@ -108,6 +114,9 @@ const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_STORE_UNAVAILABLE: ErrorCode.InternalError,
   EMCP_CANCELLED: ErrorCode.InternalError,
   EMCP_CONSOLE_LOGIN_FAILED: ErrorCode.InvalidRequest,
+  EMCP_VAULT_UNAVAILABLE: ErrorCode.InternalError,
+  EMCP_CONSENT_REQUIRED: ErrorCode.InvalidRequest,
+  EMCP_UPSTREAM_AUTH_FAILED: ErrorCode.InternalError,
   EMCP_CLOSED: ErrorCode.InternalError,
   EMCP_INTERNAL: ErrorCode.InternalError,
 };

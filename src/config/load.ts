@@ -74,7 +74,9 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
   }
   const mcpServers = Object.fromEntries(Object.entries(parsed.config.mcpServers).map(([name, c]) => [name, resolveRelativePaths(c, baseDir)]));
   const { store } = parsed.config.gateway;
-  const gateway = store.path === undefined ? parsed.config.gateway : { ...parsed.config.gateway, store: { ...store, path: path.resolve(baseDir, store.path) } };
+  const withStore =
+    store.path === undefined ? parsed.config.gateway : { ...parsed.config.gateway, store: { ...store, path: path.resolve(baseDir, store.path) } };
+  const gateway = withVaultKeys(withStore, env, baseDir);
   return Object.freeze({
     ...parsed.config,
     mcpServers,
@@ -82,6 +84,14 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Loade
     warnings: Object.freeze([...(format?.warnings ?? []), ...parsed.warnings]),
     disabledServers: Object.freeze(parsed.disabledServers),
   });
+}
+
+/** gateway.vault's keys: EMCEEPEE_VAULT_KEY when the file names none; a relative keyFile against `baseDir`. */
+function withVaultKeys(gateway: GatewayConfig["gateway"], env: NodeJS.ProcessEnv, baseDir: string): GatewayConfig["gateway"] {
+  const { vault } = gateway;
+  if (vault.keyFile !== undefined) return { ...gateway, vault: { ...vault, keyFile: path.resolve(baseDir, vault.keyFile) } };
+  const fromEnv = env.EMCEEPEE_VAULT_KEY;
+  return vault.keys === undefined && fromEnv !== undefined && fromEnv.trim() !== "" ? { ...gateway, vault: { ...vault, keys: fromEnv } } : gateway;
 }
 
 /** The package folder (this file is src/config/load.ts or dist/config/load.js). */

@@ -10,6 +10,7 @@ import { mcpServersSchema, sharingMode, type ServerConfig, type SharingMode } fr
 import { governanceSchema } from "./governance.js";
 import { rateLimitSchema } from "./rate-limits.js";
 import { DEFAULT_DENIED_URLS, urlPatternProblem } from "./url-patterns.js";
+import { vaultSchema } from "./vault.js";
 
 const positiveMs = z.number().int().positive();
 
@@ -399,6 +400,8 @@ export const gatewaySettingsSchema = z.strictObject({
       logSubject: z.boolean().default(false),
     })
     .prefault({}),
+  /** The vault of per-principal upstream credentials (src/upstream/auth/, docs/config.md#vault). */
+  vault: vaultSchema,
   /**
    * Where sessions, tasks, events, pending requests, SSE replay and runtime-added
    * servers are kept (src/store/, docs/adr/0007-durable-store.md). `memory`
