@@ -92,10 +92,10 @@ async function reloadOnce(gateway: Gateway, read: () => Promise<LoadedConfig>, l
   reportConfig(config, logger);
   try {
     const report = await gateway.reload(config);
-    const { added, removed, updated, unchanged, skipped, settingsChanged } = report;
+    const { added, removed, updated, unchanged, skipped, settingsChanged, listChanged } = report;
     for (const s of skipped) logger.warn(s, "config_reload_server_skipped");
     if (settingsChanged.length) logger.warn({ settings: settingsChanged }, "config_reload_settings_need_restart");
-    logger.info({ added, removed, updated, unchanged, skipped: skipped.map((s) => s.server) }, "config_reloaded");
+    logger.info({ added, removed, updated, unchanged, skipped: skipped.map((s) => s.server), listChanged }, "config_reloaded");
     if (added.length || updated.length) void gateway.checkUpstreams([...added, ...updated]);
   } catch (err) {
     logger.error({ reason: errorMessage(err) }, "config_reload_failed");

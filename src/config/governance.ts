@@ -1,7 +1,8 @@
 /**
  * The `gateway.governance` settings (issue 24, docs/adr/0022-decision-pipeline.md):
  * visibility rules, the ordered call rules, the Cedar policy files, the profile
- * and the audit record. Profile "off" (the default): no governance at all (nothing changes).
+ * the audit record, curation and virtual servers. Profile "off" (the default): no
+ * decisions (curation and virtual servers still apply).
  */
 import { z } from "zod";
 
@@ -53,6 +54,73 @@ export const governanceRuleSchema = z.strictObject({
 
 export const visibilityRuleSchema = z.strictObject({ ...target, visible: z.boolean() });
 
+/** A tool name as MCP allows it (letters, digits, `_`, `-`, `.`; 1 to 128). */
+const toolName = z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, "a tool name is 1 to 128 letters, digits, '_', '-' or '.'");
+
+/**
+ * Curation of one upstream tool for the callers it matches (docs/adr/0024):
+ * the first entry matching the caller, server and tool applies.
+ */
+export const curationSchema = z
+  .strictObject({
+    id: z.string().min(1).optional(),
+    /** The upstream server's name, exactly. */
+    server: z.string().min(1),
+    /** The upstream tool's name, exactly. */
+    tool: z.string().min(1),
+    /** Whom it applies to; absent: every caller. */
+    principal: principalMatch.optional(),
+    /** The tool's name for these callers; its upstream name is then unknown to them. */
+    name: toolName.optional(),
+    title: z.string().min(1).max(200).optional(),
+    description: z.string().max(10_000).optional(),
+    /** Merged over the upstream's annotations (a key given here wins). */
+    annotations: z.record(z.string(), z.unknown()).optional(),
+    arguments: z
+      .strictObject({
+        /** Always sent with these values, and removed from the input schema the caller sees; a caller that sends one is refused. */
+        fixed: z.record(z.string(), z.unknown()).optional(),
+        /** Sent with these values when the caller leaves them out (shown as the property's `default`, no longer required). */
+        defaults: z.record(z.string(), z.unknown()).optional(),
+      })
+      .optional(),
+  })
+  .superRefine((c, ctx) => {
+    const fixed = Object.keys(c.arguments?.fixed ?? {});
+    for (const k of Object.keys(c.arguments?.defaults ?? {}))
+      if (fixed.includes(k))
+        ctx.addIssue({ code: "custom", path: ["arguments", "defaults", k], message: `'${k}' is fixed already; give it in fixed or in defaults, not both` });
+  });
+
+/** A tool offered by a virtual server: an upstream's tool, under `as` if given. */
+const virtualTool = z.strictObject({ server: z.string().min(1), tool: z.string().min(1), as: toolName.optional() });
+
+/** A virtual server (docs/adr/0024): its own transparent face at /v/<name>/mcp offering exactly these tools. */
+export const virtualServerSchema = z
+  .strictObject({
+    name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, "a virtual server's name is 1 to 64 letters, digits, '_', '-' or '.' (it is a URL path segment)"),
+    title: z.string().min(1).max(200).optional(),
+    /** The face's `instructions` at initialize. */
+    instructions: z.string().max(10_000).optional(),
+    tools: z.array(virtualTool).min(1),
+    /** Replaces gateway.governance.visibility on this face when given. */
+    visibility: z.array(visibilityRuleSchema).optional(),
+    visibleByDefault: z.boolean().optional(),
+    /** Replaces gateway.governance.rules (and defaultAction) on this face when given. */
+    rules: z.array(governanceRuleSchema).optional(),
+    defaultAction: z.enum(["allow", "deny", "approve", "policy"]).optional(),
+  })
+  .superRefine((v, ctx) => {
+    const seen = new Map<string, number>();
+    v.tools.forEach((t, i) => {
+      const exposed = t.as ?? t.tool;
+      const first = seen.get(exposed);
+      if (first !== undefined)
+        ctx.addIssue({ code: "custom", path: ["tools", i], message: `tools[${first}] offers '${exposed}' already; give one of them another name with "as"` });
+      else seen.set(exposed, i);
+    });
+  });
+
 export const governanceSchema = z
   .strictObject({
     /** off: no governance; enforce: apply decisions; dry-run: let every call through and record would_deny / would_require_approval. */
@@ -86,10 +154,48 @@ export const governanceSchema = z
         maxRecords: z.number().int().positive().default(100_000),
       })
       .prefault({}),
+    /** Per caller: renamed tools, other titles, descriptions and annotations, fixed or default arguments (first matching entry per tool). */
+    curation: z.array(curationSchema).max(10_000).default([]),
+    /** Named transparent faces at /v/<name>/mcp, each offering a chosen set of tools from several upstreams. */
+    virtualServers: z.array(virtualServerSchema).max(1_000).default([]),
   })
   .refine((g) => g.cedar !== undefined || (g.defaultAction !== "policy" && g.rules.every((r) => r.action !== "policy")), {
     message: 'the action "policy" asks Cedar: set governance.cedar.policyFile, or use allow / deny / approve',
     path: ["cedar"],
+  })
+  .superRefine((g, ctx) => {
+    const names = new Set<string>();
+    g.virtualServers.forEach((v, i) => {
+      if (names.has(v.name))
+        ctx.addIssue({ code: "custom", path: ["virtualServers", i, "name"], message: `two virtual servers are named '${v.name}'; rename one` });
+      names.add(v.name);
+      const own = v.rules !== undefined || v.visibility !== undefined || v.defaultAction !== undefined || v.visibleByDefault !== undefined;
+      if (own && g.profile === "off")
+        ctx.addIssue({
+          code: "custom",
+          path: ["virtualServers", i],
+          message:
+            'rules, defaultAction and visibility of a virtual server apply only when governance.profile is "enforce" or "dry-run"; set one, or remove them',
+        });
+      if (g.cedar === undefined && (v.defaultAction === "policy" || (v.rules ?? []).some((r) => r.action === "policy")))
+        ctx.addIssue({
+          code: "custom",
+          path: ["virtualServers", i, "rules"],
+          message: 'the action "policy" asks Cedar: set governance.cedar.policyFile, or use allow / deny / approve',
+        });
+    });
+    const curated = new Set<string>();
+    g.curation.forEach((c, i) => {
+      if (c.principal !== undefined) return;
+      const key = JSON.stringify([c.server, c.tool]);
+      if (curated.has(key))
+        ctx.addIssue({
+          code: "custom",
+          path: ["curation", i],
+          message: `an earlier entry for every caller curates '${c.tool}' on '${c.server}' already, so this one never applies; merge them`,
+        });
+      curated.add(key);
+    });
   })
   .prefault({});
 
@@ -97,3 +203,5 @@ export type GovernanceSettings = z.infer<typeof governanceSchema>;
 export type GovernanceRule = z.infer<typeof governanceRuleSchema>;
 export type VisibilityRule = z.infer<typeof visibilityRuleSchema>;
 export type PrincipalMatch = z.infer<typeof principalMatch>;
+export type CurationEntry = z.infer<typeof curationSchema>;
+export type VirtualServerSettings = z.infer<typeof virtualServerSchema>;

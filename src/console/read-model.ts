@@ -133,6 +133,7 @@ async function sessionRow(context: GatewayContext, s: Session): Promise<SessionR
 function faceName(face: FaceRecord): string {
   if (face.kind === "meta") return "meta (/mcp)";
   if (face.kind === "all") return "all (/all/mcp)";
+  if (face.kind === "virtual") return `virtual ${face.name} (/v/${face.name}/mcp)`;
   return `server ${face.server}`;
 }
 

@@ -13,8 +13,8 @@ import type { Session } from "../session/session.js";
 export type ToolCallOutcome = "ok" | "error" | "promoted" | "cancelled";
 
 export interface ToolCallEntry {
-  /** "meta" for /mcp, "server" for /servers/<name>/mcp, "all" for /all/mcp. */
-  face: "meta" | "server" | "all";
+  /** "meta" for /mcp, "server" for /servers/<name>/mcp, "all" for /all/mcp, "virtual" for /v/<name>/mcp. */
+  face: "meta" | "server" | "all" | "virtual";
   /** The upstream the call went to, when there is one. */
   server?: string | undefined;
   tool: string;

@@ -26,8 +26,10 @@ export interface GovernanceDeps {
 /** One tool call as the faces see it. */
 export interface GovernedCall {
   principal?: Principal | undefined;
-  /** "meta", "server" or "all". */
+  /** "meta", "server", "all" or "virtual". */
   face: string;
+  /** The virtual server (/v/<name>/mcp) the call came through: its own visibility and rules apply when it has them (docs/adr/0024). */
+  virtualServer?: string | undefined;
   sessionId?: string | undefined;
   server: string;
   tool: string;
@@ -78,9 +80,10 @@ export class Governance {
   }
 
   /** Whether the caller sees the tool at all (hidden tools are absent from lists and unknown by name). */
-  visible(principal: Principal | undefined, server: string, tool: string): boolean {
+  visible(principal: Principal | undefined, server: string, tool: string, virtualServer?: string): boolean {
     const s = this.inForce().settings;
-    return isVisible(s.visibility, s.visibleByDefault, { principal, server, tool });
+    const v = virtualServer === undefined ? undefined : s.virtualServers.find((x) => x.name === virtualServer);
+    return isVisible(v?.visibility ?? s.visibility, v?.visibleByDefault ?? s.visibleByDefault, { principal, server, tool });
   }
 
   /**
@@ -91,14 +94,16 @@ export class Governance {
   async authorize(call: GovernedCall): Promise<DecisionRecord> {
     const inForce = this.inForce();
     const { settings } = inForce;
-    if (!this.visible(call.principal, call.server, call.tool)) {
+    if (!this.visible(call.principal, call.server, call.tool, call.virtualServer)) {
       // Hidden means unknown: the same error as a tool that does not exist, and no record (nothing was decided about a tool the caller cannot see).
       throw new GatewayError(ErrorCodes.UNKNOWN_TOOL, `server '${call.server}' has no tool '${call.tool}'. Call list_tools to see the tools you can use.`, {
         details: { server: call.server, tool: call.tool },
       });
     }
-    const matched = firstRule(settings.rules, call);
-    const action = matched?.rule.action ?? settings.defaultAction;
+    // A virtual server's own rules replace the gateway's on its face (docs/adr/0024).
+    const own = call.virtualServer === undefined ? undefined : settings.virtualServers.find((v) => v.name === call.virtualServer);
+    const matched = firstRule(own?.rules ?? settings.rules, call);
+    const action = matched?.rule.action ?? own?.defaultAction ?? settings.defaultAction;
     let verdict: "allow" | "deny" | "approve" | "error" = action === "policy" ? "deny" : action;
     let decidedBy: DecisionRecord["decidedBy"] = matched ? "rule" : "default";
     let policyIds: string[] | undefined;
@@ -216,6 +221,9 @@ async function load(settings: GovernanceSettings): Promise<InForce> {
         visibility: settings.visibility,
         visibleByDefault: settings.visibleByDefault,
         defaultAction: settings.defaultAction,
+        // Curation and virtual servers change what reaches the upstream: a new version when they change.
+        curation: settings.curation,
+        virtualServers: settings.virtualServers,
         policyText,
       }),
     ),

@@ -39,7 +39,7 @@ interface Limit {
 const NO_PRINCIPAL = "-";
 
 export class RateLimiter {
-  private readonly limits: readonly Limit[];
+  private limits: readonly Limit[];
   /** Told of each refusal, by the refusing limit's scope (the metrics counter). */
   onLimited: ((scope: RateLimitScope) => void) | undefined;
 
@@ -47,12 +47,16 @@ export class RateLimiter {
     settings: readonly RateLimitSettings[],
     private readonly deps: RateLimiterDeps,
   ) {
-    this.limits = settings.map((s, i) => ({
-      name: s.name ?? `rateLimits[${i}]`,
-      scope: s.scope,
-      settings: s,
-      refillPerSecond: s.refillPerSecond ?? s.refillPerMinute! / 60,
-    }));
+    this.limits = toLimits(settings);
+  }
+
+  /**
+   * Applies re-read limits (SIGHUP; they were validated by the config schema).
+   * A bucket whose limit keeps its name and scope keeps its tokens in the store;
+   * a changed capacity or refill applies from its next take.
+   */
+  reload(settings: readonly RateLimitSettings[]): void {
+    this.limits = toLimits(settings);
   }
 
   /** The buckets a call must take from, one per matching limit. */
@@ -87,6 +91,15 @@ export class RateLimiter {
       { details: { retryAfterSeconds, retry_after_ms: retryAfterMs, limit: limit.name, scope: limit.scope } },
     );
   }
+}
+
+function toLimits(settings: readonly RateLimitSettings[]): Limit[] {
+  return settings.map((s, i) => ({
+    name: s.name ?? `rateLimits[${i}]`,
+    scope: s.scope,
+    settings: s,
+    refillPerSecond: s.refillPerSecond ?? s.refillPerMinute! / 60,
+  }));
 }
 
 /** The bucket of `call` under `limit`: the limit's name, then the parts of the call its scope counts by. */

@@ -29,6 +29,8 @@ export interface Routes {
   endpoint(path: string, req?: http.IncomingMessage): McpEndpoint | undefined;
   /** Paths to list in 404 messages. */
   describe: string;
+  /** A more precise 404 message for a path no endpoint serves (e.g. an unknown virtual server), if there is one. */
+  notFound?: (path: string) => string | undefined;
   /** GET/HEAD probes answered before the guards (e.g. /healthz): a status code and a small JSON body that reveals nothing else. */
   probes?: Record<string, () => ProbeReply | Promise<ProbeReply>>;
   /**
@@ -147,7 +149,7 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
       );
       return;
     }
-    sendJsonRpcError(res, 404, -32601, `Not found: ${req.method} ${path}. MCP endpoints: ${routes.describe}`);
+    sendJsonRpcError(res, 404, -32601, routes.notFound?.(path) ?? `Not found: ${req.method} ${path}. MCP endpoints: ${routes.describe}`);
   }
   return server;
 }

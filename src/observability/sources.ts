@@ -15,7 +15,7 @@ import type { GatewayMetrics } from "./metrics.js";
 import type { NetworkTransport } from "./semconv.js";
 
 /** The face a session was opened on: "meta", "all", "server" (one upstream) or "stdio". */
-export type FaceLabel = "meta" | "all" | "server" | "stdio";
+export type FaceLabel = "meta" | "all" | "server" | "virtual" | "stdio";
 
 export class SessionFaces {
   private readonly faces = new Map<string, { face: FaceLabel; transport: NetworkTransport; opened: number }>();

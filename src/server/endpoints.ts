@@ -1,7 +1,8 @@
 /**
  * The MCP endpoints over HTTP and the routes to them: /mcp (meta-tools),
- * /all/mcp (every upstream, prefixed) and /servers/<name>/mcp (one upstream,
- * made on first request for a registered name). Each endpoint opens its face
+ * /all/mcp (every upstream, prefixed), /servers/<name>/mcp (one upstream,
+ * made on first request for a registered name) and /v/<name>/mcp (a virtual
+ * server of gateway.governance.virtualServers, docs/adr/0024). Each endpoint opens its face
  * per session and taps it for observability; with replicas (ADR 0013) each
  * routes the sessions this process does not hold.
  */
@@ -19,7 +20,7 @@ import { visibleTo } from "../upstream/registry.js";
 
 export interface Endpoints {
   /** For createHttpServer: which endpoint a path is. */
-  readonly routes: Pick<Routes, "describe" | "endpoint">;
+  readonly routes: Pick<Routes, "describe" | "endpoint" | "notFound">;
   /** Forgets a destroyed session in every endpoint. */
   release(sessionId: string): void;
   close(): Promise<void>;
@@ -72,13 +73,41 @@ export function createEndpoints(context: GatewayContext, observability: Observab
     }
     return endpoint;
   };
-  const endpoints = () => [meta, all, ...perServer.values()];
+  const perVirtual = new Map<string, McpEndpoint>();
+  /** Only while the config (as last reloaded) declares it: a removed virtual server's requests get the 404 of an unknown one. */
+  const virtualEndpoint = (name: string): McpEndpoint | undefined => {
+    if (!context.curation?.virtualServer(name)) return undefined;
+    let endpoint = perVirtual.get(name);
+    if (!endpoint) {
+      endpoint = new McpEndpoint(context, {
+        face: (session, init) => {
+          observability.faces.opened(session.id, "virtual", "tcp");
+          return createTransparentServer({ session, gateway: context, target: { kind: "virtual", name }, init });
+        },
+        tap,
+        router,
+        connectAll: false,
+        kind: { kind: "virtual", name },
+      });
+      perVirtual.set(name, endpoint);
+    }
+    return endpoint;
+  };
+  const endpoints = () => [meta, all, ...perServer.values(), ...perVirtual.values()];
   return {
     routes: {
-      describe: "/mcp (meta-tools), /all/mcp (all upstreams, prefixed), /servers/<name>/mcp (one upstream)",
+      describe: "/mcp (meta-tools), /all/mcp (all upstreams, prefixed), /servers/<name>/mcp (one upstream), /v/<name>/mcp (a virtual server)",
+      notFound(path) {
+        const v = /^\/v\/([^/]+)\/mcp$/.exec(path);
+        if (!v) return undefined;
+        const known = context.curation?.virtualServerNames() ?? [];
+        return `no virtual server named '${decodePathSegment(v[1]!)}' (gateway.governance.virtualServers has ${known.length ? known.join(", ") : "none"}); use /v/<name>/mcp with one of those, or /servers/<name>/mcp for one upstream`;
+      },
       endpoint(path, req) {
         if (path === "/mcp") return meta;
         if (path === "/all/mcp") return all;
+        const v = /^\/v\/([^/]+)\/mcp$/.exec(path);
+        if (v) return virtualEndpoint(decodePathSegment(v[1]!));
         const m = /^\/servers\/([^/]+)\/mcp$/.exec(path);
         if (!m) return undefined;
         const name = decodePathSegment(m[1]!);

@@ -24,6 +24,8 @@ import { Governance } from "../governance/governance.js";
 import { createHttpServer } from "../http/server.js";
 import { silentLogger, type Logger } from "../logging.js";
 import { RateLimiter } from "../governance/rate-limits.js";
+import { Curation } from "../governance/curation.js";
+import { ToolViews } from "../session/tool-views.js";
 import { Observability } from "../observability/observability.js";
 import { SessionManager } from "../session/session-manager.js";
 import type { Session } from "../session/session.js";
@@ -124,10 +126,13 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   parts.add("sessions", () => sessions.close());
   // Tool-call governance (docs/adr/0022): only when configured; its policy files are read in start().
   const governance = settings.governance.profile !== "off" ? new Governance(settings.governance, { clock, newId, logger, store: openedStore }) : undefined;
-  // Rate limits (docs/adr/0023): token buckets in the store, shared by replicas; only when configured.
-  const rateLimits = settings.rateLimits.length > 0 ? new RateLimiter(settings.rateLimits, { clock, logger, store: openedStore }) : undefined;
+  // Rate limits (docs/adr/0023): token buckets in the store, shared by replicas; with none configured a call takes nothing (SIGHUP may add some).
+  const rateLimits = new RateLimiter(settings.rateLimits, { clock, logger, store: openedStore });
+  // Curation and virtual servers (docs/adr/0024), whatever the profile; and the faces' tool views, for list_changed on reload.
+  const curation = new Curation(settings.governance);
+  const toolViews = new ToolViews({ sessions: () => sessions.list(), curation: () => curation, governance: () => governance });
   const metrics = observability.metrics;
-  if (rateLimits && metrics) rateLimits.onLimited = (scope) => metrics.rateLimited(scope);
+  if (metrics) rateLimits.onLimited = (scope) => metrics.rateLimited(scope);
   if (governance && metrics) governance.onDecided = (outcome) => metrics.governanceDecided(outcome);
   const context: GatewayContext = {
     registry,
@@ -142,6 +147,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     },
     governance,
     rateLimits,
+    curation,
+    toolViews,
   };
   observability.watch({ sessions, registry, children, store: () => store.current });
   let stdioClose: (() => Promise<void>) | undefined;
@@ -217,7 +224,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       }
       return results;
     },
-    reload: createReloader(registry, sessions, settings, () => state === "closing", governance),
+    reload: createReloader(registry, sessions, settings, () => state === "closing", { governance, curation, rateLimits, toolViews }),
     async serveStdio(options = {}) {
       await start();
       const served = await serveStdioSession(context, observability, options);

@@ -9,12 +9,18 @@
  * added at runtime keeps its name even if the file now declares it too (the
  * entry is reported as skipped). Gateway settings are not re-applied (the
  * socket is bound, limits are in use); changedSettings() names the ones that
- * differ so the operator knows a restart is needed.
+ * differ so the operator knows a restart is needed — except gateway.governance
+ * (rules, visibility, Cedar, curation, virtual servers) and gateway.rateLimits,
+ * which apply at once; sessions whose tool view that changes are told with
+ * list_changed (../session/tool-views.ts, docs/adr/0024).
  */
 import type { GatewayConfig, GatewaySettings } from "../config/schema.js";
 import type { ServerConfig } from "../config/server-entry.js";
 import { ErrorCodes, GatewayError, toToolErrorText } from "../errors.js";
+import type { Curation } from "../governance/curation.js";
 import type { Governance } from "../governance/governance.js";
+import type { RateLimiter } from "../governance/rate-limits.js";
+import type { ToolViews } from "../session/tool-views.js";
 import type { SessionManager } from "../session/session-manager.js";
 import { sameServerConfig, type ServerRegistry } from "../upstream/registry.js";
 
@@ -32,6 +38,16 @@ export interface GatewayReloadReport extends ReloadReport {
   settingsChanged: string[];
   /** gateway.governance re-read (its policy files too); a bad policy keeps the one in force. */
   governance?: { applied: true; policyVersion: string } | { applied: false; reason: string };
+  /** Faces and sessions told `notifications/tools/list_changed` because what they see changed. */
+  listChanged: number;
+}
+
+/** What a reload re-applies besides the servers (each optional: absent parts are not reloaded). */
+export interface ReloadParts {
+  governance?: Governance | undefined;
+  curation?: Curation | undefined;
+  rateLimits?: RateLimiter | undefined;
+  toolViews?: ToolViews | undefined;
 }
 
 /** The gateway's reload(): one at a time (a second waits for the first), refused once `closing()`. */
@@ -40,8 +56,9 @@ export function createReloader(
   sessions: SessionManager,
   settings: GatewaySettings,
   closing: () => boolean,
-  governance?: Governance,
+  parts: ReloadParts = {},
 ): (next: GatewayConfig) => Promise<GatewayReloadReport> {
+  const { governance, curation, rateLimits, toolViews } = parts;
   let current = settings;
   let reloading: Promise<unknown> = Promise.resolve();
   return (next) => {
@@ -49,11 +66,20 @@ export function createReloader(
       if (closing()) throw new GatewayError(ErrorCodes.CLOSED, "the gateway is shutting down; the config was not reloaded");
       const report = await reloadServers(registry, sessions, next.mcpServers);
       let settingsChanged = changedSettings(current, next.gateway);
+      const wasOff = current.governance.profile === "off";
       current = next.gateway;
-      // Governance applies without a restart (turning it on or off still needs one).
-      const g = governance && next.gateway.governance.profile !== "off" ? await governance.reload(next.gateway.governance) : undefined;
-      if (g) settingsChanged = settingsChanged.filter((k) => k !== "governance");
-      return { ...report, settingsChanged, ...(g ? { governance: g } : {}) };
+      const apply = async () => {
+        // Governance applies without a restart (turning it on or off still needs one).
+        const g = governance && next.gateway.governance.profile !== "off" ? await governance.reload(next.gateway.governance) : undefined;
+        // Curation and virtual servers belong to the governance block: a policy that does not load keeps the whole block in force.
+        if (g?.applied !== false) curation?.reload(next.gateway.governance);
+        rateLimits?.reload(next.gateway.rateLimits);
+        return g;
+      };
+      const { result: g, notified } = toolViews ? await toolViews.around(apply) : { result: await apply(), notified: 0 };
+      const offStill = !governance && wasOff && next.gateway.governance.profile === "off";
+      settingsChanged = settingsChanged.filter((k) => (k !== "governance" || !(g || offStill)) && (k !== "rateLimits" || !rateLimits));
+      return { ...report, settingsChanged, ...(g ? { governance: g } : {}), listChanged: notified };
     });
     reloading = run.catch(() => undefined);
     return run;

@@ -8,10 +8,12 @@ import type { Clock, IdGenerator } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import type { RateLimiter } from "../governance/rate-limits.js";
 import type { Governance } from "../governance/governance.js";
+import type { Curation } from "../governance/curation.js";
 import type { Logger } from "../logging.js";
 import type { SessionManager } from "../session/session-manager.js";
 import type { Store } from "../store/contracts.js";
 import type { ServerRegistry } from "../upstream/registry.js";
+import type { ToolViews } from "./tool-views.js";
 
 export interface GatewayContext {
   registry: ServerRegistry;
@@ -31,4 +33,8 @@ export interface GatewayContext {
   readonly rateLimits?: RateLimiter | undefined;
   /** The decision pipeline of tool calls (docs/adr/0022); undefined when gateway.governance is not set. */
   readonly governance?: Governance | undefined;
+  /** Curated tools and virtual servers (gateway.governance.curation / virtualServers, docs/adr/0024), whatever the profile. */
+  readonly curation?: Curation | undefined;
+  /** The faces' tool views, compared across a reload to send list_changed (tool-views.ts). */
+  readonly toolViews?: ToolViews | undefined;
 }

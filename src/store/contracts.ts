@@ -146,7 +146,7 @@ export interface TaskStore {
 
 // ---------------------------------------------------------------- sessions
 
-export type FaceRecord = { kind: "meta" } | { kind: "all" } | { kind: "server"; server: string };
+export type FaceRecord = { kind: "meta" } | { kind: "all" } | { kind: "server"; server: string } | { kind: "virtual"; name: string };
 
 /** What a restart needs to resume a downstream session. */
 export interface SessionRecord {

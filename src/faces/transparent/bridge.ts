@@ -169,8 +169,9 @@ export function createBridge(
   };
   return {
     clientCapabilities,
-    aggregate: catalog.target.kind === "all",
-    serves: (upstream) => (catalog.target.kind === "all" ? catalog.servers().includes(upstream) : catalog.target.server === upstream),
+    // A virtual face serves several upstreams too: a server added or removed may change its lists.
+    aggregate: catalog.target.kind !== "server",
+    serves: (upstream) => (catalog.target.kind === "server" ? catalog.target.server === upstream : catalog.servers().includes(upstream)),
     whenInitialized: (signal, timeoutMs) => (ready ? Promise.resolve(true) : waitInitialized(initialized, signal, timeoutMs, clock)),
     // Humans answer these: they wait as long as queued ones do (pendingRequests.timeoutMs).
     elicit: (_upstream, params, signal, origin) => ask({ method: "elicitation/create", params }, ElicitResultSchema, signal, origin, requestTimeoutMs),

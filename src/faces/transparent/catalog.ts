@@ -2,28 +2,45 @@
  * Naming for a transparent face. `server` faces expose an upstream's names
  * unchanged; the `all` face prefixes them `<server><sep><name>` (servers in
  * sorted order, each upstream's own order kept) and resolves them back.
+ * `virtual` faces (/v/<name>/mcp) serve the upstreams of a virtual server's
+ * chosen tools; their names are the curation's (curated.ts).
  */
 import { ErrorCodes, GatewayError } from "../../errors.js";
 
-export type FaceTarget = { kind: "server"; server: string } | { kind: "all"; separator: string };
+export type FaceTarget = { kind: "server"; server: string } | { kind: "all"; separator: string } | { kind: "virtual"; name: string };
 
 export class Catalog {
   constructor(
     readonly target: FaceTarget,
     private readonly registryNames: () => string[],
+    /** A virtual face's upstreams, as its config names them now (it may change on reload). */
+    private readonly chosenServers: () => readonly string[] = () => [],
   ) {}
 
   servers(): string[] {
-    return this.target.kind === "server" ? [this.target.server] : [...this.registryNames()].sort();
+    if (this.target.kind === "server") return [this.target.server];
+    const known = [...this.registryNames()].sort();
+    if (this.target.kind === "all") return known;
+    const chosen = this.chosenServers();
+    return known.filter((s) => chosen.includes(s));
   }
 
   expose(server: string, name: string): string {
-    return this.target.kind === "server" ? name : `${server}${this.target.separator}${name}`;
+    return this.target.kind === "all" ? `${server}${this.target.separator}${name}` : name;
   }
 
   /** Maps an exposed name back to its server; the longest matching server name wins. */
   resolve(exposed: string, what: "tool" | "prompt"): { server: string; name: string } {
     if (this.target.kind === "server") return { server: this.target.server, name: exposed };
+    if (this.target.kind === "virtual") {
+      throw new GatewayError(
+        what === "tool" ? ErrorCodes.UNKNOWN_TOOL : ErrorCodes.UNKNOWN_PROMPT,
+        `unknown ${what} '${exposed}' on virtual server '${this.target.name}'`,
+        {
+          details: { [what]: exposed },
+        },
+      );
+    }
     const sep = this.target.separator;
     const match = this.servers()
       .filter((s) => exposed.startsWith(s + sep) && exposed.length > s.length + sep.length)

@@ -19,13 +19,13 @@ import {
   UnsubscribeRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
-import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { principalOf } from "../../auth/principal.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError, toToolErrorText } from "../../errors.js";
 import type { UpstreamHandle } from "../../upstream/handle.js";
 import { logToolCall, resultOutcome } from "../access-log.js";
 import { paginate } from "./catalog.js";
 import { verbatimErrors, type HandlerContext } from "./context.js";
+import { faceTools, resolveTool } from "./curated.js";
 import { callTool, honouredTool, registerTaskHandlers } from "./tasks.js";
 
 /**
@@ -68,39 +68,46 @@ export function registerHandlers(h: HandlerContext): JoinedHook {
     return rows.flat();
   };
   const router = new ResourceRouter();
-  /** Whether the caller sees the tool (gateway.governance.visibility); hidden tools are absent from lists. */
-  const shown = (extra: { authInfo?: AuthInfo | undefined }, s: string, tool: string) =>
-    h.gateway.governance?.visible(principalOf(extra.authInfo), s, tool) ?? true;
+  const virtualServer = catalog.target.kind === "virtual" ? catalog.target.name : undefined;
 
   if (capabilities.tools) {
+    // What the caller sees: visibility (gateway.governance), curation and the face's naming (curated.ts, docs/adr/0024).
     server.setRequestHandler(ListToolsRequestSchema, async (req, extra) => {
+      const principal = principalOf(extra.authInfo);
       if (single) {
-        const listed = await (await conn(catalog.servers()[0]!)).listToolsPage(req.params);
-        return { ...listed, tools: listed.tools.filter((t) => shown(extra, catalog.servers()[0]!, t.name)).map(honouredTool) };
+        const s = catalog.servers()[0]!;
+        const listed = await (await conn(s)).listToolsPage(req.params);
+        return {
+          ...listed,
+          tools: faceTools(
+            h,
+            principal,
+            listed.tools.map((item) => ({ server: s, item })),
+          ).map((t) => honouredTool(t.tool)),
+        };
       }
       const failed: Unavailable = [];
-      const rows = (await each((c) => (c.capabilities?.tools ? c.cachedTools() : Promise.resolve([])), failed)).filter((r) =>
-        shown(extra, r.server, r.item.name),
-      );
-      const tools = rows.map(({ server: s, item }) => honouredTool({ ...item, name: catalog.expose(s, item.name) }));
-      catalog.assertUnique(
-        tools.map((t, i) => ({ exposed: t.name, server: rows[i]!.server })),
-        "tool",
-      );
+      const rows = await each((c) => (c.capabilities?.tools ? c.cachedTools() : Promise.resolve([])), failed);
+      const tools = faceTools(h, principal, rows).map((t) => honouredTool(t.tool));
       const { page, nextCursor } = paginate(tools, req.params?.cursor);
       return { tools: page, ...(nextCursor ? { nextCursor } : {}), ...unavailableMeta(failed) };
     });
     server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
-      const { server: upstream, name } = catalog.resolve(req.params.name, "tool");
+      const principal = principalOf(extra.authInfo);
+      // The upstream's own server and tool names from here on: the decision pipeline, rate limits and the access log see those.
+      const { server: upstream, tool: name } = resolveTool(h, principal, req.params.name);
       assertArgumentsSize(req.params.arguments, h.gateway.settings.tools.maxArgumentsBytes);
       // The access log's line (access-log.ts); a task-augmented call answered with a task is "promoted".
-      const entry = { face: catalog.target.kind, server: upstream, tool: name, principalHash: principalOf(extra.authInfo)?.hash };
+      const entry = { face: catalog.target.kind, server: upstream, tool: name, principalHash: principal?.hash };
       const run = async () => {
+        // Fixed and default arguments (curation): the pipeline decides on what is sent upstream.
+        const args = h.gateway.curation ? h.gateway.curation.arguments(principal, upstream, name, req.params.arguments, req.params.name) : req.params.arguments;
         // The decision pipeline (docs/adr/0022): a hidden tool is unknown, a denied call fails here.
-        await h.gateway.governance?.authorize({ ...entry, principal: principalOf(extra.authInfo), sessionId: session.id, args: req.params.arguments });
+        await h.gateway.governance?.authorize({ ...entry, principal, sessionId: session.id, args, virtualServer });
         // Rate limits (docs/adr/0023): refused here, before anything is sent upstream or a task is made.
-        await h.gateway.rateLimits?.take({ principal: principalOf(extra.authInfo), server: upstream, tool: name });
-        return callTool(h, await conn(upstream), req.params, name, extra);
+        await h.gateway.rateLimits?.take({ principal, server: upstream, tool: name });
+        const { arguments: _asked, ...params } = req.params;
+        return callTool(h, await conn(upstream), args !== undefined ? { ...params, arguments: args } : params, name, extra);
       };
       return logToolCall(h.gateway, session, entry, extra.signal, run, (r) => ("task" in r ? "promoted" : resultOutcome(r)));
     });

@@ -22,6 +22,7 @@ import type { UpstreamHandle } from "../../upstream/handle.js";
 import { AggregateConnector } from "./aggregate.js";
 import { createBridge, DownstreamRoutes } from "./bridge.js";
 import { Catalog, type FaceTarget } from "./catalog.js";
+import { faceTools } from "./curated.js";
 import { registerHandlers } from "./handlers.js";
 import { TASKS_CAPABILITY } from "./tasks.js";
 
@@ -35,7 +36,11 @@ export interface TransparentFaceOptions {
 
 export async function createTransparentServer(o: TransparentFaceOptions): Promise<Server> {
   const { session, gateway, target } = o;
-  const catalog = new Catalog(target, () => gateway.registry.names(session));
+  const catalog = new Catalog(
+    target,
+    () => gateway.registry.names(session),
+    () => (target.kind === "virtual" ? [...new Set(gateway.curation?.virtualServer(target.name)?.tools.map((t) => t.server))] : []),
+  );
   // A missing upstream that joins before the face's server exists has no client to tell yet.
   let announceJoin = (_server: string): void => undefined;
   const aggregate = new AggregateConnector({
@@ -50,8 +55,13 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   const connections = await connectAll(session, catalog, aggregate);
   const capabilities = deriveCapabilities(connections, target);
   const single = target.kind === "server" ? connections[0] : undefined;
-  const info: Implementation = single?.serverInfo ?? { name: "emceepee", title: "emceepee (all upstreams)", version: gateway.version };
-  const instructions = single ? single.instructions : allInstructions(catalog);
+  const virtual = target.kind === "virtual" ? gateway.curation?.virtualServer(target.name) : undefined;
+  const info: Implementation =
+    single?.serverInfo ??
+    (target.kind === "virtual"
+      ? { name: target.name, title: virtual?.title ?? `${target.name} (emceepee virtual server)`, version: gateway.version }
+      : { name: "emceepee", title: "emceepee (all upstreams)", version: gateway.version });
+  const instructions = single ? single.instructions : target.kind === "virtual" ? virtual?.instructions : allInstructions(catalog);
   const server = new Server(info, { capabilities, jsonSchemaValidator, ...(instructions ? { instructions } : {}) });
   const routes = new DownstreamRoutes(gateway.clock);
   const joined = registerHandlers({ server, session, catalog, capabilities, routes, gateway, aggregate });
@@ -59,6 +69,13 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
     joined(name);
     listsChanged(server, capabilities);
   };
+  // A reload that changes what this client sees (visibility, curation, a virtual server's tools) sends list_changed (docs/adr/0024).
+  const unwatch = capabilities.tools
+    ? gateway.toolViews?.watch({
+        fingerprint: () => toolView(catalog, gateway, session),
+        changed: () => void server.sendToolListChanged().catch(() => undefined),
+      })
+    : undefined;
   server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
     for (const c of session.liveConnections()) await c.sendRootsListChanged().catch(() => undefined);
   });
@@ -81,6 +98,7 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
     markInitialized();
   };
   server.onclose = () => {
+    unwatch?.();
     aggregate.close();
     session.bridge = undefined;
     routes.close("the client's session on this face closed");
@@ -119,8 +137,22 @@ const ALL_FACE_CAPABILITIES: ServerCapabilities = {
   completions: {},
 };
 
+/**
+ * A virtual server offers tools only: its chosen tools from several upstreams, with tasks (docs/adr/0024).
+ * Resources, prompts and completions stay on /servers/<name>/mcp and /all/mcp.
+ */
+const VIRTUAL_FACE_CAPABILITIES: ServerCapabilities = { tools: { listChanged: true } };
+
+/** What the client sees now from the connections it has (nothing is connected for this): the reload's before/after (tool-views.ts). */
+async function toolView(catalog: Catalog, gateway: GatewayContext, session: Session): Promise<string> {
+  const live = session.liveConnections().filter((c) => catalog.servers().includes(c.name));
+  const rows = await Promise.all(live.map(async (c) => (await c.cachedTools()).map((item) => ({ server: c.name, item }))));
+  return JSON.stringify(faceTools({ catalog, gateway }, session.principal, rows.flat()).map((t) => t.tool));
+}
+
 function deriveCapabilities(connections: UpstreamHandle[], target: FaceTarget): ServerCapabilities {
   if (target.kind === "all") return { ...structuredClone(ALL_FACE_CAPABILITIES), tasks: TASKS_CAPABILITY };
+  if (target.kind === "virtual") return { ...structuredClone(VIRTUAL_FACE_CAPABILITIES), tasks: TASKS_CAPABILITY };
   const caps: ServerCapabilities = {};
   for (const c of connections) {
     const up = c.capabilities ?? {};

@@ -5,7 +5,8 @@
  * pending requests need).
  */
 import { z } from "zod";
-import { principalOf } from "../../../auth/principal.js";
+import type { Tool } from "@modelcontextprotocol/sdk/types.js";
+import { principalOf, type Principal } from "../../../auth/principal.js";
 import { DEFAULT_SETTINGS } from "../../../config/schema.js";
 import { isStdioConfig } from "../../../config/server-entry.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError } from "../../../errors.js";
@@ -52,8 +53,13 @@ export const listTools = defineTool({
     const { governance } = ctx.gateway;
     const principal = principalOf(extra.authInfo);
     const rows = await fanout(ctx, server, async (c) => {
-      // Tools the caller may not see are absent (gateway.governance.visibility).
-      const tools = (await c.cachedTools()).filter((t) => governance?.visible(principal, c.name, t.name) ?? true);
+      // Tools the caller may not see are absent (gateway.governance.visibility); the others as curated for the caller (docs/adr/0024).
+      const tools = curatedTools(
+        ctx,
+        principal,
+        c.name,
+        (await c.cachedTools()).filter((t) => governance?.visible(principal, c.name, t.name) ?? true),
+      );
       return needle === undefined ? tools : tools.filter((t) => t.name.toLowerCase().includes(needle));
     });
     const all = rows.flatMap((r) => ("items" in r ? r.items.map((tool) => ({ server: r.server, tool })) : []));
@@ -146,15 +152,20 @@ export const executeTool = defineTool({
       .optional()
       .describe(`How long a promoted task may run before it expires (default ${DEFAULT_TTL_MS}, capped by the gateway's maxTtlMs)`),
   },
-  async run(ctx, { server, tool, args, timeout_ms, task_ttl_ms }, extra) {
+  async run(ctx, { server, tool: asked, args: askedArgs, timeout_ms, task_ttl_ms }, extra) {
     const { session, gateway } = ctx;
-    assertArgumentsSize(args, gateway.settings.tools.maxArgumentsBytes);
+    assertArgumentsSize(askedArgs, gateway.settings.tools.maxArgumentsBytes);
     const conn = await session.connection(server);
-    await assertToolExists(ctx, server, tool);
+    const principal = principalOf(extra.authInfo);
+    // The caller's name of the tool (curation, docs/adr/0024) → the upstream's; from here on the upstream's names and the arguments as sent.
+    const upstream = gateway.curation ? gateway.curation.upstreamName(principal, server, asked) : asked;
+    await assertToolExists(ctx, server, upstream ?? asked, upstream === undefined);
+    const tool = upstream ?? asked;
+    const args = gateway.curation ? gateway.curation.arguments(principal, server, tool, askedArgs, asked) : askedArgs;
     // The decision pipeline (docs/adr/0022): a hidden tool is unknown, a denied call fails here.
-    await gateway.governance?.authorize({ principal: principalOf(extra.authInfo), face: "meta", sessionId: session.id, server, tool, args });
+    await gateway.governance?.authorize({ principal, face: "meta", sessionId: session.id, server, tool, args });
     // Rate limits (docs/adr/0023): an empty bucket refuses the call here, before anything is sent upstream or a task is made.
-    await gateway.rateLimits?.take({ principal: principalOf(extra.authInfo), server, tool });
+    await gateway.rateLimits?.take({ principal, server, tool });
     const timeoutMs = timeout_ms ?? gateway.settings.tools.defaultTimeoutMs;
     const progress = forwardProgress(extra, extra._meta?.progressToken);
     // Tools the upstream only runs as tasks: the gateway drives the upstream task (design MF-9, TK-15).
@@ -230,10 +241,23 @@ function keepsTasksAcrossRestart({ gateway }: MetaContext, server: string): bool
   return entry !== undefined && !isStdioConfig(entry.config);
 }
 
-async function assertToolExists({ session }: MetaContext, server: string, tool: string): Promise<void> {
+/**
+ * The tools of `server` as this caller sees them (curation): renamed, overridden, fixed arguments
+ * out of the schema; a tool shadowed by another renamed onto its name is left out.
+ */
+function curatedTools(ctx: MetaContext, principal: Principal | undefined, server: string, tools: Tool[]): Tool[] {
+  const curation = ctx.gateway.curation;
+  if (!curation) return tools;
+  return tools.flatMap((t) => {
+    const shown = curation.view(principal, server, t);
+    return curation.upstreamName(principal, server, shown.name) === t.name ? [shown] : [];
+  });
+}
+
+async function assertToolExists({ session }: MetaContext, server: string, tool: string, renamedAway = false): Promise<void> {
   const conn = await session.connection(server);
   const tools = await conn.cachedTools();
-  if (tools.some((t) => t.name === tool)) return;
+  if (!renamedAway && tools.some((t) => t.name === tool)) return;
   throw new GatewayError(
     ErrorCodes.UNKNOWN_TOOL,
     `server '${server}' has no tool '${tool}'. Call list_tools with server '${server}' to see its ${tools.length} tools.`,
