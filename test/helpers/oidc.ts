@@ -95,6 +95,14 @@ export async function startOidcProvider(o: OidcOptions = {}): Promise<TestOidcPr
  * provider sends to the client's redirect URI.
  */
 export async function loginHeadless(authorizationUrl: URL | string, user: string, redirectUri: string): Promise<string> {
+  const back = await followAuthorization(authorizationUrl, user, redirectUri);
+  const code = back.searchParams.get("code");
+  if (code === null) throw new Error(`the provider sent back no code: ${back.href}`);
+  return code;
+}
+
+/** As loginHeadless, but returns the whole URL the provider sends the browser back to (code, state, iss). */
+export async function followAuthorization(authorizationUrl: URL | string, user: string, redirectUri: string): Promise<URL> {
   const jar = new Map<string, string>();
   const request = async (url: string, init: RequestInit = {}): Promise<Response> => {
     const res = await fetch(url, {
@@ -111,12 +119,7 @@ export async function loginHeadless(authorizationUrl: URL | string, user: string
   };
   let url = String(authorizationUrl);
   for (let step = 0; step < 20; step++) {
-    if (url.startsWith(redirectUri)) {
-      const back = new URL(url);
-      const code = back.searchParams.get("code");
-      if (code === null) throw new Error(`the provider sent back no code: ${url}`);
-      return code;
-    }
+    if (url.startsWith(redirectUri)) return new URL(url);
     const res = await request(url);
     const location = res.headers.get("location");
     if (location !== null) {

@@ -1,0 +1,182 @@
+/**
+ * The OAuth client for remote upstreams (issue 23, docs/adr/0025): per
+ * (principal, upstream), an access token from the vault, refreshed ahead of
+ * expiry and on a 401, or else an authorization to start (CONSENT_REQUIRED
+ * carrying its URL); and the callback's completion from the flow store, so it
+ * works on any replica. The protocol is the SDK's `auth()` (discovery,
+ * registration, PKCE S256, RFC 8707 resource, code exchange, refresh); the
+ * checks it leaves out are in provider.ts and complete().
+ */
+import { auth, discoverAuthorizationServerMetadata } from "@modelcontextprotocol/sdk/client/auth.js";
+import type { OAuthDiscoveryState } from "@modelcontextprotocol/sdk/client/auth.js";
+import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { Clock } from "../../clock.js";
+import { ErrorCodes, GatewayError, errorMessage } from "../../errors.js";
+import type { OAuthFlowStore } from "../../store/contracts.js";
+import { GatewayOAuthProvider, authFailed, flowAad, type ProviderContext, type UpstreamOAuthConfig } from "./provider.js";
+import type { CredentialVault } from "./vault.js";
+
+export interface UpstreamOAuthOptions {
+  vault: CredentialVault;
+  flows: OAuthFlowStore;
+  clock: Clock;
+  /** `<public base>/oauth/callback`. */
+  redirectUrl: string;
+  /** @default 600_000 */
+  flowTtlMs?: number;
+  /** @default 10_000 */
+  maxPendingFlows?: number;
+  /** @default 60_000 */
+  refreshAheadMs?: number;
+  /** For discovery, registration and token requests. @default globalThis.fetch */
+  fetch?: FetchLike;
+}
+
+/** Whose and which: the principal (issuer, subject) and the upstream's name, URL and `auth` config. */
+export interface UpstreamAuthTarget {
+  owner: { issuer: string; subject: string };
+  upstream: string;
+  url: string;
+  config: UpstreamOAuthConfig;
+}
+
+export class UpstreamOAuth {
+  private readonly ctx: ProviderContext;
+  private readonly refreshAheadMs: number;
+  private readonly fetchFn: FetchLike;
+  private readonly inflight = new Map<string, Promise<unknown>>();
+
+  constructor(options: UpstreamOAuthOptions) {
+    this.ctx = {
+      vault: options.vault,
+      flows: options.flows,
+      clock: options.clock,
+      redirectUrl: options.redirectUrl,
+      flowTtlMs: options.flowTtlMs ?? 600_000,
+      maxPendingFlows: options.maxPendingFlows ?? 10_000,
+      discovery: new Map<string, OAuthDiscoveryState>(),
+    };
+    this.refreshAheadMs = options.refreshAheadMs ?? 60_000;
+    this.fetchFn = options.fetch ?? ((url, init) => fetch(url, init));
+  }
+
+  private provider(t: UpstreamAuthTarget, verifier?: string): GatewayOAuthProvider {
+    return new GatewayOAuthProvider(this.ctx, t.owner, t.upstream, t.config, verifier);
+  }
+
+  /**
+   * The principal's access token for the upstream: the stored one while it
+   * is not within refreshAheadMs of expiring (or `force`), else refreshed;
+   * without one (or when the refresh is refused) CONSENT_REQUIRED with the
+   * authorization URL to open.
+   */
+  async accessToken(t: UpstreamAuthTarget, options: { force?: boolean } = {}): Promise<string> {
+    const tokens = await this.provider(t).tokens();
+    const now = this.ctx.clock.now();
+    if (tokens && !options.force && (tokens.expires_at === undefined || tokens.expires_at - this.refreshAheadMs > now)) return tokens.access_token;
+    // One refresh or authorization start per (principal, upstream) at a time: concurrent calls share it.
+    const key = JSON.stringify([t.owner.issuer, t.owner.subject, t.upstream]);
+    let pending = this.inflight.get(key);
+    if (!pending) {
+      pending = this.run(t, tokens?.refresh_token !== undefined).finally(() => this.inflight.delete(key));
+      this.inflight.set(key, pending);
+    }
+    await pending;
+    const fresh = await this.provider(t).tokens();
+    if (!fresh) throw new GatewayError(ErrorCodes.INTERNAL, "an authorization ended without tokens");
+    return fresh.access_token;
+  }
+
+  /** Runs the SDK's auth(): a refresh when a refresh token is kept, else (or when it is refused) a new authorization, which ends in CONSENT_REQUIRED. */
+  private async run(t: UpstreamAuthTarget, canRefresh: boolean): Promise<void> {
+    const provider = this.provider(t);
+    let result: "AUTHORIZED" | "REDIRECT";
+    try {
+      result = await auth(provider, { serverUrl: t.url, fetchFn: this.fetchFn });
+    } catch (err) {
+      if (err instanceof GatewayError) throw err;
+      if (!canRefresh) throw authFailed(t.upstream, errorMessage(err), err);
+      // The refresh was refused (revoked, expired): forget the grant and ask the person again.
+      await provider.invalidateCredentials("tokens");
+      return this.run(t, false);
+    }
+    if (result === "AUTHORIZED") return;
+    const url = provider.authorizationUrl;
+    throw new GatewayError(
+      ErrorCodes.CONSENT_REQUIRED,
+      `server ${t.upstream} needs your authorization: open ${url?.href ?? "the authorization URL"} in a browser (as yourself), then call again`,
+      { details: { server: t.upstream, authorizationUrl: url?.href } },
+    );
+  }
+
+  /**
+   * Completes an authorization from the callback's query: the flow is taken
+   * (used up whatever follows), must belong to `person`, the authorization
+   * server's `iss` must match (RFC 9207) before the code is redeemed. Nothing
+   * is stored unless every check passes and the code is redeemed.
+   */
+  async complete(
+    query: URLSearchParams,
+    person: { issuer: string; subject: string },
+    targetOf: (upstream: string) => UpstreamAuthTarget | undefined,
+  ): Promise<{ upstream: string }> {
+    const state = query.get("state");
+    const flow = state === null ? undefined : await this.ctx.flows.take(state, this.ctx.clock.now());
+    if (!flow || state === null) throw callbackRefused("unknown, already used or expired state: start the authorization again");
+    if (flow.issuer !== person.issuer || flow.subject !== person.subject) {
+      throw callbackRefused("this authorization was started for another person; the person it is for must open their own link");
+    }
+    const target = targetOf(flow.upstream);
+    if (!target) throw callbackRefused(`server ${flow.upstream} is no longer configured for OAuth`);
+    const error = query.get("error");
+    if (error !== null)
+      throw callbackRefused(`the authorization server answered ${error}${query.get("error_description") ? `: ${query.get("error_description")}` : ""}`);
+    const iss = query.get("iss");
+    // Another replica may have started it: learn whether the server promises `iss` from its metadata.
+    const meta = (this.ctx.discovery.get(flow.upstream)?.authorizationServerMetadata ??
+      (await discoverAuthorizationServerMetadata(flow.authIssuer, { fetchFn: this.fetchFn }).catch(() => undefined))) as Record<string, unknown> | undefined;
+    const advertised = meta?.["authorization_response_iss_parameter_supported"] === true;
+    if ((iss !== null || advertised) && iss !== flow.authIssuer) {
+      throw callbackRefused(`the response names issuer ${iss ?? "(none)"}, not ${flow.authIssuer} where the authorization was started (RFC 9207)`);
+    }
+    const code = query.get("code");
+    if (code === null) throw callbackRefused("the callback carries no code");
+    const verifier = this.ctx.vault.vault.open({ keyId: flow.keyId, sealed: flow.verifierSealed }, flowAad(state));
+    const provider = this.provider({ ...target, owner: person }, verifier);
+    try {
+      await auth(provider, { serverUrl: target.url, authorizationCode: code, fetchFn: this.fetchFn });
+    } catch (err) {
+      if (err instanceof GatewayError) throw err;
+      throw authFailed(flow.upstream, `the code was not redeemed: ${errorMessage(err)}`, err);
+    }
+    return { upstream: flow.upstream };
+  }
+
+  /** Forgets the principal's grant for the upstream (disconnect); true when there was one. */
+  disconnect(t: Pick<UpstreamAuthTarget, "owner" | "upstream">): Promise<boolean> {
+    return this.ctx.vault.delete({ ...t.owner, upstream: t.upstream, slot: "oauth" });
+  }
+
+  /**
+   * A fetch for the upstream's transport that sends the principal's access
+   * token, and on a 401 refreshes once and retries; a request that cannot
+   * get a token fails with CONSENT_REQUIRED (or UPSTREAM_AUTH_FAILED).
+   */
+  fetchFor(t: UpstreamAuthTarget, base: FetchLike): FetchLike {
+    return async (url, init) => {
+      const send = (token: string) => {
+        const headers = new Headers(init?.headers);
+        headers.set("authorization", `Bearer ${token}`);
+        return base(url, { ...init, headers });
+      };
+      const res = await send(await this.accessToken(t));
+      if (res.status !== 401) return res;
+      await res.body?.cancel();
+      return send(await this.accessToken(t, { force: true }));
+    };
+  }
+}
+
+function callbackRefused(problem: string): GatewayError {
+  return new GatewayError(ErrorCodes.UPSTREAM_AUTH_FAILED, `the authorization callback was refused: ${problem}; nothing was stored`);
+}
