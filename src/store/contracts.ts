@@ -533,6 +533,62 @@ export interface OAuthFlowStore {
   count(): Promise<number>;
 }
 
+// ---------------------------------------------------------------- approvals
+
+/** Where a human approval stands (docs/adr/0025-approvals.md). */
+export type ApprovalState = "pending" | "approved" | "rejected" | "expired" | "cancelled";
+
+/** A tool call waiting for (or past) a person's decision; its gateway task is `taskId` of session `sessionId`. Plain JSON. */
+export interface ApprovalRecord {
+  id: string;
+  taskId: string;
+  sessionId: string;
+  /** The face the call came through ("meta", "server", "all", "virtual"). */
+  face: string;
+  /** Who asked: the principal's hash, issuer and subject; absent when the caller had none. */
+  requester?: { hash: string; issuer: string; subject: string };
+  /** The client's name and version from initialize, when it gave them. */
+  client?: string;
+  server: string;
+  tool: string;
+  /** The call's arguments as sent upstream: kept to run the call once approved (and shown to approvers); dropped when it ends unless audit.storeArguments. */
+  arguments?: Record<string, unknown>;
+  /** SHA-256 (hex) of the arguments as canonical JSON: the approval is for exactly these. */
+  argumentsDigest: string;
+  /** The policy version in force when approval was asked. */
+  policyVersion: string;
+  /** The rule that asked for approval (`defaultAction` when none matched). */
+  ruleId: string;
+  createdAt: number;
+  expiresAt: number;
+  state: ApprovalState;
+  /** Who decided: the approver's name, "expiry" or "requester" (a cancel). */
+  decidedBy?: string;
+  decidedAt?: number;
+  reason?: string;
+  /** When one process took the approved call to run it (exactly one does). */
+  claimedAt?: number;
+}
+
+export interface ApprovalStore {
+  create(record: ApprovalRecord): Promise<void>;
+  get(id: string): Promise<ApprovalRecord | undefined>;
+  /** Oldest first (createdAt, id), only the given states if any, at most `limit`. */
+  list(query?: { states?: readonly ApprovalState[]; limit?: number }): Promise<ApprovalRecord[]>;
+  /**
+   * Compare-and-set: applies `patch` (and removes `unset`) only while the state is one of
+   * `ifState` (and, with `ifUnclaimed`, no claimedAt is set); returns the new record, or
+   * undefined when unknown or the condition failed. Exactly one of racing callers wins.
+   */
+  update(
+    id: string,
+    patch: Partial<Pick<ApprovalRecord, "state" | "decidedBy" | "decidedAt" | "reason" | "claimedAt">>,
+    condition: { ifState: readonly ApprovalState[]; ifUnclaimed?: boolean; unset?: readonly "arguments"[] },
+  ): Promise<ApprovalRecord | undefined>;
+  /** Deletes approvals that are no longer pending and were created before `before`; returns how many. */
+  deleteEndedBefore(before: number): Promise<number>;
+}
+
 // ---------------------------------------------------------------- the bundle
 
 export interface Store {
@@ -547,6 +603,7 @@ export interface Store {
   readonly servers: ServerStore;
   readonly logins: LoginStateStore;
   readonly decisions: DecisionStore;
+  readonly approvals: ApprovalStore;
   readonly rateLimits: RateLimitStore;
   readonly credentials: CredentialStore;
   readonly oauthFlows: OAuthFlowStore;

@@ -15,6 +15,7 @@
 import { describe } from "node:test";
 import type { Store } from "../../src/store/contracts.js";
 import type { ManualClock } from "../fixtures/manual-clock.js";
+import { approvalContract } from "./contract-approvals.js";
 import { credentialContract } from "./contract-credentials.js";
 import { decisionContract } from "./contract-decisions.js";
 import { eventContract } from "./contract-events.js";
@@ -42,5 +43,6 @@ export function storeContract(name: string, factory: StoreFactory): void {
     decisionContract(factory);
     rateLimitContract(factory);
     credentialContract(factory);
+    approvalContract(factory);
   });
 }

@@ -5,6 +5,7 @@
  */
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
+import { MemoryApprovalStore } from "./approvals.js";
 import { MemoryCredentialStore, MemoryOAuthFlowStore } from "./credentials.js";
 import { MemoryDecisionStore } from "./decisions.js";
 import { MemoryEventStore } from "./events.js";
@@ -31,6 +32,7 @@ export function createMemoryStore(clock: Clock): Store {
     credentials: new MemoryCredentialStore(guard),
     oauthFlows: new MemoryOAuthFlowStore(guard),
     decisions: new MemoryDecisionStore(guard),
+    approvals: new MemoryApprovalStore(guard),
     healthy: async () => !guard.isClosed,
     close: async () => guard.close(),
   };

@@ -7,6 +7,7 @@
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { RedisConn, type OpenRedisOptions } from "./conn.js";
+import { RedisApprovalStore } from "./approvals.js";
 import { RedisCredentialStore, RedisOAuthFlowStore } from "./credentials.js";
 import { RedisDecisionStore } from "./decisions.js";
 import { RedisEventStore, RedisReplayStore } from "./events.js";
@@ -33,6 +34,7 @@ export async function openRedisStore(url: string, clock: Clock, options: OpenRed
     credentials: new RedisCredentialStore(conn),
     oauthFlows: new RedisOAuthFlowStore(conn),
     decisions: new RedisDecisionStore(conn),
+    approvals: new RedisApprovalStore(conn),
     healthy: () => conn.healthy(),
     problem: () => conn.problem(),
     close: () => conn.close(),

@@ -9,6 +9,7 @@
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { SqliteDb, type OpenSqliteOptions } from "./db.js";
+import { SqliteApprovalStore } from "./approvals.js";
 import { SqliteCredentialStore, SqliteOAuthFlowStore } from "./credentials.js";
 import { SqliteEventStore } from "./events.js";
 import { SqliteDecisionStore } from "./decisions.js";
@@ -56,6 +57,7 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
     credentials: new SqliteCredentialStore(db),
     oauthFlows: new SqliteOAuthFlowStore(db),
     decisions: new SqliteDecisionStore(db),
+    approvals: new SqliteApprovalStore(db),
     healthy: async () => db.healthy(),
     problem: () => db.problem(),
     announce: async ({ port }) => owner?.announce(port),

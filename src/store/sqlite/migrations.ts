@@ -146,6 +146,16 @@ export const MIGRATIONS: readonly Migration[] = [
     },
   },
   {
+    version: 6,
+    description: "approvals: tool calls waiting for (or past) a person's decision, by state and creation time",
+    up(db) {
+      db.exec(`
+        CREATE TABLE approvals (id TEXT PRIMARY KEY, state TEXT NOT NULL, created_at INTEGER NOT NULL, record TEXT NOT NULL) WITHOUT ROWID;
+        CREATE INDEX approvals_by_state ON approvals (state, created_at, id);
+      `);
+    },
+  },
+  {
     version: 9,
     description: "the vault: sealed upstream credentials per (principal, upstream, slot), started upstream OAuth flows (take-once, expiring)",
     up(db) {
