@@ -179,6 +179,19 @@ test("curation and virtual servers on every face; list_changed on reload to the 
     // /servers/slow: its view never changed; a round trip after both reloads, then still none.
     await slowOnly.listTools();
     assert.equal(seen.slowOnly.count, 0);
+
+    // A policy change alone (a visibility rule hides get-sum): the faces that showed it are told.
+    const hidden = config("speak", KIT.slice(0, 2));
+    hidden.gateway.governance.visibility = [{ server: "everything", tool: "get-sum", visible: false }];
+    const counts = { single: seen.single.count, kit: seen.kit.count };
+    const third = await gw.gateway.reload(hidden);
+    assert.equal(third.governance?.applied, true);
+    await eventually("list_changed after the visibility change", () => (seen.single.count > counts.single && seen.kit.count > counts.kit ? true : undefined));
+    assert.ok(!(await single.listTools()).tools.some((t) => t.name === "get-sum"));
+    assert.deepEqual(
+      (await kit.listTools()).tools.map((t) => t.name),
+      ["shout"],
+    );
   } finally {
     await Promise.allSettled(clients.map((c) => c.close()));
     await gw.close();
