@@ -242,6 +242,20 @@ export const gatewaySettingsSchema = z.strictObject({
       maxTimeoutMs: positiveMs.default(600_000),
     })
     .prefault({}),
+  /** search_tools (docs/adr/0026). */
+  toolSearch: z
+    .strictObject({
+      /** How long a search waits for servers the session has not connected yet (they keep connecting; the reply names them). */
+      connectWaitMs: z.number().int().min(0).max(60_000).default(2_000),
+    })
+    .prefault({}),
+  /** set_timer (design MF-22). */
+  timers: z
+    .strictObject({
+      /** Timers one session may have running at once (EMCP_LIMIT_REACHED beyond). */
+      maxPerSession: z.number().int().positive().max(1000).default(20),
+    })
+    .prefault({}),
   upstream: z
     .strictObject({
       /**

@@ -11,6 +11,8 @@
  *                 connection has its own session id: the package keeps roots,
  *                 subscriptions and simulated logging in module maps keyed by it.
  *   "slow"        test/fixtures/slow-server-tools.ts; `crash` drops the connection.
+ *   "catalog"     test/fixtures/tool-catalog.ts, the catalog named by the next
+ *                 argument (inProcessCatalog(name)): many tools, for tool search.
  * Any other entry goes to the real transports (defaultTransportFactory).
  */
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
@@ -22,16 +24,22 @@ import { isStdioConfig } from "../../src/config/server-entry.js";
 import type { GatewayDeps } from "../../src/server/gateway.js";
 import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
 import { createSlowServer } from "../fixtures/slow-server-tools.js";
+import { createCatalogServer, isCatalogName, type CatalogName } from "../fixtures/tool-catalog.js";
 import { startGateway, type TestGateway } from "./gateway.js";
 
 /** The command of an in-process entry (never run: the factory below answers it). */
 export const IN_PROCESS_COMMAND = "emceepee-test-in-process";
 
-export type InProcessUpstream = "everything" | "slow";
+export type InProcessUpstream = "everything" | "slow" | "catalog";
 
 /** A server entry for `mcpServers` served in this process. */
 export function inProcess(name: InProcessUpstream): { command: string; args: string[] } {
   return { command: IN_PROCESS_COMMAND, args: [name] };
+}
+
+/** A server entry for one of test/fixtures/tool-catalog.ts's catalogs, served in this process. */
+export function inProcessCatalog(name: CatalogName): { command: string; args: string[] } {
+  return { command: IN_PROCESS_COMMAND, args: ["catalog", name] };
 }
 
 interface Built {
@@ -47,12 +55,16 @@ const everything = (await import(pathToFileURL(path.join(path.dirname(everything
 
 let connections = 0;
 
-const BUILDERS: Record<InProcessUpstream, (drop: () => void, sessionId: string) => Built> = {
+const BUILDERS: Record<InProcessUpstream, (drop: () => void, sessionId: string, args: readonly string[]) => Built> = {
   everything: (_drop, sessionId) => {
     const { server, cleanup } = everything.createServer();
     return { server, cleanup: () => cleanup(sessionId) };
   },
   slow: (drop) => ({ server: createSlowServer({ crash: drop }) }),
+  catalog: (_drop, _sessionId, [name = ""]) => {
+    if (!isCatalogName(name)) throw new Error(`no tool catalog named ${name} (test/fixtures/tool-catalog.ts)`);
+    return { server: createCatalogServer(name) };
+  },
 };
 
 /** The gateway's transport factory with the in-process upstreams; everything else goes to `real`. */
@@ -65,7 +77,7 @@ export function inProcessTransportFactory(real: TransportFactory = defaultTransp
     const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
     for (const side of [clientSide, serverSide]) wire(side);
     serverSide.sessionId = `in-process-${++connections}`;
-    const built = build(() => void serverSide.close(), serverSide.sessionId);
+    const built = build(() => void serverSide.close(), serverSide.sessionId, config.args?.slice(1) ?? []);
     built.server.server.onclose = () => built.cleanup?.();
     // Messages sent before the server's start() are queued by InMemoryTransport.
     built.server.connect(serverSide).catch((err: unknown) => clientSide.onerror?.(err instanceof Error ? err : new Error(String(err))));

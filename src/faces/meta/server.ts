@@ -26,12 +26,14 @@ import { getSamplingRequests, respondToSampling } from "./tools/sampling.js";
 import { addServer, listServers, removeServer } from "./tools/servers.js";
 import { cancelTask, getTask, getTaskResult, listTasks } from "./tools/tasks.js";
 import { executeTool, listTools } from "./tools/tools.js";
+import { searchToolsTool } from "./tools/search.js";
 
 export const META_TOOLS: readonly MetaTool[] = [
   addServer,
   removeServer,
   listServers,
   listTools,
+  searchToolsTool,
   executeTool,
   listResources,
   listResourceTemplates,
@@ -51,7 +53,7 @@ export const META_TOOLS: readonly MetaTool[] = [
   awaitActivity,
 ];
 
-const INSTRUCTIONS = `emceepee is an MCP gateway. Use list_servers and list_tools to discover upstream servers and their tools, execute_tool to call them (a server starts on first use).
+const INSTRUCTIONS = `emceepee is an MCP gateway. Use list_servers and list_tools (or search_tools, to find a tool by what it does among many) to discover upstream servers and their tools, execute_tool to call them (a server starts on first use).
 Slow calls become tasks after timeout_ms: follow them with await_activity, get_task and get_task_result.
 When a server asks for user input or an LLM completion, it shows up in pending_client_action: answer with respond_to_elicitation or respond_to_sampling.
 New events are delivered exactly once, in whichever tool response comes first.`;

@@ -32,7 +32,7 @@ const LIST_TOOLS_MAX_LIMIT = 500;
 export const listTools = defineTool({
   name: "list_tools",
   title: "List upstream tools",
-  description: `List the tools of one server, or of every server when \`server\` is omitted (full definitions, input schemas included), grouped by server. \`name_contains\` keeps the tools whose name contains it (case-insensitive). At most \`limit\` tools per reply (default ${LIST_TOOLS_DEFAULT_LIMIT}); when more match, the reply has \`next_cursor\`: call again with the same arguments and \`cursor\` set to it.`,
+  description: `List the tools of one server, or of every server when \`server\` is omitted (full definitions, input schemas included), grouped by server. \`name_contains\` keeps the tools whose name contains it (case-insensitive). At most \`limit\` tools per reply (default ${LIST_TOOLS_DEFAULT_LIMIT}); when more match, the reply has \`next_cursor\`: call again with the same arguments and \`cursor\` set to it. With many tools, search_tools finds the right one by what it does for far fewer tokens.`,
   input: {
     server: z.string().optional().describe("Server name; omit for all servers"),
     name_contains: z.string().min(1).max(200).optional().describe("Only tools whose name contains this text (case-insensitive)"),
