@@ -10,7 +10,12 @@ import { callersAuthenticated } from "../auth/required.js";
 import { isLoopbackHost } from "../http/guards.js";
 
 /** The banner on stdout; its first line is `emceepee listening on <meta URL> (upstreams: …)`. */
-export function banner(metaUrl: string, servers: readonly string[], checking: boolean, settings?: Pick<GatewaySettings, "console" | "metrics">): string {
+export function banner(
+  metaUrl: string,
+  servers: readonly string[],
+  checking: boolean,
+  settings?: Pick<GatewaySettings, "console" | "metrics"> & Partial<Pick<GatewaySettings, "governance">>,
+): string {
   const base = metaUrl.replace(/\/mcp$/, "");
   const rows: Array<[string, string]> = [
     ["meta-tools face", `${base}/mcp`],
@@ -18,6 +23,7 @@ export function banner(metaUrl: string, servers: readonly string[], checking: bo
     ...(servers.length
       ? servers.map((s): [string, string] => ["one upstream", `${base}/servers/${encodeURIComponent(s)}/mcp`])
       : [["one upstream", `${base}/servers/<name>/mcp (none configured yet; add_server adds one)`] as [string, string]]),
+    ...(settings?.governance?.virtualServers ?? []).map((v): [string, string] => ["virtual server", `${base}/v/${encodeURIComponent(v.name)}/mcp`]),
     ...(settings?.console.enabled ? [["web console", `${base}/console`] as [string, string]] : []),
     ...(settings?.metrics.enabled ? [["metrics", `${base}${settings.metrics.path}`] as [string, string]] : []),
     ["health", `${base}/healthz  ${base}/readyz`],

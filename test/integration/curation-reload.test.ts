@@ -29,7 +29,13 @@ after(async () => {
 function config(echoName: string, extra: Record<string, unknown> = {}) {
   return {
     mcpServers: { everything: everythingStdio() },
-    gateway: { governance: { curation: [{ server: "everything", tool: "echo", name: echoName }] }, ...extra },
+    gateway: {
+      governance: {
+        curation: [{ server: "everything", tool: "echo", name: echoName }],
+        virtualServers: [{ name: "kit", tools: [{ server: "everything", tool: "echo", as: "shout" }] }],
+      },
+      ...extra,
+    },
   };
 }
 
@@ -51,6 +57,14 @@ test(
     const names = async () => (await client.listTools()).tools.map((t) => t.name);
     assert.ok((await names()).includes("say"));
     assert.match(text(await client.callTool({ name: "say", arguments: { message: "one" } })), /one/);
+    // The banner names the virtual server's URL, and it serves its one tool.
+    assert.match(s.stdout(), /virtual server\s+http:\/\/\S+\/v\/kit\/mcp/);
+    const kit = await connectClient(s.url.replace(/\/mcp$/, "/v/kit/mcp"));
+    clients.push(kit);
+    assert.deepEqual(
+      (await kit.listTools()).tools.map((t) => t.name),
+      ["shout"],
+    );
 
     // Renamed again, and one call of echo a minute: no restart needed.
     await writeFile(
