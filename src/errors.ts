@@ -64,6 +64,10 @@ export const ErrorCodes = {
   RESPONSE_TOO_LARGE: "EMCP_RESPONSE_TOO_LARGE",
   /** The state store (gateway.store) cannot be opened, read or written; the message names the file. */
   STORE_UNAVAILABLE: "EMCP_STORE_UNAVAILABLE",
+  /** A run_code script threw, did not compile, or waited on a promise nothing could settle; the message says where. */
+  CODE_ERROR: "EMCP_CODE_ERROR",
+  /** A run_code script went past one of its bounds (gateway.codeMode: wall time, CPU time, memory, stack, calls, output); the message names the bound and the setting. */
+  CODE_LIMIT: "EMCP_CODE_LIMIT",
   /** The client cancelled the request. */
   CANCELLED: "EMCP_CANCELLED",
   /** A console OpenID Connect login could not be completed (unknown or expired state, a refused code, a bad ID token, no role). */
@@ -112,6 +116,8 @@ const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_UNATTRIBUTABLE: ErrorCode.InvalidRequest,
   EMCP_RESPONSE_TOO_LARGE: ErrorCode.InternalError,
   EMCP_STORE_UNAVAILABLE: ErrorCode.InternalError,
+  EMCP_CODE_ERROR: ErrorCode.InvalidParams,
+  EMCP_CODE_LIMIT: ErrorCode.InternalError,
   EMCP_CANCELLED: ErrorCode.InternalError,
   EMCP_CONSOLE_LOGIN_FAILED: ErrorCode.InvalidRequest,
   EMCP_VAULT_UNAVAILABLE: ErrorCode.InternalError,

@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_PORT } from "./cli-defaults.js";
 import { mcpServersSchema, sharingMode, type ServerConfig, type SharingMode } from "./server-entry.js";
+import { codeModeSchema } from "./code-mode.js";
 import { governanceSchema } from "./governance.js";
 import { rateLimitSchema } from "./rate-limits.js";
 import { DEFAULT_DENIED_URLS, urlPatternProblem } from "./url-patterns.js";
@@ -474,6 +475,8 @@ export const gatewaySettingsSchema = z.strictObject({
   rateLimits: z.array(rateLimitSchema).max(200).default([]),
   /** Who sees and may call which tools (docs/adr/0022-decision-pipeline.md); profile "off" (the default): no governance. */
   governance: governanceSchema,
+  /** run_code's sandbox bounds (docs/adr/0025-code-mode-sandbox.md). */
+  codeMode: codeModeSchema,
 });
 
 /** The file as written; parseConfig() turns its entries into a GatewayConfig (disabled servers dropped). */

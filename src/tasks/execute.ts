@@ -27,7 +27,8 @@ export type ExecuteOutcome = { kind: "result"; result: CallToolResult } | { kind
 
 export interface ExecuteOptions {
   tasks: TaskManager;
-  connection: UpstreamHandle;
+  /** The upstream (its name, the default call, its session for a mapped task); run_code passes the gateway's own name with its `run`. */
+  connection: Pick<UpstreamHandle, "name" | "callTool" | "upstreamSessionId">;
   clock: Clock;
   tool: string;
   args: Record<string, unknown> | undefined;

@@ -30,6 +30,8 @@ export interface MetaTool<S extends z.ZodRawShape = z.ZodRawShape> {
   annotations?: ToolAnnotations;
   /** await_activity delivers events itself. @default true */
   envelope?: boolean;
+  /** Whether the gateway's settings offer this tool (run_code: gateway.codeMode.enabled). @default always */
+  enabled?: (ctx: MetaContext) => boolean;
   run(ctx: MetaContext, args: z.infer<z.ZodObject<S>>, extra: Extra): Promise<CallToolResult>;
 }
 

@@ -27,6 +27,7 @@ import { addServer, listServers, removeServer } from "./tools/servers.js";
 import { cancelTask, getTask, getTaskResult, listTasks } from "./tools/tasks.js";
 import { executeTool, listTools } from "./tools/tools.js";
 import { searchToolsTool } from "./tools/search.js";
+import { runCode } from "./code-mode/run-code.js";
 
 export const META_TOOLS: readonly MetaTool[] = [
   addServer,
@@ -51,6 +52,7 @@ export const META_TOOLS: readonly MetaTool[] = [
   getTaskResult,
   cancelTask,
   awaitActivity,
+  runCode,
 ];
 
 const INSTRUCTIONS = `emceepee is an MCP gateway. Use list_servers and list_tools (or search_tools, to find a tool by what it does among many) to discover upstream servers and their tools, execute_tool to call them (a server starts on first use).
@@ -64,6 +66,7 @@ export function createMetaServer(ctx: MetaContext): McpServer {
     { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator },
   );
   for (const tool of META_TOOLS) {
+    if (tool.enabled?.(ctx) === false) continue;
     const outputSchema = META_OUTPUT_SCHEMAS[tool.name];
     server.registerTool(
       tool.name,
