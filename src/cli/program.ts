@@ -4,20 +4,19 @@
  * and reload: lifecycle.ts). `run()` is also what `npm start`
  * (scripts/start.mjs) calls, in its own process, after building dist/.
  * Each command imports what it runs when it runs: --version and --help load
- * commander and this folder's option parsers, not the gateway
+ * commander, this folder's option parsers and observability/build-info.ts
+ * (the version and store schema version), not the gateway
  * (docs/adr/0017-lazy-start.md; test/unit/cli-lazy.test.ts).
  */
-import { createRequire } from "node:module";
 import path from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../config/cli-defaults.js";
 import type { LoadConfigOptions } from "../config/load.js";
 import type { GatewaySettings } from "../config/schema.js";
 import type { LogFormat } from "../logging.js";
+import { versionLine } from "../observability/build-info.js";
 import type { StdioFace } from "../server/gateway.js";
 import { accessLogOption, configOption, hostList, logFormatOption, logLevelOption, originList, port, stdioFace, storeOption } from "./options.js";
-
-const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
 
 export interface RunOptions {
   /** See ExitPathOptions.repeatWindowMs (npm start sets it). */
@@ -52,7 +51,7 @@ export function buildProgram(options: RunOptions = {}): Command {
   const program = new Command()
     .name("emceepee")
     .description("A task-aware MCP gateway between MCP clients and any number of MCP servers.")
-    .version(pkg.version, "-V, --version", "print the version and exit")
+    .version(versionLine(), "-V, --version", "print the version, the store schema version and the Node.js version, and exit")
     .showHelpAfterError();
 
   program

@@ -4,6 +4,7 @@
  * "How the code keeps it".
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { buildInfo, type BuildInfo } from "./build-info.js";
 import { FastHistogram } from "./histogram.js";
 import { DURATION_BUCKETS, type NetworkTransport } from "./semconv.js";
 
@@ -21,6 +22,10 @@ export interface MetricsSources {
   upstreamConnections(): Array<{ upstream: string; status: string }>;
   /** Running stdio upstream processes. */
   stdioChildren(): number;
+  /** Their cap (gateway.upstream.maxChildProcesses). */
+  stdioChildLimit?(): number;
+  /** Whether the state store can serve (what /readyz asks; cached there). */
+  storeHealthy?(): boolean | Promise<boolean>;
   /** Elicitation and sampling requests waiting for a client. */
   pendingClientRequests(): Array<{ kind: string }>;
   /** The tasks of the open sessions. */
@@ -64,13 +69,17 @@ export class GatewayMetrics {
   private readonly principalRefusals: Counter;
   private readonly rateLimitedCalls: Counter;
   private readonly governanceDecisions: Counter;
+  private readonly storeErrors: Counter;
   private readonly toolNames = new Set<string>();
   private readonly principalRequests: Counter | undefined;
   private readonly principalLabels = new Set<string>();
   private sources: MetricsSources | undefined;
 
-  /** @param options.principals principals labelled in emceepee_principal_requests_total (`metrics.principals`; 0: no such counter) */
-  constructor(private readonly options: { principals?: number } = {}) {
+  /**
+   * @param options.principals principals labelled in emceepee_principal_requests_total (`metrics.principals`; 0: no such counter)
+   * @param options.build what emceepee_build_info says (default: this process's build)
+   */
+  constructor(private readonly options: { principals?: number; build?: BuildInfo } = {}) {
     processRegistry();
     const registers = [this.registry];
     // Opt-in and bounded: a label per principal is a series per person, which an operator must ask for (ADR 0018).
@@ -151,6 +160,19 @@ export class GatewayMetrics {
       labelNames: ["outcome"],
       registers,
     });
+    this.storeErrors = new Counter({
+      name: "emceepee_store_errors_total",
+      help: "State store calls that failed (the backend unreachable or closed, a full disk, a conflict), by store kind and operation; each operation's series exists from its first call",
+      labelNames: ["store", "operation"],
+      registers,
+    });
+    const build = options.build ?? buildInfo();
+    new Gauge({
+      name: "emceepee_build_info",
+      help: "Always 1; its labels name the build: package version, SQLite store schema version it migrates to, Node.js version",
+      labelNames: ["version", "schema", "node"],
+      registers,
+    }).set({ version: build.version, schema: String(build.schema), node: build.node }, 1);
     const sources = () => this.sources;
     new Gauge({
       name: "emceepee_sessions",
@@ -178,6 +200,25 @@ export class GatewayMetrics {
       registers,
       collect() {
         this.set(sources()?.stdioChildren() ?? 0);
+      },
+    });
+    new Gauge({
+      name: "emceepee_stdio_child_processes_limit",
+      help: "The cap on running stdio upstream processes (gateway.upstream.maxChildProcesses); at it, new stdio connections are refused",
+      registers,
+      collect() {
+        const limit = sources()?.stdioChildLimit?.();
+        if (limit === undefined) this.reset();
+        else this.set(limit);
+      },
+    });
+    new Gauge({
+      name: "emceepee_store_up",
+      help: "1 while the state store can serve (as /readyz reports it), else 0",
+      registers,
+      async collect() {
+        const healthy = sources()?.storeHealthy?.();
+        this.set((healthy === undefined ? true : await healthy) ? 1 : 0);
       },
     });
     new Gauge({
@@ -237,6 +278,13 @@ export class GatewayMetrics {
     const key = `${store}\u0000${operation}`;
     const labels = () => ({ store, operation });
     return (seconds) => this.storeOps.observe(key, labels, seconds);
+  }
+
+  /** Counts the failures of one store operation; its series exists (at 0) from this call on, so rate() sees the first failure. */
+  storeErrorCounter(store: string, operation: string): () => void {
+    const child = this.storeErrors.labels({ store, operation });
+    child.inc(0);
+    return () => child.inc();
   }
 
   upstreamReconnected(upstream: string): void {

@@ -50,6 +50,8 @@ export interface GatewayState {
   children: ChildProcessLimiter;
   /** The open store (undefined before start). */
   store(): Store | undefined;
+  /** Whether the store can serve, as /readyz asks it (absent: taken as healthy). */
+  storeHealthy?: () => boolean | Promise<boolean>;
 }
 
 export function gatewaySources(state: GatewayState): MetricsSources {
@@ -73,6 +75,8 @@ export function gatewaySources(state: GatewayState): MetricsSources {
       );
     },
     stdioChildren: () => state.children.count,
+    stdioChildLimit: () => state.children.limit,
+    storeHealthy: () => state.storeHealthy?.() ?? true,
     pendingClientRequests() {
       return state.sessions
         .list()

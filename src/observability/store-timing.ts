@@ -2,7 +2,8 @@
  * The state store behind a timing proxy: every call of every sub-store
  * (tasks, sessions, events, pending, replay, servers) is observed as
  * `emceepee_store_operation_duration_seconds{store, operation="tasks.get"}`,
- * in one place rather than in each backend. What `events.append` returns
+ * in one place rather than in each backend; a call that fails also counts in
+ * `emceepee_store_errors_total{store, operation}`. What `events.append` returns
  * also tells the metrics what event retention evicted (design EV-4), without
  * a hook in the sessions.
  */
@@ -24,11 +25,19 @@ export function timedStore(store: Store, metrics: GatewayMetrics, now: () => num
         if (!wrapped) {
           const operation = `${part}.${key}`;
           const timer = metrics.storeTimer(store.kind, operation);
+          const failed = metrics.storeErrorCounter(store.kind, operation);
           const fn = value as (...args: unknown[]) => unknown;
           wrapped = (...args: unknown[]) => {
             const started = now();
             const observe = () => timer((now() - started) / 1000);
-            const result = fn.apply(obj, args);
+            let result: unknown;
+            try {
+              result = fn.apply(obj, args);
+            } catch (err) {
+              observe();
+              failed();
+              throw err;
+            }
             if (!(result instanceof Promise)) {
               observe();
               return result;
@@ -41,6 +50,7 @@ export function timedStore(store: Store, metrics: GatewayMetrics, now: () => num
               },
               (err: unknown) => {
                 observe();
+                failed();
                 throw err;
               },
             );

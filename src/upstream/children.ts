@@ -40,6 +40,11 @@ export class ChildProcessLimiter {
   get count(): number {
     return this.live;
   }
+
+  /** The cap (gateway.upstream.maxChildProcesses). */
+  get limit(): number {
+    return this.max;
+  }
 }
 
 /** The leader of a process group we started (pgid = its pid), as its ChildProcess reports it. */

@@ -16,6 +16,7 @@ import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { readFileSync } from "node:fs";
+import { LATEST_VERSION } from "../../src/store/sqlite/migrations.js";
 import { ROOT, block, call, connectClient, everythingStdio } from "../helpers/gateway.js";
 import {
   CLI_ARGS,
@@ -100,12 +101,12 @@ describe("emceepee --help", () => {
     assert.match(top.stdout, /-V, --version/);
   });
 
-  test("--version prints the package's version", SLOW, async () => {
+  test("--version prints the package's version, the store schema version and the Node.js version", SLOW, async () => {
     const { version } = JSON.parse(readFileSync(`${ROOT}/package.json`, "utf8")) as { version: string };
     for (const flag of ["--version", "-V"]) {
       const run = await runCli(ROOT, [flag]);
       assert.equal(run.code, 0, run.stderr);
-      assert.equal(run.stdout, `${version}\n`);
+      assert.equal(run.stdout, `emceepee ${version} (store schema ${LATEST_VERSION}, Node.js ${process.versions.node})\n`);
     }
   });
 });

@@ -13,6 +13,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { LATEST_VERSION } from "../../src/store/sqlite/migrations.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const HOOK = path.join(ROOT, "test/fixtures/module-log.mjs");
@@ -65,7 +66,7 @@ async function loadedBy(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Lo
 
 test("--version prints the package version and loads neither the gateway nor its dependencies", async () => {
   const { stdout, packages, sources } = await loadedBy(["src/cli/main.ts", "--version"]);
-  assert.equal(stdout.trim(), pkg.version);
+  assert.equal(stdout.trim(), `emceepee ${pkg.version} (store schema ${LATEST_VERSION}, Node.js ${process.versions.node})`);
   assert.ok(packages.has("commander"), "the module log sees the CLI's own packages");
   for (const name of [...OPTIONAL, "zod", "@modelcontextprotocol/sdk", "pino"]) assert.ok(!packages.has(name), `--version loaded ${name}`);
   assert.ok(!sources.has("src/server/gateway.ts"), "--version loaded the gateway");
