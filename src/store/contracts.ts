@@ -430,6 +430,41 @@ export interface DecisionStore {
   count(): Promise<number>;
 }
 
+// ---------------------------------------------------------------- pins
+
+/** A tool definition as it was seen: its digest (SHA-256 of canonical JSON, src/governance/pins.ts) and the definition. */
+export interface PinnedDefinition {
+  digest: string;
+  /** description, title, inputSchema, outputSchema, annotations (JSON). */
+  definition: Record<string, unknown>;
+  /** When it was first seen (epoch ms). */
+  at: number;
+}
+
+/** The pinned definition of one upstream tool (gateway.governance.pins, docs/adr/0026-pinned-tool-definitions.md). */
+export interface PinRecord {
+  server: string;
+  tool: string;
+  pinned: PinnedDefinition & {
+    /** Who accepted it (a console user's name); absent for the first definition seen. */
+    by?: string;
+  };
+  /** A later, different definition the upstream offers: quarantined until someone accepts it. */
+  pending?: PinnedDefinition;
+}
+
+export interface PinStore {
+  get(server: string, tool: string): Promise<PinRecord | undefined>;
+  /** Every pin of `server` (or of all servers), by server then tool; `quarantined` only those with a pending definition. */
+  list(query?: { server?: string; quarantined?: boolean }): Promise<PinRecord[]>;
+  /** Pins `first` unless the tool has a pin already; returns the pin in force. Replicas racing: one wins, all see it. */
+  pinIfAbsent(server: string, tool: string, first: PinnedDefinition): Promise<PinRecord>;
+  /** Records a definition different from the pinned one as pending (replacing an older pending one); false when the tool has no pin or `seen` is the pinned digest. */
+  quarantine(server: string, tool: string, seen: PinnedDefinition): Promise<boolean>;
+  /** Pins the pending definition if its digest is still `digest` (compare-and-set); the pin in force after, or undefined when there was no such pending definition. */
+  accept(server: string, tool: string, digest: string, by: string, at: number): Promise<PinRecord | undefined>;
+}
+
 // ---------------------------------------------------------------- rate limits
 
 /** One token bucket a call must take from (gateway.rateLimits; src/store/token-bucket.ts). */
@@ -607,6 +642,7 @@ export interface Store {
   readonly rateLimits: RateLimitStore;
   readonly credentials: CredentialStore;
   readonly oauthFlows: OAuthFlowStore;
+  readonly pins: PinStore;
   /** False when the backend cannot serve (closed, file gone bad, disk full); never throws. */
   healthy(): Promise<boolean>;
   /** Why the last healthy() (or a failed write) found the backend unable to serve, with what to do; undefined when it can. */

@@ -9,7 +9,7 @@
  * Each test gets a fresh store from the factory and closes it afterwards. The
  * cases live per kind of state in the files next to this one: tasks; events
  * and SSE replay; sessions, pending requests, runtime-added servers and the
- * store's lifecycle; started console logins; governance decisions; rate-limit buckets; the
+ * store's lifecycle; started console logins; governance decisions; pinned tool definitions; rate-limit buckets; the
  * vault's credentials and started upstream OAuth flows.
  */
 import { describe } from "node:test";
@@ -20,6 +20,7 @@ import { credentialContract } from "./contract-credentials.js";
 import { decisionContract } from "./contract-decisions.js";
 import { eventContract } from "./contract-events.js";
 import { loginContract } from "./contract-logins.js";
+import { pinContract } from "./contract-pins.js";
 import { rateLimitContract } from "./contract-rate-limits.js";
 import { recordContract } from "./contract-records.js";
 import { taskContract } from "./contract-tasks.js";
@@ -44,5 +45,6 @@ export function storeContract(name: string, factory: StoreFactory): void {
     rateLimitContract(factory);
     credentialContract(factory);
     approvalContract(factory);
+    pinContract(factory);
   });
 }

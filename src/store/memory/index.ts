@@ -6,6 +6,7 @@
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { MemoryApprovalStore } from "./approvals.js";
+import { MemoryPinStore } from "./pins.js";
 import { MemoryCredentialStore, MemoryOAuthFlowStore } from "./credentials.js";
 import { MemoryDecisionStore } from "./decisions.js";
 import { MemoryEventStore } from "./events.js";
@@ -33,6 +34,7 @@ export function createMemoryStore(clock: Clock): Store {
     oauthFlows: new MemoryOAuthFlowStore(guard),
     decisions: new MemoryDecisionStore(guard),
     approvals: new MemoryApprovalStore(guard),
+    pins: new MemoryPinStore(guard),
     healthy: async () => !guard.isClosed,
     close: async () => guard.close(),
   };

@@ -8,6 +8,7 @@ import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { RedisConn, type OpenRedisOptions } from "./conn.js";
 import { RedisApprovalStore } from "./approvals.js";
+import { RedisPinStore } from "./pins.js";
 import { RedisCredentialStore, RedisOAuthFlowStore } from "./credentials.js";
 import { RedisDecisionStore } from "./decisions.js";
 import { RedisEventStore, RedisReplayStore } from "./events.js";
@@ -35,6 +36,7 @@ export async function openRedisStore(url: string, clock: Clock, options: OpenRed
     oauthFlows: new RedisOAuthFlowStore(conn),
     decisions: new RedisDecisionStore(conn),
     approvals: new RedisApprovalStore(conn),
+    pins: new RedisPinStore(conn),
     healthy: () => conn.healthy(),
     problem: () => conn.problem(),
     close: () => conn.close(),

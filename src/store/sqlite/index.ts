@@ -10,6 +10,7 @@ import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { SqliteDb, type OpenSqliteOptions } from "./db.js";
 import { SqliteApprovalStore } from "./approvals.js";
+import { SqlitePinStore } from "./pins.js";
 import { SqliteCredentialStore, SqliteOAuthFlowStore } from "./credentials.js";
 import { SqliteEventStore } from "./events.js";
 import { SqliteDecisionStore } from "./decisions.js";
@@ -58,6 +59,7 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
     oauthFlows: new SqliteOAuthFlowStore(db),
     decisions: new SqliteDecisionStore(db),
     approvals: new SqliteApprovalStore(db),
+    pins: new SqlitePinStore(db),
     healthy: async () => db.healthy(),
     problem: () => db.problem(),
     announce: async ({ port }) => owner?.announce(port),

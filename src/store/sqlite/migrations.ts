@@ -156,6 +156,16 @@ export const MIGRATIONS: readonly Migration[] = [
     },
   },
   {
+    version: 7,
+    description: "pins: the pinned definition of each upstream tool and a quarantined newer one (gateway.governance.pins)",
+    up(db) {
+      db.exec(`
+        CREATE TABLE pins (server TEXT NOT NULL, tool TEXT NOT NULL, quarantined INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (server, tool)) WITHOUT ROWID;
+        CREATE INDEX pins_quarantined ON pins (quarantined, server, tool);
+      `);
+    },
+  },
+  {
     version: 9,
     description: "the vault: sealed upstream credentials per (principal, upstream, slot), started upstream OAuth flows (take-once, expiring)",
     up(db) {
