@@ -57,8 +57,18 @@ export interface RemoteServerConfig {
   /** Absent means streamable-http. */
   transport?: "streamable-http" | "sse";
   headers?: Record<string, string>;
+  /** Each principal's own OAuth authorization at the upstream (src/upstream/auth/, docs/config.md); absent: none. */
+  auth?: UpstreamAuthConfig;
   /** Absent: gateway.upstream.sharing.remote. */
   sharing?: SharingMode;
+}
+
+/** `auth: { type: "oauth" }`: the MCP authorization spec's client side, per principal; a pre-registered client's id and secret, the scopes to ask for. */
+export interface UpstreamAuthConfig {
+  type: "oauth";
+  clientId?: string;
+  clientSecret?: string;
+  scopes?: string[];
 }
 
 export type ServerConfig = StdioServerConfig | RemoteServerConfig;
@@ -87,7 +97,7 @@ type Transport = "streamable-http" | "sse";
 
 const OWN_KEYS: Record<Kind, readonly string[]> = {
   stdio: ["command", "args", "env", "cwd", "type", "transport", "sharing"],
-  remote: ["url", "headers", "type", "transport", "sharing"],
+  remote: ["url", "headers", "auth", "type", "transport", "sharing"],
 };
 
 /** Keys other clients write, accepted in both kinds (`serverUrl` only in remote entries). */
@@ -185,6 +195,15 @@ const remoteSchema = z.strictObject({
   /** Windsurf's spelling of `url`. */
   serverUrl: httpUrl.optional(),
   headers: stringRecord(`"Authorization": "Bearer \${TOKEN}"`).optional(),
+  auth: z
+    .strictObject({
+      type: z.literal("oauth", { error: 'must be "oauth" (the only kind so far), e.g. "auth": { "type": "oauth" }' }),
+      clientId: z.string().min(1).optional(),
+      clientSecret: z.string().min(1).optional(),
+      scopes: z.array(z.string().regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, "a scope is one token without spaces or quotes")).optional(),
+    })
+    .refine((a) => a.clientSecret === undefined || a.clientId !== undefined, { message: "clientSecret needs clientId (a pre-registered client)" })
+    .optional(),
   sharing: sharingMode.optional(),
   type: markerField,
   transport: markerField,
@@ -254,6 +273,7 @@ export function parseServerEntry(input: unknown): EntryResult {
     config = { url: (data.url ?? data.serverUrl)! };
     if (markers.transport) config.transport = markers.transport;
     if (data.headers) config.headers = data.headers;
+    if (data.auth) config.auth = stripUndefined(data.auth);
   }
   if (data.sharing !== undefined) config.sharing = data.sharing;
   return { ok: true, entry: { config, disabled, warnings: disabled ? [] : otherClientsWarnings(data) } };
@@ -386,3 +406,12 @@ export const mcpServersSchema = z.record(serverNameSchema, serverEntrySchema, {
 
 /** The two kinds' key schemas, for `emceepee schema` (json-schema.ts); parsing goes through serverEntrySchema. */
 export const serverEntryShapes = { stdio: stdioSchema, remote: remoteSchema } as const;
+
+function stripUndefined(a: {
+  type: "oauth";
+  clientId?: string | undefined;
+  clientSecret?: string | undefined;
+  scopes?: string[] | undefined;
+}): UpstreamAuthConfig {
+  return Object.fromEntries(Object.entries(a).filter(([, v]) => v !== undefined)) as unknown as UpstreamAuthConfig;
+}

@@ -22,7 +22,7 @@ import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { answerElicitation, type ElicitationAnswer } from "../faces/meta/tools/elicitation.js";
 import { answerSampling } from "../faces/meta/tools/sampling.js";
 import { secretEquals } from "../auth/secret.js";
-import { CONSOLE_CALLBACK_PATH, CONSOLE_LOGIN_PATH, isConsolePath } from "../http/guards.js";
+import { CONSOLE_CALLBACK_PATH, CONSOLE_LOGIN_PATH, UPSTREAM_CALLBACK_PATH, isConsolePath } from "../http/guards.js";
 import type { Peers } from "../cluster/index.js";
 import type { PageHandler } from "../http/server.js";
 import type { GatewayContext } from "../session/gateway-context.js";
@@ -39,6 +39,7 @@ import {
   type CookieOptions,
 } from "./cookies.js";
 import { ConsoleOidc, type ConsoleUser } from "./oidc.js";
+import { UPSTREAM_COMPLETE_PATH, completeUpstreamAuth, personOf, sendCallbackRefresh, type UpstreamAuthCompleter } from "./upstream-auth.js";
 import { makePrincipal, samePrincipal } from "../auth/principal.js";
 import { accepts } from "../mcp/media-type.js";
 import { CLUSTER_PREFIX, RemoteConsole, serveCluster, type AnswerOutcome, type CancelOutcome, type ConsoleScope, type LocalConsole } from "./cluster.js";
@@ -75,6 +76,8 @@ export interface ConsoleOptions {
   childProcesses: () => number;
   /** The other replicas (gateway.cluster on): the console shows and answers theirs too. */
   peers?: Peers | undefined;
+  /** Completes people's authorizations at upstreams' OAuth servers (issue 23; absent: no vault). */
+  upstreamAuth?: UpstreamAuthCompleter | undefined;
 }
 
 export interface WebConsole {
@@ -266,6 +269,8 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     (
       [
         { method: "GET", path: CONSOLE_CALLBACK_PATH, auth: "none", handle: callback },
+        { method: "GET", path: UPSTREAM_CALLBACK_PATH, auth: "none", handle: ({ req, res }) => sendCallbackRefresh(req, res) },
+        { method: "GET", path: UPSTREAM_COMPLETE_PATH, auth: "token", handle: upstreamAuthPage },
         ...Object.entries(ASSETS).map(([path, asset]): Route => ({ method: "GET", path, auth: "token", handle: ({ res }) => sendAsset(res, asset) })),
         { method: "GET", path: "/console/events", auth: "token", handle: ({ req, res }) => live.serve(req, res) },
         {
@@ -452,6 +457,18 @@ export function createConsole(options: ConsoleOptions): WebConsole {
    */
   function audit(user: ConsoleUser, action: "answer" | "cancel", details: Record<string, unknown>): void {
     context.logger.info({ action, principalHash: user.principal?.hash ?? "operator", role: user.role, ...details }, "console_action");
+  }
+
+  /** A person's authorization at an upstream, completed for them only (console/upstream-auth.ts). */
+  async function upstreamAuthPage({ req, res, query }: ConsoleRequest): Promise<void> {
+    const user = whoIs(req);
+    if (!user || !options.upstreamAuth) return show(res, 404, { title: "Not found", section: "overview" }, html`<p>No upstream authorization here.</p>`);
+    const person = personOf(user.principal, token !== undefined);
+    const done = await completeUpstreamAuth(options.upstreamAuth, query, person);
+    const principalHash = user.principal?.hash ?? (token !== undefined ? "operator" : "anonymous");
+    if (done.server !== undefined) context.logger.info({ server: done.server, principalHash }, "upstream_authorized");
+    else context.logger.warn({ principalHash, reason: done.refused }, "upstream_authorization_refused");
+    return show(res, done.status, { title: done.title, section: "overview" }, done.body);
   }
 
   const replicaOf = (there: { replica: string } | "unreachable" | undefined) => (there === undefined || there === "unreachable" ? undefined : there.replica);

@@ -43,6 +43,8 @@ export const CONSOLE_PATH = "/console";
 export const CONSOLE_LOGIN_PATH = "/console/login";
 /** Where the OpenID provider sends a person back (gateway.console.oidc); like the login page, it needs no token. */
 export const CONSOLE_CALLBACK_PATH = "/console/callback";
+/** Where an upstream's OAuth server sends a person back (issue 23): it stores nothing, only moves the browser on same-site; no token. */
+export const UPSTREAM_CALLBACK_PATH = "/console/oauth/callback";
 /** Whether `path` is the console's (CONSOLE_PATH or below it). */
 export function isConsolePath(path: string): boolean {
   return path === CONSOLE_PATH || path.startsWith(`${CONSOLE_PATH}/`);
@@ -83,7 +85,7 @@ function checkConsole(req: IncomingMessage, path: string, token: string | undefi
       message: `console ${req.method ?? ""} requests must come from the console's own pages (an Origin header of http://${req.headers.host ?? ""}); reload the console and submit the form there`,
     };
   }
-  if (token === undefined || path === CONSOLE_LOGIN_PATH || path === CONSOLE_CALLBACK_PATH) return undefined;
+  if (token === undefined || path === CONSOLE_LOGIN_PATH || path === CONSOLE_CALLBACK_PATH || path === UPSTREAM_CALLBACK_PATH) return undefined;
   if (tokenMatches(req.headers.authorization, token) || credential?.(req, token) === true) return undefined;
   // A browser's navigation names text/html; curl's */* gets the 401 (wildcards off).
   if ((req.method === "GET" || req.method === "HEAD") && accepts(req.headers.accept, "text/html", { wildcards: false })) {

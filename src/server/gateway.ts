@@ -46,6 +46,7 @@ import { UpstreamChecker, type UpstreamCheckResult } from "./upstream-check.js";
 import { createUpstreams } from "../upstream/sharing/factory.js";
 
 export type { GatewayReloadReport, GatewayState, StdioFace };
+import { createUpstreamAuth } from "../upstream/auth/setup.js";
 
 const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
 
@@ -110,7 +111,21 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   const clientInfo = { name: "emceepee", version: pkg.version };
   const openedStore = () => store.opened();
   // Every upstream connection is made by this factory: own, warm or shared (docs/adr/0010), and the checks'.
-  const upstreams = createUpstreams({ registry, settings, transportFactory, children, clientInfo, clock, newId, logger, store: openedStore });
+  // Per-person upstream credentials (issue 23, docs/adr/0025): the vault's keys are read once, here; the OAuth client on first use.
+  const upstreamAuth = createUpstreamAuth(settings, { clock, store: openedStore, base: () => listenedBase });
+  let listenedBase: string | undefined;
+  const upstreams = createUpstreams({
+    registry,
+    settings,
+    transportFactory,
+    children,
+    clientInfo,
+    clock,
+    newId,
+    logger,
+    store: openedStore,
+    oauth: upstreamAuth?.oauth,
+  });
   parts.add("upstreams", () => upstreams.close());
   const sessions = new SessionManager({
     registry,
@@ -158,7 +173,9 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   parts.add("endpoints", () => endpoints.close());
   if (cluster) parts.add("cluster", () => cluster.close()); // the others adopt this one's sessions without waiting for its lease
   // The web console at /console (docs/adr/0012-console.md); with replicas it shows them all.
-  const webConsole = settings.console.enabled ? createConsole({ context, childProcesses: () => children.count, peers: cluster?.peers }) : undefined;
+  const webConsole = settings.console.enabled
+    ? createConsole({ context, childProcesses: () => children.count, peers: cluster?.peers, upstreamAuth: upstreamAuth?.completer(registry) })
+    : undefined;
   if (webConsole) parts.add("console", () => webConsole.close());
   parts.add("sweeps", () => store.stopSweeps());
   let starting: Promise<void> | undefined;
@@ -202,6 +219,9 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         await start();
         upstreams.start();
         const pages = [...observability.pages(), ...(webConsole ? [webConsole.handle] : [])];
+      // After a key rotation: every credential sealed with an older key is sealed again with the current one.
+      const resealed = await upstreamAuth?.reseal();
+      if (resealed) logger.info({ count: resealed }, "vault_resealed");
         const server = createHttpServer(settings, { ...endpoints.routes, ...health, pages, consoleCredential: loginCookieMatches }, logger);
         webConsole?.start();
         const address = await listener.listen(server, settings.host, settings.port);
@@ -224,6 +244,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       }
       return results;
     },
+        listenedBase = new URL(address.url).origin;
     reload: createReloader(registry, sessions, settings, () => state === "closing", { governance, curation, rateLimits, toolViews }),
     async serveStdio(options = {}) {
       await start();

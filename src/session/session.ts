@@ -115,6 +115,7 @@ export class Session {
       // Idle release (upstream-pool.ts) keeps a connection that anything of the session still depends on.
       busy: (server) => this.tasks.runningOn(server) > 0 || this.pending.waitingFrom(server) > 0 || this.record.subscribed(server),
       persistenceFor: (server) =>
+      principal: () => this.principal,
         this.record.persistenceFor(server, async (reason) => {
           // The upstream tasks of the lost upstream session cannot be asked about any more.
           await this.tasks

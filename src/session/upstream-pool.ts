@@ -35,6 +35,8 @@ export interface UpstreamPoolDeps {
 /** What a pool needs from its session. */
 export interface UpstreamPoolHost {
   sessionId: string;
+  /** Whom the session acts for: upstreams with `auth` are connected with this principal's own credentials. */
+  principal?: () => { issuer: string; subject: string } | undefined;
   logger: Logger;
   /** Declared to upstreams when the downstream client has roots. */
   roots: ClientCapabilities["roots"] | undefined;
@@ -105,6 +107,7 @@ export class UpstreamPool {
       logger: this.host.logger,
       roots: this.host.roots,
       persistence: this.host.persistenceFor?.(name),
+      principal: this.host.principal?.(),
     });
     if (handle.receiverTasks) this.replaceReceivers(name, handle.receiverTasks);
     return this.connect(name, handle);

@@ -398,6 +398,8 @@ export class UpstreamConnection extends UpstreamHandle {
 
   /** `cause`: the failure that made it unavailable, when there is one. */
   protected override unavailable(cause?: unknown): GatewayError {
+    // The caller's own authorization is missing or failed (src/upstream/auth/): that, with its URL, is what they must see.
+    if (cause instanceof GatewayError && AUTH_CODES.has(cause.code)) return cause;
     return new GatewayError(
       ErrorCodes.UPSTREAM_UNAVAILABLE,
       `upstream '${this.name}' is unavailable: ${this.lastError ?? "not connected"}. Check its config with list_servers; it is retried on next use.`,
@@ -465,3 +467,6 @@ function transportFailure(err: unknown): boolean {
   if (code !== undefined) return code === ErrorCode.ConnectionClosed;
   return err instanceof Error && !(err instanceof GatewayError) && err.name !== "AbortError";
 }
+
+/** Failures of the caller's upstream authorization, passed through as they are. */
+const AUTH_CODES: ReadonlySet<string> = new Set([ErrorCodes.CONSENT_REQUIRED, ErrorCodes.UPSTREAM_AUTH_FAILED, ErrorCodes.VAULT_UNAVAILABLE]);

@@ -63,6 +63,8 @@ export interface TransportOptions {
   sessionId?: string | undefined;
   /** A server added at runtime: its URL is checked against gateway.servers.runtimeUrls and redirects are refused (remote-fetch.ts). */
   runtime?: boolean | undefined;
+  /** Wraps the remote fetch: a principal's OAuth access token on every request (src/upstream/auth/, the upstream factory sets it). */
+  authFetch?: ((base: FetchLike) => FetchLike) | undefined;
 }
 
 export type TransportFactory = (name: string, config: ServerConfig, options?: TransportOptions) => CreatedTransport;
@@ -96,7 +98,8 @@ export function createTransportFactory(options: TransportFactoryOptions): Transp
       });
       return { transport, stderr: transport.stderr, pid: () => transport.pid, terminate: (graceMs) => transport.terminate(graceMs) };
     }
-    const fetch = remoteFetch({ server: name, runtime: transportOptions.runtime ? policy : undefined });
+    const plain = remoteFetch({ server: name, runtime: transportOptions.runtime ? policy : undefined });
+    const fetch = transportOptions.authFetch ? transportOptions.authFetch(plain) : plain;
     return remoteTransport(config, transportOptions.sessionId, fetch, { name, maxMessageBytes });
   };
 }

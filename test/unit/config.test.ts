@@ -437,7 +437,7 @@ describe("parseConfig: configs copied from other MCP clients", () => {
     const message = configErrorOf(() => parseConfig({ mcpServers: { r: { url: "https://example.com/mcp", retries: 3 } } }));
     assert.match(
       message,
-      /mcpServers\.r: unknown key 'retries'; a remote server accepts url, headers, type, transport, sharing, disabled, timeout, autoApprove, alwaysAllow, disabledTools, watchPaths, transportType, serverUrl; fix or remove 'retries'/,
+      /mcpServers\.r: unknown key 'retries'; a remote server accepts url, headers, auth, type, transport, sharing, disabled, timeout, autoApprove, alwaysAllow, disabledTools, watchPaths, transportType, serverUrl; fix or remove 'retries'/,
     );
   });
 });

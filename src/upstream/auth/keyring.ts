@@ -1,5 +1,5 @@
 /**
- * The vault's keys (docs/adr/0024-upstream-identity.md): AES-256 keys given as
+ * The vault's keys (docs/adr/0027-upstream-identity.md): AES-256 keys given as
  * base64 (32 bytes each), separated by commas or new lines, the first the
  * current one (new seals), the others only for opening what they sealed.
  * Each key's id is the first 16 hex digits of its SHA-256, so an operator

@@ -1,5 +1,5 @@
 /**
- * The OAuth client for remote upstreams (issue 23, docs/adr/0025): per
+ * The OAuth client for remote upstreams (issue 23, docs/adr/0027-upstream-identity.md): per
  * (principal, upstream), an access token from the vault, refreshed ahead of
  * expiry and on a 401, or else an authorization to start (CONSENT_REQUIRED
  * carrying its URL); and the callback's completion from the flow store, so it

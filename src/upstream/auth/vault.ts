@@ -1,6 +1,6 @@
 /**
  * The vault: upstream credentials sealed with AES-256-GCM (node:crypto)
- * before they reach the store, opened when used (docs/adr/0024). The
+ * before they reach the store, opened when used (docs/adr/0027-upstream-identity.md). The
  * additional data binds each sealed value to its key in the store (whose,
  * which upstream, which slot), so a value copied to another row does not
  * open. Nothing here logs; errors never carry a secret.

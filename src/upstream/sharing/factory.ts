@@ -22,6 +22,8 @@ import { configFor, entrySharing, isRuntime, type ServerRegistry } from "../regi
 import type { ConnectionPersistence } from "../session-continuation.js";
 import type { TransportFactory } from "../transports.js";
 import { SharedUpstreams } from "./shared-upstreams.js";
+import { withPrincipalAuth } from "../auth/connect.js";
+import type { UpstreamOAuth } from "../auth/upstream-oauth.js";
 import { WarmPool } from "./warm-pool.js";
 
 /** Who a handle is for, and how it answers what the upstream sends. */
@@ -35,9 +37,11 @@ export interface UpstreamAttachment {
   roots?: ClientCapabilities["roots"] | undefined;
   /** What a new connection continues or sets again (upstream session, logging level, subscriptions: ADR 0007). */
   persistence?: ConnectionPersistence | undefined;
-  // Wave 3 (per-user upstream credentials): the principal the session acts for goes here.
-  // Connections are then keyed by (server, principal): an own connection takes that
-  // principal's credentials, and SharedUpstreams shares one connection per (server, principal).
+  /**
+   * The principal the session acts for (issue 23). A server with `auth` is connected with this principal's own
+   * credentials: an own connection takes them, and a shared server is shared per principal, never across them.
+   */
+  principal?: { issuer: string; subject: string } | undefined;
 }
 
 /** Makes a session's handle to `server` (as undici's Agent takes a `factory`); connect it with handle.connect(). */
@@ -54,6 +58,8 @@ export interface UpstreamsOptions {
   logger: Logger;
   /** The open state store (receiver tasks are kept there). */
   store: () => Store;
+  /** The OAuth client of servers with `auth` (absent: no vault key, and such servers fail with EMCP_VAULT_UNAVAILABLE). */
+  oauth?: (() => UpstreamOAuth) | undefined;
 }
 
 export interface Upstreams {
@@ -108,37 +114,50 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
   children.reclaim = (server) => warm.reclaim(server);
   registry.onChange((name) => warm.evict(name));
 
-  const shared = new SharedUpstreams(
-    registry,
-    {
-      requestTimeoutMs: upstream.requestTimeoutMs,
-      connection: (name, parts) => {
-        const entry = registry.require(name);
-        return connection(name, entry.config, {
-          ...parts,
-          logger,
-          // Shared runtime servers have no credentials (entrySharing); their URL rules still apply (docs/adr/0015).
-          runtime: isRuntime(entry),
-          transportFactory: o.transportFactory,
-          receiverTasks: receivers(`shared:${name}`, name, logger),
-          // No `roots`: servers cache the roots per connection, and one session's roots must not reach another's calls (ADR 0010).
-        });
+  /** Shared connections of one principal (servers with `auth`), or of everyone (`undefined`). */
+  const sharedFor = (principal: { issuer: string; subject: string } | undefined) =>
+    new SharedUpstreams(
+      registry,
+      {
+        requestTimeoutMs: upstream.requestTimeoutMs,
+        connection: (name, parts) => {
+          const entry = registry.require(name);
+          return connection(name, entry.config, {
+            ...parts,
+            logger,
+            // Shared runtime servers have no credentials (entrySharing); their URL rules still apply (docs/adr/0015).
+            runtime: isRuntime(entry),
+            transportFactory: withPrincipalAuth(o.transportFactory, entry.config, name, principal, o.oauth),
+            receiverTasks: receivers(`shared:${name}`, name, logger),
+            // No `roots`: servers cache the roots per connection, and one session's roots must not reach another's calls (ADR 0010).
+          });
+        },
       },
-    },
-    logger,
-  );
+      logger,
+    );
+  const shared = sharedFor(undefined);
+  /** Per principal, keyed by JSON of (issuer, subject): a connection made with one person's token serves only that person. */
+  const sharedByPrincipal = new Map<string, SharedUpstreams>();
 
   const factory: UpstreamFactory = (server, a) => {
     const entry = registry.require(server);
-    if (entrySharing(entry, settings) === "shared") return shared.attach(server, { handlers: a.handlers, persistence: a.persistence });
+    const config = configFor(entry, a.sessionId);
+    const perPrincipal = !isStdioConfig(entry.config) && entry.config.auth !== undefined;
+    if (entrySharing(entry, settings) === "shared") {
+      if (!perPrincipal) return shared.attach(server, { handlers: a.handlers, persistence: a.persistence });
+      const key = JSON.stringify([a.principal?.issuer ?? "", a.principal?.subject ?? ""]);
+      let mine = sharedByPrincipal.get(key);
+      if (!mine) sharedByPrincipal.set(key, (mine = sharedFor(a.principal)));
+      return mine.attach(server, { handlers: a.handlers, persistence: a.persistence });
+    }
     // A runtime server's credentials only for the session that added it (docs/adr/0015).
-    return connection(server, configFor(entry, a.sessionId), {
+    return connection(server, config, {
       handlers: a.handlers,
       logger: a.logger,
       roots: a.roots,
       persistence: a.persistence,
       runtime: isRuntime(entry),
-      transportFactory: warm.factory,
+      transportFactory: perPrincipal ? withPrincipalAuth(warm.factory, config, server, a.principal, o.oauth) : warm.factory,
       receiverTasks: receivers(a.sessionId, server, a.logger),
     });
   };
@@ -149,6 +168,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     start: () => warm.start(),
     async close() {
       await shared.close();
+      await Promise.all([...sharedByPrincipal.values()].map((s) => s.close()));
       await warm.close();
     },
   };

@@ -1,0 +1,169 @@
+/**
+ * Per-person upstream identity through a real gateway (issue 23): alice and
+ * bob log in to the gateway with OAuth (oidc-provider on loopback), call a
+ * remote upstream with `auth: { type: "oauth" }` (an MCP resource server of
+ * the same provider) through the meta face; without their own grant each
+ * gets EMCP_CONSENT_REQUIRED with an authorization URL, the test plays the
+ * person (the provider's dev pages, headlessly) and completes the callback
+ * with that person's console login; afterwards each call carries its own
+ * principal's token, on own (session) and on shared connections, and one
+ * person's consent link completed by another is refused and stores nothing.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import net from "node:net";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
+import { followAuthorization, loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import { startProtectedServer, type ProtectedServer } from "../fixtures/oauth-protected-server.js";
+
+const SCOPE = "mcp:tools";
+const MCP_REDIRECT = "http://127.0.0.1:65503/callback";
+const CONSOLE_SECRET = "console-client-secret-0123456789";
+
+let idp: TestOidcProvider;
+let upstream: ProtectedServer;
+let gw: TestGateway;
+let base: string;
+const clients: Record<string, Client> = {};
+const cookies: Record<string, string> = {};
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => server.close(() => r()));
+  return port;
+}
+
+/** A console session of `user` (the console's OIDC login, headlessly): its Cookie header. */
+async function consoleCookie(user: string): Promise<string> {
+  const start = await fetch(`${base}/console/login`, { redirect: "manual" });
+  assert.equal(start.status, 303);
+  const authorize = new URL(start.headers.get("location")!);
+  const binding = start.headers
+    .getSetCookie()
+    .find((c) => c.startsWith("emceepee_login="))!
+    .split(";")[0]!;
+  const code = await loginHeadless(authorize, user, `${base}/console/callback`);
+  const back = `${base}/console/callback?${new URLSearchParams({ code, state: authorize.searchParams.get("state")!, iss: idp.issuer }).toString()}`;
+  const res = await fetch(back, { redirect: "manual", headers: { cookie: binding } });
+  assert.equal(res.status, 200, await res.clone().text());
+  return res.headers
+    .getSetCookie()
+    .find((c) => c.startsWith("emceepee_console="))!
+    .split(";")[0]!;
+}
+
+/** execute_tool whoami on `server` as `user`: the subject the upstream saw, or the error text. */
+async function whoami(user: string, server: string): Promise<{ subject?: string; error?: string }> {
+  const r = await call(clients[user]!, "execute_tool", { server, tool: "whoami", args: {} });
+  const text = (r.content as Array<{ type: string; text?: string }>).map((c) => c.text ?? "").join("\n");
+  if (r.isError) return { error: text };
+  return { subject: /"text":\s*"([^"]+)"|^(\w+)$/m.exec(text)?.slice(1).find(Boolean) ?? text };
+}
+
+/** The authorization URL of a CONSENT_REQUIRED answer. */
+function authorizationUrl(error: string | undefined): URL {
+  assert.match(error ?? "", /EMCP_CONSENT_REQUIRED/);
+  return new URL(/open (\S+) in a browser/.exec(error!)![1]!);
+}
+
+/** `person` consents at the provider (as `user` there) and the browser comes back with `cookie`'s console login; the completion page. */
+async function consentAndComplete(url: URL, user: string, cookie: string): Promise<{ status: number; text: string }> {
+  const back = await followAuthorization(url, user, `${base}/console/oauth/callback`);
+  // The public callback only moves the browser on, same-site, with the same query; it needs no login.
+  const hop = await fetch(back, { redirect: "manual" });
+  assert.equal(hop.status, 200);
+  const next = /url=([^"]+)"/.exec(await hop.text())![1]!.replace(/&amp;/g, "&");
+  assert.ok(next.startsWith("/console/oauth/complete?"));
+  const res = await fetch(`${base}${next}`, { redirect: "manual", headers: { cookie } });
+  return { status: res.status, text: await res.text() };
+}
+
+before(async () => {
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  idp = await startOidcProvider({
+    scopes: [SCOPE],
+    clients: [
+      {
+        client_id: "console",
+        client_secret: CONSOLE_SECRET,
+        redirect_uris: [`${base}/console/callback`],
+        token_endpoint_auth_method: "client_secret_post",
+        grant_types: ["authorization_code"],
+        response_types: ["code"],
+      },
+    ],
+  });
+  upstream = await startProtectedServer({ issuer: idp.issuer, scopes: [SCOPE, "offline_access"] });
+  const auth = { type: "oauth", scopes: [SCOPE, "offline_access"] };
+  gw = await startGateway({
+    mcpServers: {
+      remote: { url: upstream.url, auth, sharing: "session" },
+      "remote-shared": { url: upstream.url, auth, sharing: "shared" },
+    },
+    gateway: {
+      port,
+      auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
+      console: { oidc: { clientId: "console", clientSecret: CONSOLE_SECRET, scopes: ["openid"] } },
+      vault: { keys: randomBytes(32).toString("base64") },
+    },
+  });
+  for (const user of ["alice", "bob"]) {
+    clients[user] = (await loginAndConnect(`${base}/mcp`, user, new MemoryOAuthClient(MCP_REDIRECT))).client;
+    cookies[user] = await consoleCookie(user);
+  }
+});
+
+after(async () => {
+  for (const c of Object.values(clients)) await c.close().catch(() => undefined);
+  await gw?.close();
+  await upstream?.close();
+  await idp?.close();
+});
+
+describe("upstream identity through the gateway", () => {
+  for (const server of ["remote", "remote-shared"]) {
+    test(`${server}: each person consents once and their calls carry their own identity; another's link is refused`, async () => {
+      const seenBefore = upstream.seen.length;
+      const aliceUrl = authorizationUrl((await whoami("alice", server)).error);
+      assert.equal(aliceUrl.origin, idp.issuer);
+      assert.equal(aliceUrl.searchParams.get("code_challenge_method"), "S256");
+      const done = await consentAndComplete(aliceUrl, "alice", cookies.alice!);
+      assert.equal(done.status, 200, done.text);
+      assert.match(done.text, new RegExp(`Server <code>${server}</code> is connected`));
+      assert.deepEqual(await whoami("alice", server), { subject: "alice" });
+
+      // Bob: alice's grant (and, shared, her connection) is not his.
+      const bobUrl = authorizationUrl((await whoami("bob", server)).error);
+      // Alice opening bob's link (her console login) binds nothing to her or to him.
+      const stolen = await consentAndComplete(bobUrl, "alice", cookies.alice!);
+      assert.equal(stolen.status, 400);
+      assert.match(stolen.text, /another person/);
+      assert.match((await whoami("bob", server)).error ?? "", /EMCP_CONSENT_REQUIRED/);
+      const bobDone = await consentAndComplete(authorizationUrl((await whoami("bob", server)).error), "bob", cookies.bob!);
+      assert.equal(bobDone.status, 200, bobDone.text);
+      assert.deepEqual(await whoami("bob", server), { subject: "bob" });
+      assert.deepEqual(await whoami("alice", server), { subject: "alice" });
+      const calls = upstream.seen.slice(seenBefore).filter((s) => s.method === "tools/call");
+      assert.deepEqual(
+        calls.map((c) => c.subject),
+        ["alice", "bob", "alice"],
+        "every tools/call carried its caller's own token",
+      );
+    });
+  }
+
+  test("a replayed callback is refused and changes nothing", async () => {
+    // A flow of bob's for a third server name is not needed: a used state is simply unknown.
+    const res = await fetch(`${base}/console/oauth/complete?state=never-started&code=x&iss=${encodeURIComponent(idp.issuer)}`, {
+      headers: { cookie: cookies.bob! },
+    });
+    assert.equal(res.status, 400);
+    assert.match(await res.text(), /unknown, already used or expired state/);
+  });
+});
