@@ -59,7 +59,9 @@ export function stdioFace(value: string): StdioFace {
   if (value === "meta" || value === "all") return { kind: value };
   const m = /^server:(.+)$/.exec(value);
   if (m) return { kind: "server", server: m[1]! };
-  throw new InvalidArgumentError("must be meta, all or server:<name>");
+  const v = /^virtual:(.+)$/.exec(value);
+  if (v) return { kind: "virtual", name: v[1]! };
+  throw new InvalidArgumentError("must be meta, all, server:<name> or virtual:<name>");
 }
 
 /**

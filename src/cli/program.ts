@@ -117,7 +117,10 @@ export function buildProgram(options: RunOptions = {}): Command {
     .description("serve the gateway over stdin/stdout, for clients that launch MCP servers as processes (SIGHUP reloads the config)")
     .addOption(configOption())
     .addOption(
-      new Option("--face <face>", "what the client sees: meta (management tools), all (every upstream, prefixed) or server:<name> (one upstream as is)")
+      new Option(
+        "--face <face>",
+        "what the client sees: meta (management tools), all (every upstream, prefixed), server:<name> (one upstream as is) or virtual:<name> (a virtual server)",
+      )
         .argParser(stdioFace)
         .default({ kind: "meta" } satisfies StdioFace, "meta"),
     )
@@ -138,6 +141,12 @@ export function buildProgram(options: RunOptions = {}): Command {
       if (opts.face.kind === "server" && !(opts.face.server in config.mcpServers)) {
         throw new InvalidArgumentError(
           `--face server:${opts.face.server}: no such server in the config (have: ${Object.keys(config.mcpServers).join(", ") || "none"})`,
+        );
+      }
+      const virtualName = opts.face.kind === "virtual" ? opts.face.name : undefined;
+      if (virtualName !== undefined && !config.gateway.governance.virtualServers.some((v) => v.name === virtualName)) {
+        throw new InvalidArgumentError(
+          `--face virtual:${virtualName}: no such virtual server in gateway.governance.virtualServers (have: ${config.gateway.governance.virtualServers.map((v) => v.name).join(", ") || "none"})`,
         );
       }
       const logger = createLogger(config.gateway.logLevel, undefined, opts.logFormat ?? defaultLogFormat());

@@ -6,7 +6,7 @@ import type { Observability } from "../observability/observability.js";
 import type { Session } from "../session/session.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 
-export type StdioFace = { kind: "meta" } | { kind: "all" } | { kind: "server"; server: string };
+export type StdioFace = { kind: "meta" } | { kind: "all" } | { kind: "server"; server: string } | { kind: "virtual"; name: string };
 
 export interface StdioOptions {
   face?: StdioFace;
@@ -29,7 +29,7 @@ export async function serveStdioSession(
       : await createTransparentServer({
           session,
           gateway: context,
-          target: face.kind === "server" ? { kind: "server", server: face.server } : { kind: "all", separator: settings.transparent.separator },
+          target: face.kind === "all" ? { kind: "all", separator: settings.transparent.separator } : face,
         });
   const transport = new StdioServerTransport(stdin as never, stdout as never);
   await server.connect(transport);

@@ -12,9 +12,11 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { Client as SdkClient } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ROOT, connectClient, everythingStdio } from "../helpers/gateway.js";
-import { logLines, pollFor, startCliServe, stopChild, type RunningCli } from "../helpers/core-extra.js";
+import { CLI_ARGS, logLines, pollFor, startCliServe, stopChild, type RunningCli } from "../helpers/core-extra.js";
 
 let tmp: string | undefined;
 let served: RunningCli | undefined;
@@ -97,5 +99,43 @@ test(
     assert.ok((await names()).includes("speak"));
     assert.equal(changed, before);
     assert.equal(s.child.exitCode, null, "SIGHUP never ends the gateway");
+  },
+);
+
+test(
+  "emceepee stdio --face virtual:<name> serves the virtual server's tools; an unknown name is refused naming the known ones",
+  { timeout: 120_000 },
+  async () => {
+    tmp ??= await mkdtemp(path.join(os.tmpdir(), "emceepee-curation-reload-"));
+    const file = path.join(tmp, "stdio.json");
+    await writeFile(file, JSON.stringify(config("say")));
+    const client = new SdkClient({ name: "stdio-virtual", version: "1.0.0" });
+    await client.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [...CLI_ARGS, "stdio", "--config", file, "--face", "virtual:kit"],
+        cwd: ROOT,
+        stderr: "ignore",
+      }),
+    );
+    clients.push(client);
+    assert.deepEqual(
+      (await client.listTools()).tools.map((t) => t.name),
+      ["shout"],
+    );
+    assert.match(text(await client.callTool({ name: "shout", arguments: { message: "piped" } })), /piped/);
+
+    const refused = new SdkClient({ name: "stdio-virtual-unknown", version: "1.0.0" });
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [...CLI_ARGS, "stdio", "--config", file, "--face", "virtual:nope"],
+      cwd: ROOT,
+      stderr: "pipe",
+    });
+    let stderr = "";
+    transport.stderr?.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
+    await assert.rejects(refused.connect(transport));
+    await pollFor(async () => (/virtual:nope: no such virtual server.*have: kit/.test(stderr) ? true : undefined), "the refusal on stderr", 30_000);
+    await refused.close().catch(() => undefined);
   },
 );
