@@ -624,6 +624,64 @@ export interface ApprovalStore {
   deleteEndedBefore(before: number): Promise<number>;
 }
 
+// ---------------------------------------------------------------- activity
+
+/** What an activity record tells (docs/design/console.md, "Activity"). */
+export type ActivityKind =
+  | "tool_call"
+  | "task"
+  | "elicitation"
+  | "sampling"
+  | "server_connected"
+  | "server_disconnected"
+  | "server_failed"
+  | "startup_check"
+  | "config_reload"
+  | "console_action";
+
+/** One thing that happened at the gateway, for people to look back at (the console's Activity page). Plain JSON, append-only. */
+export interface ActivityRecord {
+  /** Unique, increasing with time (the gateway's id generator). */
+  id: string;
+  /** When it happened (epoch ms). */
+  at: number;
+  kind: ActivityKind;
+  /** "ok", "error", "cancelled", "promoted", "completed", "failed", "answered", "expired", … (by kind). */
+  outcome?: string;
+  server?: string;
+  tool?: string;
+  /** The session's hash (logging.ts sessionHash), never its id. */
+  sessionHash?: string;
+  /** The principal's hash; absent when the caller had none. */
+  principalHash?: string;
+  taskId?: string;
+  durationMs?: number;
+  /** One line for people: what happened, who answered, the reason of a failure. */
+  summary?: string;
+}
+
+export interface ActivityQuery {
+  kind?: ActivityKind | undefined;
+  server?: string | undefined;
+  sessionHash?: string | undefined;
+  principalHash?: string | undefined;
+  outcome?: string | undefined;
+  /** Only records with `at >= since`. */
+  since?: number | undefined;
+  /** Only records older than this one (by (at, id)): the next page. */
+  before?: { at: number; id: string } | undefined;
+  /** At most this many, newest first. */
+  limit: number;
+}
+
+export interface ActivityStore {
+  /** Appends records (one batch, one write); then deletes those older than `now - maxAgeMs` and the oldest beyond `maxRecords`. */
+  append(records: readonly ActivityRecord[], retention: { now: number; maxAgeMs: number; maxRecords: number }): Promise<void>;
+  /** The records matching every given field, newest first (at, id), at most `limit`. */
+  list(query: ActivityQuery): Promise<ActivityRecord[]>;
+  count(): Promise<number>;
+}
+
 // ---------------------------------------------------------------- the bundle
 
 export interface Store {
@@ -639,6 +697,7 @@ export interface Store {
   readonly logins: LoginStateStore;
   readonly decisions: DecisionStore;
   readonly approvals: ApprovalStore;
+  readonly activity: ActivityStore;
   readonly rateLimits: RateLimitStore;
   readonly credentials: CredentialStore;
   readonly oauthFlows: OAuthFlowStore;

@@ -10,11 +10,12 @@
  * cases live per kind of state in the files next to this one: tasks; events
  * and SSE replay; sessions, pending requests, runtime-added servers and the
  * store's lifecycle; started console logins; governance decisions; pinned tool definitions; rate-limit buckets; the
- * vault's credentials and started upstream OAuth flows.
+ * vault's credentials and started upstream OAuth flows; activity.
  */
 import { describe } from "node:test";
 import type { Store } from "../../src/store/contracts.js";
 import type { ManualClock } from "../fixtures/manual-clock.js";
+import { activityContract } from "./contract-activity.js";
 import { approvalContract } from "./contract-approvals.js";
 import { credentialContract } from "./contract-credentials.js";
 import { decisionContract } from "./contract-decisions.js";
@@ -46,5 +47,6 @@ export function storeContract(name: string, factory: StoreFactory): void {
     credentialContract(factory);
     approvalContract(factory);
     pinContract(factory);
+    activityContract(factory);
   });
 }

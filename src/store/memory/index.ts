@@ -5,6 +5,7 @@
  */
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
+import { MemoryActivityStore } from "./activity.js";
 import { MemoryApprovalStore } from "./approvals.js";
 import { MemoryPinStore } from "./pins.js";
 import { MemoryCredentialStore, MemoryOAuthFlowStore } from "./credentials.js";
@@ -35,6 +36,7 @@ export function createMemoryStore(clock: Clock): Store {
     decisions: new MemoryDecisionStore(guard),
     approvals: new MemoryApprovalStore(guard),
     pins: new MemoryPinStore(guard),
+    activity: new MemoryActivityStore(guard),
     healthy: async () => !guard.isClosed,
     close: async () => guard.close(),
   };

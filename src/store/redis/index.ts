@@ -7,6 +7,7 @@
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { RedisConn, type OpenRedisOptions } from "./conn.js";
+import { RedisActivityStore } from "./activity.js";
 import { RedisApprovalStore } from "./approvals.js";
 import { RedisPinStore } from "./pins.js";
 import { RedisCredentialStore, RedisOAuthFlowStore } from "./credentials.js";
@@ -37,6 +38,7 @@ export async function openRedisStore(url: string, clock: Clock, options: OpenRed
     decisions: new RedisDecisionStore(conn),
     approvals: new RedisApprovalStore(conn),
     pins: new RedisPinStore(conn),
+    activity: new RedisActivityStore(conn),
     healthy: () => conn.healthy(),
     problem: () => conn.problem(),
     close: () => conn.close(),

@@ -9,6 +9,7 @@
 import type { Clock } from "../../clock.js";
 import type { Store } from "../contracts.js";
 import { SqliteDb, type OpenSqliteOptions } from "./db.js";
+import { SqliteActivityStore } from "./activity.js";
 import { SqliteApprovalStore } from "./approvals.js";
 import { SqlitePinStore } from "./pins.js";
 import { SqliteCredentialStore, SqliteOAuthFlowStore } from "./credentials.js";
@@ -60,6 +61,7 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
     decisions: new SqliteDecisionStore(db),
     approvals: new SqliteApprovalStore(db),
     pins: new SqlitePinStore(db),
+    activity: new SqliteActivityStore(db),
     healthy: async () => db.healthy(),
     problem: () => db.problem(),
     announce: async ({ port }) => owner?.announce(port),

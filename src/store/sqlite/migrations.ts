@@ -166,6 +166,27 @@ export const MIGRATIONS: readonly Migration[] = [
     },
   },
   {
+    version: 8,
+    description: "activity: what happened at the gateway (tool calls, tasks, answers, connections, reloads, console actions), with retention",
+    up(db) {
+      db.exec(`
+        CREATE TABLE activity (
+          id TEXT PRIMARY KEY,
+          at INTEGER NOT NULL,
+          kind TEXT NOT NULL,
+          server TEXT,
+          session_hash TEXT,
+          principal_hash TEXT,
+          outcome TEXT,
+          record TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX activity_by_time ON activity (at, id);
+        CREATE INDEX activity_by_session ON activity (session_hash, at);
+        CREATE INDEX activity_by_principal ON activity (principal_hash, at);
+      `);
+    },
+  },
+  {
     version: 9,
     description: "the vault: sealed upstream credentials per (principal, upstream, slot), started upstream OAuth flows (take-once, expiring)",
     up(db) {
