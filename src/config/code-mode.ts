@@ -1,5 +1,5 @@
 /**
- * The `gateway.codeMode` settings (issue 26, docs/adr/0025-code-mode-sandbox.md):
+ * The `gateway.codeMode` settings (issue 26, docs/adr/0028-code-mode-sandbox.md):
  * the bounds of one `run_code` script. Each bound exceeded ends the run with
  * EMCP_CODE_LIMIT naming the bound and the setting.
  */

@@ -475,7 +475,7 @@ export const gatewaySettingsSchema = z.strictObject({
   rateLimits: z.array(rateLimitSchema).max(200).default([]),
   /** Who sees and may call which tools (docs/adr/0022-decision-pipeline.md); profile "off" (the default): no governance. */
   governance: governanceSchema,
-  /** run_code's sandbox bounds (docs/adr/0025-code-mode-sandbox.md). */
+  /** run_code's sandbox bounds (docs/adr/0028-code-mode-sandbox.md). */
   codeMode: codeModeSchema,
 });
 

@@ -1,5 +1,5 @@
 /**
- * run_code (issue 26, design MF-21, docs/adr/0025): one gateway in process
+ * run_code (issue 26, design MF-25..MF-27, docs/adr/0028): one gateway in process
  * with server-everything and the slow fixture in process. A multi-step
  * workflow in one run (resources, tools, a prompt, list and search); every mcp.call governed like execute_tool (a deny
  * rule, a rate limit, decisions on /metrics); the sandbox closed (no require,

@@ -1,5 +1,5 @@
 /**
- * run_code (design MF-21, docs/adr/0025-code-mode-sandbox.md): one script in
+ * run_code (design MF-25..MF-27, docs/adr/0028-code-mode-sandbox.md): one script in
  * a fresh sandbox whose `mcp` calls are the meta-tools' own operations. The
  * run is started like an execute_tool call and promoted to a task the same
  * way (src/tasks/execute.ts) when it outlives `timeout_ms`; the task's result

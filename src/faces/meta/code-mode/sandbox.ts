@@ -1,7 +1,7 @@
 /**
  * One run_code script in its own QuickJS (WebAssembly) instance: a fresh
  * module, runtime and context per run, so nothing outlives the run and no
- * run sees another's heap (docs/adr/0025-code-mode-sandbox.md). The guest gets
+ * run sees another's heap (docs/adr/0028-code-mode-sandbox.md). The guest gets
  * only what prelude.ts builds from two host functions (one async call taking
  * and returning JSON strings, one log line); there is no require, process,
  * fetch, timers or module loader. Bounds: memory and stack by QuickJS itself,
