@@ -265,6 +265,18 @@ describe("run_code", () => {
     const task = await call(client, "get_task", { task_id: taskId });
     assert.match(JSON.stringify(task.structuredContent), /"status":"completed"/);
 
+    // cancel_task stops a promoted run and the call it waits on; the session goes on.
+    const slow = await call(client, "run_code", { code: `await mcp.call("slow", "slow", { ms: 60000 }); return "never";`, timeout_ms: 50 });
+    const slowId = (slow.structuredContent as { task_id?: string } | undefined)?.task_id;
+    assert.ok(slowId, JSON.stringify(slow).slice(0, 400));
+    const cancelled = await call(client, "cancel_task", { task_id: slowId });
+    assert.ok(!cancelled.isError, JSON.stringify(cancelled).slice(0, 400));
+    const after = await call(client, "get_task", { task_id: slowId });
+    assert.match(JSON.stringify(after.structuredContent), /"status":"cancelled"/);
+    // The slow call the script made was a promoted-or-not execute_tool: none of it is left working.
+    const working = await call(client, "list_tasks", {});
+    assert.deepEqual((working.structuredContent as { tasks: unknown[] }).tasks, [], JSON.stringify(working.structuredContent).slice(0, 400));
+
     const waited = await refused(
       `await mcp.call("slow", "slow", { ms: 60000 }); return "never";`,
       "EMCP_CODE_LIMIT",
@@ -276,4 +288,18 @@ describe("run_code", () => {
       [["call", "error"]],
     );
   });
+});
+
+test("gateway.codeMode.enabled false: the meta face has no run_code", async () => {
+  const off = await startInProcessGateway({ gateway: { codeMode: { enabled: false } } });
+  try {
+    const c = await connectClient(off.url);
+    const names = (await c.listTools()).tools.map((t) => t.name);
+    assert.ok(names.includes("execute_tool") && !names.includes("run_code"), names.join(", "));
+    const r = await call(c, "run_code", { code: "return 1" }).catch((e: unknown) => ({ isError: true, content: [{ type: "text", text: String(e) }] }));
+    assert.equal(r.isError, true);
+    await c.close();
+  } finally {
+    await off.close();
+  }
 });
