@@ -90,6 +90,18 @@ export class Curation {
   }
 
   /**
+   * A server's tools as this caller sees them (view() of each), without the
+   * tools shadowed by another renamed onto their name: what any listing of
+   * one server's tools shows (meta list_tools, tool search).
+   */
+  viewAll(principal: Principal | undefined, server: string, tools: readonly Tool[]): Tool[] {
+    return tools.flatMap((t) => {
+      const shown = this.view(principal, server, t);
+      return this.upstreamName(principal, server, shown.name) === t.name ? [shown] : [];
+    });
+  }
+
+  /**
    * The arguments sent upstream for this caller's call: its own, defaults
    * filled where absent, fixed values set. Throws EMCP_BAD_ARGUMENTS when the
    * caller sends a fixed argument (it is not in the schema it was shown).

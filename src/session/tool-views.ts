@@ -79,9 +79,8 @@ export class ToolViews {
       } catch {
         continue;
       }
-      const shown = tools
-        .filter((t) => governance?.visible(session.principal, c.name, t.name) ?? true)
-        .map((t) => curation?.view(session.principal, c.name, t) ?? t);
+      const visible = tools.filter((t) => governance?.visible(session.principal, c.name, t.name) ?? true);
+      const shown = curation?.viewAll(session.principal, c.name, visible) ?? visible;
       view.set(c.name, JSON.stringify(shown));
     }
     return view;

@@ -5,8 +5,7 @@
  * pending requests need).
  */
 import { z } from "zod";
-import type { Tool } from "@modelcontextprotocol/sdk/types.js";
-import { principalOf, type Principal } from "../../../auth/principal.js";
+import { principalOf } from "../../../auth/principal.js";
 import { DEFAULT_SETTINGS } from "../../../config/schema.js";
 import { isStdioConfig } from "../../../config/server-entry.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError } from "../../../errors.js";
@@ -54,12 +53,8 @@ export const listTools = defineTool({
     const principal = principalOf(extra.authInfo);
     const rows = await fanout(ctx, server, async (c) => {
       // Tools the caller may not see are absent (gateway.governance.visibility); the others as curated for the caller (docs/adr/0024).
-      const tools = curatedTools(
-        ctx,
-        principal,
-        c.name,
-        (await c.cachedTools()).filter((t) => governance?.visible(principal, c.name, t.name) ?? true),
-      );
+      const visible = (await c.cachedTools()).filter((t) => governance?.visible(principal, c.name, t.name) ?? true);
+      const tools = ctx.gateway.curation?.viewAll(principal, c.name, visible) ?? visible;
       return needle === undefined ? tools : tools.filter((t) => t.name.toLowerCase().includes(needle));
     });
     const all = rows.flatMap((r) => ("items" in r ? r.items.map((tool) => ({ server: r.server, tool })) : []));
@@ -163,9 +158,40 @@ export const executeTool = defineTool({
     const tool = upstream ?? asked;
     const args = gateway.curation ? gateway.curation.arguments(principal, server, tool, askedArgs, asked) : askedArgs;
     // The decision pipeline (docs/adr/0022): a hidden tool is unknown, a denied call fails here.
-    await gateway.governance?.authorize({ principal, face: "meta", sessionId: session.id, server, tool, args });
+    const decision = await gateway.governance?.authorize({
+      principal,
+      face: "meta",
+      sessionId: session.id,
+      server,
+      tool,
+      args,
+      waitsForApproval: gateway.approvals !== undefined,
+    });
     // Rate limits (docs/adr/0023): an empty bucket refuses the call here, before anything is sent upstream or a task is made.
     await gateway.rateLimits?.take({ principal, server, tool });
+    // A person must approve it (docs/adr/0025): a promoted task at once, input_required until they decide.
+    if (decision?.outcome === "approval_required" && gateway.approvals) {
+      const { task, approval } = await gateway.approvals.open({
+        session,
+        decision,
+        principal,
+        face: "meta",
+        server,
+        tool,
+        args,
+        ttlMs: task_ttl_ms ?? gateway.settings.tasks.defaultTtlMs,
+      });
+      return promoted(
+        json(
+          {
+            task_id: task.taskId,
+            proxy_task: taskView(task),
+            approval: { id: approval.id, rule: approval.ruleId, expires_at: new Date(approval.expiresAt).toISOString() },
+          },
+          `Calling '${asked}' on '${server}' needs a person's approval (approval ${approval.id}, rule ${approval.ruleId}). It waits as task ${task.taskId} (input_required) until an approver decides in the gateway's console; use get_task_result to wait for the result, or cancel_task to withdraw it.`,
+        ),
+      );
+    }
     const timeoutMs = timeout_ms ?? gateway.settings.tools.defaultTimeoutMs;
     const progress = forwardProgress(extra, extra._meta?.progressToken);
     // Tools the upstream only runs as tasks: the gateway drives the upstream task (design MF-9, TK-15).
@@ -239,19 +265,6 @@ function whatTheServerWaitsFor(server: string, elicitations: number, sampling: n
 function keepsTasksAcrossRestart({ gateway }: MetaContext, server: string): boolean {
   const entry = gateway.registry.get(server);
   return entry !== undefined && !isStdioConfig(entry.config);
-}
-
-/**
- * The tools of `server` as this caller sees them (curation): renamed, overridden, fixed arguments
- * out of the schema; a tool shadowed by another renamed onto its name is left out.
- */
-function curatedTools(ctx: MetaContext, principal: Principal | undefined, server: string, tools: Tool[]): Tool[] {
-  const curation = ctx.gateway.curation;
-  if (!curation) return tools;
-  return tools.flatMap((t) => {
-    const shown = curation.view(principal, server, t);
-    return curation.upstreamName(principal, server, shown.name) === t.name ? [shown] : [];
-  });
 }
 
 async function assertToolExists({ session }: MetaContext, server: string, tool: string, renamedAway = false): Promise<void> {
