@@ -38,6 +38,8 @@ export const ErrorCodes = {
   BAD_ARGUMENTS: "EMCP_BAD_ARGUMENTS",
   /** No task with that id exists in this session. */
   UNKNOWN_TASK: "EMCP_UNKNOWN_TASK",
+  /** No timer with that id exists in this session (or it already ended). */
+  UNKNOWN_TIMER: "EMCP_UNKNOWN_TIMER",
   /** The task already ended: it cannot be cancelled or changed. */
   TASK_ENDED: "EMCP_TASK_ENDED",
   /** The task ended without a result (failed, cancelled, expired). */
@@ -103,6 +105,7 @@ const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_UPSTREAM_ERROR: ErrorCode.InternalError,
   EMCP_BAD_ARGUMENTS: ErrorCode.InvalidParams,
   EMCP_UNKNOWN_TASK: ErrorCode.InvalidParams,
+  EMCP_UNKNOWN_TIMER: ErrorCode.InvalidParams,
   EMCP_TASK_ENDED: ErrorCode.InvalidParams,
   EMCP_TASK_NOT_COMPLETED: ErrorCode.InternalError,
   EMCP_TASK_STILL_WORKING: ErrorCode.InternalError,

@@ -28,7 +28,8 @@ export type EventType =
   | "server_connected"
   | "server_disconnected"
   | "server_reconnected"
-  | "events_evicted";
+  | "events_evicted"
+  | "timer_expired";
 
 export interface StoredEvent {
   /** ULID: time-sortable. */

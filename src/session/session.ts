@@ -30,6 +30,7 @@ import { EventSystem } from "./event-system.js";
 import { PendingRequests } from "./pending-requests.js";
 import { ClientRouting } from "./routing.js";
 import { UpstreamPool, type UpstreamPoolDeps } from "./upstream-pool.js";
+import { SessionTimers, TIMER_SERVER } from "./timers.js";
 
 /** What a session needs from the gateway (shared by all sessions). */
 export interface SessionDeps extends UpstreamPoolDeps {
@@ -63,6 +64,8 @@ export class Session {
   readonly buffers: BufferManager;
   readonly pending: PendingRequests;
   readonly tasks: TaskManager;
+  /** set_timer's timers (timers.ts); cleared by close(). */
+  readonly timers: SessionTimers;
   readonly logger: Logger;
   private readonly routing: ClientRouting;
   private readonly upstreams: UpstreamPool;
@@ -94,6 +97,12 @@ export class Session {
     this.buffers = new BufferManager(settings.buffers, this.events, clock);
     this.pending = new PendingRequests(id, settings.pendingRequests, deps.store.pending, this.events, clock, newId);
     this.tasks = new TaskManager(id, settings.tasks, deps.store.tasks, this.events, clock, newId);
+    this.timers = new SessionTimers({
+      clock,
+      newId,
+      maxPerSession: settings.timers.maxPerSession,
+      fired: (t) => this.events.add("timer_expired", TIMER_SERVER, { timerId: t.id, message: t.message, fireCount: t.fireCount, interval: t.interval }),
+    });
     this.routing = new ClientRouting({
       tasks: this.tasks,
       pending: this.pending,
@@ -185,6 +194,7 @@ export class Session {
   async close(options: SessionCloseOptions = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.timers.close();
     this.upstreams.stop();
     await this.pending.close("session closed", options);
     // Aborting the tasks cancels their upstream tasks; each connection's close() waits for those

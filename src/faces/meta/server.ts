@@ -27,11 +27,16 @@ import { addServer, listServers, removeServer } from "./tools/servers.js";
 import { cancelTask, getTask, getTaskResult, listTasks } from "./tools/tasks.js";
 import { executeTool, listTools } from "./tools/tools.js";
 import { searchToolsTool } from "./tools/search.js";
+import { cancelElicitationRequest, cancelSamplingRequest } from "./tools/cancel-requests.js";
+import { reconnectServer } from "./tools/reconnect.js";
+import { subscribeResource, unsubscribeResource } from "./tools/subscriptions.js";
+import { deleteTimer, getTimer, listTimers, setTimer } from "./tools/timers.js";
 import { runCode } from "./code-mode/run-code.js";
 
 export const META_TOOLS: readonly MetaTool[] = [
   addServer,
   removeServer,
+  reconnectServer,
   listServers,
   listTools,
   searchToolsTool,
@@ -39,19 +44,27 @@ export const META_TOOLS: readonly MetaTool[] = [
   listResources,
   listResourceTemplates,
   readResource,
+  subscribeResource,
+  unsubscribeResource,
   listPrompts,
   getPrompt,
   getNotifications,
   getLogs,
   getElicitations,
   respondToElicitation,
+  cancelElicitationRequest,
   getSamplingRequests,
   respondToSampling,
+  cancelSamplingRequest,
   listTasks,
   getTask,
   getTaskResult,
   cancelTask,
   awaitActivity,
+  setTimer,
+  listTimers,
+  getTimer,
+  deleteTimer,
   runCode,
 ];
 

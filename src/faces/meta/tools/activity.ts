@@ -33,7 +33,7 @@ type Trigger =
 export const awaitActivity = defineTool({
   name: "await_activity",
   title: "Wait for activity",
-  description: `Wait up to \`timeout_ms\` (default ${DEFAULT_WAIT_MS}) for anything new: a notification, an elicitation or sampling request, a task ending, a server connecting or disconnecting. Returns at once if something is already new. Returns triggers, new events grouped by server, working tasks per server and what waits for your answer. Logs never wake it (use get_logs).`,
+  description: `Wait up to \`timeout_ms\` (default ${DEFAULT_WAIT_MS}) for anything new: a notification, an elicitation or sampling request, a task ending, a timer firing (set_timer), a server connecting or disconnecting. Returns at once if something is already new. Returns triggers, new events grouped by server, working tasks per server and what waits for your answer. Logs never wake it (use get_logs).`,
   input: {
     timeout_ms: z.number().int().min(0).optional().describe(`Longest wait in ms (default ${DEFAULT_WAIT_MS}, capped by the gateway's maxTimeoutMs)`),
     sinceEventId: eventCursor.describe(
