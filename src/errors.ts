@@ -58,8 +58,14 @@ export const ErrorCodes = {
   RATE_LIMITED: "EMCP_RATE_LIMITED",
   /** gateway.governance refused the call (a deny rule, a Cedar policy, or a policy evaluation error); the message names the rule or policies. */
   POLICY_DENIED: "EMCP_POLICY_DENIED",
-  /** gateway.governance says a person must approve the call; approvals are not available yet, so the call is refused. */
+  /** gateway.governance says a person must approve the call, and this way of calling (e.g. run_code) cannot wait for the approval, so the call is refused. */
   APPROVAL_REQUIRED: "EMCP_APPROVAL_REQUIRED",
+  /** A plain tools/call held for an approval (governance.approvals.holdMs) got no decision in time; the message names the approval, which is withdrawn. */
+  APPROVAL_TIMEOUT: "EMCP_APPROVAL_TIMEOUT",
+  /** A person rejected the call (or its approval expired); the message says who and why. */
+  APPROVAL_REJECTED: "EMCP_APPROVAL_REJECTED",
+  /** The approval asked to decide is decided, expired or unknown already. */
+  APPROVAL_DECIDED: "EMCP_APPROVAL_DECIDED",
   /** Sent to a shared upstream: its server→client request cannot be tied to one session's call (docs/adr/0010). */
   UNATTRIBUTABLE: "EMCP_UNATTRIBUTABLE",
   /** An upstream message (a response, request or notification) was larger than `gateway.upstream.maxMessageBytes`; the message names the bound. */
@@ -116,6 +122,9 @@ const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_RATE_LIMITED: ErrorCode.InternalError,
   EMCP_POLICY_DENIED: ErrorCode.InvalidRequest,
   EMCP_APPROVAL_REQUIRED: ErrorCode.InvalidRequest,
+  EMCP_APPROVAL_TIMEOUT: ErrorCode.InvalidRequest,
+  EMCP_APPROVAL_REJECTED: ErrorCode.InvalidRequest,
+  EMCP_APPROVAL_DECIDED: ErrorCode.InvalidRequest,
   EMCP_UNATTRIBUTABLE: ErrorCode.InvalidRequest,
   EMCP_RESPONSE_TOO_LARGE: ErrorCode.InternalError,
   EMCP_STORE_UNAVAILABLE: ErrorCode.InternalError,

@@ -10,6 +10,7 @@
  * path ended first is left alone.
  */
 import { isStdioConfig } from "../config/server-entry.js";
+import { tasksAwaitingApproval } from "../governance/approvals.js";
 import { addStoredEvent, endStoredTask, type LeftoverDeps } from "../session/stored-leftovers.js";
 import type { TaskRecord } from "../store/contracts.js";
 import { ACTIVE_STATUSES } from "../store/policy.js";
@@ -27,7 +28,9 @@ export async function settleAdopted(deps: AdoptDeps, sessionId: string, owner: s
   const who = owner ?? "(unknown)";
   let tasks = 0;
   const active = await deps.store.tasks.listBySession(sessionId, { status: ACTIVE_STATUSES });
-  for (const task of active) if (await settle(deps, task, who)) tasks++;
+  // A call waiting for a person's approval stays a working task: the adopting replica acts on the decision (docs/adr/0025).
+  const awaiting = active.length ? await tasksAwaitingApproval(deps.store) : new Set<string>();
+  for (const task of active) if (!awaiting.has(task.taskId) && (await settle(deps, task, who))) tasks++;
   let requests = 0;
   for (const request of await deps.store.pending.listBySession(sessionId)) {
     if (!(await deps.store.pending.delete(request.requestId))) continue;

@@ -48,7 +48,7 @@ export const governanceRuleSchema = z.strictObject({
   ...target,
   /** All must hold for the rule to match. */
   arguments: z.array(argumentCondition).optional(),
-  /** allow, deny, approve (a person must approve: not built yet, refused in enforce), policy (ask Cedar). */
+  /** allow, deny, approve (a person must approve: governance.approvals), policy (ask Cedar). */
   action: z.enum(["allow", "deny", "approve", "policy"]),
 });
 
@@ -152,6 +152,34 @@ export const governanceSchema = z
           .default(30 * 24 * 3_600_000),
         /** At most this many decision records are kept (the oldest go first). */
         maxRecords: z.number().int().positive().default(100_000),
+      })
+      .prefault({}),
+    /** Human approval of calls a rule sends to `approve` (docs/adr/0025-approvals.md). */
+    approvals: z
+      .strictObject({
+        /** A pending approval nobody decides within this expires; its task fails "approval expired". */
+        ttlMs: z.number().int().positive().default(3_600_000),
+        /** How long a plain tools/call (a client that did not ask for a task) is held waiting for the decision, with progress keep-alives; then it fails naming the approval. */
+        holdMs: z.number().int().min(0).default(60_000),
+        /** Progress keep-alives to a held call (when it sent a progress token), this often. */
+        keepAliveMs: z.number().int().positive().default(15_000),
+        /** Whether the person who made the call may approve it themselves. */
+        allowSelfApproval: z.boolean().default(false),
+        /** How often each replica looks at the store for decisions, expiries and cancels it has to act on. */
+        pollMs: z.number().int().positive().default(1_000),
+        /** Decided approvals are deleted this long after they were asked. */
+        retentionMs: z
+          .number()
+          .int()
+          .positive()
+          .default(7 * 24 * 3_600_000),
+        /** Told of each new approval: a JSON body, or a Slack incoming-webhook body (`text`), with a link to the console page. */
+        webhooks: z
+          .array(z.strictObject({ url: z.url({ protocol: /^https?$/ }), format: z.enum(["json", "slack"]).default("json") }))
+          .max(20)
+          .default([]),
+        /** The console's public base URL for the links in webhooks (e.g. https://gw.example.com); absent: the gateway's own address. */
+        consoleUrl: z.url({ protocol: /^https?$/ }).optional(),
       })
       .prefault({}),
     /** Per caller: renamed tools, other titles, descriptions and annotations, fixed or default arguments (first matching entry per tool). */

@@ -34,6 +34,8 @@ export interface GovernedCall {
   server: string;
   tool: string;
   args?: Record<string, unknown> | undefined;
+  /** The caller makes an `approve` decision an approval (docs/adr/0025): authorize() returns it instead of refusing. */
+  waitsForApproval?: boolean | undefined;
 }
 
 interface InForce {
@@ -92,6 +94,24 @@ export class Governance {
    * EMCP_APPROVAL_REQUIRED. In dry-run it only records what would have happened.
    */
   async authorize(call: GovernedCall): Promise<DecisionRecord> {
+    return this.decide(call, true);
+  }
+
+  /**
+   * Post-approval revalidation (docs/adr/0025): decides the call again under the policy in force now,
+   * recording nothing; throws EMCP_POLICY_DENIED when it would now be refused. An `approve` passes
+   * (the approval being acted on is that).
+   */
+  async recheck(call: GovernedCall): Promise<void> {
+    await this.decide({ ...call, waitsForApproval: true }, false);
+  }
+
+  /** Appends an approval event (approval_approved / _rejected / _expired / _cancelled) to the decision records, logged and counted. */
+  async note(record: DecisionRecord): Promise<void> {
+    await this.record(record, this.inForce().settings);
+  }
+
+  private async decide(call: GovernedCall, recorded: boolean): Promise<DecisionRecord> {
     const inForce = this.inForce();
     const { settings } = inForce;
     if (!this.visible(call.principal, call.server, call.tool, call.virtualServer)) {
@@ -147,7 +167,7 @@ export class Governance {
       policyVersion: inForce.version,
       ...(error !== undefined ? { error } : {}),
     };
-    await this.record(record, settings);
+    if (recorded) await this.record(record, settings);
     if (outcome === "deny" || outcome === "error") {
       const by =
         policyIds !== undefined
@@ -167,10 +187,10 @@ export class Governance {
         },
       );
     }
-    if (outcome === "approval_required") {
+    if (outcome === "approval_required" && !call.waitsForApproval) {
       throw new GatewayError(
         ErrorCodes.APPROVAL_REQUIRED,
-        `calling '${call.tool}' on server '${call.server}' needs a person's approval (rule ${matched?.id ?? "defaultAction"}), and approvals are not available in this version of the gateway, so the call is refused. Ask the operator to allow it.`,
+        `calling '${call.tool}' on server '${call.server}' needs a person's approval (rule ${matched?.id ?? "defaultAction"}), and this way of calling cannot wait for one, so the call is refused. Call it with execute_tool or tools/call, where it waits for the approval.`,
         { details: { server: call.server, tool: call.tool, rule: matched?.id ?? "defaultAction", policyVersion: inForce.version } },
       );
     }

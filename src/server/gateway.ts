@@ -21,6 +21,8 @@ import { createConsole } from "../console/index.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { Governance } from "../governance/governance.js";
+import { Approvals } from "../governance/approvals.js";
+import { ApprovalRunner } from "../session/approval-runner.js";
 import { createHttpServer } from "../http/server.js";
 import { silentLogger, type Logger } from "../logging.js";
 import { RateLimiter } from "../governance/rate-limits.js";
@@ -149,6 +151,20 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   const metrics = observability.metrics;
   if (metrics) rateLimits.onLimited = (scope) => metrics.rateLimited(scope);
   if (governance && metrics) governance.onDecided = (outcome) => metrics.governanceDecided(outcome);
+  // Human approval of calls a rule sends to `approve` (docs/adr/0025): a durable record and a task; the runner acts on decisions.
+  const approvalRecords = governance
+    ? new Approvals(settings.governance.approvals, settings.governance.audit.storeArguments, {
+        clock,
+        newId,
+        logger,
+        store: openedStore,
+        governance,
+        baseUrl: () => listenedBase,
+      })
+    : undefined;
+  const approvals =
+    governance && approvalRecords ? new ApprovalRunner({ approvals: approvalRecords, governance, sessions, settings, clock, logger }) : undefined;
+  if (approvals) parts.add("approvals", () => approvals.close());
   const context: GatewayContext = {
     registry,
     sessions,
@@ -161,6 +177,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       return openedStore();
     },
     governance,
+    approvals,
+    approvalRecords,
     rateLimits,
     curation,
     toolViews,
@@ -204,6 +222,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       if ((state as GatewayState) === "closing") return; // close() ran meanwhile: no timers
       sessions.start();
       store.startSweeps();
+      approvals?.start();
     })();
     return starting;
   }

@@ -8,6 +8,7 @@ import { isStdioConfig } from "../config/server-entry.js";
 import { errorMessage } from "../errors.js";
 import { isLoopbackHost } from "../http/guards.js";
 import type { Logger } from "../logging.js";
+import { tasksAwaitingApproval } from "../governance/approvals.js";
 import { addStoredEvent, endStoredTask, type LeftoverDeps } from "../session/stored-leftovers.js";
 import type { ServerRecord, Store, TaskRecord } from "../store/contracts.js";
 
@@ -48,7 +49,12 @@ export async function recoverState(deps: LeftoverDeps): Promise<RecoveryReport> 
     refusedServers: servers.refused,
     deletedTasks: 0,
   };
-  for (const task of await store.tasks.listWorking()) await settleTask(deps, task, report);
+  // A call waiting for a person's approval stays a working task: the approval can still be decided (docs/adr/0025).
+  const awaiting = await tasksAwaitingApproval(store);
+  for (const task of await store.tasks.listWorking()) {
+    if (awaiting.has(task.taskId)) report.keptTasks++;
+    else await settleTask(deps, task, report);
+  }
   for (const request of await store.pending.listAll()) {
     // Whoever deletes it answers it: here, with the reason and an event for its session.
     if (!(await store.pending.delete(request.requestId))) continue;

@@ -8,6 +8,8 @@ import type { Clock, IdGenerator } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import type { RateLimiter } from "../governance/rate-limits.js";
 import type { Governance } from "../governance/governance.js";
+import type { Approvals } from "../governance/approvals.js";
+import type { ApprovalRunner } from "./approval-runner.js";
 import type { Curation } from "../governance/curation.js";
 import type { Logger } from "../logging.js";
 import type { SessionManager } from "../session/session-manager.js";
@@ -33,6 +35,10 @@ export interface GatewayContext {
   readonly rateLimits?: RateLimiter | undefined;
   /** The decision pipeline of tool calls (docs/adr/0022); undefined when gateway.governance is not set. */
   readonly governance?: Governance | undefined;
+  /** Calls waiting for a person's approval: their tasks (docs/adr/0025); with governance only. */
+  readonly approvals?: ApprovalRunner | undefined;
+  /** The approval records (the console decides through them); with governance only. */
+  readonly approvalRecords?: Approvals | undefined;
   /** Curated tools and virtual servers (gateway.governance.curation / virtualServers, docs/adr/0024), whatever the profile. */
   readonly curation?: Curation | undefined;
   /** The faces' tool views, compared across a reload to send list_changed (tool-views.ts). */

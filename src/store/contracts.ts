@@ -389,7 +389,18 @@ export interface LoginStateStore {
 // ---------------------------------------------------------------- governance decisions
 
 /** What a governance decision did (docs/adr/0022-decision-pipeline.md). */
-export type DecisionOutcome = "allow" | "deny" | "approval_required" | "error" | "would_deny" | "would_require_approval";
+export type DecisionOutcome =
+  | "allow"
+  | "deny"
+  | "approval_required"
+  | "error"
+  | "would_deny"
+  | "would_require_approval"
+  /** What became of an approval (docs/adr/0025-approvals.md); `decidedBy` then says who (the record's `approvedBy`). */
+  | "approval_approved"
+  | "approval_rejected"
+  | "approval_expired"
+  | "approval_cancelled";
 
 /** One decision of the governance pipeline: the start of the audit trail. Plain JSON, append-only. */
 export interface DecisionRecord {
@@ -420,6 +431,8 @@ export interface DecisionRecord {
   policyVersion: string;
   /** The evaluation error (the decision failed closed). */
   error?: string;
+  /** An approval event: the approval's id, who decided (an approver's name, "expiry", "requester") and why. */
+  approval?: { id: string; by: string; reason?: string };
 }
 
 export interface DecisionStore {

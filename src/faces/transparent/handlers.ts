@@ -21,7 +21,9 @@ import {
 import { UriTemplate } from "@modelcontextprotocol/sdk/shared/uriTemplate.js";
 import { principalOf } from "../../auth/principal.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError, toToolErrorText } from "../../errors.js";
+import { toMcpTask } from "../../mcp/task-object.js";
 import type { UpstreamHandle } from "../../upstream/handle.js";
+import { forwardProgress } from "../progress.js";
 import { logToolCall, resultOutcome } from "../access-log.js";
 import { paginate } from "./catalog.js";
 import { verbatimErrors, type HandlerContext } from "./context.js";
@@ -103,9 +105,40 @@ export function registerHandlers(h: HandlerContext): JoinedHook {
         // Fixed and default arguments (curation): the pipeline decides on what is sent upstream.
         const args = h.gateway.curation ? h.gateway.curation.arguments(principal, upstream, name, req.params.arguments, req.params.name) : req.params.arguments;
         // The decision pipeline (docs/adr/0022): a hidden tool is unknown, a denied call fails here.
-        await h.gateway.governance?.authorize({ ...entry, principal, sessionId: session.id, args, virtualServer });
+        const approvals = h.gateway.approvals;
+        const decision = await h.gateway.governance?.authorize({
+          ...entry,
+          principal,
+          sessionId: session.id,
+          args,
+          virtualServer,
+          waitsForApproval: approvals !== undefined,
+        });
         // Rate limits (docs/adr/0023): refused here, before anything is sent upstream or a task is made.
         await h.gateway.rateLimits?.take({ principal, server: upstream, tool: name });
+        // A person must approve it (docs/adr/0025): a task at once for a task-augmented call, else the call is held.
+        if (decision?.outcome === "approval_required" && approvals) {
+          const client = h.server.getClientVersion();
+          const call = {
+            session,
+            decision,
+            principal,
+            face: catalog.target.kind,
+            virtualServer,
+            server: upstream,
+            tool: name,
+            args,
+            ...(client ? { client: `${client.name} ${client.version}` } : {}),
+          };
+          if (req.params.task) {
+            const ttlMs = Math.min(req.params.task.ttl ?? h.gateway.settings.tasks.defaultTtlMs, h.gateway.settings.tasks.maxTtlMs);
+            return { task: toMcpTask((await approvals.open({ ...call, ttlMs })).task) };
+          }
+          const progress = forwardProgress(extra, req.params._meta?.progressToken);
+          const result = await approvals.hold(call, extra.signal, progress.onprogress);
+          await progress.flush();
+          return result;
+        }
         const { arguments: _asked, ...params } = req.params;
         return callTool(h, await conn(upstream), args !== undefined ? { ...params, arguments: args } : params, name, extra);
       };

@@ -1,0 +1,249 @@
+/**
+ * Human approval as a durable task (issue 24, docs/adr/0025-approvals.md), in
+ * process: one gateway with server-everything in process and a real SQLite
+ * store. A call a rule sends to `approve` becomes a task at once
+ * (execute_tool: a promoted task; a task-augmented tools/call:
+ * CreateTaskResult, input_required "Awaiting approval"); an approval runs the
+ * call, a rejection fails the task with the reason; a plain call is held and
+ * withdrawn after holdMs naming the approval; a requester cannot approve
+ * their own call; arguments changed after the request are refused; an
+ * approval nobody decides expires; post-approval revalidation fails a call
+ * the policy now denies; cancel withdraws a pending approval; each event is a
+ * decision record.
+ */
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import Database from "better-sqlite3";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { CallToolResultSchema, CreateTaskResultSchema, GetTaskResultSchema } from "@modelcontextprotocol/sdk/types.js";
+import { OPERATOR } from "../../src/auth/principal.js";
+import { parseConfig } from "../../src/config/load.js";
+import type { ApprovalRecord } from "../../src/store/contracts.js";
+import { block, call, type TestGateway } from "../helpers/gateway.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
+import { waitFor } from "../helpers/tasks.js";
+
+const TOKEN = "approvals-test-token-0123456789";
+let dir: string;
+let gw: TestGateway;
+const clients: Client[] = [];
+
+const rules = (echo: "approve" | "deny") => [
+  { id: "echo-needs-approval", server: "everything", tool: "echo", action: echo },
+  { id: "sum-needs-approval", server: "everything", tool: "get-sum", action: "approve" },
+];
+const governance = (echo: "approve" | "deny", approvals: Record<string, unknown> = {}) => ({
+  profile: "enforce",
+  rules: rules(echo),
+  audit: { storeArguments: false },
+  approvals: { holdMs: 1_500, keepAliveMs: 200, pollMs: 100, ttlMs: 600_000, ...approvals },
+});
+
+before(async () => {
+  dir = mkdtempSync(path.join(tmpdir(), "approvals-"));
+  gw = await startInProcessGateway({
+    mcpServers: { everything: inProcess("everything") },
+    gateway: { token: TOKEN, store: { kind: "sqlite", path: path.join(dir, "state.db") }, governance: governance("approve") },
+  });
+});
+
+after(async () => {
+  for (const c of clients) await c.close().catch(() => undefined);
+  await gw.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function connect(face = ""): Promise<Client> {
+  const client = new Client({ name: "approvals-test", version: "1.0.0" });
+  const url = new URL(gw.url.replace(/\/mcp$/, `${face}/mcp`));
+  await client.connect(new StreamableHTTPClientTransport(url, { requestInit: { headers: { authorization: `Bearer ${TOKEN}` } } }));
+  clients.push(client);
+  return client;
+}
+
+const ctx = () => gw.gateway.context;
+const records = () => ctx().approvalRecords!;
+/** A second person: decides as someone other than the requester (the static token's operator). */
+const approver = { name: "bob", principal: undefined };
+
+const approvalOfTask = (taskId: string) =>
+  waitFor(async () => (await ctx().store.approvals.list()).find((r) => r.taskId === taskId), `the approval of task ${taskId}`);
+
+test("execute_tool: a promoted task, input_required 'Awaiting approval'; approved in the console it runs and completes", async () => {
+  const meta = await connect();
+  const res = await call(meta, "execute_tool", { server: "everything", tool: "echo", args: { message: "hello approval" } });
+  const taskId = block<string>(res, "task_id")!;
+  const approvalId = block<{ id: string }>(res, "approval")!.id;
+  assert.ok(taskId && approvalId, JSON.stringify(res));
+  const task = block<Record<string, unknown>>(await call(meta, "get_task", { task_id: taskId }), "task")!;
+  assert.equal(task.status, "input_required", JSON.stringify(task));
+  assert.match(String(task.status_message ?? task.statusMessage), /Awaiting approval/);
+  const a = (await records().get(approvalId))!;
+  assert.equal(a.state, "pending");
+  assert.equal(a.server, "everything");
+  assert.equal(a.tool, "echo");
+  assert.deepEqual(a.arguments, { message: "hello approval" });
+  assert.equal(a.ruleId, "echo-needs-approval");
+  assert.equal(a.requester?.subject, OPERATOR.subject);
+  await records().decide(approvalId, approver, "approve", "looks fine");
+  ctx().approvals!.poke();
+  const result = await call(meta, "get_task_result", { task_id: taskId, timeout_ms: 30_000 });
+  assert.match(JSON.stringify(result), /hello approval/);
+  const outcomes = (await ctx().store.decisions.list()).filter((d) => d.tool === "echo").map((d) => d.outcome);
+  assert.deepEqual(outcomes.slice(-2), ["approval_required", "approval_approved"]);
+  const after = (await records().get(approvalId))!;
+  assert.equal(after.state, "approved");
+  assert.equal(after.decidedBy, "bob");
+  assert.ok(after.claimedAt !== undefined);
+  assert.equal(after.arguments, undefined, "arguments are dropped once the call ran (audit.storeArguments is false)");
+});
+
+test("task-augmented tools/call: CreateTaskResult input_required at once; a rejection fails the task with the reason", async () => {
+  const single = await connect("/servers/everything");
+  const created = await single.request({ method: "tools/call", params: { name: "echo", arguments: { message: "no way" } } }, CreateTaskResultSchema, {
+    task: { ttl: 120_000 },
+    timeout: 60_000,
+  });
+  assert.equal(created.task.status, "input_required");
+  assert.match(created.task.statusMessage ?? "", /Awaiting approval/);
+  const a = await approvalOfTask(created.task.taskId);
+  await records().decide(a.id, approver, "reject", "not on a Friday");
+  ctx().approvals!.poke();
+  const failed = await waitFor(async () => {
+    const t = await single.request({ method: "tasks/get", params: { taskId: created.task.taskId } }, GetTaskResultSchema);
+    return t.status === "failed" ? t : undefined;
+  }, "the task to fail");
+  assert.match(failed.statusMessage ?? "", /rejected by bob: not on a Friday/);
+  await assert.rejects(
+    single.request({ method: "tasks/result", params: { taskId: created.task.taskId } }, CallToolResultSchema),
+    /rejected by bob: not on a Friday/,
+  );
+  assert.equal((await ctx().store.decisions.list()).at(-1)?.outcome, "approval_rejected");
+});
+
+test("a plain tools/call is held with keep-alives, then fails naming the approval, which is withdrawn", async () => {
+  const single = await connect("/servers/everything");
+  const progress: string[] = [];
+  const err = await single
+    .callTool({ name: "echo", arguments: { message: "held" } }, CallToolResultSchema, {
+      timeout: 60_000,
+      onprogress: (p) => progress.push(p.message ?? ""),
+    })
+    .then(
+      (r) => assert.fail(`expected a refusal, got ${JSON.stringify(r)}`),
+      (e: unknown) => e as Error,
+    );
+  const id = /approval (\S+),/.exec(err.message)?.[1];
+  assert.ok(id, err.message);
+  assert.match(err.message, /EMCP_APPROVAL_TIMEOUT|nobody decided within 1500ms/);
+  assert.ok(
+    progress.some((m) => m.includes(`approval ${id}`)),
+    `keep-alives: ${JSON.stringify(progress)}`,
+  );
+  assert.equal((await records().get(id))!.state, "cancelled");
+});
+
+test("a plain tools/call approved while held returns the tool's result", async () => {
+  const single = await connect("/servers/everything");
+  const pending = single.callTool({ name: "echo", arguments: { message: "held then approved" } }, CallToolResultSchema, { timeout: 60_000 });
+  const a = await waitFor(
+    async () => (await ctx().store.approvals.list({ states: ["pending"] })).find((r) => r.arguments?.message === "held then approved"),
+    "the held call's approval",
+  );
+  await records().decide(a.id, approver, "approve", "");
+  ctx().approvals!.poke();
+  assert.match(JSON.stringify(await pending), /held then approved/);
+});
+
+test("the requester cannot approve their own call; another approver can", async () => {
+  const meta = await connect();
+  const res = await call(meta, "execute_tool", { server: "everything", tool: "get-sum", args: { a: 1, b: 2 } });
+  const id = block<{ id: string }>(res, "approval")!.id;
+  await assert.rejects(records().decide(id, { name: "operator", principal: OPERATOR }, "approve", "me"), /EMCP_FORBIDDEN|asked for this call yourself/);
+  assert.equal((await records().get(id))!.state, "pending");
+  await records().decide(id, approver, "approve", "");
+  await assert.rejects(records().decide(id, approver, "reject", "too late"), /already approved/);
+});
+
+test("arguments changed after the request are refused: the task fails, nothing runs", async () => {
+  const meta = await connect();
+  const res = await call(meta, "execute_tool", { server: "everything", tool: "echo", args: { message: "original" } });
+  const taskId = block<string>(res, "task_id")!;
+  const id = block<{ id: string }>(res, "approval")!.id;
+  // Someone with write access to the store changes the task's arguments.
+  const db = new Database(path.join(dir, "state.db"));
+  try {
+    db.prepare("UPDATE tasks SET record = json_set(record, '$.toolArgs.message', 'tampered') WHERE task_id = ?").run(taskId);
+  } finally {
+    db.close();
+  }
+  await records().decide(id, approver, "approve", "");
+  ctx().approvals!.poke();
+  const out = await call(meta, "get_task_result", { task_id: taskId, timeout_ms: 30_000 }).then(
+    (r) => JSON.stringify(r),
+    (e: unknown) => String(e),
+  );
+  assert.match(out, /other arguments than the task's/);
+  assert.doesNotMatch(out, /Echo: tampered/);
+});
+
+test("post-approval revalidation: a policy that now denies fails the approved call with that reason", async () => {
+  const meta = await connect();
+  const res = await call(meta, "execute_tool", { server: "everything", tool: "echo", args: { message: "revalidate me" } });
+  const taskId = block<string>(res, "task_id")!;
+  const id = block<{ id: string }>(res, "approval")!.id;
+  const next = parseConfig({ mcpServers: {}, gateway: { governance: governance("deny") } }).gateway.governance;
+  assert.deepEqual((await ctx().governance!.reload(next)).applied, true);
+  try {
+    await records().decide(id, approver, "approve", "");
+    ctx().approvals!.poke();
+    const out = await call(meta, "get_task_result", { task_id: taskId, timeout_ms: 30_000 }).then(
+      (r) => JSON.stringify(r),
+      (e: unknown) => String(e),
+    );
+    assert.match(out, /does not allow calling 'echo'.*echo-needs-approval/);
+  } finally {
+    await ctx().governance!.reload(parseConfig({ mcpServers: {}, gateway: { governance: governance("approve") } }).gateway.governance);
+  }
+});
+
+test("cancel_task withdraws a pending approval", async () => {
+  const meta = await connect();
+  const res = await call(meta, "execute_tool", { server: "everything", tool: "echo", args: { message: "never mind" } });
+  const taskId = block<string>(res, "task_id")!;
+  const id = block<{ id: string }>(res, "approval")!.id;
+  await call(meta, "cancel_task", { task_id: taskId });
+  const a = await waitFor(async () => {
+    const r = await records().get(id);
+    return r?.state === "cancelled" ? r : undefined;
+  }, "the approval to be withdrawn");
+  assert.equal(a.decidedBy, "requester");
+  await assert.rejects(records().decide(id, approver, "approve", ""), /EMCP_APPROVAL_DECIDED|already cancelled/);
+});
+
+test("an approval nobody decides expires: the task fails 'approval expired'", async () => {
+  const meta = await connect();
+  const res = await call(meta, "execute_tool", { server: "everything", tool: "echo", args: { message: "too slow" } });
+  const taskId = block<string>(res, "task_id")!;
+  const id = block<{ id: string }>(res, "approval")!.id;
+  // Expiry by the stored expiresAt: moved to now rather than waiting out ttlMs.
+  const db = new Database(path.join(dir, "state.db"));
+  try {
+    db.prepare("UPDATE approvals SET record = json_set(record, '$.expiresAt', ?) WHERE id = ?").run(Date.now(), id);
+  } finally {
+    db.close();
+  }
+  const out = await call(meta, "get_task_result", { task_id: taskId, timeout_ms: 30_000 }).then(
+    (r) => JSON.stringify(r),
+    (e: unknown) => String(e),
+  );
+  assert.match(out, /approval expired/);
+  const a: ApprovalRecord = (await records().get(id))!;
+  assert.equal(a.state, "expired");
+  assert.equal(a.decidedBy, "expiry");
+  assert.ok((await ctx().store.decisions.list()).some((d) => d.outcome === "approval_expired" && d.approval?.id === id));
+});
