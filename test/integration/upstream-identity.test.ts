@@ -18,6 +18,7 @@ import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
 import { followAuthorization, loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
 import { startProtectedServer, type ProtectedServer } from "../fixtures/oauth-protected-server.js";
+import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
 
 const SCOPE = "mcp:tools";
 const MCP_REDIRECT = "http://127.0.0.1:65503/callback";
@@ -28,6 +29,9 @@ let upstream: ProtectedServer;
 let gw: TestGateway;
 let base: string;
 const clients: Record<string, Client> = {};
+let redis: RedisServer | undefined;
+let baseB = "";
+let gwB: TestGateway | undefined;
 const cookies: Record<string, string> = {};
 
 async function freePort(): Promise<number> {
@@ -39,16 +43,16 @@ async function freePort(): Promise<number> {
 }
 
 /** A console session of `user` (the console's OIDC login, headlessly): its Cookie header. */
-async function consoleCookie(user: string): Promise<string> {
-  const start = await fetch(`${base}/console/login`, { redirect: "manual" });
+async function consoleCookie(user: string, at = base): Promise<string> {
+  const start = await fetch(`${at}/console/login`, { redirect: "manual" });
   assert.equal(start.status, 303);
   const authorize = new URL(start.headers.get("location")!);
   const binding = start.headers
     .getSetCookie()
     .find((c) => c.startsWith("emceepee_login="))!
     .split(";")[0]!;
-  const code = await loginHeadless(authorize, user, `${base}/console/callback`);
-  const back = `${base}/console/callback?${new URLSearchParams({ code, state: authorize.searchParams.get("state")!, iss: idp.issuer }).toString()}`;
+  const code = await loginHeadless(authorize, user, `${at}/console/callback`);
+  const back = `${at}/console/callback?${new URLSearchParams({ code, state: authorize.searchParams.get("state")!, iss: idp.issuer }).toString()}`;
   const res = await fetch(back, { redirect: "manual", headers: { cookie: binding } });
   assert.equal(res.status, 200, await res.clone().text());
   return res.headers
@@ -58,8 +62,8 @@ async function consoleCookie(user: string): Promise<string> {
 }
 
 /** execute_tool whoami on `server` as `user`: the subject the upstream saw, or the error text. */
-async function whoami(user: string, server: string): Promise<{ subject?: string; error?: string }> {
-  const r = await call(clients[user]!, "execute_tool", { server, tool: "whoami", args: {} });
+async function whoami(user: string, server: string, client = clients[user]!): Promise<{ subject?: string; error?: string }> {
+  const r = await call(client, "execute_tool", { server, tool: "whoami", args: {} });
   const text = (r.content as Array<{ type: string; text?: string }>).map((c) => c.text ?? "").join("\n");
   if (r.isError) return { error: text };
   return { subject: /"text":\s*"([^"]+)"|^(\w+)$/m.exec(text)?.slice(1).find(Boolean) ?? text };
@@ -72,27 +76,32 @@ function authorizationUrl(error: string | undefined): URL {
 }
 
 /** `person` consents at the provider (as `user` there) and the browser comes back with `cookie`'s console login; the completion page. */
-async function consentAndComplete(url: URL, user: string, cookie: string): Promise<{ status: number; text: string }> {
+async function consentAndComplete(url: URL, user: string, cookie: string, completeAt = base): Promise<{ status: number; text: string }> {
   const back = await followAuthorization(url, user, `${base}/console/oauth/callback`);
   // The public callback only moves the browser on, same-site, with the same query; it needs no login.
   const hop = await fetch(back, { redirect: "manual" });
   assert.equal(hop.status, 200);
   const next = /url=([^"]+)"/.exec(await hop.text())![1]!.replace(/&amp;/g, "&");
   assert.ok(next.startsWith("/console/oauth/complete?"));
-  const res = await fetch(`${base}${next}`, { redirect: "manual", headers: { cookie } });
+  const res = await fetch(`${completeAt}${next}`, { redirect: "manual", headers: { cookie } });
   return { status: res.status, text: await res.text() };
 }
 
 before(async () => {
   const port = await freePort();
   base = `http://127.0.0.1:${port}`;
+  const portB = await freePort();
+  baseB = `http://127.0.0.1:${portB}`;
+  const key = randomBytes(32).toString("base64");
+  if (redisSkipReason() === undefined) redis = await startRedis();
+  const store = redis ? { kind: "redis", url: redis.url, keyPrefix: "uid:" } : undefined;
   idp = await startOidcProvider({
     scopes: [SCOPE],
     clients: [
       {
         client_id: "console",
         client_secret: CONSOLE_SECRET,
-        redirect_uris: [`${base}/console/callback`],
+        redirect_uris: [`${base}/console/callback`, `${baseB}/console/callback`],
         token_endpoint_auth_method: "client_secret_post",
         grant_types: ["authorization_code"],
         response_types: ["code"],
@@ -110,9 +119,23 @@ before(async () => {
       port,
       auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
       console: { oidc: { clientId: "console", clientSecret: CONSOLE_SECRET, scopes: ["openid"] } },
-      vault: { keys: randomBytes(32).toString("base64") },
+      vault: { keys: key },
+      ...(store ? { store } : {}),
     },
   });
+  // A second replica on the same Redis store (same vault key): a callback may reach it.
+  if (store) {
+    gwB = await startGateway({
+      mcpServers: { remote: { url: upstream.url, auth, sharing: "session" } },
+      gateway: {
+        port: portB,
+        auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
+        console: { oidc: { clientId: "console", clientSecret: CONSOLE_SECRET, scopes: ["openid"] } },
+        vault: { keys: key },
+        store,
+      },
+    });
+  }
   for (const user of ["alice", "bob"]) {
     clients[user] = (await loginAndConnect(`${base}/mcp`, user, new MemoryOAuthClient(MCP_REDIRECT))).client;
     cookies[user] = await consoleCookie(user);
@@ -121,7 +144,9 @@ before(async () => {
 
 after(async () => {
   for (const c of Object.values(clients)) await c.close().catch(() => undefined);
+  await gwB?.close();
   await gw?.close();
+  await redis?.stop();
   await upstream?.close();
   await idp?.close();
 });
@@ -165,5 +190,26 @@ describe("upstream identity through the gateway", () => {
     });
     assert.equal(res.status, 400);
     assert.match(await res.text(), /unknown, already used or expired state/);
+  });
+
+  test("a flow started on one replica completes on another (flows and credentials in the shared store), once", { skip: redisSkipReason() }, async () => {
+    const carol = (await loginAndConnect(`${base}/mcp`, "carol", new MemoryOAuthClient(MCP_REDIRECT))).client;
+    const carolOnB = (await loginAndConnect(`${baseB}/mcp`, "carol", new MemoryOAuthClient(MCP_REDIRECT))).client;
+    try {
+      const url = authorizationUrl((await whoami("carol", "remote", carol)).error);
+      const back = await followAuthorization(url, "carol", `${base}/console/oauth/callback`);
+      const cookieB = await consoleCookie("carol", baseB);
+      const done = await fetch(`${baseB}/console/oauth/complete${back.search}`, { headers: { cookie: cookieB } });
+      assert.equal(done.status, 200, await done.clone().text());
+      // Replayed at the replica that started it: the state is used up.
+      const again = await fetch(`${base}/console/oauth/complete${back.search}`, { headers: { cookie: await consoleCookie("carol") } });
+      assert.equal(again.status, 400);
+      assert.match(await again.text(), /already used/);
+      assert.deepEqual(await whoami("carol", "remote", carol), { subject: "carol" });
+      assert.deepEqual(await whoami("carol", "remote", carolOnB), { subject: "carol" }, "the grant is in the shared store");
+    } finally {
+      await carol.close();
+      await carolOnB.close();
+    }
   });
 });

@@ -52,12 +52,12 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
     readonly owner: { issuer: string; subject: string },
     readonly upstream: string,
     private readonly config: UpstreamOAuthConfig,
-    /** The callback's flow: its verifier is the one to send. */
-    private readonly flowVerifier?: string,
+    /** The callback's flow: its verifier and redirect URI are the ones to send (it may have started on another replica). */
+    private readonly flow?: { verifier: string; redirectUri: string },
   ) {}
 
   get redirectUrl(): string {
-    return this.ctx.redirectUrl;
+    return this.flow?.redirectUri ?? this.ctx.redirectUrl;
   }
 
   get clientMetadata(): OAuthClientMetadata {
@@ -119,7 +119,7 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
   }
 
   codeVerifier(): string {
-    const v = this.flowVerifier ?? this.verifier;
+    const v = this.flow?.verifier ?? this.verifier;
     if (v === undefined) throw new GatewayError(ErrorCodes.UPSTREAM_AUTH_FAILED, "no PKCE verifier for this authorization; start it again");
     return v;
   }

@@ -60,8 +60,8 @@ export class UpstreamOAuth {
     this.fetchFn = options.fetch ?? ((url, init) => fetch(url, init));
   }
 
-  private provider(t: UpstreamAuthTarget, verifier?: string): GatewayOAuthProvider {
-    return new GatewayOAuthProvider(this.ctx, t.owner, t.upstream, t.config, verifier);
+  private provider(t: UpstreamAuthTarget, flow?: { verifier: string; redirectUri: string }): GatewayOAuthProvider {
+    return new GatewayOAuthProvider(this.ctx, t.owner, t.upstream, t.config, flow);
   }
 
   /**
@@ -142,7 +142,7 @@ export class UpstreamOAuth {
     const code = query.get("code");
     if (code === null) throw callbackRefused("the callback carries no code");
     const verifier = this.ctx.vault.vault.open({ keyId: flow.keyId, sealed: flow.verifierSealed }, flowAad(state));
-    const provider = this.provider({ ...target, owner: person }, verifier);
+    const provider = this.provider({ ...target, owner: person }, { verifier, redirectUri: flow.redirectUri });
     try {
       await auth(provider, { serverUrl: target.url, authorizationCode: code, fetchFn: this.fetchFn });
     } catch (err) {
