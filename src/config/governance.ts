@@ -182,6 +182,13 @@ export const governanceSchema = z
         consoleUrl: z.url({ protocol: /^https?$/ }).optional(),
       })
       .prefault({}),
+    /** Pinned tool definitions (docs/adr/0026): a tool whose definition changed after it was first seen is quarantined until an admin accepts it. */
+    pins: z
+      .strictObject({
+        /** off; hide: a changed tool is absent and unknown; approve: it is listed but each call needs a person's approval. */
+        mode: z.enum(["off", "hide", "approve"]).default("off"),
+      })
+      .prefault({}),
     /** Per caller: renamed tools, other titles, descriptions and annotations, fixed or default arguments (first matching entry per tool). */
     curation: z.array(curationSchema).max(10_000).default([]),
     /** Named transparent faces at /v/<name>/mcp, each offering a chosen set of tools from several upstreams. */
@@ -228,6 +235,23 @@ export const governanceSchema = z
   .prefault({});
 
 export type GovernanceSettings = z.infer<typeof governanceSchema>;
+
+/**
+ * Curation entries and virtual-server tools naming a server the file does not
+ * declare: not an error (a runtime server of that name would be used, or it is
+ * disabled for now), but likely a typo, so the operator hears of it at start.
+ */
+export function governanceWarnings(g: Pick<GovernanceSettings, "curation" | "virtualServers">, servers: readonly string[]): string[] {
+  const unknown = (server: string) => !servers.includes(server);
+  const says = (server: string) =>
+    `no server '${server}' in mcpServers (have: ${servers.join(", ") || "none"}); it applies only if a server of that name is added at runtime`;
+  return [
+    ...g.curation.flatMap((c, i) => (unknown(c.server) ? [`gateway.governance.curation[${i}].server: ${says(c.server)}`] : [])),
+    ...g.virtualServers.flatMap((v, i) =>
+      v.tools.flatMap((t, j) => (unknown(t.server) ? [`gateway.governance.virtualServers[${i}].tools[${j}].server: ${says(t.server)}`] : [])),
+    ),
+  ];
+}
 export type GovernanceRule = z.infer<typeof governanceRuleSchema>;
 export type VisibilityRule = z.infer<typeof visibilityRuleSchema>;
 export type PrincipalMatch = z.infer<typeof principalMatch>;

@@ -11,6 +11,7 @@ import { z } from "zod";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { inputVariable, normalizeFormat } from "./formats.js";
 import { configFileSchema, type GatewayConfig } from "./schema.js";
+import { governanceWarnings } from "./governance.js";
 import { isStdioConfig, type ServerConfig } from "./server-entry.js";
 import { closest, describeValue } from "./server-entry.js";
 import { demoConfig } from "./demo.js";
@@ -139,6 +140,7 @@ function build(data: z.infer<typeof configFileSchema>, topLevelWarnings: readonl
     mcpServers[name] = entry.config;
     for (const w of entry.warnings) warnings.push(`${formatPath(["mcpServers", name, w.key])}: ${w.message}`);
   }
+  warnings.push(...governanceWarnings(data.gateway.governance, Object.keys(data.mcpServers)));
   return { config: Object.freeze({ mcpServers, gateway: data.gateway }), warnings, disabledServers };
 }
 

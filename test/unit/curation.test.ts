@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { makePrincipal } from "../../src/auth/principal.js";
 import { governanceSchema } from "../../src/config/governance.js";
+import { parseConfigDetailed } from "../../src/config/load.js";
 import { Curation } from "../../src/governance/curation.js";
 import { Catalog } from "../../src/faces/transparent/catalog.js";
 import { faceTools, resolveTool } from "../../src/faces/transparent/curated.js";
@@ -143,4 +144,31 @@ test("a transparent face's curated mapping: shadowing, the aggregate prefix, a v
   );
   assert.deepEqual(resolveTool(kit, bob, "go"), { server: "ci", tool: "deploy" });
   assert.throws(() => resolveTool(kit, bob, "status"), /virtual server 'kit' has no tool 'status'/);
+});
+
+test("curation naming a server the file does not declare: a warning at load (a runtime server may take the name), not an error", () => {
+  const { warnings } = parseConfigDetailed({
+    mcpServers: { ci: { url: "http://127.0.0.1:9/mcp" } },
+    gateway: {
+      governance: {
+        curation: [{ server: "cj", tool: "deploy", name: "ship" }],
+        virtualServers: [
+          {
+            name: "kit",
+            tools: [
+              { server: "ci", tool: "deploy" },
+              { server: "docs", tool: "search" },
+            ],
+          },
+        ],
+      },
+    },
+  });
+  assert.deepEqual(
+    warnings.filter((w) => w.startsWith("gateway.governance")),
+    [
+      "gateway.governance.curation[0].server: no server 'cj' in mcpServers (have: ci); it applies only if a server of that name is added at runtime",
+      "gateway.governance.virtualServers[0].tools[1].server: no server 'docs' in mcpServers (have: ci); it applies only if a server of that name is added at runtime",
+    ],
+  );
 });
