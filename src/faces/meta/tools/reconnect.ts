@@ -1,5 +1,5 @@
 /**
- * reconnect_server (design MF-25), the public emceepee's name and argument:
+ * reconnect_server (design MF-28), the public emceepee's name and argument:
  * drop this session's connection to a server (any state: connected,
  * failing, waiting for a backoff retry) and connect afresh now. Work that
  * depended on the old connection ends as at any drop (UP-5): working tasks

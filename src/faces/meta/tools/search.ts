@@ -163,17 +163,11 @@ async function connections({ session, gateway }: MetaContext, names: readonly st
 /**
  * The tools of `server` the caller may see, as the caller sees them: the
  * check list_tools makes (gateway.governance.visibility), then curation
- * (renamed, overridden; a tool shadowed by another renamed onto its name is
- * left out).
+ * (Curation.viewAll: renamed, overridden, shadowed ones out).
  */
 function visibleTools({ gateway }: MetaContext, principal: Principal | undefined, server: string, tools: readonly Tool[]): Tool[] {
-  const seen = tools.filter((t) => gateway.governance?.visible(principal, server, t.name) ?? true);
-  const curation = gateway.curation;
-  if (!curation) return seen;
-  return seen.flatMap((t) => {
-    const shown = curation.view(principal, server, t);
-    return curation.upstreamName(principal, server, shown.name) === t.name ? [shown] : [];
-  });
+  const visible = tools.filter((t) => gateway.governance?.visible(principal, server, t.name) ?? true);
+  return gateway.curation?.viewAll(principal, server, visible) ?? visible;
 }
 
 /** The description's first sentence or line, shortened to SUMMARY_CHARS. */
