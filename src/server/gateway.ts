@@ -183,7 +183,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     curation,
     toolViews,
   };
-  observability.watch({ sessions, registry, children, store: () => store.current });
+  observability.watch({ sessions, registry, children, store: () => store.current, storeHealthy: () => store.healthy() });
   let stdioClose: (() => Promise<void>) | undefined;
   parts.add("stdio", () => stdioClose?.().catch(() => undefined));
   const endpoints = createEndpoints(context, observability, cluster?.router);
