@@ -16,6 +16,7 @@ import { parseConfig } from "../../src/config/load.js";
 import { eventually } from "../helpers/async-extra.js";
 import { block, call, connectClient } from "../helpers/gateway.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
+import { isTerminalTask, pollTask, startTask, taskResult } from "../helpers/tasks.js";
 
 const servers = { everything: inProcess("everything"), slow: inProcess("slow") };
 
@@ -133,6 +134,13 @@ test("curation and virtual servers on every face; list_changed on reload to the 
     assert.match(text(await kit.callTool({ name: "pid", arguments: {} })), /\d+/);
     await refused(kit.callTool({ name: "say", arguments: { message: "x" } }), /EMCP_UNKNOWN_TOOL|has no tool 'say'/);
     await refused(kit.callTool({ name: "get-tiny-image", arguments: {} }), /EMCP_UNKNOWN_TOOL|has no tool/);
+    // Tasks as on any transparent face: a task-augmented call of a curated tool runs with the curated arguments.
+    const task = await startTask(single, "get-sum", { a: 2 });
+    await pollTask(single, task.taskId, isTerminalTask, "the get-sum task");
+    assert.match(text(await taskResult(single, task.taskId)), /\b12\b/);
+    const kitTask = await startTask(kit, "shout", { message: "as a task" });
+    await pollTask(kit, kitTask.taskId, isTerminalTask, "the shout task");
+    assert.match(text(await taskResult(kit, kitTask.taskId)), /as a task/);
     // Its own rules: get-sum denied here, allowed on /servers/everything/mcp (above).
     await refused(kit.callTool({ name: "get-sum", arguments: {} }), /EMCP_POLICY_DENIED|kit-no-sum/);
 
