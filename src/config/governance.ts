@@ -182,7 +182,7 @@ export const governanceSchema = z
         consoleUrl: z.url({ protocol: /^https?$/ }).optional(),
       })
       .prefault({}),
-    /** Pinned tool definitions (docs/adr/0026): a tool whose definition changed after it was first seen is quarantined until an admin accepts it. */
+    /** Pinned tool definitions (docs/adr/0029): a tool whose definition changed after it was first seen is quarantined until an admin accepts it. */
     pins: z
       .strictObject({
         /** off; hide: a changed tool is absent and unknown; approve: it is listed but each call needs a person's approval. */

@@ -15,6 +15,7 @@ import { sessionHash, type Logger } from "../logging.js";
 import type { DecisionOutcome, DecisionRecord, Store } from "../store/contracts.js";
 import { CedarPolicy } from "./cedar.js";
 import { canonical, firstRule, isVisible } from "./match.js";
+import { Pins } from "./pins.js";
 
 export interface GovernanceDeps {
   clock: Clock;
@@ -52,11 +53,15 @@ export class Governance {
   readonly counts = new Map<DecisionOutcome, number>();
   /** Told each decision's outcome (the composition root counts it in /metrics). */
   onDecided?: (outcome: DecisionOutcome) => void;
+  /** Pinned tool definitions (docs/adr/0029), as governance.pins.mode says. */
+  readonly pins: Pins;
 
   constructor(
     private readonly settings: GovernanceSettings,
     private readonly deps: GovernanceDeps,
-  ) {}
+  ) {
+    this.pins = new Pins({ ...deps, mode: () => (this.current?.settings ?? settings).pins.mode });
+  }
 
   /** Reads and checks the policy files (loading Cedar only if one is set); throws EMCP_CONFIG_INVALID naming the file and line. */
   async start(): Promise<void> {
@@ -120,6 +125,12 @@ export class Governance {
         details: { server: call.server, tool: call.tool },
       });
     }
+    // Pinned definitions (docs/adr/0029): a quarantined tool is unknown (hide) or needs a person's approval (approve).
+    const quarantine = await this.pins.quarantined(call.server, call.tool);
+    if (quarantine !== undefined && this.pins.mode === "hide")
+      throw new GatewayError(ErrorCodes.UNKNOWN_TOOL, `server '${call.server}' has no tool '${call.tool}'. Call list_tools to see the tools you can use.`, {
+        details: { server: call.server, tool: call.tool },
+      });
     // A virtual server's own rules replace the gateway's on its face (docs/adr/0024).
     const own = call.virtualServer === undefined ? undefined : settings.virtualServers.find((v) => v.name === call.virtualServer);
     const matched = firstRule(own?.rules ?? settings.rules, call);
@@ -144,6 +155,10 @@ export class Governance {
       error = answer.error;
       verdict = answer.error !== undefined ? "error" : answer.decision;
     }
+    // A changed definition never goes through silently: what would be allowed needs an approval, naming the pin.
+    const pinned = quarantine !== undefined && verdict === "allow" ? quarantine : undefined;
+    if (pinned !== undefined) verdict = "approve";
+    const ruleId = pinned ?? matched?.id;
     const dry = settings.profile === "dry-run";
     const profile = dry ? "dry-run" : "enforce";
     const outcome: DecisionOutcome =
@@ -162,7 +177,7 @@ export class Governance {
       tool: call.tool,
       argumentsDigest: sha256(JSON.stringify(canonical(args))),
       ...(settings.audit.storeArguments ? { arguments: args } : {}),
-      ...(matched ? { ruleId: matched.id } : {}),
+      ...(ruleId !== undefined ? { ruleId } : {}),
       ...(policyIds ? { policyIds } : {}),
       policyVersion: inForce.version,
       ...(error !== undefined ? { error } : {}),
@@ -185,6 +200,13 @@ export class Governance {
             policyVersion: inForce.version,
           },
         },
+      );
+    }
+    if (pinned !== undefined && outcome === "approval_required" && !call.waitsForApproval) {
+      throw new GatewayError(
+        ErrorCodes.APPROVAL_REQUIRED,
+        `the definition of '${call.tool}' on server '${call.server}' changed since it was pinned (${pinned}), so each call needs a person's approval, and this way of calling cannot wait for one. An admin can accept the new definition on the console's Pins page.`,
+        { details: { server: call.server, tool: call.tool, pin: pinned, policyVersion: inForce.version } },
       );
     }
     if (outcome === "approval_required" && !call.waitsForApproval) {

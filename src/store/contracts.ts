@@ -454,7 +454,7 @@ export interface PinnedDefinition {
   at: number;
 }
 
-/** The pinned definition of one upstream tool (gateway.governance.pins, docs/adr/0026-pinned-tool-definitions.md). */
+/** The pinned definition of one upstream tool (gateway.governance.pins, docs/adr/0029-pinned-tool-definitions.md). */
 export interface PinRecord {
   server: string;
   tool: string;

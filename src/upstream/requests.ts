@@ -277,7 +277,7 @@ export abstract class UpstreamRequests {
     return this.digest("tools", await this.paginate((cursor) => this.listToolsPage(cursor).then((r) => ({ items: r.tools, next: r.nextCursor }))));
   }
 
-  /** The tool list, cached until the upstream says it changed. */
+  /** The tool list, cached until the upstream says it changed; as toolReview lets the gateway use it. */
   cachedTools(): Promise<Tool[]> {
     if (!this.toolsCache) {
       const p = this.listTools();
@@ -286,7 +286,16 @@ export abstract class UpstreamRequests {
         if (this.toolsCache === p) this.toolsCache = undefined;
       });
     }
-    return this.toolsCache;
+    const review = this.toolReview;
+    return review ? this.toolsCache.then(review) : this.toolsCache;
+  }
+
+  /** Sees each tool list before the gateway uses it: pinned definitions (src/governance/pins.ts); set by the factory. */
+  toolReview: ((tools: Tool[]) => Promise<Tool[]>) | undefined;
+
+  /** `tools` (a page read verbatim) as toolReview lets the gateway use them. */
+  reviewTools(tools: Tool[]): Promise<Tool[]> {
+    return this.toolReview ? this.toolReview(tools) : Promise.resolve(tools);
   }
 
   /** The upstream sent notifications/tools/list_changed. */

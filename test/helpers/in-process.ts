@@ -13,6 +13,7 @@
  *   "slow"        test/fixtures/slow-server-tools.ts; `crash` drops the connection.
  *   "catalog"     test/fixtures/tool-catalog.ts, the catalog named by the next
  *                 argument (inProcessCatalog(name)): many tools, for tool search.
+ *   "rug-pull"    test/fixtures/rug-pull-server.ts: a tool whose description changes after its first call.
  * Any other entry goes to the real transports (defaultTransportFactory).
  */
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
@@ -25,12 +26,13 @@ import type { GatewayDeps } from "../../src/server/gateway.js";
 import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
 import { createSlowServer } from "../fixtures/slow-server-tools.js";
 import { createCatalogServer, isCatalogName, type CatalogName } from "../fixtures/tool-catalog.js";
+import { createRugPullServer } from "../fixtures/rug-pull-server.js";
 import { startGateway, type TestGateway } from "./gateway.js";
 
 /** The command of an in-process entry (never run: the factory below answers it). */
 export const IN_PROCESS_COMMAND = "emceepee-test-in-process";
 
-export type InProcessUpstream = "everything" | "slow" | "catalog";
+export type InProcessUpstream = "everything" | "slow" | "catalog" | "rug-pull";
 
 /** A server entry for `mcpServers` served in this process. */
 export function inProcess(name: InProcessUpstream): { command: string; args: string[] } {
@@ -65,6 +67,7 @@ const BUILDERS: Record<InProcessUpstream, (drop: () => void, sessionId: string, 
     if (!isCatalogName(name)) throw new Error(`no tool catalog named ${name} (test/fixtures/tool-catalog.ts)`);
     return { server: createCatalogServer(name) };
   },
+  "rug-pull": () => createRugPullServer(),
 };
 
 /** The gateway's transport factory with the in-process upstreams; everything else goes to `real`. */

@@ -78,7 +78,10 @@ export function registerHandlers(h: HandlerContext): JoinedHook {
       const principal = principalOf(extra.authInfo);
       if (single) {
         const s = catalog.servers()[0]!;
-        const listed = await (await conn(s)).listToolsPage(req.params);
+        const c = await conn(s);
+        const listed = await c.listToolsPage(req.params);
+        // Pinned definitions (docs/adr/0029): a page read verbatim passes the pins too.
+        listed.tools = await c.reviewTools(listed.tools);
         return {
           ...listed,
           tools: faceTools(

@@ -13,7 +13,9 @@ export class SqlitePinStore implements PinStore {
 
   private put(r: PinRecord): void {
     this.db
-      .stmt("INSERT INTO pins (server, tool, quarantined, record) VALUES (?, ?, ?, ?) ON CONFLICT (server, tool) DO UPDATE SET quarantined = excluded.quarantined, record = excluded.record")
+      .stmt(
+        "INSERT INTO pins (server, tool, quarantined, record) VALUES (?, ?, ?, ?) ON CONFLICT (server, tool) DO UPDATE SET quarantined = excluded.quarantined, record = excluded.record",
+      )
       .run(r.server, r.tool, r.pending ? 1 : 0, JSON.stringify(r));
   }
 

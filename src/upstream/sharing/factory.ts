@@ -7,7 +7,7 @@
  * owns the warm pool and the shared connections and is closed after the
  * sessions (gateway.ts wires it).
  */
-import type { ClientCapabilities, Implementation } from "@modelcontextprotocol/sdk/types.js";
+import type { ClientCapabilities, Implementation, Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, IdGenerator } from "../../clock.js";
 import type { GatewaySettings } from "../../config/schema.js";
 import { isStdioConfig, type ServerConfig } from "../../config/server-entry.js";
@@ -60,6 +60,8 @@ export interface UpstreamsOptions {
   store: () => Store;
   /** The OAuth client of servers with `auth` (absent: no vault key, and such servers fail with EMCP_VAULT_UNAVAILABLE). */
   oauth?: (() => UpstreamOAuth) | undefined;
+  /** Sees each session handle's tool lists before the gateway uses them (pinned definitions, docs/adr/0029). */
+  toolReview?: ((server: string, tools: Tool[]) => Promise<Tool[]>) | undefined;
 }
 
 export interface Upstreams {
@@ -140,6 +142,13 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
   const sharedByPrincipal = new Map<string, SharedUpstreams>();
 
   const factory: UpstreamFactory = (server, a) => {
+    const handle = sessionHandle(server, a);
+    const review = o.toolReview;
+    if (review) handle.toolReview = (tools) => review(server, tools);
+    return handle;
+  };
+
+  const sessionHandle: UpstreamFactory = (server, a) => {
     const entry = registry.require(server);
     const config = configFor(entry, a.sessionId);
     const perPrincipal = !isStdioConfig(entry.config) && entry.config.auth !== undefined;
