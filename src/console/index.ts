@@ -40,7 +40,7 @@ import {
 } from "./cookies.js";
 import { ConsoleOidc, type ConsoleUser } from "./oidc.js";
 import { UPSTREAM_COMPLETE_PATH, completeUpstreamAuth, personOf, sendCallbackRefresh, type UpstreamAuthCompleter } from "./upstream-auth.js";
-import { makePrincipal, samePrincipal } from "../auth/principal.js";
+import { OPERATOR, makePrincipal, samePrincipal } from "../auth/principal.js";
 import { accepts } from "../mcp/media-type.js";
 import { CLUSTER_PREFIX, RemoteConsole, serveCluster, type AnswerOutcome, type CancelOutcome, type ConsoleScope, type LocalConsole } from "./cluster.js";
 import { formContent, type RequestedSchema } from "./form.js";
@@ -64,6 +64,7 @@ import {
   type TaskFilter,
   type TaskRow,
 } from "./read-model.js";
+import { approvalsBody } from "./views/approvals.js";
 import { inboxBody, type InboxError } from "./views/inbox.js";
 import { page, type PageOptions } from "./views/layout.js";
 import { loginBody } from "./views/login.js";
@@ -213,7 +214,15 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     sendHtml(
       res,
       status,
-      page({ ...o, ...(inboxCount === undefined ? {} : { inboxCount }), canLogOut: token !== undefined || oidc !== undefined }, body),
+      page(
+        {
+          ...o,
+          ...(inboxCount === undefined ? {} : { inboxCount }),
+          ...(context.approvalRecords ? { approvals: true } : {}),
+          canLogOut: token !== undefined || oidc !== undefined,
+        },
+        body,
+      ),
       headers,
     );
   };
@@ -291,6 +300,9 @@ export function createConsole(options: ConsoleOptions): WebConsole {
         { method: "POST", path: "/console/inbox/:id", auth: "token", handle: answer },
         // A refused answer re-renders the inbox at the form's URL; reading that URL again (the live script, a reload) shows the inbox.
         { method: "GET", path: "/console/inbox/:id", auth: "token", handle: ({ res }) => redirect(res, "/console/inbox") },
+        { method: "GET", path: "/console/approvals", auth: "token", handle: approvalsPage },
+        { method: "POST", path: "/console/approvals/:id", auth: "token", handle: decide },
+        { method: "GET", path: "/console/approvals/:id", auth: "token", handle: ({ res }) => redirect(res, "/console/approvals") },
       ] satisfies Route[]
     ).map(needsLogin),
     async ({ req, res, path }) => {
@@ -325,6 +337,67 @@ export function createConsole(options: ConsoleOptions): WebConsole {
   async function inboxPage({ req, res, query }: ConsoleRequest): Promise<void> {
     const items = await allInbox(whoIs(req)!);
     return show(res, 200, { title: "Inbox", section: "inbox" }, inboxBody(items, context.clock.now(), inboxNotice(query)), items);
+  }
+
+  /** Pending approvals (docs/adr/0025): admins decide, others see them read-only. */
+  async function approvalsPage({ req, res, query }: ConsoleRequest, status = 200, error?: { id: string; message: string }): Promise<void> {
+    const user = whoIs(req)!;
+    const records = context.approvalRecords;
+    if (!records) {
+      return show(
+        res,
+        404,
+        { title: "Approvals", section: "approvals" },
+        html`<p>Approvals need gateway.governance (profile enforce) with an approve rule.</p>`,
+      );
+    }
+    const [list, items] = await Promise.all([records.listForConsole(), allInbox(user)]);
+    const done = query.get("decided");
+    const notice = done
+      ? `Approval ${done} ${query.get("state") === "approved" ? "approved: the call runs now" : "denied: the call fails with your reason"}.`
+      : undefined;
+    return show(
+      res,
+      status,
+      { title: "Approvals", section: "approvals" },
+      approvalsBody({ ...list, canDecide: user.role === "admin", notice, error }, context.clock.now()),
+      items,
+    );
+  }
+
+  /** An approver's decision: admins only; never the requester's own call (unless allowSelfApproval); the first decision wins. */
+  async function decide(r: ConsoleRequest): Promise<void> {
+    const { req, res, params } = r;
+    const id = params.id!;
+    const user = whoIs(req)!;
+    const records = context.approvalRecords;
+    if (!records) return approvalsPage(r, 404);
+    if (user.role !== "admin") {
+      return show(
+        res,
+        403,
+        { title: "Not allowed", section: "approvals" },
+        html`<p>Your console role (${user.role}) may not decide approvals; approvers are console admins (docs/adr/0025).</p>`,
+      );
+    }
+    const form = await readForm(req, maxBody);
+    const action = form.get("action");
+    const reason = (form.get("reason") ?? "").trim().slice(0, 500);
+    if (action !== "approve" && action !== "deny") return approvalsPage(r, 400, { id, message: "Choose Approve or Deny." });
+    // The static token's operator is the one person who holds the token: the static-token caller's own call is theirs.
+    const principal = user.principal ?? (token !== undefined ? OPERATOR : undefined);
+    try {
+      const decided = await records.decide(id, { principal, name: user.principal?.subject ?? "operator" }, action === "approve" ? "approve" : "reject", reason);
+      context.logger.info(
+        { action: "decide", approvalId: id, state: decided.state, principalHash: principal?.hash ?? "operator", role: user.role },
+        "console_action",
+      );
+      context.approvals?.poke();
+      return redirect(res, `/console/approvals?decided=${encodeURIComponent(id)}&state=${decided.state}`);
+    } catch (err) {
+      if (!(err instanceof GatewayError)) throw err;
+      return approvalsPage(r, err.code === ErrorCodes.FORBIDDEN ? 403 : 409, { id, message: err.message });
+    }
   }
 
   async function loginPage({ req, res, query }: ConsoleRequest): Promise<void> {

@@ -13,7 +13,9 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import net from "node:net";
+import { Writable } from "node:stream";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { createLogger } from "../../src/logging.js";
 import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
 import { followAuthorization, loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
@@ -32,6 +34,8 @@ const clients: Record<string, Client> = {};
 let redis: RedisServer | undefined;
 let baseB = "";
 let gwB: TestGateway | undefined;
+/** Every log line gateway A wrote. */
+const logText: string[] = [];
 const cookies: Record<string, string> = {};
 
 async function freePort(): Promise<number> {
@@ -110,19 +114,23 @@ before(async () => {
   });
   upstream = await startProtectedServer({ issuer: idp.issuer, scopes: [SCOPE, "offline_access"] });
   const auth = { type: "oauth", scopes: [SCOPE, "offline_access"] };
-  gw = await startGateway({
-    mcpServers: {
-      remote: { url: upstream.url, auth, sharing: "session" },
-      "remote-shared": { url: upstream.url, auth, sharing: "shared" },
+  gw = await startGateway(
+    {
+      mcpServers: {
+        remote: { url: upstream.url, auth, sharing: "session" },
+        "remote-shared": { url: upstream.url, auth, sharing: "shared" },
+      },
+      gateway: {
+        port,
+        auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
+        console: { oidc: { clientId: "console", clientSecret: CONSOLE_SECRET, scopes: ["openid"] } },
+        vault: { keys: key },
+        ...(store ? { store } : {}),
+        logLevel: "debug",
+      },
     },
-    gateway: {
-      port,
-      auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
-      console: { oidc: { clientId: "console", clientSecret: CONSOLE_SECRET, scopes: ["openid"] } },
-      vault: { keys: key },
-      ...(store ? { store } : {}),
-    },
-  });
+    { logger: createLogger("debug", new Writable({ write: (chunk: Buffer, _e, done) => (logText.push(chunk.toString("utf8")), done()) })) },
+  );
   // A second replica on the same Redis store (same vault key): a callback may reach it.
   if (store) {
     gwB = await startGateway({
@@ -210,6 +218,17 @@ describe("upstream identity through the gateway", () => {
     } finally {
       await carol.close();
       await carolOnB.close();
+    }
+  });
+
+  test("no access or refresh token, PKCE verifier or code appears in any log line, error or console page", async () => {
+    assert.ok(upstream.tokens.size >= 2, "tokens were used");
+    const logs = logText.join("");
+    assert.ok(logs.includes("upstream_authorized"), "the log was captured");
+    for (const token of upstream.tokens) assert.ok(!logs.includes(token) && !logs.includes(token.slice(-24)), "a token in the logs");
+    for (const user of ["alice", "bob"]) {
+      const page = await (await fetch(`${base}/console/`, { headers: { cookie: cookies[user]! } })).text();
+      for (const token of upstream.tokens) assert.ok(!page.includes(token.slice(-24)), "a token in the console");
     }
   });
 });

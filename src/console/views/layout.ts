@@ -1,7 +1,7 @@
 /** The console's page frame: navigation, the live-update script and styles (served by the gateway, no CDN). */
 import { html, type Html } from "../html.js";
 
-export type Section = "overview" | "tasks" | "inbox" | "login";
+export type Section = "overview" | "tasks" | "inbox" | "approvals" | "login";
 
 export interface PageOptions {
   title: string;
@@ -10,6 +10,8 @@ export interface PageOptions {
   inboxCount?: number;
   /** The page has no navigation (login). */
   bare?: boolean;
+  /** Governance is on: link the approvals page (docs/adr/0025). */
+  approvals?: boolean;
   /** A token is configured: offer to log out. */
   canLogOut?: boolean;
 }
@@ -26,6 +28,7 @@ export function page(o: PageOptions, body: Html): Html {
     : html`<nav aria-label="Console">
         <span class="brand">emceepee</span>
         ${link("overview", "/console", "Overview")} ${link("tasks", "/console/tasks", "Tasks")} ${link("inbox", "/console/inbox", "Inbox", badge)}
+        ${o.approvals ? link("approvals", "/console/approvals", "Approvals") : ""}
         ${o.canLogOut ? html`<form method="post" action="/console/logout" class="logout"><button type="submit">Log out</button></form>` : ""}
       </nav>`;
   return html`<!doctype html>
