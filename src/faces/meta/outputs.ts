@@ -37,6 +37,19 @@ const perServer = (key: string) => row({ server: str, [key]: z.array(row()).opti
 
 const output = (shape: z.ZodRawShape) => z.looseObject({ ...shape, ...envelope });
 
+/** A timer (tools/timers.ts): the public emceepee's camelCase names. */
+const timerShape = {
+  id: str,
+  timerId: str,
+  message: str,
+  durationMs: z.number().int(),
+  interval: z.boolean(),
+  status: z.enum(["active", "expired", "deleted"]),
+  fireCount: z.number().int(),
+  createdAt: str,
+  expiresAt: str,
+};
+
 export const META_OUTPUT_SCHEMAS: Readonly<Record<string, z.ZodObject>> = {
   add_server: output({
     added: str,
@@ -73,4 +86,20 @@ export const META_OUTPUT_SCHEMAS: Readonly<Record<string, z.ZodObject>> = {
     lastEventId: str.optional(),
     cursor: row({ sinceEventId: str, found: z.boolean() }).optional(),
   }),
+  search_tools: output({
+    query: str,
+    results: z.array(row({ server: str, name: str, summary: str, score: z.number(), input_schema: row().optional() })),
+    total_matches: z.number().int(),
+    indexed: z.array(row({ server: str, tools: z.number().int() })),
+    not_indexed: z.array(row({ server: str, status: z.enum(["connecting", "error"]), error: str.optional() })),
+  }),
+  reconnect_server: output({ name: str, previous_status: str, status: str, shared: z.boolean() }),
+  subscribe_resource: output({ subscribed: z.boolean(), server: str, uri: str }),
+  unsubscribe_resource: output({ subscribed: z.boolean(), server: str, uri: str }),
+  cancel_elicitation_request: output({ success: z.boolean(), requestId: str, action: str }),
+  cancel_sampling_request: output({ success: z.boolean(), requestId: str, rejected: z.boolean() }),
+  set_timer: output(timerShape),
+  list_timers: output({ timers: z.array(row(timerShape)) }),
+  get_timer: output(timerShape),
+  delete_timer: output({ deleted: z.boolean(), timer: row(timerShape) }),
 };
