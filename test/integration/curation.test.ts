@@ -17,6 +17,9 @@ import { eventually } from "../helpers/async-extra.js";
 import { block, call, connectClient } from "../helpers/gateway.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import { isTerminalTask, pollTask, startTask, taskResult } from "../helpers/tasks.js";
+import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
+import { startOidcProvider } from "../helpers/oidc.js";
+import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 const servers = { everything: inProcess("everything"), slow: inProcess("slow") };
 
@@ -203,5 +206,55 @@ test("curation and virtual servers on every face; list_changed on reload to the 
   } finally {
     await Promise.allSettled(clients.map((c) => c.close()));
     await gw.close();
+  }
+});
+
+test("per principal (real logins): alice's rename is hers alone; a reload that changes only alice's view tells only alice", { timeout: 240_000 }, async () => {
+  const SCOPE = "mcp:tools";
+  const REDIRECT = "http://127.0.0.1:65500/callback";
+  const idp = await startOidcProvider({ scopes: [SCOPE] });
+  const entries = (aliceName: string, bobName?: string) => [
+    { server: "everything", tool: "echo", principal: { subject: "alice" }, name: aliceName },
+    ...(bobName !== undefined ? [{ server: "everything", tool: "echo", principal: { subject: "bob" }, name: bobName }] : []),
+  ];
+  const gatewaySection = (aliceName: string, bobName?: string) => ({
+    auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
+    governance: { curation: entries(aliceName, bobName) },
+  });
+  const gw = await startInProcessGateway({ mcpServers: { everything: inProcess("everything") }, gateway: gatewaySection("alice_echo") });
+  const clients: Client[] = [];
+  try {
+    const url = gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
+    const alice = (await loginAndConnect(url, "alice", new MemoryOAuthClient(REDIRECT))).client;
+    const bob = (await loginAndConnect(url, "bob", new MemoryOAuthClient(REDIRECT))).client;
+    clients.push(alice, bob);
+    const names = async (c: Client) => (await c.listTools()).tools.map((t) => t.name);
+    assert.ok((await names(alice)).includes("alice_echo") && !(await names(alice)).includes("echo"));
+    assert.ok((await names(bob)).includes("echo") && !(await names(bob)).includes("alice_echo"));
+    await refused(alice.callTool({ name: "echo", arguments: { message: "x" } }), /EMCP_UNKNOWN_TOOL|unknown tool 'echo'/);
+    assert.match(text(await alice.callTool({ name: "alice_echo", arguments: { message: "mine" } })), /mine/);
+    assert.match(text(await bob.callTool({ name: "echo", arguments: { message: "his" } })), /his/);
+
+    const seen = { alice: counting(alice), bob: counting(bob) };
+    const reload = (aliceName: string, bobName?: string) =>
+      gw.gateway.reload(
+        parseConfig({ mcpServers: { everything: inProcess("everything") }, gateway: { port: 0, logLevel: "silent", ...gatewaySection(aliceName, bobName) } }),
+      );
+    await reload("alice_says");
+    await eventually("alice told", () => (seen.alice.count >= 1 ? true : undefined));
+    assert.ok((await names(alice)).includes("alice_says"));
+    // Now bob's view changes: bob is told once — so not by the first reload (one stream, in order) — and alice not again.
+    await reload("alice_says", "bob_says");
+    await eventually("bob told", () => (seen.bob.count >= 1 ? true : undefined));
+    assert.equal(seen.bob.count, 1, "bob's view did not change on the first reload");
+    assert.equal(seen.alice.count, 1, "alice's view did not change on the second reload");
+    assert.ok((await names(bob)).includes("bob_says"));
+  } finally {
+    for (const c of clients) {
+      await (c.transport as StreamableHTTPClientTransport | undefined)?.terminateSession().catch(() => undefined);
+      await c.close().catch(() => undefined);
+    }
+    await gw.close();
+    await idp.close();
   }
 });
