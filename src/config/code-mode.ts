@@ -13,7 +13,10 @@ export const codeModeSchema = z
     wallTimeMs: z.number().int().min(100).max(1_800_000).default(300_000),
     /** The script's own computing, summed over the run; the gateway's event loop waits while a script computes, so keep it short. */
     cpuTimeMs: z.number().int().min(10).max(60_000).default(1_000),
-    /** The script's heap (objects, strings, arrays), beyond the engine's own 16 MiB: the cap on the run's WebAssembly memory. */
+    /**
+     * How far the run's WebAssembly memory may grow beyond its first 16 MiB (the engine and about 11 MiB of heap):
+     * the script's objects, strings and the replies of its calls get about 11 MiB plus this.
+     */
     memoryBytes: z
       .number()
       .int()

@@ -13,7 +13,8 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { call, connectClient, type TestGateway } from "../helpers/gateway.js";
+import path from "node:path";
+import { call, connectClient, FIXTURES, ROOT, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 
 const CODE_MODE = { cpuTimeMs: 500, memoryBytes: 16 * 1024 * 1024, maxCalls: 20, maxOutputBytes: 64 * 1024, wallTimeMs: 8_000 };
@@ -301,5 +302,23 @@ test("gateway.codeMode.enabled false: the meta face has no run_code", async () =
     await c.close();
   } finally {
     await off.close();
+  }
+});
+
+test("a tool result larger than the script's memory ends the run at the memory bound; the gateway goes on", async () => {
+  const big = { command: process.execPath, args: ["--import", "tsx", path.join(FIXTURES, "big-result-server.ts")], cwd: ROOT };
+  const small = await startInProcessGateway({ mcpServers: { big }, gateway: { codeMode: { memoryBytes: 1024 * 1024 } } });
+  try {
+    const c = await connectClient(small.url);
+    const ok = await call(c, "run_code", { code: `return mcp.text(await mcp.call("big", "big", { bytes: 1000 })).length;` });
+    assert.equal((ok.structuredContent as { result?: unknown } | undefined)?.result, 1000, JSON.stringify(ok).slice(0, 400));
+    const r = await call(c, "run_code", { code: `const r = await mcp.call("big", "big", { bytes: 15000000 }); return "got " + mcp.text(r).length;` });
+    assert.equal(r.isError, true, JSON.stringify(r).slice(0, 400));
+    assert.match((r.content[0] as { text: string }).text, /^EMCP_CODE_LIMIT: .*gateway\.codeMode\.memoryBytes: 1048576 bytes/);
+    const again = await call(c, "execute_tool", { server: "big", tool: "echo", args: { message: "after" } });
+    assert.ok(!again.isError && JSON.stringify(again.content).includes("after"));
+    await c.close();
+  } finally {
+    await small.close();
   }
 });

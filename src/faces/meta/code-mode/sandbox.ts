@@ -220,10 +220,20 @@ class Run {
       } catch {
         text = JSON.stringify({ error: { code: "EMCP_INTERNAL", message: `mcp.${op} returned a value that is not JSON` } });
       }
-      const handle = this.context.newString(text);
-      deferred.resolve(handle);
-      handle.dispose();
       this.deferreds.delete(deferred);
+      try {
+        // A reply larger than the script's memory cannot enter it: the run ends at the memory bound.
+        if (text.length > this.o.limits.memoryBytes) throw new RangeError("reply larger than memoryBytes");
+        const handle = this.context.newString(text);
+        try {
+          deferred.resolve(handle);
+        } finally {
+          handle.dispose();
+        }
+      } catch {
+        deferred.dispose();
+        this.halt(this.bound("memory"));
+      }
       this.wake();
     };
     const fn = this.offered().includes(op as GuestFunction) ? this.o.ops[op as GuestFunction] : undefined;
