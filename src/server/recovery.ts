@@ -112,19 +112,20 @@ export function runtimeServerRefusal(settings: GatewaySettings, record: ServerRe
   return undefined;
 }
 
-/** Deletes tasks past `retainUntil`, pending requests and started console logins past `expiresAt`; returns how many. */
-export async function sweepStore(store: Store, now: number): Promise<{ tasks: number; pending: number; logins: number }> {
+/** Deletes tasks past `retainUntil`, pending requests, started console logins and started upstream OAuth flows past `expiresAt`; returns how many. */
+export async function sweepStore(store: Store, now: number): Promise<{ tasks: number; pending: number; logins: number; oauthFlows: number }> {
   const tasks = await store.tasks.deleteExpired(now);
   const pending = await store.pending.deleteExpired(now);
   const logins = await store.logins.deleteExpired(now);
-  return { tasks: tasks.length, pending: pending.length, logins };
+  const oauthFlows = await store.oauthFlows.deleteExpired(now);
+  return { tasks: tasks.length, pending: pending.length, logins, oauthFlows };
 }
 
 /** sweepStore() for a timer: a failure is logged, never thrown. */
 export async function sweepStoreLogged(store: Store, now: number, logger: Logger): Promise<void> {
   try {
     const deleted = await sweepStore(store, now);
-    if (deleted.tasks || deleted.pending || deleted.logins) logger.debug(deleted, "store_swept");
+    if (deleted.tasks || deleted.pending || deleted.logins || deleted.oauthFlows) logger.debug(deleted, "store_swept");
   } catch (err) {
     logger.error({ err: errorMessage(err) }, "store_sweep_failed");
   }

@@ -12,6 +12,7 @@ import os from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
 import { loadConfig } from "../../src/config/load.js";
+import { sweepStore } from "../../src/server/recovery.js";
 import { GatewayError } from "../../src/errors.js";
 import type { CredentialKey, Store } from "../../src/store/contracts.js";
 import { openStore } from "../../src/store/open.js";
@@ -149,6 +150,35 @@ describe("vault: at rest", () => {
       }
     } finally {
       raw.disconnect();
+      await store.close();
+    }
+  });
+});
+
+describe("started OAuth flows", () => {
+  test("the store sweep deletes those past their expiry (a person who never came back leaves nothing)", async () => {
+    const store = await openStore({ kind: "memory" }, { clock: new ManualClock() });
+    try {
+      const flow = (state: string, expiresAt: number) => ({
+        state,
+        issuer: "i",
+        subject: "s",
+        upstream: "u",
+        authIssuer: "https://as.example",
+        clientId: "c",
+        verifierSealed: "x",
+        keyId: "k",
+        redirectUri: "https://gw.example/console/oauth/callback",
+        resource: "https://u.example/mcp",
+        scopes: [],
+        createdAt: 0,
+        expiresAt,
+      });
+      await store.oauthFlows.put(flow("gone", 1000), 10);
+      await store.oauthFlows.put(flow("kept", 9000), 10);
+      assert.equal((await sweepStore(store, 5000)).oauthFlows, 1);
+      assert.equal(await store.oauthFlows.count(), 1);
+    } finally {
       await store.close();
     }
   });
