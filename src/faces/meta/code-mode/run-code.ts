@@ -33,7 +33,7 @@ The code is the body of an async function: use \`await\`, and \`return\` the val
 - \`await mcp.search(query, {server?, limit?, include_schema?})\` → \`{results: [{server, name, summary, score, input_schema?}], ...}\`, as search_tools: find a tool by what it does.
 - \`await mcp.listTools(server?)\` → \`[{server, tools: [{name, description, inputSchema}]}]\` (every definition: prefer mcp.search when there are many).
 - \`console.log(...)\` / \`console.error(...)\` → returned in \`logs\`.
-A failed mcp.* call throws an Error whose \`code\` is an EMCP_* code (e.g. EMCP_UNKNOWN_TOOL, EMCP_POLICY_DENIED); catch it to go on. Calls run one at a time unless you use Promise.all.
+A failed mcp.* call throws an Error whose \`code\` is an EMCP_* code (e.g. EMCP_UNKNOWN_TOOL, EMCP_POLICY_DENIED); catch it to go on. A call that needs a person's approval returns execute_tool's task reply (\`structuredContent.task_id\`): return it, and follow the task with get_task_result. Calls run one at a time unless you use Promise.all.
 There is nothing else: no require or import, fetch, process, file system, setTimeout; nothing survives between runs.
 
 Reply: \`{result, logs, calls}\` (calls: each mcp.* call with its outcome). A script that throws or goes past a bound is an error (EMCP_CODE_ERROR with its line, or EMCP_CODE_LIMIT naming the bound) that still carries logs and calls. Bounds (defaults): ${D.maxCalls} mcp.* calls, ${D.cpuTimeMs} ms of computing, ${D.wallTimeMs / 1000} s in all, about ${11 + D.memoryBytes / 1024 / 1024} MiB memory, ${D.maxOutputBytes / 1024} KiB of logs + result. A run still going after \`timeout_ms\` (default ${DEFAULT_TIMEOUT_MS}) continues as a task: the reply gives task_id; get_task_result returns the same reply when it ends.
