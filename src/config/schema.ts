@@ -347,6 +347,21 @@ export const gatewaySettingsSchema = z.strictObject({
       oidc: consoleOidcSchema.prefault({}),
     })
     .prefault({}),
+  /** What happened at the gateway, kept for the console's Activity and Upstreams pages (src/session/activity-log.ts, store kind `activity`). */
+  activity: z
+    .strictObject({
+      /** false: nothing is recorded (the pages say so). */
+      enabled: z.boolean().default(true),
+      /** Records older than this are deleted (at each write). */
+      maxAgeMs: positiveMs.default(7 * 24 * 60 * 60_000),
+      /** At most this many records are kept, the oldest deleted first. */
+      maxRecords: z.number().int().positive().default(50_000),
+      /** Records wait at most this long to be written, in one batch. */
+      flushMs: positiveMs.default(250),
+      /** Records waiting to be written; beyond it new ones are dropped and counted (a slow store never slows a call or grows memory). */
+      maxQueued: z.number().int().positive().default(2_000),
+    })
+    .prefault({}),
   /** Prometheus metrics (src/observability, docs/adr/0011-observability.md), served after the Host/Origin/token guards. */
   metrics: z
     .strictObject({

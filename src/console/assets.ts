@@ -108,5 +108,30 @@ button.danger { background: var(--bad) !important; color: var(--bg) !important; 
 .facts dt { font-weight: 600; color: var(--muted); }
 .facts dd { margin: 0; }
 .media { max-width: 100%; border: 1px solid var(--line); }
-.login { max-width: 28rem; }
+.login { max-width: 26rem; margin: 2rem auto; background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 1.2rem 1.5rem; box-shadow: 0 1px 3px rgb(0 0 0 / .08); }
+.login input:not([type=checkbox]) { width: 100%; min-width: 0; }
+.login .actions button { width: 100%; }
+body:has(form.login) main { max-width: none; }
+body:has(form.login) h1 { text-align: center; margin-top: 3rem; }
+.pager { display: flex; gap: 1rem; margin: .5rem 0 1rem; }
+.chart { fill: var(--accent); vertical-align: middle; }
+.chart .light { fill: var(--line); }
+.upstream h2 .meta { font-weight: 400; margin-left: .5rem; }
+.status-ok, .status-answered, .status-reconnected { color: var(--ok); }
+.progress { width: 8rem; vertical-align: middle; }
+/* Phones: tables become one card per row, each cell labelled by its column (data-label). */
+@media (max-width: 40rem) {
+  header nav { flex-wrap: wrap; gap: .6rem 1rem; padding: .6rem .8rem; }
+  main { padding: .8rem .8rem 2rem; }
+  input:not([type=checkbox]), select, textarea { min-width: 0; width: 100%; }
+  .filters .field, .filters input, .filters select { width: 100%; min-width: 0; }
+  table, thead, tbody, tr, th, td, caption { display: block; }
+  table { background: none; }
+  thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
+  tr { background: var(--card); border: 1px solid var(--line); border-radius: 6px; margin: 0 0 .6rem; padding: .3rem .6rem; }
+  th, td { border: 0; padding: .15rem 0; overflow-wrap: anywhere; }
+  td[data-label]::before, th[data-label]::before { content: attr(data-label) ": "; font-weight: 600; color: var(--muted); }
+  td:empty { display: none; }
+  .facts { grid-template-columns: 1fr; }
+}
 `;

@@ -22,7 +22,7 @@ import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { answerElicitation, type ElicitationAnswer } from "../faces/meta/tools/elicitation.js";
 import { answerSampling } from "../faces/meta/tools/sampling.js";
 import { secretEquals } from "../auth/secret.js";
-import { CONSOLE_CALLBACK_PATH, CONSOLE_LOGIN_PATH, UPSTREAM_CALLBACK_PATH, isConsolePath } from "../http/guards.js";
+import { CONSOLE_CALLBACK_PATH, CONSOLE_CSS_PATH, CONSOLE_LOGIN_PATH, UPSTREAM_CALLBACK_PATH, isConsolePath } from "../http/guards.js";
 import type { Peers } from "../cluster/index.js";
 import type { PageHandler } from "../http/server.js";
 import type { GatewayContext } from "../session/gateway-context.js";
@@ -50,6 +50,7 @@ import { ConsoleLive } from "./live.js";
 import { LoginLimiter } from "./login-limit.js";
 import { Router, type ConsoleRequest, type Route } from "./router.js";
 import {
+  describeInbox,
   findTask,
   inbox,
   listTasks,
@@ -64,12 +65,25 @@ import {
   type TaskFilter,
   type TaskRow,
 } from "./read-model.js";
+import { activityBody, pageQuery, WITHIN, type ActivityFilter } from "./views/activity.js";
+import { ACTIVITY_KINDS } from "../session/activity-log.js";
+import type { ActivityKind, ActivityRecord } from "../store/contracts.js";
 import { approvalsBody } from "./views/approvals.js";
 import { inboxBody, type InboxError } from "./views/inbox.js";
+import { callsOver, toolStats, upstreamsBody, type UpstreamRow } from "./views/upstreams.js";
+import { describeTarget } from "../upstream/registry.js";
+import { sessionHash } from "../logging.js";
 import { page, type PageOptions } from "./views/layout.js";
 import { loginBody } from "./views/login.js";
 import { overviewBody } from "./views/overview.js";
-import { taskBody, taskListBody } from "./views/tasks.js";
+import { endedTaskBody, taskBody, taskListBody } from "./views/tasks.js";
+
+/** Activity records per page. */
+const PAGE_SIZE = 50;
+/** Recorded calls per server the Upstreams page reads for its statistics (the newest, within 24 h). */
+const STATS_RECORDS = 5_000;
+/** How a task ends. */
+const ENDED = new Set(["completed", "failed", "cancelled", "expired"]);
 
 export interface ConsoleOptions {
   context: GatewayContext;
@@ -112,6 +126,8 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     ...(remote ? { remoteVersions: () => remote.versions() } : {}),
   });
   const src: ConsoleSources = { context, childProcesses: options.childProcesses, reconnects: live.reconnects };
+  // Newly written activity (a tool call changes no session state the other pages watch) updates open pages too.
+  const unwatchActivity = context.activity?.onWritten(() => live.poke());
   const token = context.settings.token;
   const maxBody = context.settings.http.maxBodyBytes;
   const logins = new LoginLimiter({
@@ -280,7 +296,13 @@ export function createConsole(options: ConsoleOptions): WebConsole {
         { method: "GET", path: CONSOLE_CALLBACK_PATH, auth: "none", handle: callback },
         { method: "GET", path: UPSTREAM_CALLBACK_PATH, auth: "none", handle: ({ req, res }) => sendCallbackRefresh(req, res) },
         { method: "GET", path: UPSTREAM_COMPLETE_PATH, auth: "token", handle: upstreamAuthPage },
-        ...Object.entries(ASSETS).map(([path, asset]): Route => ({ method: "GET", path, auth: "token", handle: ({ res }) => sendAsset(res, asset) })),
+        // The stylesheet needs no login (the login page uses it); the script only serves logged-in pages.
+        ...Object.entries(ASSETS).map(([path, asset]): Route => ({
+          method: "GET",
+          path,
+          auth: path === CONSOLE_CSS_PATH ? "none" : "token",
+          handle: ({ res }) => sendAsset(res, asset),
+        })),
         { method: "GET", path: "/console/events", auth: "token", handle: ({ req, res }) => live.serve(req, res) },
         {
           method: "*",
@@ -297,6 +319,8 @@ export function createConsole(options: ConsoleOptions): WebConsole {
         { method: "GET", path: "/console/tasks/:id", auth: "token", handle: taskPage },
         { method: "POST", path: "/console/tasks/:id/cancel", auth: "token", handle: cancel },
         { method: "GET", path: "/console/inbox", auth: "token", handle: inboxPage },
+        { method: "GET", path: "/console/activity", auth: "token", handle: activityPage },
+        { method: "GET", path: "/console/upstreams", auth: "token", handle: upstreamsPage },
         { method: "POST", path: "/console/inbox/:id", auth: "token", handle: answer },
         // A refused answer re-renders the inbox at the form's URL; reading that URL again (the live script, a reload) shows the inbox.
         { method: "GET", path: "/console/inbox/:id", auth: "token", handle: ({ res }) => redirect(res, "/console/inbox") },
@@ -329,13 +353,116 @@ export function createConsole(options: ConsoleOptions): WebConsole {
   async function tasksPage({ req, res, query: q }: ConsoleRequest): Promise<void> {
     const user = whoIs(req)!;
     const filter = { session: q.get("session") ?? undefined, server: q.get("server") ?? undefined, status: q.get("status") ?? undefined };
-    const [tasks, items] = await Promise.all([allTasks(user, filter), allInbox(user)]);
+    const [tasks, items, ended] = await Promise.all([allTasks(user, filter), allInbox(user), endedTasks(user, filter)]);
     const servers = context.registry.names(sourcesFor(user).viewer);
-    return show(res, 200, { title: "Tasks", section: "tasks" }, taskListBody(tasks, filter, servers, context.clock.now()), items);
+    const live = new Set(tasks.map((t) => t.taskId));
+    const history = ended.filter((r) => !live.has(r.taskId!)).slice(0, PAGE_SIZE);
+    return show(res, 200, { title: "Tasks", section: "tasks" }, taskListBody(tasks, filter, servers, context.clock.now(), history), items);
+  }
+
+  /** How tasks ended, newest first, one record per task (the activity records: they outlive the session). */
+  async function endedTasks(user: ConsoleUser, filter: TaskFilter): Promise<ActivityRecord[]> {
+    if (filter.status && !ENDED.has(filter.status)) return [];
+    const records = await context.store.activity
+      .list({
+        kind: "task",
+        server: filter.server || undefined,
+        sessionHash: filter.session || undefined,
+        outcome: filter.status || undefined,
+        principalHash: user.role === "admin" ? undefined : (user.principal?.hash ?? "-"),
+        limit: 500,
+      })
+      .catch(() => []);
+    const seen = new Set<string>();
+    return records.filter((r) => r.taskId !== undefined && ENDED.has(r.outcome ?? "") && !seen.has(r.taskId) && seen.add(r.taskId) !== undefined);
+  }
+
+  /** What happened (the store's activity records; shared by replicas on one store): an admin everyone's, anyone else their principal's. */
+  async function activityPage({ req, res, query: q }: ConsoleRequest): Promise<void> {
+    const user = whoIs(req)!;
+    const admin = user.role === "admin";
+    const field = (name: string) => q.get(name)?.trim() || undefined;
+    const kind = field("kind");
+    const within = field("within");
+    const filter: ActivityFilter = {
+      kind: ACTIVITY_KINDS.includes(kind as ActivityKind) ? (kind as ActivityKind) : undefined,
+      server: field("server"),
+      session: field("session"),
+      principal: admin ? field("principal") : undefined,
+      outcome: field("outcome"),
+      within: within !== undefined && within in WITHIN ? within : undefined,
+    };
+    const cursor = /^(\d+)\.([\w-]+)$/.exec(q.get("before") ?? "");
+    const before = cursor ? { at: Number(cursor[1]), id: cursor[2]! } : undefined;
+    const now = context.clock.now();
+    const limit = PAGE_SIZE;
+    // Anyone but an admin sees only their own principal's records; a person without one (no login) sees none of a principal's.
+    const principalHash = admin ? filter.principal : (user.principal?.hash ?? "-");
+    const activity = context.activity;
+    const [records, items] = await Promise.all([
+      context.store.activity.list({
+        kind: filter.kind,
+        server: filter.server,
+        sessionHash: filter.session,
+        principalHash,
+        outcome: filter.outcome,
+        since: filter.within ? now - WITHIN[filter.within]! : undefined,
+        before,
+        limit: limit + 1,
+      }),
+      allInbox(user),
+    ]);
+    const shown = records.slice(0, limit);
+    const last = shown.at(-1);
+    const body = activityBody({
+      records: shown,
+      filter,
+      kinds: ACTIVITY_KINDS,
+      servers: context.registry.names(sourcesFor(user).viewer),
+      admin,
+      next: records.length > limit && last ? pageQuery(filter, last) : undefined,
+      paged: before !== undefined,
+      enabled: activity?.enabled ?? false,
+      lost: admin ? (activity?.dropped ?? 0) + (activity?.failed ?? 0) : 0,
+      now,
+    });
+    return show(res, 200, { title: "Activity", section: "activity" }, body, items);
+  }
+
+  /** Each server the asker may see: its check, this replica's sessions' connections to it, and its tools' recorded calls (last 24 h). */
+  async function upstreamsPage({ req, res }: ConsoleRequest): Promise<void> {
+    const user = whoIs(req)!;
+    const mine = sourcesFor(user);
+    const now = context.clock.now();
+    const sessions = context.sessions.list().filter((s) => !s.isClosed && (mine.sees?.(s) ?? true));
+    const rows = context.registry.list(mine.viewer).map((entry): UpstreamRow => ({
+      name: entry.name,
+      transport: describeTarget(entry.config).transport,
+      check: context.activity?.checks.get(entry.name),
+      reconnect: live.reconnects.get(entry.name),
+      connections: sessions.flatMap((s) => {
+        const view = s.view(entry.name);
+        if (view.status === "not_connected") return [];
+        return [{ sessionRef: sessionHash(s.id), status: view.status, connectedAt: view.connectedAt, lastError: view.lastError }];
+      }),
+    }));
+    const principalHash = user.role === "admin" ? undefined : (user.principal?.hash ?? "-");
+    const day = 24 * 3_600_000;
+    const stats = new Map(
+      await Promise.all(
+        rows.map(async (r) => {
+          const records = await context.store.activity.list({ kind: "tool_call", server: r.name, principalHash, since: now - day, limit: STATS_RECORDS });
+          return [r.name, { tools: toolStats(records), hourly: callsOver(records, now, day, 24) }] as const;
+        }),
+      ),
+    );
+    const items = await allInbox(user);
+    return show(res, 200, { title: "Upstreams", section: "upstreams" }, upstreamsBody(rows, stats, now, context.activity?.enabled ?? false), items);
   }
 
   async function inboxPage({ req, res, query }: ConsoleRequest): Promise<void> {
-    const items = await allInbox(whoIs(req)!);
+    const user = whoIs(req)!;
+    const items = await describeInbox(sourcesFor(user), await allInbox(user));
     return show(res, 200, { title: "Inbox", section: "inbox" }, inboxBody(items, context.clock.now(), inboxNotice(query)), items);
   }
 
@@ -473,7 +600,14 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     const taskId = params.id!;
     const user = whoIs(req)!;
     const [found, items] = await Promise.all([anyTask(user, taskId), allInbox(user)]);
-    if (!found) return taskNotFound(res, taskId, items);
+    if (!found) {
+      // Its session ended: what the activity records tell of it (oldest first), the asker's own only unless admin.
+      const principalHash = user.role === "admin" ? undefined : (user.principal?.hash ?? "-");
+      const recorded = await context.store.activity.list({ taskId, principalHash, limit: 50 }).catch(() => []);
+      if (recorded.length)
+        return show(res, 200, { title: `Task ${taskId}`, section: "tasks" }, endedTaskBody(taskId, recorded.reverse(), context.clock.now()), items);
+      return taskNotFound(res, taskId, items);
+    }
     const notice =
       q.get("cancel") === "ok"
         ? "Task cancelled; the upstream was sent notifications/cancelled."
@@ -499,6 +633,8 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     if (user.role === "viewer") return forbidden(res, "answer requests");
     const scope = scopeOf(user);
     const form = await readForm(req, maxBody);
+    // Where the answer goes (told back on the inbox): the request's server and session, read before it is gone.
+    const asked = inbox(sourcesFor(user)).find((i) => i.info.requestId === requestId && i.sessionRef === form.get("session"));
     const here = await answerHere(requestId, form, user);
     // A session held by another replica: answered there, through the same path (the first answer wins there too), for this person only.
     const there =
@@ -519,8 +655,11 @@ export function createConsole(options: ConsoleOptions): WebConsole {
         const items = await allInbox(user);
         return show(res, 400, { title: "Inbox", section: "inbox" }, inboxBody(items, context.clock.now(), undefined, error), items);
       }
-      case "answered":
-        return redirect(res, `/console/inbox?answered=${encodeURIComponent(requestId)}`);
+      case "answered": {
+        const sent = new URLSearchParams({ answered: requestId, action: form.get("action") ?? "" });
+        if (asked) sent.set("to", `${asked.info.server} (session ${asked.sessionRef})`);
+        return redirect(res, `/console/inbox?${sent.toString()}`);
+      }
     }
   }
 
@@ -530,6 +669,14 @@ export function createConsole(options: ConsoleOptions): WebConsole {
    */
   function audit(user: ConsoleUser, action: "answer" | "cancel", details: Record<string, unknown>): void {
     context.logger.info({ action, principalHash: user.principal?.hash ?? "operator", role: user.role, ...details }, "console_action");
+    const target = typeof details.taskId === "string" ? details.taskId : typeof details.requestId === "string" ? details.requestId : "";
+    context.activity?.record({
+      kind: "console_action",
+      outcome: typeof details.outcome === "string" ? details.outcome : "done",
+      ...(user.principal ? { principalHash: user.principal.hash } : {}),
+      ...(typeof details.taskId === "string" ? { taskId: details.taskId } : {}),
+      summary: `${action} ${target} by ${user.principal ? `a ${user.role}` : "the operator (token)"}${typeof details.via === "string" ? ` via ${details.via}` : ""}`,
+    });
   }
 
   /** A person's authorization at an upstream, completed for them only (console/upstream-auth.ts). */
@@ -625,7 +772,10 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     live,
     routes: router.routes,
     start: () => live.start(),
-    close: () => live.close(),
+    close: () => {
+      unwatchActivity?.();
+      live.close();
+    },
     handle(req, res, path) {
       if (!isConsolePath(path)) return false;
       Promise.resolve(router.dispatch(req, res, path)).catch((err: unknown) => {
@@ -666,7 +816,11 @@ async function answerSamplingForm(session: Session, requestId: string, form: URL
 
 function inboxNotice(q: URLSearchParams): string | undefined {
   const answered = q.get("answered");
-  if (answered) return `Answered ${answered}.`;
+  if (answered) {
+    const to = q.get("to");
+    const action = q.get("action");
+    return `Answered ${answered}${action ? ` (${action})` : ""}${to ? `: sent to ${to}; the call waiting on it goes on` : ""}.`;
+  }
   const gone = q.get("gone");
   if (!gone) return undefined;
   const by = q.get("by");

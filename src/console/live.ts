@@ -105,6 +105,13 @@ export class ConsoleLive {
     this.bump();
   }
 
+  /** Something this replica's pages show changed that is no session change (activity written). */
+  poke(): void {
+    if (this.closed) return;
+    this.ownVersion++;
+    this.bump();
+  }
+
   /** Something the pages show changed: one change message within CHANGE_DELAY_MS. */
   private bump(): void {
     this.version++;

@@ -87,6 +87,24 @@ export interface InboxItem {
   info: PendingInfo;
   /** Sent to the session's client natively: shown read-only, answered there. */
   forwarded: boolean;
+  /** Who asks: the session's client (name and version from initialize), when known (describeInbox). */
+  client?: string;
+  /** Why: the session's tasks of that server waiting for input (the tool calls that caused the request), when known. */
+  causes?: Array<{ taskId: string; toolName: string }>;
+}
+
+/** Adds who asks (the session's client) and why (its tasks of that server waiting for input) to this replica's items. */
+export async function describeInbox(src: ConsoleSources, items: InboxItem[]): Promise<InboxItem[]> {
+  const bySession = new Map(visible(src).map((s) => [sessionHash(s.id), s]));
+  return Promise.all(
+    items.map(async (item) => {
+      const s = bySession.get(item.sessionRef);
+      if (!s) return item;
+      const [row, working] = await Promise.all([sessionRow(src.context, s), s.tasks.list({ status: "working" }).catch(() => [])]);
+      const causes = working.filter((t) => t.inputRequired && t.server === item.info.server).map((t) => ({ taskId: t.taskId, toolName: t.toolName }));
+      return { ...item, client: row.client, causes };
+    }),
+  );
 }
 
 export async function overview(src: ConsoleSources): Promise<Overview> {

@@ -3,7 +3,9 @@
  * `{ msg: "tool_call", face, server, tool, durationMs, outcome, sessionHash, principalHash }`
  * (meta face: `tool` is the meta-tool, and execute_tool adds `upstreamTool`).
  * Off with `gateway.accessLog: false` (CLI `--no-access-log`). The session is
- * named by its hash only: its id is a bearer secret (logging.ts).
+ * named by its hash only: its id is a bearer secret (logging.ts). A call
+ * that reached an upstream is also recorded for the console's Activity page
+ * (gateway.activity, session/activity-log.ts), whatever accessLog says.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { sessionHash } from "../logging.js";
@@ -36,7 +38,8 @@ export async function logToolCall<T>(
   run: () => Promise<T>,
   outcome: (result: T) => ToolCallOutcome,
 ): Promise<T> {
-  if (!gateway.settings.accessLog) return run();
+  const activity = gateway.activity?.enabled ? gateway.activity : undefined;
+  if (!gateway.settings.accessLog && !activity) return run();
   const started = gateway.clock.now();
   let result: ToolCallOutcome = "error";
   try {
@@ -45,19 +48,33 @@ export async function logToolCall<T>(
     return value;
   } finally {
     if (signal.aborted && result !== "promoted") result = "cancelled";
-    gateway.logger.info(
-      {
-        face: entry.face,
-        ...(entry.server !== undefined ? { server: entry.server } : {}),
-        tool: entry.tool,
-        ...(entry.upstreamTool !== undefined ? { upstreamTool: entry.upstreamTool } : {}),
-        durationMs: gateway.clock.now() - started,
+    const durationMs = gateway.clock.now() - started;
+    // The console's Activity page (session/activity-log.ts): calls that reached an upstream, queued, never awaited.
+    if (entry.server !== undefined)
+      activity?.record({
+        kind: "tool_call",
         outcome: result,
+        server: entry.server,
+        tool: entry.upstreamTool ?? entry.tool,
         sessionHash: sessionHash(session.id),
         ...(entry.principalHash !== undefined ? { principalHash: entry.principalHash } : {}),
-      },
-      "tool_call",
-    );
+        durationMs,
+        summary: `${entry.face} face${entry.upstreamTool !== undefined ? ` (${entry.tool})` : ""}`,
+      });
+    if (gateway.settings.accessLog)
+      gateway.logger.info(
+        {
+          face: entry.face,
+          ...(entry.server !== undefined ? { server: entry.server } : {}),
+          tool: entry.tool,
+          ...(entry.upstreamTool !== undefined ? { upstreamTool: entry.upstreamTool } : {}),
+          durationMs,
+          outcome: result,
+          sessionHash: sessionHash(session.id),
+          ...(entry.principalHash !== undefined ? { principalHash: entry.principalHash } : {}),
+        },
+        "tool_call",
+      );
   }
 }
 

@@ -45,6 +45,8 @@ export const CONSOLE_LOGIN_PATH = "/console/login";
 export const CONSOLE_CALLBACK_PATH = "/console/callback";
 /** Where an upstream's OAuth server sends a person back (issue 23): it stores nothing, only moves the browser on same-site; no token. */
 export const UPSTREAM_CALLBACK_PATH = "/console/oauth/callback";
+/** The console's stylesheet: public (the login page is styled before anyone logs in; it holds nothing secret). */
+export const CONSOLE_CSS_PATH = "/console/assets/console.css";
 /** Whether `path` is the console's (CONSOLE_PATH or below it). */
 export function isConsolePath(path: string): boolean {
   return path === CONSOLE_PATH || path.startsWith(`${CONSOLE_PATH}/`);
@@ -85,7 +87,8 @@ function checkConsole(req: IncomingMessage, path: string, token: string | undefi
       message: `console ${req.method ?? ""} requests must come from the console's own pages (an Origin header of http://${req.headers.host ?? ""}); reload the console and submit the form there`,
     };
   }
-  if (token === undefined || path === CONSOLE_LOGIN_PATH || path === CONSOLE_CALLBACK_PATH || path === UPSTREAM_CALLBACK_PATH) return undefined;
+  if (token === undefined || path === CONSOLE_LOGIN_PATH || path === CONSOLE_CALLBACK_PATH || path === UPSTREAM_CALLBACK_PATH || path === CONSOLE_CSS_PATH)
+    return undefined;
   if (tokenMatches(req.headers.authorization, token) || credential?.(req, token) === true) return undefined;
   // A browser's navigation names text/html; curl's */* gets the 401 (wildcards off).
   if ((req.method === "GET" || req.method === "HEAD") && accepts(req.headers.accept, "text/html", { wildcards: false })) {

@@ -28,6 +28,7 @@ import { silentLogger, type Logger } from "../logging.js";
 import { RateLimiter } from "../governance/rate-limits.js";
 import { Curation } from "../governance/curation.js";
 import { ToolViews } from "../session/tool-views.js";
+import { ActivityLog } from "../session/activity-log.js";
 import { Observability } from "../observability/observability.js";
 import { SessionManager } from "../session/session-manager.js";
 import type { Session } from "../session/session.js";
@@ -95,6 +96,9 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   const cluster = settings.cluster.enabled ? createCluster({ settings, registry, clock, newId, logger }) : undefined;
   const store = new GatewayStore({ settings, clock, logger, observability, cluster, injected: deps.store });
   parts.add("store", () => store.close()); // last: everything closed before it may still write
+  // What happened, for the console (src/session/activity-log.ts): written in batches, closed just before the store so the shutdown's own events land.
+  const activity = new ActivityLog(settings.activity, { clock, newId, logger, store: () => store.opened() });
+  parts.add("activity", () => activity.close());
   const listener = new Listener();
   parts.add("http", () => listener.close());
   const groups = new ProcessGroups();
@@ -184,7 +188,9 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     rateLimits,
     curation,
     toolViews,
+    activity,
   };
+  activity.watch(sessions);
   observability.watch({ sessions, registry, children, store: () => store.current, storeHealthy: () => store.healthy() });
   let stdioClose: (() => Promise<void>) | undefined;
   parts.add("stdio", () => stdioClose?.().catch(() => undefined));
@@ -262,11 +268,12 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       for (const r of results) {
         if (r.ok) logger.info({ server: r.server, tools: r.tools, serverInfo: r.serverInfo }, "upstream_check_ok");
         else logger.warn({ server: r.server, reason: r.reason }, "upstream_check_failed");
+        activity.checked(r.server, r.ok ? { ok: true, tools: r.tools } : { ok: false, reason: r.reason });
       }
       return results;
     },
         listenedBase = new URL(address.url).origin;
-    reload: createReloader(registry, sessions, settings, () => state === "closing", { governance, curation, rateLimits, toolViews }),
+    reload: activity.reloads(createReloader(registry, sessions, settings, () => state === "closing", { governance, curation, rateLimits, toolViews })),
     async serveStdio(options = {}) {
       await start();
       const served = await serveStdioSession(context, observability, options);

@@ -26,6 +26,9 @@ import type { SessionManager } from "./session-manager.js";
 /** The task's status message while the approval is pending (seed 002: "InputRequired — awaiting approval"). */
 export const AWAITING_APPROVAL = "Awaiting approval";
 
+/** How often decided approvals past their retention are deleted. */
+const SWEEP_EVERY_MS = 60_000;
+
 export interface ApprovalRunnerDeps {
   approvals: Approvals;
   governance: Governance;
@@ -56,6 +59,8 @@ export class ApprovalRunner {
   private ticking: Promise<void> | undefined;
   /** Abort controllers of the tasks created here (a cancel of the task aborts the call it runs). */
   private readonly aborts = new Map<string, AbortController>();
+  /** Ticks since the last retention sweep of decided approvals. */
+  private sinceSweep = 0;
   /** Calls being run here (close() waits for none: their sessions' close aborts them). */
   private readonly running = new Set<string>();
 
@@ -169,6 +174,11 @@ export class ApprovalRunner {
   private async tick(): Promise<void> {
     const { approvals, clock, logger } = this.deps;
     try {
+      // Decided approvals past approvals.retentionMs go, once a minute or so (their decision records stay).
+      if (++this.sinceSweep * this.deps.settings.governance.approvals.pollMs >= SWEEP_EVERY_MS) {
+        this.sinceSweep = 0;
+        await approvals.sweep();
+      }
       const open = await approvals.list(["pending"]);
       const decided = (await approvals.list(["approved", "rejected", "expired"])).filter((r) => r.claimedAt === undefined && !this.running.has(r.id));
       for (const r of open) {

@@ -16,6 +16,7 @@ import type { SessionManager } from "../session/session-manager.js";
 import type { Store } from "../store/contracts.js";
 import type { ServerRegistry } from "../upstream/registry.js";
 import type { ToolViews } from "./tool-views.js";
+import type { ActivityLog } from "./activity-log.js";
 
 export interface GatewayContext {
   registry: ServerRegistry;
@@ -43,4 +44,6 @@ export interface GatewayContext {
   readonly curation?: Curation | undefined;
   /** The faces' tool views, compared across a reload to send list_changed (tool-views.ts). */
   readonly toolViews?: ToolViews | undefined;
+  /** What happened, for the console's Activity and Upstreams pages (activity-log.ts); absent in library uses that build their own context. */
+  readonly activity?: ActivityLog | undefined;
 }

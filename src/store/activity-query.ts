@@ -8,6 +8,7 @@ export function activityMatches(r: ActivityRecord, q: ActivityQuery): boolean {
   if (q.sessionHash !== undefined && r.sessionHash !== q.sessionHash) return false;
   if (q.principalHash !== undefined && r.principalHash !== q.principalHash) return false;
   if (q.outcome !== undefined && r.outcome !== q.outcome) return false;
+  if (q.taskId !== undefined && r.taskId !== q.taskId) return false;
   if (q.since !== undefined && r.at < q.since) return false;
   if (q.before !== undefined && compareActivity(r, q.before) >= 0) return false;
   return true;

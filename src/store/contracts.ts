@@ -679,6 +679,7 @@ export interface ActivityQuery {
   sessionHash?: string | undefined;
   principalHash?: string | undefined;
   outcome?: string | undefined;
+  taskId?: string | undefined;
   /** Only records with `at >= since`. */
   since?: number | undefined;
   /** Only records older than this one (by (at, id)): the next page. */

@@ -14,6 +14,8 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
@@ -36,14 +38,42 @@ const rules = (echo: "approve" | "deny") => [
   { id: "echo-needs-approval", server: "everything", tool: "echo", action: echo },
   { id: "sum-needs-approval", server: "everything", tool: "get-sum", action: "approve" },
 ];
+/** What the webhooks received: a real HTTP server on loopback. */
+const hooked: Array<{ path: string; body: Record<string, unknown> }> = [];
+const hooks = http.createServer((req, res) => {
+  let body = "";
+  req.on("data", (c: Buffer) => (body += c.toString("utf8")));
+  req.on("end", () => {
+    hooked.push({ path: req.url ?? "", body: JSON.parse(body) as Record<string, unknown> });
+    res.writeHead(req.url === "/broken" ? 500 : 204).end();
+  });
+});
+let hooksBase = "";
+
 const governance = (echo: "approve" | "deny", approvals: Record<string, unknown> = {}) => ({
   profile: "enforce",
   rules: rules(echo),
   audit: { storeArguments: false },
-  approvals: { holdMs: 1_500, keepAliveMs: 200, pollMs: 100, ttlMs: 600_000, ...approvals },
+  approvals: {
+    holdMs: 1_500,
+    keepAliveMs: 200,
+    pollMs: 100,
+    ttlMs: 600_000,
+    // A JSON hook, a Slack one, one that answers 500 and one nobody listens on: the last two only log.
+    webhooks: [
+      { url: `${hooksBase}/json`, format: "json" },
+      { url: `${hooksBase}/slack`, format: "slack" },
+      { url: `${hooksBase}/broken` },
+      { url: "http://127.0.0.1:9/closed" },
+    ],
+    consoleUrl: "https://gw.example.com",
+    ...approvals,
+  },
 });
 
 before(async () => {
+  await new Promise<void>((resolve) => hooks.listen(0, "127.0.0.1", resolve));
+  hooksBase = `http://127.0.0.1:${(hooks.address() as AddressInfo).port}`;
   dir = mkdtempSync(path.join(tmpdir(), "approvals-"));
   gw = await startInProcessGateway({
     mcpServers: { everything: inProcess("everything") },
@@ -54,6 +84,7 @@ before(async () => {
 after(async () => {
   for (const c of clients) await c.close().catch(() => undefined);
   await gw.close();
+  hooks.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -246,4 +277,23 @@ test("an approval nobody decides expires: the task fails 'approval expired'", as
   assert.equal(a.state, "expired");
   assert.equal(a.decidedBy, "expiry");
   assert.ok((await ctx().store.decisions.list()).some((d) => d.outcome === "approval_expired" && d.approval?.id === id));
+});
+
+test("webhooks are told of each new approval (JSON and Slack bodies, a console link, no arguments); a failing one blocks nothing", async () => {
+  const meta = await connect();
+  const res = await call(meta, "execute_tool", { server: "everything", tool: "echo", args: { message: "hook me", secret: "s3cr3t" } });
+  const id = block<{ id: string }>(res, "approval")!.id;
+  const json = await waitFor(() => hooked.find((h) => h.path === "/json" && h.body.approvalId === id), "the JSON webhook");
+  assert.equal(json.body.type, "approval_requested");
+  assert.equal(json.body.server, "everything");
+  assert.equal(json.body.tool, "echo");
+  assert.equal(json.body.rule, "echo-needs-approval");
+  assert.equal(json.body.link, `https://gw.example.com/console/approvals#${id}`);
+  assert.equal(typeof json.body.argumentsDigest, "string");
+  assert.equal("arguments" in json.body, false, "arguments only with audit.storeArguments");
+  const slack = await waitFor(() => hooked.find((h) => h.path === "/slack" && String(h.body.text).includes(id)), "the Slack webhook");
+  assert.match(String(slack.body.text), /wants to call `echo` on `everything` \(rule echo-needs-approval\)/);
+  assert.doesNotMatch(JSON.stringify(hooked), /s3cr3t/);
+  await waitFor(() => hooked.find((h) => h.path === "/broken"), "the broken webhook to be tried");
+  await call(meta, "cancel_task", { task_id: block<string>(res, "task_id")! });
 });

@@ -27,6 +27,7 @@ export function activityContract(factory: StoreFactory): void {
         assert.deepEqual(await ids({ limit: 10, sessionHash: "bbbbbbbb" }), ["03"]);
         assert.deepEqual(await ids({ limit: 10, principalHash: "p1" }), ["02", "01"]);
         assert.deepEqual(await ids({ limit: 10, outcome: "ok" }), ["01"]);
+        assert.deepEqual(await ids({ limit: 10, taskId: "t1" }), ["02"]);
         assert.deepEqual(await ids({ limit: 10, since: 2000 }), ["03", "02"]);
         assert.deepEqual(await ids({ limit: 1 }), ["03"]);
         assert.deepEqual(await ids({ limit: 10, kind: "config_reload" }), []);

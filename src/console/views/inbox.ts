@@ -6,7 +6,7 @@
  * label; Enter in a field submits the first button (accept / send).
  * Requests the session's client holds natively are shown read-only.
  */
-import { age, html, safeLink, type Html } from "../html.js";
+import { age, duration, html, safeLink, type Html } from "../html.js";
 import { formFields, type RequestedSchema } from "../form.js";
 import type { InboxItem } from "../read-model.js";
 import { contentBlocks } from "./content.js";
@@ -35,11 +35,26 @@ function request(item: InboxItem, now: number, error: InboxError | undefined): H
   return html`<article class="request" id="req-${id}" data-key="${id}" aria-labelledby="h-${id}">
     <h2 id="h-${id}">${heading} from <span class="server">${info.server}</span></h2>
     <p class="meta">
-      session <code>${sessionRef}</code> · received ${age(info.receivedAt, now)} ago · expires ${new Date(info.expiresAt).toISOString()} · <code>${id}</code>
+      session <code>${sessionRef}</code>${item.client ? html` (client ${item.client})` : ""} · received ${age(info.receivedAt, now)} ago ·
+      <span title="${new Date(info.expiresAt).toISOString()}">expires in ${duration(info.expiresAt - now)}</span> · <code>${id}</code>
     </p>
-    ${alert}
+    ${causes(item)} ${alert}
     <form method="post" action="/console/inbox/${encodeURIComponent(id)}" class="answer">${hidden}${body}</form>
   </article>`;
+}
+
+/** Why it is asked: the tool call(s) of that server waiting on it, linked to their tasks. */
+function causes(item: InboxItem): Html {
+  if (!item.causes?.length) return html``;
+  return html`<p class="cause">
+    Asked while running
+    ${item.causes.map(
+      (c, i) =>
+        html`${i ? ", " : ""}<code>${item.info.server}.${c.toolName}</code> (task
+          <a href="/console/tasks/${encodeURIComponent(c.taskId)}"><code>${c.taskId}</code></a
+          >)`,
+    )}
+  </p>`;
 }
 
 /** A request the client holds natively: what it asks, no form (the client answers it). */

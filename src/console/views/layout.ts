@@ -1,7 +1,7 @@
 /** The console's page frame: navigation, the live-update script and styles (served by the gateway, no CDN). */
 import { html, type Html } from "../html.js";
 
-export type Section = "overview" | "tasks" | "inbox" | "approvals" | "login";
+export type Section = "overview" | "tasks" | "inbox" | "approvals" | "login" | "activity" | "upstreams";
 
 export interface PageOptions {
   title: string;
@@ -28,6 +28,7 @@ export function page(o: PageOptions, body: Html): Html {
     : html`<nav aria-label="Console">
         <span class="brand">emceepee</span>
         ${link("overview", "/console", "Overview")} ${link("tasks", "/console/tasks", "Tasks")} ${link("inbox", "/console/inbox", "Inbox", badge)}
+        ${link("upstreams", "/console/upstreams", "Upstreams")} ${link("activity", "/console/activity", "Activity")}
         ${o.approvals ? link("approvals", "/console/approvals", "Approvals") : ""}
         ${o.canLogOut ? html`<form method="post" action="/console/logout" class="logout"><button type="submit">Log out</button></form>` : ""}
       </nav>`;

@@ -34,6 +34,7 @@ export class SqliteActivityStore implements ActivityStore {
     eq("session_hash", q.sessionHash);
     eq("principal_hash", q.principalHash);
     eq("outcome", q.outcome);
+    eq("json_extract(record, '$.taskId')", q.taskId);
     if (q.since !== undefined) {
       where.push("at >= ?");
       args.push(q.since);
