@@ -5,15 +5,20 @@
  * finishes connecting and one that cannot start. Ranking on realistic
  * queries (typos and prefixes too), the reply's shape, a hidden tool never
  * found, the index following tools/list_changed, servers not indexed yet
- * named without blocking, argument errors.
+ * named without blocking, argument errors; with real logins, one principal's
+ * view (a tool hidden from the other, a rename) never reaches the other
+ * through the shared index.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { call, connectClient, type TestGateway } from "../helpers/gateway.js";
 import { errorCodeOf, eventually } from "../helpers/async-extra.js";
 import { inProcess, inProcessCatalog, startInProcessGateway } from "../helpers/in-process.js";
+import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
+import { startOidcProvider } from "../helpers/oidc.js";
 
 interface Hit {
   server: string;
@@ -206,4 +211,44 @@ describe("search_tools with servers not connected yet", () => {
       await slow.close();
     }
   });
+});
+
+test("per principal (real logins): the gateway's one index never gives bob a tool hidden from him or alice's renamed name", { timeout: 240_000 }, async () => {
+  const SCOPE = "mcp:tools";
+  const REDIRECT = "http://127.0.0.1:65500/callback";
+  const idp = await startOidcProvider({ scopes: [SCOPE] });
+  const gw = await startInProcessGateway({
+    mcpServers: { everything: inProcess("everything") },
+    gateway: {
+      auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
+      toolSearch: { connectWaitMs: 30_000 },
+      governance: {
+        profile: "enforce",
+        visibility: [{ id: "no-env-for-bob", server: "everything", tool: "get-env", principal: { subject: "bob" }, visible: false }],
+        curation: [{ server: "everything", tool: "echo", principal: { subject: "alice" }, name: "alice_echo" }],
+      },
+    },
+  });
+  const clients: Client[] = [];
+  try {
+    const alice = (await loginAndConnect(gw.url, "alice", new MemoryOAuthClient(REDIRECT))).client;
+    const bob = (await loginAndConnect(gw.url, "bob", new MemoryOAuthClient(REDIRECT))).client;
+    clients.push(alice, bob);
+    const names = async (c: Client, query: string) => (await search({ query, limit: 50 }, c)).results.map((h) => h.name);
+    // Alice first: her view (get-env, alice_echo) is indexed before bob asks.
+    assert.equal((await names(alice, "environment variables"))[0], "get-env");
+    assert.ok((await names(alice, "echo")).includes("alice_echo"));
+    assert.ok(!(await names(alice, "echo")).includes("echo"), "alice sees echo only under her name");
+    for (const query of ["environment variables", "get-env", "env"]) assert.ok(!(await names(bob, query)).includes("get-env"), `bob: ${query}`);
+    assert.ok(!(await names(bob, "alice_echo")).includes("alice_echo"));
+    assert.ok((await names(bob, "echo")).includes("echo"));
+    assert.equal((await search({ query: "echo" }, bob)).indexed[0]?.tools, (await search({ query: "echo" }, alice)).indexed[0]!.tools - 1);
+  } finally {
+    for (const c of clients) {
+      await (c.transport as StreamableHTTPClientTransport | undefined)?.terminateSession().catch(() => undefined);
+      await c.close().catch(() => undefined);
+    }
+    await gw.close();
+    await idp.close();
+  }
 });
