@@ -252,6 +252,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         const server = createHttpServer(settings, { ...endpoints.routes, ...health, pages, consoleCredential: loginCookieMatches }, logger);
         webConsole?.start();
         const address = await listener.listen(server, settings.host, settings.port);
+        listenedBase = new URL(address.url).origin;
         await store.announce(address.port);
         if (state === "starting") state = "ready";
         return address;
@@ -272,7 +273,6 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       }
       return results;
     },
-        listenedBase = new URL(address.url).origin;
     reload: activity.reloads(createReloader(registry, sessions, settings, () => state === "closing", { governance, curation, rateLimits, toolViews })),
     async serveStdio(options = {}) {
       await start();

@@ -174,7 +174,12 @@ export class ActivityLog {
       entry = { kind, outcome, server, summary: `${str(data.requestId) ?? "a request"} ${outcome}${str(data.reason) ? `: ${str(data.reason)}` : ""}` };
     } else if (type === "server_connected") entry = { kind: "server_connected", outcome: "connected", server };
     else if (type === "server_reconnected")
-      entry = { kind: "server_connected", outcome: "reconnected", server, summary: `after ${String(data.attempts ?? "?")} attempt(s)` };
+      entry = {
+        kind: "server_connected",
+        outcome: "reconnected",
+        server,
+        summary: `after ${typeof data.attempts === "number" ? data.attempts : "?"} attempt(s)`,
+      };
     else if (type === "server_disconnected")
       entry = { kind: "server_disconnected", outcome: "disconnected", server, ...(str(data.reason) ? { summary: str(data.reason)! } : {}) };
     if (entry) this.record({ ...entry, ...who });
