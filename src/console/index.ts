@@ -39,7 +39,15 @@ import {
   type CookieOptions,
 } from "./cookies.js";
 import { ConsoleOidc, type ConsoleUser } from "./oidc.js";
-import { UPSTREAM_COMPLETE_PATH, completeUpstreamAuth, personOf, sendCallbackRefresh, type UpstreamAuthCompleter } from "./upstream-auth.js";
+import {
+  CONNECTIONS_PATH,
+  UPSTREAM_COMPLETE_PATH,
+  completeUpstreamAuth,
+  connectionsBody,
+  personOf,
+  sendCallbackRefresh,
+  type UpstreamAuthCompleter,
+} from "./upstream-auth.js";
 import { OPERATOR, makePrincipal, samePrincipal } from "../auth/principal.js";
 import { accepts } from "../mcp/media-type.js";
 import { CLUSTER_PREFIX, RemoteConsole, serveCluster, type AnswerOutcome, type CancelOutcome, type ConsoleScope, type LocalConsole } from "./cluster.js";
@@ -297,6 +305,8 @@ export function createConsole(options: ConsoleOptions): WebConsole {
         { method: "GET", path: UPSTREAM_CALLBACK_PATH, auth: "none", handle: ({ req, res }) => sendCallbackRefresh(req, res) },
         { method: "GET", path: UPSTREAM_COMPLETE_PATH, auth: "token", handle: upstreamAuthPage },
         // The stylesheet needs no login (the login page uses it); the script only serves logged-in pages.
+        { method: "GET", path: CONNECTIONS_PATH, auth: "token", handle: connectionsPage },
+        { method: "POST", path: CONNECTIONS_PATH, auth: "token", handle: changeConnection },
         ...Object.entries(ASSETS).map(([path, asset]): Route => ({
           method: "GET",
           path,
@@ -694,6 +704,34 @@ export function createConsole(options: ConsoleOptions): WebConsole {
   const replicaOf = (there: { replica: string } | "unreachable" | undefined) => (there === undefined || there === "unreachable" ? undefined : there.replica);
 
   function forbidden(res: http.ServerResponse, what: string): Promise<void> {
+  /** A person's connections to servers with `auth` (console/upstream-auth.ts): list, connect, disconnect; their own only. */
+  async function connectionsPage({ req, res }: ConsoleRequest): Promise<void> {
+    const user = whoIs(req);
+    if (!user || !options.upstreamAuth) return show(res, 404, { title: "Not found", section: "overview" }, html`<p>No upstream connections here.</p>`);
+    const rows = await options.upstreamAuth.connections(personOf(user.principal, token !== undefined));
+    return show(res, 200, { title: "Connections", section: "overview" }, connectionsBody(rows, context.clock.now()));
+  }
+
+  async function changeConnection({ req, res }: ConsoleRequest): Promise<void> {
+    const user = whoIs(req);
+    if (!user || !options.upstreamAuth) return show(res, 404, { title: "Not found", section: "overview" }, html`<p>No upstream connections here.</p>`);
+    const form = await readForm(req, maxBody);
+    const server = form.get("server") ?? "";
+    const person = personOf(user.principal, token !== undefined);
+    const principalHash = user.principal?.hash ?? (token !== undefined ? "operator" : "anonymous");
+    if (form.get("action") === "disconnect") {
+      const gone = await options.upstreamAuth.disconnect(person, server);
+      context.logger.info({ server, principalHash, disconnected: gone }, "upstream_disconnected");
+      return redirect(res, CONNECTIONS_PATH);
+    }
+    try {
+      const url = await options.upstreamAuth.connect(person, server);
+      return url === undefined ? redirect(res, CONNECTIONS_PATH) : redirect(res, url);
+    } catch (err) {
+      return show(res, 400, { title: "Not connected", section: "overview" }, html`<p>${errorMessage(err)}</p>`);
+    }
+  }
+
     return show(
       res,
       403,

@@ -10,13 +10,52 @@ import { OPERATOR, type Principal } from "../auth/principal.js";
 import { errorMessage } from "../errors.js";
 import type http from "node:http";
 import { ANONYMOUS } from "../upstream/auth/connect.js";
+import type { ConnectionRow, UpstreamConnections } from "../upstream/auth/setup.js";
 import { escapeHtml, html, type Html } from "./html.js";
 
 export const UPSTREAM_COMPLETE_PATH = "/console/oauth/complete";
 
-/** What completes a flow (UpstreamOAuth.complete, with the configured servers). */
-export interface UpstreamAuthCompleter {
-  complete(query: URLSearchParams, person: { issuer: string; subject: string }): Promise<{ upstream: string }>;
+/** What completes flows and lists, starts and ends a person's connections (src/upstream/auth/setup.ts). */
+export type UpstreamAuthCompleter = UpstreamConnections;
+
+export const CONNECTIONS_PATH = "/console/connections";
+
+/** The Connections page's body: each server with `auth`, whether the person is connected (scopes, expiry), a button to connect or disconnect. */
+export function connectionsBody(rows: readonly ConnectionRow[], now: number): Html {
+  if (rows.length === 0) return html`<p>No server here asks for your own account (none has <code>auth</code>).</p>`;
+  const row = (r: ConnectionRow) =>
+    html`<tr>
+      <td><code>${r.server}</code></td>
+      <td>${r.connected ? "connected" : "not connected"}</td>
+      <td>${r.scopes?.join(" ") ?? ""}</td>
+      <td>
+        ${r.expiresAt === undefined ? "" : r.expiresAt > now ? `token renewed before ${new Date(r.expiresAt).toISOString()}` : "token expired (renewed at next use)"}
+      </td>
+      <td>
+        <form method="post" action="${CONNECTIONS_PATH}">
+          <input type="hidden" name="server" value="${r.server}" /><input type="hidden" name="action" value="${r.connected ? "disconnect" : "connect"}" />
+          <button type="submit">${r.connected ? "Disconnect" : "Connect"}</button>
+        </form>
+      </td>
+    </tr>`;
+  return html`<p>
+      Servers that act with your own account. Connecting sends you to the server's sign-in; disconnecting forgets your grant here (the server may keep its own
+      record of it).
+    </p>
+    <table>
+      <thead>
+        <tr>
+          <th>server</th>
+          <th>status</th>
+          <th>scopes</th>
+          <th>token</th>
+          <th></th>
+        </tr>
+      </thead>
+      <tbody>
+        ${rows.map(row)}
+      </tbody>
+    </table>`;
 }
 
 /** The public callback: a same-site refresh to the completion page with the same query; nothing stored, nothing checked here. */

@@ -191,6 +191,32 @@ describe("upstream identity through the gateway", () => {
     });
   }
 
+  test("the Connections page: a person sees their own connections, disconnects (the next call asks again) and connects from there", async () => {
+    const page = async (user: string) => (await fetch(`${base}/console/connections`, { headers: { cookie: cookies[user]! } })).text();
+    const alice = await page("alice");
+    assert.match(alice, /<code>remote<\/code><\/td>\s*<td>connected<\/td>/);
+    assert.match(alice, /mcp:tools/);
+    const post = (user: string, form: Record<string, string>) =>
+      fetch(`${base}/console/connections`, {
+        method: "POST",
+        redirect: "manual",
+        headers: { cookie: cookies[user]!, origin: base, "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams(form).toString(),
+      });
+    const off = await post("alice", { server: "remote", action: "disconnect" });
+    assert.equal(off.status, 303);
+    assert.match(await page("alice"), /<code>remote<\/code><\/td>\s*<td>not connected<\/td>/);
+    assert.match(await page("bob"), /<code>remote<\/code><\/td>\s*<td>connected<\/td>/, "bob's connection is his own");
+    assert.match((await whoami("alice", "remote")).error ?? "", /EMCP_CONSENT_REQUIRED/, "revoked here: the next call asks again");
+    const on = await post("alice", { server: "remote", action: "connect" });
+    assert.equal(on.status, 303);
+    const authorize = new URL(on.headers.get("location")!);
+    assert.equal(authorize.origin, idp.issuer);
+    const done = await consentAndComplete(authorize, "alice", cookies.alice!);
+    assert.equal(done.status, 200, done.text);
+    assert.deepEqual(await whoami("alice", "remote"), { subject: "alice" });
+  });
+
   test("a replayed callback is refused and changes nothing", async () => {
     // A flow of bob's for a third server name is not needed: a used state is simply unknown.
     const res = await fetch(`${base}/console/oauth/complete?state=never-started&code=x&iss=${encodeURIComponent(idp.issuer)}`, {

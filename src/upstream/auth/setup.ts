@@ -8,6 +8,7 @@
 import type { Clock } from "../../clock.js";
 import type { GatewaySettings } from "../../config/schema.js";
 import { isStdioConfig } from "../../config/server-entry.js";
+import { GatewayError } from "../../errors.js";
 import type { Store } from "../../store/contracts.js";
 import type { ServerRegistry } from "../registry.js";
 import { loadKeys } from "./keyring.js";
@@ -20,10 +21,29 @@ export const CALLBACK_PATH = "/console/oauth/callback";
 export interface UpstreamAuth {
   /** The OAuth client (made on first use). */
   oauth: () => UpstreamOAuth;
-  /** Completes a callback for a person, with the servers as configured now. */
-  completer(registry: ServerRegistry): { complete(query: URLSearchParams, person: { issuer: string; subject: string }): Promise<{ upstream: string }> };
+  /** Completes a callback for a person, lists, starts and ends their connections, with the servers as configured now. */
+  completer(registry: ServerRegistry): UpstreamConnections;
   /** Re-seals credentials of older keys; returns how many. */
   reseal(): Promise<number>;
+}
+
+type Person = { issuer: string; subject: string };
+
+/** A person's connection to one server with `auth`, as the console shows it (never a token). */
+export interface ConnectionRow {
+  server: string;
+  connected: boolean;
+  scopes?: string[];
+  expiresAt?: number;
+}
+
+/** What the console needs (console/upstream-auth.ts). */
+export interface UpstreamConnections {
+  complete(query: URLSearchParams, person: Person): Promise<{ upstream: string }>;
+  connections(person: Person): Promise<ConnectionRow[]>;
+  /** The authorization URL to send the person to; undefined when they are connected already. */
+  connect(person: Person, server: string): Promise<string | undefined>;
+  disconnect(person: Person, server: string): Promise<boolean>;
 }
 
 export function createUpstreamAuth(
@@ -47,14 +67,45 @@ export function createUpstreamAuth(
     }));
   return {
     oauth: client,
-    completer: (registry) => ({
-      complete: (query, person) =>
-        client().complete(query, person, (upstream): UpstreamAuthTarget | undefined => {
-          const config = registry.get(upstream)?.config;
-          if (!config || isStdioConfig(config) || !config.auth) return undefined;
-          return { owner: person, upstream, url: config.url, config: config.auth };
-        }),
-    }),
+    completer: (registry) => {
+      const target = (person: Person, upstream: string): UpstreamAuthTarget | undefined => {
+        const config = registry.get(upstream)?.config;
+        if (!config || isStdioConfig(config) || !config.auth) return undefined;
+        return { owner: { issuer: person.issuer, subject: person.subject }, upstream, url: config.url, config: config.auth };
+      };
+      // Config-file servers only: a runtime server with `auth` is its adder's, listed where its session is.
+      const withAuth = () => registry.list().flatMap((e) => (e.addedBy === "config" && target({ issuer: "", subject: "" }, e.name) ? [e.name] : []));
+      return {
+        complete: (query, person) => client().complete(query, person, (upstream) => target(person, upstream)),
+        async connections(person) {
+          const mine = new Map(
+            (await deps.store().credentials.listByPrincipal(person.issuer, person.subject)).filter((r) => r.slot === "oauth").map((r) => [r.upstream, r]),
+          );
+          return withAuth().map((server) => {
+            const r = mine.get(server);
+            return {
+              server,
+              connected: r !== undefined,
+              ...(r?.info?.scopes ? { scopes: r.info.scopes } : {}),
+              ...(r?.info?.expiresAt ? { expiresAt: r.info.expiresAt } : {}),
+            };
+          });
+        },
+        async connect(person, server) {
+          const t = target(person, server);
+          if (!t) return undefined;
+          try {
+            await client().accessToken(t);
+            return undefined;
+          } catch (err) {
+            const url = err instanceof GatewayError ? err.details?.["authorizationUrl"] : undefined;
+            if (typeof url === "string") return url;
+            throw err;
+          }
+        },
+        disconnect: (person, server) => client().disconnect({ owner: { issuer: person.issuer, subject: person.subject }, upstream: server }),
+      };
+    },
     reseal: () => credentials().reseal(),
   };
 }
