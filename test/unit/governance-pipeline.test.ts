@@ -169,8 +169,16 @@ test("enforce: approve refuses with EMCP_APPROVAL_REQUIRED naming the rule; visi
       { server: "fs", tool: "admin_*", visible: false },
     ],
   });
-  await assert.rejects(g.authorize(call("deploy")), { code: "EMCP_APPROVAL_REQUIRED", message: /ask-deploy.*not available/ });
+  // A way of calling that cannot wait for an approval (run_code) is refused; the faces that can get the record back (docs/adr/0025).
+  await assert.rejects(g.authorize(call("deploy")), { code: "EMCP_APPROVAL_REQUIRED", message: /ask-deploy.*cannot wait/ });
   assert.equal((await store.decisions.list()).at(-1)!.outcome, "approval_required");
+  const asked = await g.authorize({ ...call("deploy"), waitsForApproval: true });
+  assert.equal(asked.outcome, "approval_required");
+  assert.equal(asked.ruleId, "ask-deploy");
+  // Post-approval revalidation records nothing and passes an approve.
+  const before = await store.decisions.count();
+  await g.recheck(call("deploy"));
+  assert.equal(await store.decisions.count(), before);
   assert.equal(g.visible(alice, "fs", "admin_reset"), true);
   assert.equal(g.visible(bob, "fs", "admin_reset"), false);
   assert.equal(g.visible(undefined, "fs", "admin_reset"), false);
