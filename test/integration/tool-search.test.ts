@@ -153,6 +153,13 @@ describe("search_tools", () => {
     assert.equal(after.indexed.find((s) => s.server === "dynamic")?.tools, 4);
   });
 
+  test("list_tools points agents to search_tools: in its description and when a first page leaves tools out", async () => {
+    const listTools = (await client.listTools()).tools.find((t) => t.name === "list_tools");
+    assert.match(listTools?.description ?? "", /search_tools/);
+    const page = await call(client, "list_tools", {});
+    assert.match(page.content[0]?.type === "text" ? page.content[0].text : "", /^\d+ tools; .*search_tools/);
+  });
+
   test("bad arguments are errors that say what to write; nothing crashes", async () => {
     const cases: Array<[Record<string, unknown>, RegExp]> = [
       [{ query: "" }, /1 to 500 characters/],

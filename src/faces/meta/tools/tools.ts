@@ -73,7 +73,7 @@ export const listTools = defineTool({
           : {}),
       },
       next !== undefined && offset === 0 && name_contains === undefined && server === undefined
-        ? `${all.length} tools; the first ${page.length} below. Narrow with server or name_contains, or page with cursor.`
+        ? `${all.length} tools; the first ${page.length} below. Find one by what it does with search_tools, narrow with server or name_contains, or page with cursor.`
         : undefined,
     );
   },
