@@ -14,6 +14,8 @@ import assert from "node:assert/strict";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import path from "node:path";
+import { SpanKind } from "@opentelemetry/api";
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { call, connectClient, FIXTURES, ROOT, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 
@@ -320,5 +322,30 @@ test("a tool result larger than the script's memory ends the run at the memory b
     await c.close();
   } finally {
     await small.close();
+  }
+});
+
+test("a script's calls are traced as the agent's: each upstream request is a child of the run_code request's span", async () => {
+  const exporter = new InMemorySpanExporter();
+  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  const traced = await startInProcessGateway({}, { tracerProvider });
+  try {
+    const c = await connectClient(traced.url);
+    const r = await call(c, "run_code", {
+      code: `await mcp.call("everything", "echo", { message: "one" }); await mcp.readResource("everything", "demo://resource/static/document/features.md"); return "ok";`,
+    });
+    assert.ok(!r.isError, JSON.stringify(r).slice(0, 400));
+    const spans = exporter.getFinishedSpans();
+    const run = spans.find((s) => s.name === "tools/call run_code" && s.kind === SpanKind.SERVER);
+    const echo = spans.find((s) => s.name === "tools/call echo" && s.kind === SpanKind.CLIENT);
+    const read = spans.find((s) => s.name.startsWith("resources/read demo://resource/static/document/features.md") && s.kind === SpanKind.CLIENT);
+    assert.ok(run && echo && read, spans.map((s) => `${s.name}/${s.kind}`).join(", "));
+    for (const child of [echo, read]) {
+      assert.equal(child.spanContext().traceId, run.spanContext().traceId);
+      assert.equal(child.parentSpanContext?.spanId, run.spanContext().spanId);
+    }
+    await c.close();
+  } finally {
+    await traced.close();
   }
 });
