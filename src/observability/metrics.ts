@@ -156,7 +156,7 @@ export class GatewayMetrics {
     });
     this.governanceDecisions = new Counter({
       name: "emceepee_governance_decisions_total",
-      help: "Tool-call decisions of gateway.governance by outcome (allow, deny, approval_required, error, would_deny, would_require_approval)",
+      help: "Tool-call decisions of gateway.governance by outcome (allow, deny, approval_required, error, would_deny, would_require_approval; approval_approved, approval_rejected, approval_expired, approval_cancelled)",
       labelNames: ["outcome"],
       registers,
     });

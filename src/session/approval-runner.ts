@@ -132,8 +132,15 @@ export class ApprovalRunner {
       if (done.status === "working") {
         const now = await this.deps.approvals.get(approval.id);
         if (now?.state === "pending") {
-          await this.withdraw(now, "requester", `nobody decided within ${holdMs}ms (governance.approvals.holdMs)`);
-          await tasks.cancel(task.taskId, "the approval was not decided in time").catch(() => undefined);
+          const why = signal.aborted ? "the client cancelled the call" : `nobody decided within ${holdMs}ms (governance.approvals.holdMs)`;
+          await this.withdraw(now, "requester", why);
+          await tasks.cancel(task.taskId, why).catch(() => undefined);
+          if (signal.aborted) {
+            throw new GatewayError(
+              ErrorCodes.CANCELLED,
+              `the client cancelled the call to '${call.tool}' while it waited for approval ${approval.id}; the approval is withdrawn`,
+            );
+          }
           throw new GatewayError(
             ErrorCodes.APPROVAL_TIMEOUT,
             `calling '${call.tool}' on server '${call.server}' needs a person's approval (approval ${approval.id}, rule ${approval.ruleId}), and nobody decided within ${holdMs}ms, so it was withdrawn. Ask an approver to watch the console, or call with a task (task-augmented tools/call, or execute_tool) to wait longer.`,
