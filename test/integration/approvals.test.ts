@@ -37,6 +37,7 @@ const clients: Client[] = [];
 const rules = (echo: "approve" | "deny") => [
   { id: "echo-needs-approval", server: "everything", tool: "echo", action: echo },
   { id: "sum-needs-approval", server: "everything", tool: "get-sum", action: "approve" },
+  { id: "research-needs-approval", server: "everything", tool: "simulate-research-query", action: "approve" },
 ];
 /** What the webhooks received: a real HTTP server on loopback. */
 const hooked: Array<{ path: string; body: Record<string, unknown> }> = [];
@@ -296,4 +297,22 @@ test("webhooks are told of each new approval (JSON and Slack bodies, a console l
   assert.doesNotMatch(JSON.stringify(hooked), /s3cr3t/);
   await waitFor(() => hooked.find((h) => h.path === "/broken"), "the broken webhook to be tried");
   await call(meta, "cancel_task", { task_id: block<string>(res, "task_id")! });
+});
+
+test("a tool the upstream runs as a task (taskSupport optional / required) runs as an upstream task once approved", async () => {
+  const meta = await connect();
+  const tools = block<Array<{ server: string; tools: Array<{ name: string; execution?: { taskSupport?: string } }> }>>(
+    await call(meta, "list_tools", { server: "everything", name_contains: "simulate-research", limit: 10 }),
+    "servers",
+  );
+  const support = tools?.flatMap((s) => s.tools).find((t) => t.name === "simulate-research-query")?.execution?.taskSupport;
+  assert.equal(support, "required", "server-everything runs simulate-research-query only as a task: a plain call would fail");
+  const res = await call(meta, "execute_tool", { server: "everything", tool: "simulate-research-query", args: { topic: "approvals" } });
+  const taskId = block<string>(res, "task_id")!;
+  const id = block<{ id: string }>(res, "approval")!.id;
+  await records().decide(id, approver, "approve", "");
+  ctx().approvals!.poke();
+  const result = await call(meta, "get_task_result", { task_id: taskId, timeout_ms: 60_000 });
+  assert.notEqual(result.isError, true, JSON.stringify(result));
+  assert.match(JSON.stringify(result), /approvals/);
 });
