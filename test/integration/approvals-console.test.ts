@@ -1,8 +1,8 @@
 /**
  * Approvals in the console (issue 24, docs/adr/0025): a real Chromium on the
  * approvals page of an in-process gateway (server-everything in process).
- * An approver sees the pending call (who, server, tool, exact arguments, the
- * rule) and approves it with the plain form: the agent's task completes with
+ * An approver sees the pending call appear live (who, server, tool, exact
+ * arguments, the rule) and approves it with the plain form: the agent's task completes with
  * the tool's result; another is denied with a reason: the task fails with
  * it. With the static token the console's operator is the token's caller, so
  * approving their own call is refused (403) until allowSelfApproval.
@@ -54,10 +54,14 @@ describe("approvals page in a real browser", { skip, timeout: 300_000 }, () => {
   }
 
   test("an approver approves in the console; the agent's task completes with the tool's result", async () => {
-    const { taskId, approvalId } = await ask("approve me please");
+    // The page is open before the call: the approval appears on it live, without a reload.
     await page.goto(`${base}/console/approvals`);
+    await page.waitForSelector("html[data-live='on']");
+    await page.evaluate("window.loadedOnce = 'yes'");
+    const { taskId, approvalId } = await ask("approve me please");
     const card = page.locator(`#ap-${approvalId}`);
     await card.waitFor();
+    assert.equal(await page.evaluate<string | undefined>("window.loadedOnce"), "yes", "the approval appeared without a reload");
     const text = (await card.textContent()) ?? "";
     assert.match(text, /echo/);
     assert.match(text, /everything/);
