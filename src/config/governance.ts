@@ -157,8 +157,8 @@ export const governanceSchema = z
     /** Human approval of calls a rule sends to `approve` (docs/adr/0025-approvals.md). */
     approvals: z
       .strictObject({
-        /** A pending approval nobody decides within this expires; its task fails "approval expired". */
-        ttlMs: z.number().int().positive().default(3_600_000),
+        /** A pending approval nobody decides within this expires; its task fails "approval expired". The task's TTL is this plus the call's (tasks.maxTtlMs bounds both). */
+        ttlMs: z.number().int().positive().default(900_000),
         /** How long a plain tools/call (a client that did not ask for a task) is held waiting for the decision, with progress keep-alives; then it fails naming the approval. */
         holdMs: z.number().int().min(0).default(60_000),
         /** Progress keep-alives to a held call (when it sent a progress token), this often. */

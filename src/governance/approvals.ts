@@ -65,6 +65,8 @@ export class Approvals {
     principal?: Principal | undefined;
     client?: string | undefined;
     args: Record<string, unknown> | undefined;
+    /** At the latest (the task's own expiry); approvals.ttlMs from now if sooner. */
+    expiresAt?: number | undefined;
   }): Promise<ApprovalRecord> {
     const now = this.deps.clock.now();
     const { decision: d, principal } = input;
@@ -82,7 +84,7 @@ export class Approvals {
       policyVersion: d.policyVersion,
       ruleId: d.ruleId ?? "defaultAction",
       createdAt: now,
-      expiresAt: now + this.settings.ttlMs,
+      expiresAt: Math.min(now + this.settings.ttlMs, input.expiresAt ?? Infinity),
       state: "pending",
     };
     await this.deps.store().approvals.create(record);

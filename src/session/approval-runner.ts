@@ -83,9 +83,12 @@ export class ApprovalRunner {
     const { session } = call;
     const abort = new AbortController();
     const release = session.tasks.reserveCall();
+    // The task lives through the wait for the decision and then the call's own TTL (tasks.maxTtlMs bounds both).
+    const { tasks: taskSettings, governance } = this.deps.settings;
+    const ttlMs = (call.ttlMs ?? taskSettings.defaultTtlMs) + governance.approvals.ttlMs;
     let task: TaskRecord;
     try {
-      task = await session.tasks.create({ server: call.server, toolName: call.tool, toolArgs: call.args ?? {}, ttlMs: call.ttlMs, abort, settledByCall: true });
+      task = await session.tasks.create({ server: call.server, toolName: call.tool, toolArgs: call.args ?? {}, ttlMs, abort, settledByCall: true });
     } finally {
       release();
     }
@@ -102,6 +105,8 @@ export class ApprovalRunner {
         principal: call.principal,
         client: call.client,
         args: call.args,
+        // An approval does not outlive its task.
+        expiresAt: task.expiresAt,
       });
     } catch (err) {
       await session.tasks.fail(task.taskId, `the approval could not be stored: ${errorMessage(err)}`);

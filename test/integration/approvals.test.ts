@@ -114,6 +114,7 @@ test("execute_tool: a promoted task, input_required 'Awaiting approval'; approve
   const task = block<Record<string, unknown>>(await call(meta, "get_task", { task_id: taskId }), "task")!;
   assert.equal(task.status, "input_required", JSON.stringify(task));
   assert.match(String(task.status_message ?? task.statusMessage), /Awaiting approval/);
+  assert.equal(task.ttl_ms, 300_000 + 600_000, "the task lives through the approval's ttlMs, then the call's default TTL");
   const a = (await records().get(approvalId))!;
   assert.equal(a.state, "pending");
   assert.equal(a.server, "everything");
