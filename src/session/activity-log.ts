@@ -192,7 +192,7 @@ function requestSummary(data: Record<string, unknown>, params: { message?: unkno
   return message ? `${id}: ${message}` : id;
 }
 
-/** What kinds the Activity page filters by. */
+/** What kinds the Activity page filters by (`server_failed` is reserved: nothing records it yet; failed connects show as a session's last error). */
 export const ACTIVITY_KINDS: readonly ActivityKind[] = [
   "tool_call",
   "task",
@@ -200,7 +200,6 @@ export const ACTIVITY_KINDS: readonly ActivityKind[] = [
   "sampling",
   "server_connected",
   "server_disconnected",
-  "server_failed",
   "startup_check",
   "config_reload",
   "console_action",

@@ -11,10 +11,13 @@ export class MemoryActivityStore implements ActivityStore {
 
   async append(records: readonly ActivityRecord[], retention: { now: number; maxAgeMs: number; maxRecords: number }): Promise<void> {
     this.guard.check();
+    const before = this.records.length;
     this.records.push(...records.map(jsonCopy));
-    this.records.sort(compareActivity);
+    // Records mostly arrive in order: sort only when this batch is not already at the end in order.
+    if (!this.records.slice(Math.max(0, before - 1)).every((r, i, all) => i === 0 || compareActivity(all[i - 1]!, r) <= 0)) this.records.sort(compareActivity);
     const cutoff = retention.now - retention.maxAgeMs;
-    this.records = this.records.filter((r) => r.at > cutoff).slice(-retention.maxRecords);
+    const firstKept = this.records.findIndex((r) => r.at > cutoff);
+    this.records = (firstKept < 0 ? [] : this.records.slice(firstKept)).slice(-retention.maxRecords);
   }
 
   async list(query: ActivityQuery): Promise<ActivityRecord[]> {
