@@ -450,6 +450,7 @@ export function createConsole(options: ConsoleOptions): WebConsole {
       transport: describeTarget(entry.config).transport,
       check: context.activity?.checks.get(entry.name),
       reconnect: live.reconnects.get(entry.name),
+      stderr: sessions.map((s) => s.view(entry.name).stderr ?? []).find((lines) => lines.length > 0) ?? [],
       connections: sessions.flatMap((s) => {
         const view = s.view(entry.name);
         if (view.status === "not_connected") return [];

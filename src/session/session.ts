@@ -55,6 +55,8 @@ export interface ConnectionView {
   connectedAt?: number;
   lastError?: string;
   serverInfo?: Implementation;
+  /** A stdio upstream's last stderr lines (bounded), for the console's Upstreams page. */
+  stderr?: readonly string[];
 }
 
 export class Session {
@@ -115,6 +117,7 @@ export class Session {
     });
     this.upstreams = new UpstreamPool(deps, {
       sessionId: id,
+      principal: () => this.principal,
       logger: this.logger,
       roots: downstreamCapabilities?.roots,
       handlersFor: (server) => this.routing.handlersFor(server),
@@ -124,7 +127,6 @@ export class Session {
       // Idle release (upstream-pool.ts) keeps a connection that anything of the session still depends on.
       busy: (server) => this.tasks.runningOn(server) > 0 || this.pending.waitingFrom(server) > 0 || this.record.subscribed(server),
       persistenceFor: (server) =>
-      principal: () => this.principal,
         this.record.persistenceFor(server, async (reason) => {
           // The upstream tasks of the lost upstream session cannot be asked about any more.
           await this.tasks
@@ -175,6 +177,7 @@ export class Session {
       ...(conn.connectedAt !== undefined ? { connectedAt: conn.connectedAt } : {}),
       ...(conn.lastError !== undefined ? { lastError: conn.lastError } : {}),
       ...(conn.serverInfo ? { serverInfo: conn.serverInfo } : {}),
+      ...(conn.stderrLines.length ? { stderr: conn.stderrLines } : {}),
     };
   }
 

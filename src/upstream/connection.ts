@@ -132,6 +132,10 @@ export class UpstreamConnection extends UpstreamHandle {
     return this.created?.pid?.() ?? null;
   }
 
+  override get stderrLines(): readonly string[] {
+    return [...this.stderrTail];
+  }
+
   async connect(): Promise<void> {
     const { name, config, logger, persistence } = this.options;
     this.status = "connecting";

@@ -20,6 +20,10 @@ export abstract class UpstreamHandle extends UpstreamRequests {
   abstract readonly name: string;
   abstract get status(): ConnectionStatus;
   abstract get lastError(): string | undefined;
+  /** The stdio child's last lines on stderr (bounded); none for remote upstreams. */
+  get stderrLines(): readonly string[] {
+    return [];
+  }
   abstract get connectedAt(): number | undefined;
   abstract get serverInfo(): Implementation | undefined;
   abstract get instructions(): string | undefined;

@@ -130,7 +130,7 @@ describe("console history in a real browser", { skip, timeout: 600_000 }, () => 
     }
   });
 
-  test("Upstreams: the start-up check, each session's connection, per-tool calls and latency with inline SVG charts", async () => {
+  test("Upstreams: the start-up check, each session's connection, the stdio stderr tail, per-tool calls and latency with inline SVG charts", async () => {
     const results = await gw.gateway.checkUpstreams();
     assert.equal(results[0]?.ok, true);
     const a = await agent();
@@ -145,6 +145,8 @@ describe("console history in a real browser", { skip, timeout: 600_000 }, () => 
     assert.ok(Number(await echo.locator("td[data-label='Calls']").textContent()) >= 1);
     assert.match((await echo.locator("td[data-label='Error rate']").textContent()) ?? "", /0\.0 %/);
     assert.ok((await card.locator("svg.chart rect").count()) >= 24, "the hourly chart");
+    // server-everything says it is starting on stderr: the tail is shown (bounded).
+    assert.match((await card.locator("pre.stderr").textContent()) ?? "", /Starting/);
   });
 
   test("a task stays browsable after its session ended; a working task shows a progress bar", async () => {

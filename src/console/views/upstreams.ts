@@ -18,6 +18,8 @@ export interface UpstreamRow {
   /** Each visible session's connection to it. */
   connections: Array<{ sessionRef: string; status: string; connectedAt?: number | undefined; lastError?: string | undefined }>;
   reconnect: ReconnectNote | undefined;
+  /** A stdio server's last stderr lines (bounded: 20 lines of 500 characters), from one of its connections. */
+  stderr: readonly string[];
 }
 
 export interface ToolStats {
@@ -100,6 +102,12 @@ export function upstreamsBody(rows: UpstreamRow[], stats: Map<string, { tools: T
           <dd>${check}</dd>
           <dt>Reconnects</dt>
           <dd>${r.reconnect ? html`${r.reconnect.drops} drop(s), last ${age(r.reconnect.at, now)} ago` : "none"}</dd>
+          ${
+            r.stderr.length
+              ? html`<dt>stderr (last ${r.stderr.length} lines)</dt>
+                  <dd><pre class="stderr">${r.stderr.join("\n")}</pre></dd>`
+              : ""
+          }
           <dt>Calls, last 24 h</dt>
           <dd>
             ${s ? barsSvg(s.hourly, `calls per hour to ${r.name}, last 24 hours: ${s.hourly.join(", ")}`) : html`<span class="hint">${recording ? "none" : "not recorded"}</span>`}

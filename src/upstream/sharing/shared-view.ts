@@ -92,6 +92,10 @@ export class SharedUpstreamView extends UpstreamHandle {
     return this.upstream.connection?.lastError;
   }
 
+  override get stderrLines(): readonly string[] {
+    return this.upstream.connection?.stderrLines ?? [];
+  }
+
   get connectedAt(): number | undefined {
     return this.upstream.connection?.connectedAt;
   }
