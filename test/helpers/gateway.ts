@@ -8,6 +8,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseConfig } from "../../src/config/load.js";
+import { BoundedSchemaValidator } from "../../src/mcp/json-schema-validator.js";
 import { everythingServerEntry } from "../../src/config/demo.js";
 import { createGateway, type Gateway, type GatewayDeps } from "../../src/server/gateway.js";
 import { fixtureNodeArgs } from "./cli-build.js";
@@ -66,7 +67,10 @@ export interface ClientOptions {
 }
 
 export async function connectClient(url: string, options: ClientOptions = {}): Promise<Client> {
-  const client = new Client({ name: options.name ?? "test-client", version: "1.0.0" });
+  // The SDK client's own Ajv compiles every tool's outputSchema again on each tools/list (Ajv caches by schema object) and
+  // keeps it: a test client that lists tools in a loop grew the test process's heap (the fuzz test's leak check measured
+  // the client). The gateway's bounded validator caches by the schema's text.
+  const client = new Client({ name: options.name ?? "test-client", version: "1.0.0" }, { jsonSchemaValidator: new BoundedSchemaValidator() });
   await client.connect(new StreamableHTTPClientTransport(new URL(url)));
   return client;
 }

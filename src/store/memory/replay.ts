@@ -1,15 +1,18 @@
 /**
  * Memory ReplayStore: per session an insertion-ordered Map (seq → message),
- * bounded in count and bytes, oldest dropped first. Event ids are the
+ * bounded in count and bytes, oldest dropped first. A message is kept as its
+ * UTF-8 JSON bytes, exactly what the bytes bound counts (a parsed copy took
+ * two to four times that in heap: a two-byte string or an object graph), and
+ * is parsed again only when replayed. Event ids are the
  * session's sequence numbers as strings; lookups are scoped to the session.
  */
 import type { ReplayedMessage, ReplayLimits, ReplayStore } from "../contracts.js";
-import { assertLimit, jsonCopy, REPLAY_EVENT_ID } from "../policy.js";
+import { assertLimit, REPLAY_EVENT_ID } from "../policy.js";
 import type { MemoryGuard } from "./guard.js";
 
 interface Entry {
   streamId: string;
-  message: Record<string, unknown>;
+  json: Buffer;
   bytes: number;
 }
 
@@ -30,10 +33,13 @@ export class MemoryReplayStore implements ReplayStore {
     assertLimit("maxBytes", limits.maxBytes);
     let s = this.sessions.get(sessionId);
     if (!s) this.sessions.set(sessionId, (s = { nextSeq: 1, entries: new Map(), bytes: 0 }));
-    const json = JSON.stringify(message);
+    const text = JSON.stringify(message);
+    // Its own memory, not a slice of Node's shared 8 KiB pool (a kept slice would keep the whole pool chunk alive).
+    const json = Buffer.allocUnsafeSlow(Buffer.byteLength(text));
+    json.write(text);
     const seq = s.nextSeq++;
-    const bytes = Buffer.byteLength(json);
-    s.entries.set(seq, { streamId, message: JSON.parse(json) as Record<string, unknown>, bytes });
+    const bytes = json.length;
+    s.entries.set(seq, { streamId, json, bytes });
     s.bytes += bytes;
     for (const [oldSeq, e] of s.entries) {
       if (!(s.entries.size > limits.maxEvents || (s.bytes > limits.maxBytes && s.entries.size > 1))) break;
@@ -58,7 +64,7 @@ export class MemoryReplayStore implements ReplayStore {
     const seq = Number(eventId);
     const messages: Array<{ eventId: string; message: Record<string, unknown> }> = [];
     for (const [s, e] of this.sessions.get(sessionId)!.entries) {
-      if (s > seq && e.streamId === from.streamId) messages.push({ eventId: String(s), message: jsonCopy(e.message) });
+      if (s > seq && e.streamId === from.streamId) messages.push({ eventId: String(s), message: JSON.parse(e.json.toString()) as Record<string, unknown> });
     }
     return { streamId: from.streamId, messages };
   }
@@ -71,7 +77,7 @@ export class MemoryReplayStore implements ReplayStore {
     let keptFrom = s.nextSeq;
     for (const [seq, e] of s.entries) {
       keptFrom = Math.min(keptFrom, seq);
-      if (seq > afterSeq && e.streamId === streamId) messages.push({ eventId: String(seq), message: jsonCopy(e.message) });
+      if (seq > afterSeq && e.streamId === streamId) messages.push({ eventId: String(seq), message: JSON.parse(e.json.toString()) as Record<string, unknown> });
     }
     return { keptFrom, messages };
   }
