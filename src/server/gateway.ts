@@ -47,9 +47,9 @@ import { serveStdioSession, type StdioFace, type StdioOptions } from "./stdio.js
 import { GatewayStore } from "./store-lifecycle.js";
 import { UpstreamChecker, type UpstreamCheckResult } from "./upstream-check.js";
 import { createUpstreams } from "../upstream/sharing/factory.js";
+import { createUpstreamAuth } from "../upstream/auth/setup.js";
 
 export type { GatewayReloadReport, GatewayState, StdioFace };
-import { createUpstreamAuth } from "../upstream/auth/setup.js";
 
 const pkg = createRequire(import.meta.url)("../../package.json") as { version: string };
 
@@ -117,7 +117,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   const clientInfo = { name: "emceepee", version: pkg.version };
   const openedStore = () => store.opened();
   // Every upstream connection is made by this factory: own, warm or shared (docs/adr/0010), and the checks'.
-  // Per-person upstream credentials (issue 23, docs/adr/0025): the vault's keys are read once, here; the OAuth client on first use.
+  // Per-person upstream credentials (issue 23, docs/adr/0027-upstream-identity.md): the vault's keys are read once, here; the OAuth client on first use.
   const upstreamAuth = createUpstreamAuth(settings, { clock, store: openedStore, base: () => listenedBase });
   let listenedBase: string | undefined;
   const upstreams = createUpstreams({
@@ -142,6 +142,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     newId,
     logger,
     upstreams: upstreams.factory,
+    upstreamFailed: (session, server, reason) => activity.connectFailed(session, server, reason),
     get store() {
       return openedStore();
     },
@@ -227,6 +228,9 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       const open = store.opened();
       const report = await recoverState({ store: cluster ? cluster.recoveryView(open) : open, registry, settings, clock, newId, logger });
       logger.info({ store: open.kind, location: open.location, ...report }, "state_recovered");
+      // After a key rotation: every credential sealed with an older key is sealed again with the current one.
+      const resealed = await upstreamAuth?.reseal();
+      if (resealed) logger.info({ count: resealed }, "vault_resealed");
       if ((state as GatewayState) === "closing") return; // close() ran meanwhile: no timers
       sessions.start();
       store.startSweeps();
@@ -246,9 +250,6 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         await start();
         upstreams.start();
         const pages = [...observability.pages(), ...(webConsole ? [webConsole.handle] : [])];
-      // After a key rotation: every credential sealed with an older key is sealed again with the current one.
-      const resealed = await upstreamAuth?.reseal();
-      if (resealed) logger.info({ count: resealed }, "vault_resealed");
         const server = createHttpServer(settings, { ...endpoints.routes, ...health, pages, consoleCredential: loginCookieMatches }, logger);
         webConsole?.start();
         const address = await listener.listen(server, settings.host, settings.port);

@@ -144,6 +144,18 @@ export class ActivityLog {
     this.listeners.clear();
   }
 
+  /** A session could not connect to `server` (the pool's failed attempt; no session event carries it). */
+  connectFailed(session: { id: string; principal?: { hash: string } | undefined }, server: string, reason: string): void {
+    this.record({
+      kind: "server_failed",
+      outcome: "failed",
+      server,
+      summary: reason,
+      sessionHash: sessionHash(session.id),
+      ...(session.principal ? { principalHash: session.principal.hash } : {}),
+    });
+  }
+
   private fromSession(sessions: SessionManager, change: SessionChange): void {
     if (change.type !== "change") return;
     const { type, server, data } = change.change;
@@ -192,7 +204,7 @@ function requestSummary(data: Record<string, unknown>, params: { message?: unkno
   return message ? `${id}: ${message}` : id;
 }
 
-/** What kinds the Activity page filters by (`server_failed` is reserved: nothing records it yet; failed connects show as a session's last error). */
+/** What kinds the Activity page filters by. */
 export const ACTIVITY_KINDS: readonly ActivityKind[] = [
   "tool_call",
   "task",
@@ -200,6 +212,7 @@ export const ACTIVITY_KINDS: readonly ActivityKind[] = [
   "sampling",
   "server_connected",
   "server_disconnected",
+  "server_failed",
   "startup_check",
   "config_reload",
   "console_action",

@@ -36,6 +36,8 @@ import { SessionTimers, TIMER_SERVER } from "./timers.js";
 export interface SessionDeps extends UpstreamPoolDeps {
   newId: IdGenerator;
   logger: Logger;
+  /** A session's attempt to connect to `server` failed (for the console's Activity page). */
+  upstreamFailed?(session: Session, server: string, reason: string): void;
   /** The gateway's state store (docs/adr/0007): each session's tasks, events and pending requests live there. */
   store: Store;
 }
@@ -122,6 +124,7 @@ export class Session {
       roots: downstreamCapabilities?.roots,
       handlersFor: (server) => this.routing.handlersFor(server),
       connected: (server, conn) => this.events.add("server_connected", server, { serverInfo: conn.serverInfo ?? null }),
+      failed: (server, reason) => deps.upstreamFailed?.(this, server, reason),
       listChanged: (server, kind) => this.routing.listChanged(server, kind),
       reconnected: (server, report) => this.events.add("server_reconnected", server, { ...report }),
       // Idle release (upstream-pool.ts) keeps a connection that anything of the session still depends on.

@@ -10,7 +10,7 @@
 import type { ClientCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, TimerHandle } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
-import { ErrorCodes, GatewayError } from "../errors.js";
+import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { ReceiverTaskStore } from "../upstream/receiver-tasks.js";
 import type { UpstreamHandlers } from "../upstream/client-handlers.js";
@@ -44,6 +44,8 @@ export interface UpstreamPoolHost {
   handlersFor(server: string): UpstreamHandlers;
   /** A connection to `server` is up (first time or again). */
   connected(server: string, conn: UpstreamHandle): void;
+  /** An attempt to connect to `server` failed (`reason`: the connection's own account, with a stdio server's last stderr lines). */
+  failed?(server: string, reason: string): void;
   /** A list of `server` changed across a reconnect. */
   listChanged(server: string, kind: ListKind): void;
   reconnected(server: string, report: ReconnectReport): void;
@@ -127,6 +129,10 @@ export class UpstreamPool {
         this.reconnections.onConnected(name, conn);
         if (!conn.shared) this.watchIdle(name, conn, conn.requestCount);
         return conn;
+      })
+      .catch((err: unknown) => {
+        if (!this.closed && this.connections.get(name) === conn) this.host.failed?.(name, conn.lastError ?? errorMessage(err));
+        throw err;
       })
       .finally(() => this.connecting.delete(name));
     this.connecting.set(name, attempt);
