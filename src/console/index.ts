@@ -77,6 +77,7 @@ import { activityBody, pageQuery, WITHIN, type ActivityFilter } from "./views/ac
 import { ACTIVITY_KINDS } from "../session/activity-log.js";
 import type { ActivityKind, ActivityRecord } from "../store/contracts.js";
 import { approvalsBody } from "./views/approvals.js";
+import { governanceRoutes } from "./governance-pages.js";
 import { inboxBody, type InboxError } from "./views/inbox.js";
 import { callsOver, toolStats, upstreamsBody, type UpstreamRow } from "./views/upstreams.js";
 import { describeTarget } from "../upstream/registry.js";
@@ -337,6 +338,8 @@ export function createConsole(options: ConsoleOptions): WebConsole {
         { method: "GET", path: "/console/approvals", auth: "token", handle: approvalsPage },
         { method: "POST", path: "/console/approvals/:id", auth: "token", handle: decide },
         { method: "GET", path: "/console/approvals/:id", auth: "token", handle: ({ res }) => redirect(res, "/console/approvals") },
+        // Pins and Audit, admins only (docs/adr/0029).
+        ...governanceRoutes({ context, whoIs, show: (res, status, o, body) => show(res, status, o, body), maxBody }),
       ] satisfies Route[]
     ).map(needsLogin),
     async ({ req, res, path }) => {

@@ -1,7 +1,7 @@
 /** The console's page frame: navigation, the live-update script and styles (served by the gateway, no CDN). */
 import { html, type Html } from "../html.js";
 
-export type Section = "overview" | "tasks" | "inbox" | "approvals" | "login" | "activity" | "upstreams";
+export type Section = "overview" | "tasks" | "inbox" | "approvals" | "login" | "activity" | "upstreams" | "pins" | "audit";
 
 export interface PageOptions {
   title: string;
@@ -30,6 +30,7 @@ export function page(o: PageOptions, body: Html): Html {
         ${link("overview", "/console", "Overview")} ${link("tasks", "/console/tasks", "Tasks")} ${link("inbox", "/console/inbox", "Inbox", badge)}
         ${link("upstreams", "/console/upstreams", "Upstreams")} ${link("activity", "/console/activity", "Activity")}
         ${o.approvals ? link("approvals", "/console/approvals", "Approvals") : ""}
+        ${o.approvals ? html`${link("pins", "/console/pins", "Pins")} ${link("audit", "/console/audit", "Audit")}` : ""}
         ${o.canLogOut ? html`<form method="post" action="/console/logout" class="logout"><button type="submit">Log out</button></form>` : ""}
       </nav>`;
   return html`<!doctype html>
