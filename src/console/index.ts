@@ -305,9 +305,9 @@ export function createConsole(options: ConsoleOptions): WebConsole {
         { method: "GET", path: CONSOLE_CALLBACK_PATH, auth: "none", handle: callback },
         { method: "GET", path: UPSTREAM_CALLBACK_PATH, auth: "none", handle: ({ req, res }) => sendCallbackRefresh(req, res) },
         { method: "GET", path: UPSTREAM_COMPLETE_PATH, auth: "token", handle: upstreamAuthPage },
-        // The stylesheet needs no login (the login page uses it); the script only serves logged-in pages.
         { method: "GET", path: CONNECTIONS_PATH, auth: "token", handle: connectionsPage },
         { method: "POST", path: CONNECTIONS_PATH, auth: "token", handle: changeConnection },
+        // The stylesheet needs no login (the login page uses it); the script only serves logged-in pages.
         ...Object.entries(ASSETS).map(([path, asset]): Route => ({
           method: "GET",
           path,
@@ -705,9 +705,6 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     return show(res, done.status, { title: done.title, section: "overview" }, done.body);
   }
 
-  const replicaOf = (there: { replica: string } | "unreachable" | undefined) => (there === undefined || there === "unreachable" ? undefined : there.replica);
-
-  function forbidden(res: http.ServerResponse, what: string): Promise<void> {
   /** A person's connections to servers with `auth` (console/upstream-auth.ts): list, connect, disconnect; their own only. */
   async function connectionsPage({ req, res }: ConsoleRequest): Promise<void> {
     const user = whoIs(req);
@@ -736,6 +733,9 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     }
   }
 
+  const replicaOf = (there: { replica: string } | "unreachable" | undefined) => (there === undefined || there === "unreachable" ? undefined : there.replica);
+
+  function forbidden(res: http.ServerResponse, what: string): Promise<void> {
     return show(
       res,
       403,
