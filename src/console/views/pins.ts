@@ -83,7 +83,7 @@ function quarantined(r: PinRecord, now: number): Html {
       ${age(pending.at, now)} ago.
     </p>
     <pre class="diff" aria-label="Changes from the pinned definition to the new one">
-${diff.map((d) => html`<span class="${d.op === "-" ? "del" : d.op === "+" ? "ins" : "same"}">${d.op} ${d.line}</span> `)}</pre>
+${diff.map((d) => html`<span class="${d.op === "-" ? "del" : d.op === "+" ? "ins" : "same"}">${d.op} ${d.line}</span>${"\n"}`)}</pre>
     <form method="post" action="/console/pins/accept">
       <input type="hidden" name="server" value="${r.server}" />
       <input type="hidden" name="tool" value="${r.tool}" />
