@@ -88,7 +88,7 @@ describe("emceepee --help", () => {
 
   test("--help shows the real defaults, not objects", SLOW, async () => {
     const stdio = await runCli(ROOT, ["stdio", "--help"]);
-    assert.match(stdio.stdout.replace(/\s+/g, " "), /server:<name> \(one upstream as is\) \(default: meta\)/);
+    assert.match(stdio.stdout.replace(/\s+/g, " "), /server:<name> \(one upstream as is\) or virtual:<name> \(a virtual server\) \(default: meta\)/);
     assert.doesNotMatch(stdio.stdout, /\{"kind"|\[object/);
     const serve = await runCli(ROOT, ["serve", "--help"]);
     const flat = serve.stdout.replace(/\s+/g, " ");
