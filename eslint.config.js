@@ -28,6 +28,14 @@ export default tseslint.config(
       "@typescript-eslint/require-await": "off",
       // The SDK types McpError.code as number and ErrorCode as a numeric enum: comparing them is the intended use.
       "@typescript-eslint/no-unsafe-enum-comparison": "off",
+      // One SQLite library per process (src/store/sqlite/driver.ts, ADR 0020): a second copy on the same file
+      // (better-sqlite3 12 beside 13 on Node 22+) breaks SQLite's per-process POSIX locks and WAL bookkeeping.
+      "@typescript-eslint/no-restricted-imports": [
+        "error",
+        {
+          paths: [{ name: "better-sqlite3", message: "Open SQLite files with openSqliteDatabase() from src/store/sqlite/driver.ts.", allowTypeImports: true }],
+        },
+      ],
     },
   },
   {

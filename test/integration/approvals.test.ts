@@ -18,13 +18,13 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import Database from "better-sqlite3";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CallToolResultSchema, CreateTaskResultSchema, GetTaskResultSchema } from "@modelcontextprotocol/sdk/types.js";
 import { OPERATOR } from "../../src/auth/principal.js";
 import { parseConfig } from "../../src/config/load.js";
 import type { ApprovalRecord } from "../../src/store/contracts.js";
+import { openSqliteDatabase } from "../../src/store/sqlite/driver.js";
 import { block, call, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import { waitFor } from "../helpers/tasks.js";
@@ -208,7 +208,7 @@ test("arguments changed after the request are refused: the task fails, nothing r
   const taskId = block<string>(res, "task_id")!;
   const id = block<{ id: string }>(res, "approval")!.id;
   // Someone with write access to the store changes the task's arguments.
-  const db = new Database(path.join(dir, "state.db"));
+  const db = openSqliteDatabase(path.join(dir, "state.db"));
   try {
     db.prepare("UPDATE tasks SET record = json_set(record, '$.toolArgs.message', 'tampered') WHERE task_id = ?").run(taskId);
   } finally {
@@ -264,7 +264,7 @@ test("an approval nobody decides expires: the task fails 'approval expired'", as
   const taskId = block<string>(res, "task_id")!;
   const id = block<{ id: string }>(res, "approval")!.id;
   // Expiry by the stored expiresAt: moved to now rather than waiting out ttlMs.
-  const db = new Database(path.join(dir, "state.db"));
+  const db = openSqliteDatabase(path.join(dir, "state.db"));
   try {
     db.prepare("UPDATE approvals SET record = json_set(record, '$.expiresAt', ?) WHERE id = ?").run(Date.now(), id);
   } finally {
