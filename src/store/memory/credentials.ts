@@ -2,6 +2,7 @@
 import type { CredentialKey, CredentialRecord, CredentialStore, OAuthFlowRecord, OAuthFlowStore } from "../contracts.js";
 import { jsonCopy } from "../policy.js";
 import type { MemoryGuard } from "./guard.js";
+import { MemoryTakeOnceStore } from "./take-once.js";
 
 /** One string per key (JSON of its parts: no separator can be forged by a subject). */
 export function credentialId(k: CredentialKey): string {
@@ -50,45 +51,5 @@ export class MemoryCredentialStore implements CredentialStore {
   }
 }
 
-export class MemoryOAuthFlowStore implements OAuthFlowStore {
-  private readonly records = new Map<string, OAuthFlowRecord>();
-
-  constructor(private readonly guard: MemoryGuard) {}
-
-  async put(record: OAuthFlowRecord, max: number): Promise<void> {
-    this.guard.check();
-    this.records.delete(record.state);
-    this.sweep(record.createdAt);
-    while (this.records.size >= max) {
-      let first: OAuthFlowRecord | undefined;
-      for (const r of this.records.values())
-        if (!first || r.expiresAt < first.expiresAt || (r.expiresAt === first.expiresAt && r.state < first.state)) first = r;
-      this.records.delete(first!.state);
-    }
-    this.records.set(record.state, jsonCopy(record));
-  }
-
-  async take(state: string, now: number): Promise<OAuthFlowRecord | undefined> {
-    this.guard.check();
-    const r = this.records.get(state);
-    if (!r) return undefined;
-    this.records.delete(state);
-    return r.expiresAt <= now ? undefined : r;
-  }
-
-  async deleteExpired(now: number): Promise<number> {
-    this.guard.check();
-    return this.sweep(now);
-  }
-
-  async count(): Promise<number> {
-    this.guard.check();
-    return this.records.size;
-  }
-
-  private sweep(now: number): number {
-    let n = 0;
-    for (const [state, r] of this.records) if (r.expiresAt <= now && this.records.delete(state)) n++;
-    return n;
-  }
-}
+/** Started upstream OAuth flows: take-once, expiring, bounded (the same Map as the console's logins). */
+export class MemoryOAuthFlowStore extends MemoryTakeOnceStore<OAuthFlowRecord> implements OAuthFlowStore {}
