@@ -144,3 +144,45 @@ export async function followAuthorization(authorizationUrl: URL | string, user: 
   }
   throw new Error("the login did not reach the redirect URI within 20 steps");
 }
+
+/** A console login started at `base`'s /console/login: the provider URL, its state, and the login-binding cookie (as set, and as a Cookie header). */
+export interface StartedConsoleLogin {
+  authorize: URL;
+  state: string;
+  setCookie: string;
+  cookie: string;
+}
+
+export async function startConsoleLogin(base: string, query = ""): Promise<StartedConsoleLogin> {
+  const res = await fetch(`${base}/console/login${query}`, { redirect: "manual" });
+  if (res.status !== 303) throw new Error(`/console/login answered ${res.status}, not 303: ${(await res.text()).slice(0, 300)}`);
+  const authorize = new URL(res.headers.get("location")!);
+  const setCookie = res.headers.getSetCookie().find((c) => c.startsWith("emceepee_login="));
+  if (setCookie === undefined) throw new Error("/console/login set no login-binding cookie (emceepee_login)");
+  return { authorize, state: authorize.searchParams.get("state")!, setCookie, cookie: setCookie.split(";")[0]! };
+}
+
+/** The console's callback URL at `base` as the provider sends the browser back to it. */
+export function consoleCallbackLink(base: string, code: string, state: string, issuer?: string): string {
+  return `${base}/console/callback?${new URLSearchParams({ code, state, ...(issuer ? { iss: issuer } : {}) }).toString()}`;
+}
+
+/** The console session cookie a response sets (the whole Set-Cookie line), if any. */
+export function consoleSessionCookieOf(res: Response): string | undefined {
+  return res.headers.getSetCookie().find((c) => c.startsWith("emceepee_console="));
+}
+
+/**
+ * Logs `user` in to the console headlessly: started at `base`, the provider's
+ * code sent back to `back` (another replica, or the same gateway), with the
+ * provider `issuer` as `iss`. Returns the console session's Cookie header.
+ */
+export async function consoleLogin(base: string, user: string, issuer: string, back = base): Promise<string> {
+  const started = await startConsoleLogin(base);
+  const code = await loginHeadless(started.authorize, user, `${base}/console/callback`);
+  const res = await fetch(consoleCallbackLink(back, code, started.state, issuer), { redirect: "manual", headers: { cookie: started.cookie } });
+  const session = consoleSessionCookieOf(res);
+  if (res.status !== 200 || session === undefined)
+    throw new Error(`the console callback answered ${res.status} without a session cookie: ${(await res.text()).slice(0, 300)}`);
+  return session.split(";")[0]!;
+}

@@ -8,26 +8,18 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import net from "node:net";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { principalHash } from "../../src/auth/principal.js";
 import { sessionHash } from "../../src/logging.js";
 import { eventually } from "../helpers/async-extra.js";
 import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
-import { loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import { consoleLogin, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import { freePort } from "../helpers/core-extra.js";
 
 const SCOPE = "mcp:tools";
 const MCP_REDIRECT = "http://127.0.0.1:65503/callback";
 const CONSOLE_SECRET = "console-client-secret-history-0123456789";
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
 
 describe("console history per person", { timeout: 600_000 }, () => {
   let idp: TestOidcProvider;
@@ -37,20 +29,7 @@ describe("console history per person", { timeout: 600_000 }, () => {
   const refs: Record<string, string> = {};
   const cookies: Record<string, string> = {};
 
-  async function consoleCookie(user: string): Promise<string> {
-    const res = await fetch(`${base}/console/login`, { redirect: "manual" });
-    assert.equal(res.status, 303);
-    const authorize = new URL(res.headers.get("location")!);
-    const binding = res.headers.getSetCookie()[0]!.split(";")[0]!;
-    const code = await loginHeadless(authorize, user, `${base}/console/callback`);
-    const q = new URLSearchParams({ code, state: authorize.searchParams.get("state")!, iss: idp.issuer });
-    const back = await fetch(`${base}/console/callback?${q.toString()}`, { redirect: "manual", headers: { cookie: binding } });
-    assert.equal(back.status, 200, await back.clone().text());
-    return back.headers
-      .getSetCookie()
-      .find((c) => c.startsWith("emceepee_console="))!
-      .split(";")[0]!;
-  }
+  const consoleCookie = (user: string): Promise<string> => consoleLogin(base, user, idp.issuer);
 
   const read = async (user: string, path: string): Promise<string> => {
     const res = await fetch(`${base}${path}`, { headers: { cookie: cookies[user]! } });

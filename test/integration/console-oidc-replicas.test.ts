@@ -21,7 +21,7 @@ import { promote } from "../helpers/async-extra.js";
 import { freePort, logLines, pollFor, startCliServe, startEverythingHttp, stopChild, type RunningCli } from "../helpers/core-extra.js";
 import { ROOT, call, everythingStdio } from "../helpers/gateway.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
-import { loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import { consoleCallbackLink, consoleLogin, loginHeadless, startConsoleLogin, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
 import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
 
@@ -75,32 +75,15 @@ describe("console login and inbox across replicas, per person", { skip: redisSki
     return { base, served };
   }
 
-  /** Starts a login at `start`'s console: the provider's URL and the binding cookie (a browser sends it to any port of 127.0.0.1). */
-  async function startLogin(start: Replica): Promise<{ authorize: URL; cookie: string }> {
-    const res = await fetch(`${start.base}/console/login`, { redirect: "manual" });
-    assert.equal(res.status, 303, await res.text());
-    const cookie = res.headers.getSetCookie().find((c) => c.startsWith("emceepee_login="));
-    assert.ok(cookie);
-    return { authorize: new URL(res.headers.get("location")!), cookie: cookie.split(";")[0]! };
-  }
-
-  /** The provider's answer for `user` to a login started at `start`, as the URL it sends the browser back to (on `back`'s host). */
+  /** The provider's answer for `user` to a login started at `start`, as the URL it sends the browser back to (on `back`'s host), and the binding cookie (a browser sends it to any port of 127.0.0.1). */
   async function callbackFor(start: Replica, back: Replica, user: string): Promise<{ link: string; cookie: string }> {
-    const { authorize, cookie } = await startLogin(start);
+    const { authorize, state, cookie } = await startConsoleLogin(start.base);
     const code = await loginHeadless(authorize, user, `${start.base}/console/callback`);
-    const q = new URLSearchParams({ code, state: authorize.searchParams.get("state")!, iss: idp.issuer });
-    return { link: `${back.base}/console/callback?${q.toString()}`, cookie };
+    return { link: consoleCallbackLink(back.base, code, state, idp.issuer), cookie };
   }
 
   /** Logs `user` in: started on `start`, finished on `back`; their console cookie. */
-  async function logIn(start: Replica, back: Replica, user: string): Promise<string> {
-    const { link, cookie } = await callbackFor(start, back, user);
-    const res = await fetch(link, { redirect: "manual", headers: { cookie } });
-    assert.equal(res.status, 200, await res.clone().text());
-    const session = res.headers.getSetCookie().find((c) => c.startsWith("emceepee_console="));
-    assert.ok(session, "a console session cookie");
-    return session.split(";")[0]!;
-  }
+  const logIn = (start: Replica, back: Replica, user: string): Promise<string> => consoleLogin(start.base, user, idp.issuer, back.base);
 
   async function inboxOn(replica: Replica, cookie: string): Promise<Map<string, string>> {
     const res = await fetch(`${replica.base}/console/inbox`, { headers: { cookie, accept: "text/html" } });

@@ -10,7 +10,6 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
-import net from "node:net";
 import { Writable } from "node:stream";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { BrowserContext, Page } from "playwright-core";
@@ -18,9 +17,17 @@ import { principalHash } from "../../src/auth/principal.js";
 import { createLogger, sessionHash } from "../../src/logging.js";
 import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
 import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
-import { startEverythingHttp } from "../helpers/core-extra.js";
+import { freePort, startEverythingHttp } from "../helpers/core-extra.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
-import { loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import {
+  consoleCallbackLink,
+  consoleLogin,
+  consoleSessionCookieOf,
+  loginHeadless,
+  startConsoleLogin,
+  startOidcProvider,
+  type TestOidcProvider,
+} from "../helpers/oidc.js";
 import { promote } from "../helpers/async-extra.js";
 
 const SCOPE = "mcp:tools";
@@ -33,33 +40,6 @@ const TLS_TOKEN = "console-oidc-static-token-0123456789";
 /** An MCP session on /mcp owned by `user` (logged in through the provider headlessly); its session id. */
 function connectAs(url: string, user: string): Promise<{ client: Client; sessionId: string }> {
   return loginAndConnect(url, user, new MemoryOAuthClient(MCP_REDIRECT));
-}
-
-/** A login started at `gatewayBase`'s /console/login: the provider URL, its state, and the binding cookie (as set, and as a Cookie header). */
-async function startLogin(gatewayBase: string, query = ""): Promise<{ authorize: URL; state: string; setCookie: string; cookie: string }> {
-  const res = await fetch(`${gatewayBase}/console/login${query}`, { redirect: "manual" });
-  assert.equal(res.status, 303, await res.text());
-  const authorize = new URL(res.headers.get("location")!);
-  const setCookie = res.headers.getSetCookie().find((c) => c.startsWith("emceepee_login="));
-  assert.ok(setCookie, "a login-binding cookie is set");
-  return { authorize, state: authorize.searchParams.get("state")!, setCookie, cookie: setCookie.split(";")[0]! };
-}
-
-function callbackLink(gatewayBase: string, code: string, state: string, issuer?: string): string {
-  return `${gatewayBase}/console/callback?${new URLSearchParams({ code, state, ...(issuer ? { iss: issuer } : {}) }).toString()}`;
-}
-
-/** The console session cookie a response sets, if any. */
-function sessionCookieOf(res: Response): string | undefined {
-  return res.headers.getSetCookie().find((c) => c.startsWith("emceepee_console="));
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
 }
 
 describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, () => {
@@ -133,24 +113,27 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
   test("a callback with a state the console never started is a clear error page and sets no cookie", async () => {
     const res = await fetch(`${base}/console/callback?state=not-one-of-ours&code=whatever`, { redirect: "manual" });
     assert.equal(res.status, 400);
-    assert.equal(sessionCookieOf(res), undefined, "no console session");
+    assert.equal(consoleSessionCookieOf(res), undefined, "no console session");
     assert.match(await res.text(), /EMCP_CONSOLE_LOGIN_FAILED|unknown or expired/);
   });
 
   test("the login's state is bound to the browser that started it: the binding cookie is HttpOnly, SameSite=Lax, only for the callback", async () => {
-    const started = await startLogin(base);
+    const started = await startConsoleLogin(base);
     assert.match(started.setCookie, /^emceepee_login=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Lax; Path=\/console\/callback; Max-Age=600$/);
     assert.doesNotMatch(started.setCookie, /Secure/, "served over http (no https public URL)");
   });
 
   test("login CSRF: an attacker's callback link (their own code and state) is refused in a browser that did not start that login", async () => {
-    const victim = await startLogin(base);
+    const victim = await startConsoleLogin(base);
     for (const cookie of [undefined, victim.cookie]) {
-      const attacker = await startLogin(base);
+      const attacker = await startConsoleLogin(base);
       const code = await loginHeadless(attacker.authorize, "mallory", `${base}/console/callback`);
-      const res = await fetch(callbackLink(base, code, attacker.state, idp.issuer), { redirect: "manual", headers: cookie === undefined ? {} : { cookie } });
+      const res = await fetch(consoleCallbackLink(base, code, attacker.state, idp.issuer), {
+        redirect: "manual",
+        headers: cookie === undefined ? {} : { cookie },
+      });
       assert.equal(res.status, 400, `victim cookie: ${String(cookie)}`);
-      assert.equal(sessionCookieOf(res), undefined, "the victim is not logged in as the attacker");
+      assert.equal(consoleSessionCookieOf(res), undefined, "the victim is not logged in as the attacker");
       const text = await res.text();
       assert.match(text, /EMCP_CONSOLE_LOGIN_FAILED/);
       assert.match(text, /not started in this browser/);
@@ -163,19 +146,19 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
   });
 
   test("the browser that started the login completes it once: new session cookie (Strict), binding cookie cleared; the same callback again is refused", async () => {
-    const mine = await startLogin(base);
+    const mine = await startConsoleLogin(base);
     const code = await loginHeadless(mine.authorize, "alice", `${base}/console/callback`);
-    const link = callbackLink(base, code, mine.state, idp.issuer);
+    const link = consoleCallbackLink(base, code, mine.state, idp.issuer);
     const res = await fetch(link, { redirect: "manual", headers: { cookie: mine.cookie } });
     assert.equal(res.status, 200, await res.clone().text());
-    assert.match(sessionCookieOf(res) ?? "", /^emceepee_console=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/console; Max-Age=\d+$/);
+    assert.match(consoleSessionCookieOf(res) ?? "", /^emceepee_console=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/console; Max-Age=\d+$/);
     assert.ok(
       res.headers.getSetCookie().some((c) => /^emceepee_login=; HttpOnly; SameSite=Lax; Path=\/console\/callback; Max-Age=0$/.test(c)),
       "binding cookie cleared",
     );
     const replay = await fetch(link, { redirect: "manual", headers: { cookie: mine.cookie } });
     assert.equal(replay.status, 400);
-    assert.equal(sessionCookieOf(replay), undefined);
+    assert.equal(consoleSessionCookieOf(replay), undefined);
     assert.match(await replay.text(), /unknown or expired/);
   });
 
@@ -192,7 +175,7 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
     const cookie = start.headers.getSetCookie()[0]!.split(";")[0]!;
     const res = await fetch(callback, { redirect: "manual", headers: { cookie } });
     assert.equal(res.status, 400);
-    assert.equal(sessionCookieOf(res), undefined, "no console session");
+    assert.equal(consoleSessionCookieOf(res), undefined, "no console session");
     assert.match(await res.text(), /nonce/);
     const again = await fetch(callback, { redirect: "manual", headers: { cookie } });
     assert.equal(again.status, 400);
@@ -212,11 +195,11 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
       },
     });
     try {
-      const started = await startLogin(tlsBase, "?oidc=1");
+      const started = await startConsoleLogin(tlsBase, "?oidc=1");
       assert.match(started.setCookie, /; Secure(;|$)/, started.setCookie);
       assert.equal(started.authorize.searchParams.get("redirect_uri"), `${TLS_PUBLIC_URL}/console/callback`);
       const code = await loginHeadless(started.authorize, "alice", `${TLS_PUBLIC_URL}/console/callback`);
-      const done = await fetch(callbackLink(tlsBase, code, started.state, idp.issuer), { redirect: "manual", headers: { cookie: started.cookie } });
+      const done = await fetch(consoleCallbackLink(tlsBase, code, started.state, idp.issuer), { redirect: "manual", headers: { cookie: started.cookie } });
       assert.equal(done.status, 200, await done.clone().text());
       const set = done.headers.getSetCookie();
       assert.equal(set.length, 2);
@@ -243,13 +226,7 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
   });
 
   /** A console session of `user` (through the provider's login headlessly): its Cookie header. */
-  async function consoleCookie(user: string): Promise<string> {
-    const started = await startLogin(base);
-    const code = await loginHeadless(started.authorize, user, `${base}/console/callback`);
-    const res = await fetch(callbackLink(base, code, started.state, idp.issuer), { redirect: "manual", headers: { cookie: started.cookie } });
-    assert.equal(res.status, 200, await res.clone().text());
-    return sessionCookieOf(res)!.split(";")[0]!;
-  }
+  const consoleCookie = (user: string): Promise<string> => consoleLogin(base, user, idp.issuer);
 
   test("a runtime server is shown to its adding principal and admins only: overview and tasks filter; the child process count to admins only", async (t) => {
     const remote = await startEverythingHttp();
@@ -287,7 +264,7 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
     });
     try {
       // The person's login, from 127.0.0.1; then another loopback address (127.0.0.2) starts many.
-      const mine = await startLogin(floodBase);
+      const mine = await startConsoleLogin(floodBase);
       const fromOther = (): Promise<{ status: number; retryAfter: string | undefined; setCookie: string | string[] | undefined; body: string }> =>
         new Promise((resolve, reject) => {
           const req = http.get(`${floodBase}/console/login`, { localAddress: "127.0.0.2" }, (res) => {
@@ -311,9 +288,9 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
       assert.match(refused.body, /maxLoginStartsPerAddress/);
       // Two of the other address's starts and the person's own fit in maxPendingLogins (3): the person's login still completes.
       const code = await loginHeadless(mine.authorize, "alice", `${floodBase}/console/callback`);
-      const done = await fetch(callbackLink(floodBase, code, mine.state, idp.issuer), { redirect: "manual", headers: { cookie: mine.cookie } });
+      const done = await fetch(consoleCallbackLink(floodBase, code, mine.state, idp.issuer), { redirect: "manual", headers: { cookie: mine.cookie } });
       assert.equal(done.status, 200, await done.clone().text());
-      assert.ok(sessionCookieOf(done), "logged in");
+      assert.ok(consoleSessionCookieOf(done), "logged in");
     } finally {
       await flood.close();
     }

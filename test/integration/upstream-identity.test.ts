@@ -12,13 +12,13 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import net from "node:net";
 import { Writable } from "node:stream";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { createLogger } from "../../src/logging.js";
 import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
-import { followAuthorization, loginHeadless, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import { consoleLogin, followAuthorization, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import { freePort } from "../helpers/core-extra.js";
 import { startProtectedServer, type ProtectedServer } from "../fixtures/oauth-protected-server.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
 
@@ -38,32 +38,8 @@ let gwB: TestGateway | undefined;
 const logText: string[] = [];
 const cookies: Record<string, string> = {};
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
-
 /** A console session of `user` (the console's OIDC login, headlessly): its Cookie header. */
-async function consoleCookie(user: string, at = base): Promise<string> {
-  const start = await fetch(`${at}/console/login`, { redirect: "manual" });
-  assert.equal(start.status, 303);
-  const authorize = new URL(start.headers.get("location")!);
-  const binding = start.headers
-    .getSetCookie()
-    .find((c) => c.startsWith("emceepee_login="))!
-    .split(";")[0]!;
-  const code = await loginHeadless(authorize, user, `${at}/console/callback`);
-  const back = `${at}/console/callback?${new URLSearchParams({ code, state: authorize.searchParams.get("state")!, iss: idp.issuer }).toString()}`;
-  const res = await fetch(back, { redirect: "manual", headers: { cookie: binding } });
-  assert.equal(res.status, 200, await res.clone().text());
-  return res.headers
-    .getSetCookie()
-    .find((c) => c.startsWith("emceepee_console="))!
-    .split(";")[0]!;
-}
+const consoleCookie = (user: string, at = base): Promise<string> => consoleLogin(at, user, idp.issuer);
 
 /** execute_tool whoami on `server` as `user`: the subject the upstream saw, or the error text. */
 async function whoami(user: string, server: string, client = clients[user]!): Promise<{ subject?: string; error?: string }> {
