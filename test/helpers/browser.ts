@@ -5,7 +5,7 @@
  * the run (.ci/run installs it).
  */
 import { existsSync } from "node:fs";
-import { chromium, type Browser } from "playwright-core";
+import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from "playwright-core";
 
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
@@ -37,4 +37,27 @@ export interface TestBrowser {
 export async function launchBrowser(): Promise<TestBrowser> {
   const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: ARGS, headless: true });
   return { browser, close: () => browser.close() };
+}
+
+export interface TestPage {
+  tb: TestBrowser;
+  context: BrowserContext;
+  page: Page;
+}
+
+/**
+ * A Chromium with one context (1200×900 unless `options` say otherwise; a
+ * 90 s default timeout for a loaded 2-core machine) and one page in it. Close
+ * the context, then `tb`.
+ */
+export async function openTestPage(options: BrowserContextOptions = {}): Promise<TestPage> {
+  const tb = await launchBrowser();
+  try {
+    const context = await tb.browser.newContext({ viewport: { width: 1200, height: 900 }, ...options });
+    context.setDefaultTimeout(90_000);
+    return { tb, context, page: await context.newPage() };
+  } catch (err) {
+    await tb.close();
+    throw err;
+  }
 }

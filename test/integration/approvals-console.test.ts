@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import type { BrowserContext, Page } from "playwright-core";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
+import { browserUnavailable, openTestPage, type TestBrowser } from "../helpers/browser.js";
 import { block, call, connectClient, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 
@@ -35,10 +35,7 @@ describe("approvals page in a real browser", { skip, timeout: 300_000 }, () => {
     gw = await startInProcessGateway({ mcpServers: { everything: inProcess("everything") }, gateway: { governance } });
     base = gw.url.replace(/\/mcp$/, "");
     agent = await connectClient(gw.url);
-    tb = await launchBrowser();
-    context = await tb.browser.newContext({ viewport: { width: 1200, height: 900 } });
-    context.setDefaultTimeout(90_000);
-    page = await context.newPage();
+    ({ tb, context, page } = await openTestPage());
   });
 
   after(async () => {

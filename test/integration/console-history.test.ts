@@ -12,7 +12,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { BrowserContext, Page } from "playwright-core";
 import { eventually, promote } from "../helpers/async-extra.js";
-import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
+import { browserUnavailable, openTestPage, type TestBrowser } from "../helpers/browser.js";
 import { call, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 
 const skip = browserUnavailable();
@@ -46,10 +46,7 @@ describe("console history in a real browser", { skip, timeout: 600_000 }, () => 
   before(async () => {
     gw = await startGateway({ gateway: { token: TOKEN, activity: { flushMs: 20 } } });
     base = gw.url.replace(/\/mcp$/, "");
-    tb = await launchBrowser();
-    context = await tb.browser.newContext({ viewport: { width: 1200, height: 900 } });
-    context.setDefaultTimeout(90_000); // Chromium on a loaded 2-core machine
-    page = await context.newPage();
+    ({ tb, context, page } = await openTestPage());
   });
 
   after(async () => {

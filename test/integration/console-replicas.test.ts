@@ -19,7 +19,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { BrowserContext, Page } from "playwright-core";
 import { sessionHash } from "../../src/logging.js";
 import { activityEvents, allText, awaitActivity, getTask, payloadText, promote } from "../helpers/async-extra.js";
-import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
+import { browserUnavailable, openTestPage, type TestBrowser } from "../helpers/browser.js";
 import { freePort, pollFor, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
 import { ROOT, call, everythingStdio } from "../helpers/gateway.js";
 import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
@@ -99,10 +99,7 @@ describe("web console across replicas", { skip, timeout: 600_000 }, () => {
     tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-console-replicas-"));
     redis = await startRedis();
     [a, b] = await Promise.all([startReplica("ra"), startReplica("rb")]);
-    tb = await launchBrowser();
-    context = await tb.browser.newContext({ viewport: { width: 1200, height: 900 } });
-    context.setDefaultTimeout(90_000); // Chromium on a loaded 2-core machine
-    page = await context.newPage();
+    ({ tb, context, page } = await openTestPage());
     // The person logs in on B's console only.
     await page.goto(`${b.base}/console/login`);
     await page.getByLabel("Gateway token").fill(TOKEN);

@@ -16,7 +16,7 @@ import { ElicitRequestSchema, type ElicitResult } from "@modelcontextprotocol/sd
 import type { BrowserContext, Page } from "playwright-core";
 import { ClientPool, EventLedger, activityEvents, allText, awaitActivity, eventually, getTask, payloadText, promote } from "../helpers/async-extra.js";
 import { pollTask, startTask } from "../helpers/tasks.js";
-import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
+import { browserUnavailable, launchBrowser, openTestPage, type TestBrowser } from "../helpers/browser.js";
 import { ROOT, call, startGateway, type TestGateway } from "../helpers/gateway.js";
 
 const skip = browserUnavailable();
@@ -51,10 +51,7 @@ describe("web console in a real browser", { skip, timeout: 600_000 }, () => {
   before(async () => {
     gw = await startGateway();
     base = gw.url.replace(/\/mcp$/, "");
-    tb = await launchBrowser();
-    context = await tb.browser.newContext({ viewport: { width: 1200, height: 900 } });
-    context.setDefaultTimeout(90_000); // Chromium on a loaded 2-core machine
-    page = await context.newPage();
+    ({ tb, context, page } = await openTestPage());
   });
 
   after(async () => {

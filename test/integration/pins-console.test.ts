@@ -10,7 +10,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { BrowserContext, Page } from "playwright-core";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
+import { browserUnavailable, openTestPage, type TestBrowser } from "../helpers/browser.js";
 import { eventually } from "../helpers/async-extra.js";
 import { connectClient, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
@@ -39,10 +39,7 @@ describe("pins and audit pages in a real browser", { skip, timeout: 300_000 }, (
     });
     base = gw.url.replace(/\/mcp$/, "");
     agent = await connectClient(`${base}/servers/rug/mcp`);
-    tb = await launchBrowser();
-    context = await tb.browser.newContext({ viewport: { width: 1200, height: 900 } });
-    context.setDefaultTimeout(90_000);
-    page = await context.newPage();
+    ({ tb, context, page } = await openTestPage());
   });
 
   after(async () => {
