@@ -16,7 +16,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { getEncoding } from "js-tiktoken";
 import { call, connectClient } from "../test/helpers/gateway.js";
-import { inProcess, inProcessCatalog, startInProcessGateway } from "../test/helpers/in-process.js";
+import { inProcessCatalogServers, startInProcessGateway } from "../test/helpers/in-process.js";
 
 const LIMIT = Number(/^--limit=(\d+)$/.exec(process.argv.find((a) => a.startsWith("--limit=")) ?? "")?.[1] ?? 3);
 
@@ -45,17 +45,7 @@ const tokens = (text: string) => enc.encode(text).length;
 const resultTokens = (r: CallToolResult) => tokens(r.content.map((c) => (c.type === "text" ? c.text : "")).join("\n"));
 
 const gw = await startInProcessGateway({
-  mcpServers: {
-    everything: inProcess("everything"),
-    files: inProcessCatalog("files"),
-    memory: inProcessCatalog("memory"),
-    github: inProcessCatalog("github"),
-    slack: inProcessCatalog("slack"),
-    calendar: inProcessCatalog("calendar"),
-    postgres: inProcessCatalog("postgres"),
-    browser: inProcessCatalog("browser"),
-    jira: inProcessCatalog("jira"),
-  },
+  mcpServers: inProcessCatalogServers(["dynamic"]),
   gateway: { toolSearch: { connectWaitMs: 30_000 } },
 });
 const meta = await connectClient(gw.url);

@@ -25,7 +25,7 @@ import { isStdioConfig } from "../../src/config/server-entry.js";
 import type { GatewayDeps } from "../../src/server/gateway.js";
 import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
 import { createSlowServer } from "../fixtures/slow-server-tools.js";
-import { createCatalogServer, isCatalogName, type CatalogName } from "../fixtures/tool-catalog.js";
+import { CATALOGS, createCatalogServer, isCatalogName, type CatalogName } from "../fixtures/tool-catalog.js";
 import { createRugPullServer } from "../fixtures/rug-pull-server.js";
 import { startGateway, type TestGateway } from "./gateway.js";
 
@@ -42,6 +42,13 @@ export function inProcess(name: InProcessUpstream): { command: string; args: str
 /** A server entry for one of test/fixtures/tool-catalog.ts's catalogs, served in this process. */
 export function inProcessCatalog(name: CatalogName): { command: string; args: string[] } {
   return { command: IN_PROCESS_COMMAND, args: ["catalog", name] };
+}
+
+/** The tool-search corpus: server-everything and each catalog of test/fixtures/tool-catalog.ts but `except`, all in this process. */
+export function inProcessCatalogServers(except: readonly CatalogName[] = []): Record<string, { command: string; args: string[] }> {
+  const servers: Record<string, { command: string; args: string[] }> = { everything: inProcess("everything") };
+  for (const name of Object.keys(CATALOGS) as CatalogName[]) if (!except.includes(name)) servers[name] = inProcessCatalog(name);
+  return servers;
 }
 
 interface Built {

@@ -16,7 +16,7 @@ import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/cl
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { call, connectClient, type TestGateway } from "../helpers/gateway.js";
 import { errorCodeOf, eventually } from "../helpers/async-extra.js";
-import { inProcess, inProcessCatalog, startInProcessGateway } from "../helpers/in-process.js";
+import { inProcess, inProcessCatalog, inProcessCatalogServers, startInProcessGateway } from "../helpers/in-process.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
 import { startOidcProvider } from "../helpers/oidc.js";
 
@@ -36,18 +36,7 @@ interface Reply {
   not_indexed: Array<{ server: string; status: string; error?: string }>;
 }
 
-const CATALOG_SERVERS = {
-  everything: inProcess("everything"),
-  files: inProcessCatalog("files"),
-  memory: inProcessCatalog("memory"),
-  github: inProcessCatalog("github"),
-  slack: inProcessCatalog("slack"),
-  calendar: inProcessCatalog("calendar"),
-  postgres: inProcessCatalog("postgres"),
-  browser: inProcessCatalog("browser"),
-  jira: inProcessCatalog("jira"),
-  dynamic: inProcessCatalog("dynamic"),
-};
+const CATALOG_SERVERS = inProcessCatalogServers();
 
 let gw: TestGateway;
 let client: Client;
