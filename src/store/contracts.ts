@@ -537,6 +537,8 @@ export interface CredentialRecord extends CredentialKey {
 export interface CredentialStore {
   /** Creates or replaces. */
   put(record: CredentialRecord): Promise<void>;
+  /** Replaces the record only while the stored one is still sealed as `expectedSealed` (compare-and-set on what was read); false when it changed or is gone. */
+  replaceIf(record: CredentialRecord, expectedSealed: string): Promise<boolean>;
   get(key: CredentialKey): Promise<CredentialRecord | undefined>;
   delete(key: CredentialKey): Promise<boolean>;
   /** A principal's credentials, by upstream then slot. */
@@ -576,6 +578,8 @@ export interface OAuthFlowStore {
   put(record: OAuthFlowRecord, max: number): Promise<void>;
   /** Returns and deletes it in one step (exactly one caller gets it); undefined when unknown, taken, or expired at `now`. */
   take(state: string, now: number): Promise<OAuthFlowRecord | undefined>;
+  /** Reads it without taking it (to check whose it is first); undefined when unknown, taken, or expired at `now`. */
+  peek(state: string, now: number): Promise<OAuthFlowRecord | undefined>;
   /** Deletes the flows whose expiresAt ≤ now; returns how many. */
   deleteExpired(now: number): Promise<number>;
   count(): Promise<number>;

@@ -88,6 +88,22 @@ export function credentialContract(factory: StoreFactory): void {
         assert.equal((await store.credentials.listNotSealedWith("new", 1)).length, 1);
         assert.deepEqual(await store.credentials.listNotSealedWith("nothing-else", 0), []);
       }));
+
+    test("replaceIf: replaces only while the stored value is still the one read; a fresher one (or none) is kept", () =>
+      withStore(factory, async ({ store }) => {
+        const read = cred("alice", "gh", { keyId: "old" });
+        await store.credentials.put(read);
+        const fresher = { ...read, sealed: "fresher", keyId: "new", updatedAt: 2000 };
+        await store.credentials.put(fresher);
+        const resealed = { ...read, sealed: "resealed-stale", keyId: "new", updatedAt: 3000 };
+        assert.equal(await store.credentials.replaceIf(resealed, read.sealed), false);
+        assert.deepEqual(await store.credentials.get(read), fresher);
+        const resealedFresh = { ...fresher, sealed: "resealed", updatedAt: 3000 };
+        assert.equal(await store.credentials.replaceIf(resealedFresh, fresher.sealed), true);
+        assert.deepEqual(await store.credentials.get(read), resealedFresh);
+        assert.equal(await store.credentials.replaceIf(cred("bob", "gh"), "anything"), false, "nothing stored: nothing replaced");
+        assert.equal(await store.credentials.get(cred("bob", "gh")), undefined);
+      }));
   });
 
   describe("started OAuth flows", () => {
@@ -99,6 +115,18 @@ export function credentialContract(factory: StoreFactory): void {
         assert.deepEqual(await store.oauthFlows.take("S1", 2000), f);
         assert.equal(await store.oauthFlows.take("S1", 2000), undefined);
         assert.equal(await store.oauthFlows.count(), 0);
+      }));
+
+    test("peek reads a flow without taking it; not an expired one", () =>
+      withStore(factory, async ({ store }) => {
+        const f = flow("S1", 1000, 1000);
+        await store.oauthFlows.put(f, 10);
+        assert.deepEqual(await store.oauthFlows.peek("S1", 1500), f);
+        assert.deepEqual(await store.oauthFlows.peek("S1", 1500), f);
+        assert.equal(await store.oauthFlows.peek("S1", 2000), undefined, "expiresAt 2000 ≤ now 2000");
+        assert.equal(await store.oauthFlows.peek("unknown", 1500), undefined);
+        assert.deepEqual(await store.oauthFlows.take("S1", 1500), f);
+        assert.equal(await store.oauthFlows.peek("S1", 1500), undefined);
       }));
 
     test("concurrent takes of one flow: exactly one gets it", () =>

@@ -108,6 +108,29 @@ describe("vault: rotation", () => {
       await store.close();
     }
   });
+
+  test("a reseal never overwrites a fresher token saved between its read and its write (compare-and-set)", async () => {
+    const store = await openStore({ kind: "memory" }, { clock: new ManualClock() });
+    try {
+      const k1 = newKey();
+      const k2 = newKey();
+      await vaultOver(store, k1).put(ALICE, { access_token: TOKEN, refresh_token: REFRESH });
+      // The real store, with a refresh landing right after the reseal has read what it will re-seal.
+      const rotated = vaultOver(store, `${k2},${k1}`);
+      const racing: Store["credentials"] = Object.create(store.credentials) as Store["credentials"];
+      racing.listNotSealedWith = async (keyId, limit) => {
+        const stale = await store.credentials.listNotSealedWith(keyId, limit);
+        if (stale.length > 0) await rotated.put(ALICE, { access_token: "fresh-access", refresh_token: "fresh-refresh" });
+        return stale;
+      };
+      const resealing = new CredentialVault(rotated.vault, racing, () => 1000);
+      assert.equal(await resealing.reseal(), 0, "the only stale value changed under it");
+      assert.deepEqual(await rotated.get(ALICE), { access_token: "fresh-access", refresh_token: "fresh-refresh" });
+      assert.equal((await store.credentials.listNotSealedWith(rotated.vault.currentKeyId, 10)).length, 0);
+    } finally {
+      await store.close();
+    }
+  });
 });
 
 describe("vault: at rest", () => {

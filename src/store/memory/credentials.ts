@@ -23,6 +23,14 @@ export class MemoryCredentialStore implements CredentialStore {
     this.records.set(credentialId(record), jsonCopy(record));
   }
 
+  async replaceIf(record: CredentialRecord, expectedSealed: string): Promise<boolean> {
+    this.guard.check();
+    const id = credentialId(record);
+    if (this.records.get(id)?.sealed !== expectedSealed) return false;
+    this.records.set(id, jsonCopy(record));
+    return true;
+  }
+
   async get(key: CredentialKey): Promise<CredentialRecord | undefined> {
     this.guard.check();
     const r = this.records.get(credentialId(key));

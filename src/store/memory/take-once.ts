@@ -36,6 +36,13 @@ export class MemoryTakeOnceStore<T extends TakeOnceRecord> {
     return r.expiresAt <= now ? undefined : r;
   }
 
+  /** Reads it without taking it; undefined when unknown, taken, or expired at `now`. */
+  async peek(state: string, now: number): Promise<T | undefined> {
+    this.guard.check();
+    const r = this.records.get(state);
+    return r && r.expiresAt > now ? jsonCopy(r) : undefined;
+  }
+
   async deleteExpired(now: number): Promise<number> {
     this.guard.check();
     return this.sweep(now);

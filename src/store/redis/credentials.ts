@@ -25,6 +25,18 @@ export class RedisCredentialStore implements CredentialStore {
     });
   }
 
+  async replaceIf(r: CredentialRecord, expectedSealed: string): Promise<boolean> {
+    const replaced = await this.conn.script(
+      "re-seal a credential",
+      "credentialReplaceIf",
+      this.hash(r.issuer, r.subject),
+      field(r),
+      expectedSealed,
+      JSON.stringify(r),
+    );
+    return replaced === 1;
+  }
+
   async get(key: CredentialKey): Promise<CredentialRecord | undefined> {
     const json = await this.conn.run("read a credential", (redis) => redis.hget(this.hash(key.issuer, key.subject), field(key)));
     return json === null ? undefined : (JSON.parse(json) as CredentialRecord);
@@ -65,6 +77,12 @@ export class RedisOAuthFlowStore implements OAuthFlowStore {
   async take(state: string, now: number): Promise<OAuthFlowRecord | undefined> {
     const json = (await this.conn.scriptUnder("of:", "take a started OAuth flow", "loginTake", state, now)) as string | null;
     return json === null ? undefined : (JSON.parse(json) as OAuthFlowRecord);
+  }
+
+  async peek(state: string, now: number): Promise<OAuthFlowRecord | undefined> {
+    const json = await this.conn.run("read a started OAuth flow", (redis) => redis.get(this.conn.key("of:l", state)));
+    const r = json === null ? undefined : (JSON.parse(json) as OAuthFlowRecord);
+    return r && r.expiresAt > now ? r : undefined;
   }
 
   async deleteExpired(now: number): Promise<number> {

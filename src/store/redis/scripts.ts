@@ -386,6 +386,12 @@ redis.call('DEL', key)
 redis.call('ZREM', P .. 'lexp', ARGV[2])
 if expires and expires <= tonumber(ARGV[3]) then return false end
 return r`,
+  /** ARGV: P, credential hash (full key), field, expected sealed, record JSON → 1 when replaced (the stored one was still sealed as expected), else 0. */
+  credentialReplaceIf: `
+local r = redis.call('HGET', ARGV[2], ARGV[3])
+if not r or cjson.decode(r).sealed ~= ARGV[4] then return 0 end
+redis.call('HSET', ARGV[2], ARGV[3], ARGV[5])
+return 1`,
   // Token buckets (src/store/token-bucket.ts has the same arithmetic): all or nothing; returns {ok, refused index (0-based), retry ms}.
   rateTake: `
 local now = tonumber(ARGV[2])

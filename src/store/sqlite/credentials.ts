@@ -17,6 +17,15 @@ export class SqliteCredentialStore implements CredentialStore {
     });
   }
 
+  async replaceIf(r: CredentialRecord, expectedSealed: string): Promise<boolean> {
+    return this.db.write("re-seal a credential", () => {
+      const row = this.db.stmt(`SELECT record FROM credentials WHERE ${KEY}`).get(...keyArgs(r));
+      if (row === undefined || parse([row])[0]!.sealed !== expectedSealed) return false;
+      this.db.stmt(`UPDATE credentials SET key_id = ?, record = ? WHERE ${KEY}`).run(r.keyId, JSON.stringify(r), ...keyArgs(r));
+      return true;
+    });
+  }
+
   async get(key: CredentialKey): Promise<CredentialRecord | undefined> {
     const row = this.db.read("read a credential", () => this.db.stmt(`SELECT record FROM credentials WHERE ${KEY}`).get(...keyArgs(key)));
     return row === undefined ? undefined : parse([row])[0];
@@ -60,6 +69,13 @@ export class SqliteOAuthFlowStore implements OAuthFlowStore {
       this.db.stmt("DELETE FROM oauth_flows WHERE state = ?").run(state);
       return row.expires_at <= now ? undefined : (JSON.parse(row.record) as OAuthFlowRecord);
     });
+  }
+
+  async peek(state: string, now: number): Promise<OAuthFlowRecord | undefined> {
+    const row = this.db.read("read a started OAuth flow", () =>
+      this.db.stmt("SELECT record FROM oauth_flows WHERE state = ? AND expires_at > ?").get(state, now),
+    ) as { record: string } | undefined;
+    return row === undefined ? undefined : (JSON.parse(row.record) as OAuthFlowRecord);
   }
 
   async deleteExpired(now: number): Promise<number> {

@@ -102,11 +102,15 @@ export class CredentialVault {
     for (;;) {
       const stale = await this.store.listNotSealedWith(this.vault.currentKeyId, batch);
       if (stale.length === 0) return n;
+      let skipped = 0;
       for (const r of stale) {
         const resealed = this.vault.seal(this.vault.open(r, credentialAad(r)), credentialAad(r));
-        await this.store.put({ ...r, ...resealed });
-        n++;
+        // Only over what was read: a refresh that saved fresher tokens meanwhile (sealed with the current key) wins.
+        if (await this.store.replaceIf({ ...r, ...resealed }, r.sealed)) n++;
+        else skipped++;
       }
+      // No progress (each changed under us, e.g. another replica still sealing with an older key): stop rather than spin.
+      if (skipped === stale.length) return n;
     }
   }
 }
