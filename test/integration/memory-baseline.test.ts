@@ -1,6 +1,7 @@
 /**
  * What a long-running gateway keeps (issue 29): an in-process gateway with
- * real server-everything upstreams runs many session lifetimes — meta-face
+ * server-everything upstreams (real processes in the memory-store run, served
+ * in process in the SQLite run) runs many session lifetimes — meta-face
  * sessions that call, promote, answer an elicitation and end with DELETE;
  * transparent sessions that call and either DELETE or are dropped (and expire
  * as one-shot) — and afterwards everything it holds returns to the baseline
@@ -25,6 +26,7 @@ import { systemClock, type Clock, type TimerHandle } from "../../src/clock.js";
 import type { Session } from "../../src/session/session.js";
 import { pollFor } from "../helpers/core-extra.js";
 import { everythingStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 
 v8.setFlagsFromString("--expose-gc");
 const gc = vm.runInNewContext("gc") as () => void;
@@ -200,9 +202,12 @@ for (const store of ["memory", "sqlite"] as const) {
     test("many session lifetimes leave sessions, timers, listeners, handles and map entries at their baseline", async () => {
       const clock = countingClock();
       const exporter = new InMemorySpanExporter();
-      tg = await startGateway(
+      // The memory run spawns real server-everything processes (their handles and the warm pool's are in the census);
+      // the SQLite run serves it in process (the store's and the spans' share of the gateway's state is what it adds).
+      const inProc = store === "sqlite";
+      tg = await (inProc ? startInProcessGateway : startGateway)(
         {
-          mcpServers: { everything: everythingStdio() },
+          mcpServers: { everything: inProc ? inProcess("everything") : everythingStdio() },
           gateway: {
             store: store === "sqlite" ? { kind: "sqlite", path: path.join(dir, "state.db") } : { kind: "memory" },
             sessions: { oneShotIdleMs: 3_000, sweepIntervalMs: 200 },
