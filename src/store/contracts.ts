@@ -435,11 +435,31 @@ export interface DecisionRecord {
   approval?: { id: string; by: string; reason?: string };
 }
 
+/** The audit page's filters (every given field must match), a page at a time, newest first. */
+export interface DecisionQuery {
+  principalHash?: string | undefined;
+  server?: string | undefined;
+  tool?: string | undefined;
+  outcome?: DecisionOutcome | undefined;
+  /** Only records with `at >= since`. */
+  since?: number | undefined;
+  /** Only records with `at < until`. */
+  until?: number | undefined;
+  /** Only records older than this one (by (at, id)): the cursor of the next page. */
+  before?: { at: number; id: string } | undefined;
+  /** At most this many, newest first. */
+  limit: number;
+}
+
 export interface DecisionStore {
   /** Appends a record; then deletes records older than `at - maxAgeMs` and the oldest beyond `maxRecords`. */
   append(record: DecisionRecord, retention: { maxAgeMs: number; maxRecords: number }): Promise<void>;
   /** Records with `at >= since`, oldest first, at most `limit`. */
   list(query?: { since?: number; limit?: number }): Promise<DecisionRecord[]>;
+  /** The records matching every field `query` gives, newest first by (at, id), at most `limit` (the audit page). */
+  query(query: DecisionQuery): Promise<DecisionRecord[]>;
+  /** The retention sweep: deletes records with `at <= now - maxAgeMs` and the oldest beyond `maxRecords`; returns how many. */
+  prune(retention: { now: number; maxAgeMs: number; maxRecords: number }): Promise<number>;
   count(): Promise<number>;
 }
 
@@ -561,6 +581,8 @@ export interface OAuthFlowRecord {
   upstream: string;
   /** The authorization server's issuer: the callback's `iss` must equal it (RFC 9207). */
   authIssuer: string;
+  /** Whether its metadata advertised `authorization_response_iss_parameter_supported` when the flow started: then a callback without `iss` is refused (absent in flows stored before it was recorded: read as false). */
+  issRequired?: boolean;
   clientId: string;
   /** The PKCE code verifier, sealed by the vault (`keyId` names the key). */
   verifierSealed: string;

@@ -121,12 +121,14 @@ describe("upstream OAuth client", () => {
     const query = await consent(carol);
     await refused(
       oauth.complete(query, BOB, () => target(BOB)),
-      /another person/,
+      /another person.*still waiting/,
     );
+    assert.deepEqual(await oauth.complete(query, carol, () => target(carol)), { upstream: "remote" }, "bob's attempt left carol's flow intact");
     await refused(
       oauth.complete(query, carol, () => target(carol)),
       /unknown, already used or expired state/,
     );
+    assert.equal(await oauth.disconnect({ owner: carol, upstream: "remote" }), true);
     const again = await consent(carol);
     again.set("iss", "https://evil.example");
     await refused(
@@ -140,6 +142,52 @@ describe("upstream OAuth client", () => {
       /expired state/,
     );
     assert.deepEqual(await store.credentials.listByPrincipal(carol.issuer, carol.subject), []);
+  });
+
+  test("RFC 9207 as decided at the flow's start: a callback without iss is refused on another replica even when the server's metadata cannot be fetched there", async () => {
+    const meta = (await (await fetch(`${as.issuer}/.well-known/openid-configuration`)).json()) as Record<string, unknown>;
+    assert.equal(meta["authorization_response_iss_parameter_supported"], true, "the provider advertises iss");
+    const dave = { issuer: ALICE.issuer, subject: "dave" };
+    const query = await consent(dave);
+    query.delete("iss");
+    // Another replica, where the authorization server's metadata cannot be fetched (a blip) until the code exchange's own discovery starts.
+    let exchanging = false;
+    const replica = new UpstreamOAuth({
+      vault,
+      flows: store.oauthFlows,
+      clock,
+      redirectUrl: REDIRECT,
+      fetch: (url, init) => {
+        if (String(url).includes("oauth-protected-resource")) exchanging = true;
+        else if (!exchanging && String(url).startsWith(as.issuer)) return Promise.reject(new TypeError("fetch failed"));
+        return fetch(url, init);
+      },
+    });
+    await refused(
+      replica.complete(query, dave, () => target(dave)),
+      /names issuer \(none\).*RFC 9207/,
+    );
+    assert.deepEqual(await store.credentials.listByPrincipal(dave.issuer, dave.subject), []);
+  });
+
+  test("the callback's error and error_description are shown bounded, without control characters, quoted", async () => {
+    const erin = { issuer: ALICE.issuer, subject: "erin" };
+    const url = await consentUrl(erin);
+    const query = new URLSearchParams({
+      state: url.searchParams.get("state")!,
+      error: "access_denied\u001b[31m\nFORGED LOG LINE",
+      error_description: `no\r\n2026-01-01 INFO forged <script>x</script>${"A".repeat(5000)}`,
+    });
+    const err = await oauth
+      .complete(query, erin, () => target(erin))
+      .then(
+        () => assert.fail("expected a refusal"),
+        (e: unknown) => e,
+      );
+    assert.ok(err instanceof GatewayError && err.code === "EMCP_UPSTREAM_AUTH_FAILED", String(err));
+    assert.ok(err.message.length < 600, `bounded (${err.message.length} characters)`);
+    assert.ok(![...err.message].some((c) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f), "no control characters");
+    assert.match(err.message, /answered "access_denied\[31mFORGED LOG LINE": "no2026-01-01 INFO forged <script>x<\/script>A+…"/);
   });
 
   test("refresh ahead of expiry: a token within refreshAheadMs of expiring is replaced by the refresh token's new one", async () => {

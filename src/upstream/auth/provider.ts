@@ -140,6 +140,9 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
         subject: this.owner.subject,
         upstream: this.upstream,
         authIssuer: discovered.authorizationServerMetadata?.issuer ?? String(discovered.authorizationServerUrl),
+        // RFC 9207 decided now, from the metadata this flow was started with: the callback fetches nothing (it cannot fail open).
+        issRequired:
+          (discovered.authorizationServerMetadata as Record<string, unknown> | undefined)?.["authorization_response_iss_parameter_supported"] === true,
         clientId: client.client_id,
         verifierSealed: sealed.sealed,
         keyId: sealed.keyId,

@@ -7,7 +7,7 @@
  * registration, PKCE S256, RFC 8707 resource, code exchange, refresh); the
  * checks it leaves out are in provider.ts and complete().
  */
-import { auth, discoverAuthorizationServerMetadata } from "@modelcontextprotocol/sdk/client/auth.js";
+import { auth } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { OAuthDiscoveryState } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { Clock } from "../../clock.js";
@@ -110,10 +110,12 @@ export class UpstreamOAuth {
   }
 
   /**
-   * Completes an authorization from the callback's query: the flow is taken
-   * (used up whatever follows), must belong to `person`, the authorization
-   * server's `iss` must match (RFC 9207) before the code is redeemed. Nothing
-   * is stored unless every check passes and the code is redeemed.
+   * Completes an authorization from the callback's query: the flow must
+   * belong to `person` (checked before it is taken, so another person's
+   * callback leaves it for its owner), is then taken (used up whatever
+   * follows), and the authorization server's `iss` must match (RFC 9207, as
+   * recorded when the flow started) before the code is redeemed. Nothing is
+   * stored unless every check passes and the code is redeemed.
    */
   async complete(
     query: URLSearchParams,
@@ -121,23 +123,25 @@ export class UpstreamOAuth {
     targetOf: (upstream: string) => UpstreamAuthTarget | undefined,
   ): Promise<{ upstream: string }> {
     const state = query.get("state");
-    const flow = state === null ? undefined : await this.ctx.flows.take(state, this.ctx.clock.now());
-    if (!flow || state === null) throw callbackRefused("unknown, already used or expired state: start the authorization again");
-    if (flow.issuer !== person.issuer || flow.subject !== person.subject) {
-      throw callbackRefused("this authorization was started for another person; the person it is for must open their own link");
+    const now = this.ctx.clock.now();
+    const seen = state === null ? undefined : await this.ctx.flows.peek(state, now);
+    if (seen && (seen.issuer !== person.issuer || seen.subject !== person.subject)) {
+      throw callbackRefused("this authorization was started for another person; the person it is for must open their own link (it is still waiting for them)");
     }
+    const flow = seen && state !== null ? await this.ctx.flows.take(state, now) : undefined;
+    if (!flow || state === null) throw callbackRefused("unknown, already used or expired state: start the authorization again");
     const target = targetOf(flow.upstream);
     if (!target) throw callbackRefused(`server ${flow.upstream} is no longer configured for OAuth`);
     const error = query.get("error");
-    if (error !== null)
-      throw callbackRefused(`the authorization server answered ${error}${query.get("error_description") ? `: ${query.get("error_description")}` : ""}`);
+    if (error !== null) {
+      const description = query.get("error_description");
+      throw callbackRefused(`the authorization server answered ${shown(error, 64)}${description ? `: ${shown(description, 300)}` : ""}`);
+    }
     const iss = query.get("iss");
-    // Another replica may have started it: learn whether the server promises `iss` from its metadata.
-    const meta = (this.ctx.discovery.get(flow.upstream)?.authorizationServerMetadata ??
-      (await discoverAuthorizationServerMetadata(flow.authIssuer, { fetchFn: this.fetchFn }).catch(() => undefined))) as Record<string, unknown> | undefined;
-    const advertised = meta?.["authorization_response_iss_parameter_supported"] === true;
-    if ((iss !== null || advertised) && iss !== flow.authIssuer) {
-      throw callbackRefused(`the response names issuer ${iss ?? "(none)"}, not ${flow.authIssuer} where the authorization was started (RFC 9207)`);
+    if ((iss !== null || flow.issRequired === true) && iss !== flow.authIssuer) {
+      throw callbackRefused(
+        `the response names issuer ${iss === null ? "(none)" : shown(iss, 200)}, not ${flow.authIssuer} where the authorization was started (RFC 9207)`,
+      );
     }
     const code = query.get("code");
     if (code === null) throw callbackRefused("the callback carries no code");
@@ -175,6 +179,13 @@ export class UpstreamOAuth {
       return send(await this.accessToken(t, { force: true }));
     };
   }
+}
+
+/** Text from the callback's query as it may be logged and shown: control and format characters dropped, at most `max` characters, quoted (JSON escapes). */
+export function shown(text: string, max: number): string {
+  const clean = text.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, "");
+  const chars = [...clean];
+  return JSON.stringify(chars.length > max ? `${chars.slice(0, max).join("")}…` : clean);
 }
 
 function callbackRefused(problem: string): GatewayError {
