@@ -51,11 +51,17 @@ const OUTCOME: Record<Exclude<ApprovalState, "pending">, DecisionOutcome> = {
 };
 
 export class Approvals {
+  /** `settings` is read at each use, so that a reload (SIGHUP) of governance.approvals applies to the next approval without a restart. */
   constructor(
-    readonly settings: ApprovalSettings,
+    private readonly current: () => ApprovalSettings,
     private readonly storeArguments: boolean,
     private readonly deps: ApprovalsDeps,
   ) {}
+
+  /** governance.approvals as in force now. */
+  get settings(): ApprovalSettings {
+    return this.current();
+  }
 
   /** Stores a pending approval for the call `decision` sent to approval, owned by task `taskId`, and tells the webhooks. */
   async request(input: {

@@ -82,6 +82,11 @@ export class Governance {
     }
   }
 
+  /** The governance block in force: the last one that loaded (a reload with a bad policy keeps the previous), before start() the configured one. */
+  get settingsInForce(): GovernanceSettings {
+    return this.current?.settings ?? this.settings;
+  }
+
   get policyVersion(): string | undefined {
     return this.current?.version;
   }

@@ -159,8 +159,9 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   if (metrics) rateLimits.onLimited = (scope) => metrics.rateLimited(scope);
   if (governance && metrics) governance.onDecided = (outcome) => metrics.governanceDecided(outcome);
   // Human approval of calls a rule sends to `approve` (docs/adr/0025): a durable record and a task; the runner acts on decisions.
+  // Both read governance.approvals as in force, so a SIGHUP reload of ttlMs, holdMs, keepAliveMs, pollMs and webhooks needs no restart.
   const approvalRecords = governance
-    ? new Approvals(settings.governance.approvals, settings.governance.audit.storeArguments, {
+    ? new Approvals(() => governance.settingsInForce.approvals, settings.governance.audit.storeArguments, {
         clock,
         newId,
         logger,
@@ -170,7 +171,21 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       })
     : undefined;
   const approvals =
-    governance && approvalRecords ? new ApprovalRunner({ approvals: approvalRecords, governance, sessions, settings, clock, logger }) : undefined;
+    governance && approvalRecords
+      ? new ApprovalRunner({
+          approvals: approvalRecords,
+          governance,
+          sessions,
+          settings: {
+            ...settings,
+            get governance() {
+              return governance.settingsInForce;
+            },
+          },
+          clock,
+          logger,
+        })
+      : undefined;
   if (approvals) parts.add("approvals", () => approvals.close());
   const context: GatewayContext = {
     registry,
