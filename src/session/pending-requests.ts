@@ -35,6 +35,9 @@ interface Entry<K extends PendingKind> extends PendingInfo<K> {
   stored: boolean;
 }
 
+/** Abort reason of a request the gateway itself withdraws (a consent that arrived meanwhile): its message is the event's reason. */
+export class Withdrawn extends Error {}
+
 /** Who answered a request: the session's MCP client (meta tools, or natively), or a person in the web console. */
 export type AnsweredBy = "client" | "console";
 
@@ -91,7 +94,15 @@ export class PendingRequests {
       const timeoutMs = this.options.timeoutMs;
       // Deferred: when the connection drops, the SDK aborts handlers just before
       // reporting the close, and a server-gone request must read as rejected.
-      const onAbort = () => queueMicrotask(() => this.settle(requestId, `${kind}_expired`, { reason: "cancelled by the upstream" }, new Error("cancelled")));
+      const onAbort = () =>
+        queueMicrotask(() =>
+          this.settle(
+            requestId,
+            `${kind}_expired`,
+            { reason: signal?.reason instanceof Withdrawn ? signal.reason.message : "cancelled by the upstream" },
+            new Error("cancelled"),
+          ),
+        );
       const entry: Entry<K> = {
         requestId,
         kind,

@@ -23,6 +23,7 @@ import { principalOf } from "../../auth/principal.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError, toToolErrorText } from "../../errors.js";
 import { toMcpTask } from "../../mcp/task-object.js";
 import type { UpstreamHandle } from "../../upstream/handle.js";
+import { consentOptions, withConsent } from "../../session/consent-wait.js";
 import { forwardProgress } from "../progress.js";
 import { logToolCall, resultOutcome } from "../access-log.js";
 import { paginate } from "./catalog.js";
@@ -143,7 +144,10 @@ export function registerHandlers(h: HandlerContext): JoinedHook {
           return result;
         }
         const { arguments: _asked, ...params } = req.params;
-        return callTool(h, await conn(upstream), args !== undefined ? { ...params, arguments: args } : params, name, extra);
+        const send = args !== undefined ? { ...params, arguments: args } : params;
+        // A call that needs the person's consent waits for it and goes on (session/consent-wait.ts).
+        const consent = consentOptions({ gateway: h.gateway, principal: session.principal, clientCapabilities: h.server.getClientCapabilities(), extra });
+        return withConsent(consent, async () => callTool(h, await conn(upstream), send, name, extra));
       };
       return logToolCall(h.gateway, session, entry, extra.signal, run, (r) => ("task" in r ? "promoted" : resultOutcome(r)));
     });

@@ -9,7 +9,8 @@ import { principalOf } from "../../../auth/principal.js";
 import { DEFAULT_SETTINGS } from "../../../config/schema.js";
 import { isStdioConfig } from "../../../config/server-entry.js";
 import { assertArgumentsSize, ErrorCodes, GatewayError } from "../../../errors.js";
-import { executeWithPromotion } from "../../../tasks/execute.js";
+import { consentNeeded, grantOwner, runAfterConsent, type ConsentNeeded } from "../../../session/consent-wait.js";
+import { executeWithPromotion, type RunOptions } from "../../../tasks/execute.js";
 import { runUpstreamTaskToEnd } from "../../../tasks/emulation.js";
 import { forwardProgress } from "../../progress.js";
 import { defineTool, json, promoted, type MetaContext } from "../define.js";
@@ -150,11 +151,19 @@ export const executeTool = defineTool({
   async run(ctx, { server, tool: asked, args: askedArgs, timeout_ms, task_ttl_ms }, extra) {
     const { session, gateway } = ctx;
     assertArgumentsSize(askedArgs, gateway.settings.tools.maxArgumentsBytes);
-    const conn = await session.connection(server);
+    // A server that needs the person's consent first: the call is promoted below and goes on after it (session/consent-wait.ts).
+    const consent = await session.connection(server).then(
+      () => undefined,
+      (err: unknown) => {
+        const needed = consentNeeded(err);
+        if (!needed) throw err;
+        return needed;
+      },
+    );
     const principal = principalOf(extra.authInfo);
     // The caller's name of the tool (curation, docs/adr/0024) → the upstream's; from here on the upstream's names and the arguments as sent.
     const upstream = gateway.curation ? gateway.curation.upstreamName(principal, server, asked) : asked;
-    await assertToolExists(ctx, server, upstream ?? asked, upstream === undefined);
+    if (!consent) await assertToolExists(ctx, server, upstream ?? asked, upstream === undefined);
     const tool = upstream ?? asked;
     const args = gateway.curation ? gateway.curation.arguments(principal, server, tool, askedArgs, asked) : askedArgs;
     // The decision pipeline (docs/adr/0022): a hidden tool is unknown, a denied call fails here.
@@ -193,6 +202,8 @@ export const executeTool = defineTool({
       );
     }
     const timeoutMs = timeout_ms ?? gateway.settings.tools.defaultTimeoutMs;
+    if (consent) return consentPromotion(ctx, consent, { server, asked, tool, args, ttlMs: task_ttl_ms, timeoutMs });
+    const conn = await session.connection(server);
     const progress = forwardProgress(extra, extra._meta?.progressToken);
     // Tools the upstream only runs as tasks: the gateway drives the upstream task (design MF-9, TK-15).
     // Tools it can run as tasks, on an upstream that keeps them across a gateway restart, run as an
@@ -242,6 +253,61 @@ export const executeTool = defineTool({
     );
   },
 });
+
+/**
+ * A call whose server needs the person's consent (issue 23): a task at once,
+ * input_required while a URL elicitation with the authorization link waits in
+ * the queue; once the grant is stored the call runs (the tool checked then).
+ */
+async function consentPromotion(
+  ctx: MetaContext,
+  consent: ConsentNeeded,
+  c: { server: string; asked: string; tool: string; args: Record<string, unknown> | undefined; ttlMs: number | undefined; timeoutMs: number },
+) {
+  const { session, gateway } = ctx;
+  const call = async (o: RunOptions) => {
+    const conn = await session.connection(c.server);
+    await assertToolExists(ctx, c.server, c.tool);
+    return conn.callTool(c.tool, c.args, o);
+  };
+  const outcome = await executeWithPromotion({
+    run: runAfterConsent({
+      wait: {
+        credentials: () => gateway.store.credentials,
+        owner: grantOwner(session.principal),
+        upstream: c.server,
+        clock: gateway.clock,
+        timeoutMs: gateway.settings.vault.flowTtlMs,
+      },
+      consent,
+      pending: session.pending,
+      newId: gateway.newId,
+      then: call,
+    }),
+    tasks: session.tasks,
+    connection: { name: c.server, callTool: () => Promise.reject(new Error("unused")), upstreamSessionId: undefined },
+    clock: gateway.clock,
+    tool: c.tool,
+    args: c.args,
+    timeoutMs: 0,
+    ttlMs: c.ttlMs ?? gateway.settings.tasks.defaultTtlMs,
+    callTimeoutMs: c.timeoutMs + gateway.settings.tasks.maxTtlMs,
+  });
+  if (outcome.kind === "result") return outcome.result;
+  const { task } = outcome;
+  const elicitations = session.pending.list("elicitation", c.server);
+  return promoted(
+    json(
+      {
+        task_id: task.taskId,
+        proxy_task: taskView(task),
+        authorization_url: consent.url,
+        pending_on_server: { elicitations_for_server: elicitations.map(elicitationSummary) },
+      },
+      `Server '${c.server}' needs the person's authorization before '${c.asked}' can run. Ask them to open ${consent.url} as themselves (or to connect on the console's Connections page); the call then goes on by itself as task ${task.taskId} (input_required until then). The link is also a URL elicitation in get_elicitations. Use get_task_result or await_activity to wait, cancel_task to withdraw it.`,
+    ),
+  );
+}
 
 /**
  * The promotion's last sentence: the action the server's pending requests
