@@ -12,7 +12,7 @@ import { readForm, redirect } from "./http.js";
 import type { ConsoleUser } from "./oidc.js";
 import type { ConsoleRequest, Route } from "./router.js";
 import type { PageOptions } from "./views/layout.js";
-import { auditBody, auditFilter, matchesAudit } from "./views/audit.js";
+import { auditBody, auditFilter, auditQuery } from "./views/audit.js";
 import { pinsBody } from "./views/pins.js";
 
 /** Decision records on one audit page. */
@@ -104,12 +104,9 @@ export function governanceRoutes(d: GovernancePagesDeps): Route[] {
   async function auditPage(r: ConsoleRequest): Promise<void> {
     if (!context.governance) return off(r, "audit");
     if (!(await admin(r, "audit"))) return;
-    const { filter, page, problems } = auditFilter(r.query);
-    // Oldest first from the store, from the range's start; bounded by governance.audit.maxRecords.
-    const matching = (await context.store.decisions.list(filter.from !== undefined ? { since: filter.from } : {}))
-      .filter((x) => matchesAudit(x, filter))
-      .reverse();
-    const start = (page - 1) * AUDIT_PAGE;
+    const { filter, before, problems } = auditFilter(r.query);
+    // The store filters and pages (newest first); one more than a page says whether an Older link is due.
+    const matching = await context.store.decisions.query(auditQuery(filter, before, AUDIT_PAGE + 1));
     await d.show(
       r.res,
       problems.length ? 400 : 200,
@@ -117,10 +114,9 @@ export function governanceRoutes(d: GovernancePagesDeps): Route[] {
       auditBody({
         filter,
         query: r.query,
-        records: matching.slice(start, start + AUDIT_PAGE),
-        page,
-        more: matching.length > start + AUDIT_PAGE,
-        total: matching.length,
+        records: matching.slice(0, AUDIT_PAGE),
+        later: before !== undefined,
+        more: matching.length > AUDIT_PAGE,
         problems,
       }),
     );

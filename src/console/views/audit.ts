@@ -1,9 +1,11 @@
 /**
  * The audit page: governance decision records (Store.decisions, ADR 0022),
  * newest first, filtered by principal hash, server, tool, outcome and a time
- * range (a plain GET form: works without JavaScript), a page at a time.
+ * range (a plain GET form: works without JavaScript). The store runs the
+ * filter (DecisionStore.query); a page ends in an "Older" link carrying the
+ * last record's (at, id) as the cursor `before`.
  */
-import type { DecisionOutcome, DecisionRecord } from "../../store/contracts.js";
+import type { DecisionOutcome, DecisionQuery, DecisionRecord } from "../../store/contracts.js";
 import { html, type Html } from "../html.js";
 import { statusTag } from "./layout.js";
 
@@ -32,7 +34,7 @@ export interface AuditFilter {
 }
 
 /** The filter from the page's query; a field that does not parse is left out (and said so in `problems`). */
-export function auditFilter(query: URLSearchParams): { filter: AuditFilter; page: number; problems: string[] } {
+export function auditFilter(query: URLSearchParams): { filter: AuditFilter; before: DecisionQuery["before"]; problems: string[] } {
   const problems: string[] = [];
   const text = (name: string) => {
     const v = query.get(name)?.trim();
@@ -48,7 +50,8 @@ export function auditFilter(query: URLSearchParams): { filter: AuditFilter; page
   };
   const outcome = text("outcome");
   if (outcome !== undefined && !OUTCOMES.includes(outcome as DecisionOutcome)) problems.push(`'outcome' must be one of ${OUTCOMES.join(", ")}`);
-  const page = Number(query.get("page") ?? "1");
+  const cursor = /^(\d{1,16})\.([0-9A-Za-z]{1,64})$/.exec(query.get("before") ?? "");
+  if (query.get("before") && !cursor) problems.push("'before' is not a page cursor (follow the page's Older link, or leave it out)");
   return {
     filter: {
       principal: text("principal"),
@@ -58,37 +61,33 @@ export function auditFilter(query: URLSearchParams): { filter: AuditFilter; page
       from: time("from"),
       to: time("to"),
     },
-    page: Number.isInteger(page) && page >= 1 ? page : 1,
+    before: cursor ? { at: Number(cursor[1]), id: cursor[2]! } : undefined,
     problems,
   };
 }
 
-export function matchesAudit(r: DecisionRecord, f: AuditFilter): boolean {
-  return (
-    (f.principal === undefined || r.principalHash === f.principal) &&
-    (f.server === undefined || r.server === f.server) &&
-    (f.tool === undefined || r.tool === f.tool) &&
-    (f.outcome === undefined || r.outcome === f.outcome) &&
-    (f.from === undefined || r.at >= f.from) &&
-    (f.to === undefined || r.at < f.to)
-  );
+/** The store query for a page of `limit` records. */
+export function auditQuery(f: AuditFilter, before: DecisionQuery["before"], limit: number): DecisionQuery {
+  return { principalHash: f.principal, server: f.server, tool: f.tool, outcome: f.outcome, since: f.from, until: f.to, before, limit };
 }
 
 export interface AuditView {
   filter: AuditFilter;
   query: URLSearchParams;
   records: DecisionRecord[];
-  page: number;
+  /** Whether this is a later page (reached through a cursor). */
+  later: boolean;
+  /** Whether older matches follow the last record shown. */
   more: boolean;
-  total: number;
   problems: string[];
 }
 
 const iso = (ms: number | undefined) => (ms === undefined ? "" : new Date(ms).toISOString().slice(0, 16));
 
-function pageLink(query: URLSearchParams, page: number): string {
+function pageLink(query: URLSearchParams, before: DecisionRecord | undefined): string {
   const q = new URLSearchParams(query);
-  q.set("page", String(page));
+  if (before) q.set("before", `${before.at}.${before.id}`);
+  else q.delete("before");
   return `/console/audit?${q.toString()}`;
 }
 
@@ -109,7 +108,9 @@ export function auditBody(v: AuditView): Html {
       <button type="submit">Filter</button>
     </form>
     ${v.problems.map((p) => html`<p class="error" role="alert">${p}</p>`)}
-    <p class="hint" id="audit-count">${v.total} matching decision${v.total === 1 ? "" : "s"}, newest first; page ${v.page}.</p>
+    <p class="hint" id="audit-count">
+      ${v.records.length} matching decision${v.records.length === 1 ? "" : "s"} shown, newest first${v.later ? " (an older page)" : ""}.
+    </p>
     ${
       v.records.length
         ? html`<table id="audit">
@@ -148,7 +149,7 @@ export function auditBody(v: AuditView): Html {
         : html`<p class="hint">No decision matches.</p>`
     }
     <nav aria-label="Pages" class="pages">
-      ${v.page > 1 ? html`<a href="${pageLink(v.query, v.page - 1)}" rel="prev">Newer</a>` : ""}
-      ${v.more ? html`<a href="${pageLink(v.query, v.page + 1)}" rel="next">Older</a>` : ""}
+      ${v.later ? html`<a href="${pageLink(v.query, undefined)}" rel="first">Newest</a>` : ""}
+      ${v.more ? html`<a href="${pageLink(v.query, v.records.at(-1))}" rel="next">Older</a>` : ""}
     </nav>`;
 }

@@ -1,5 +1,6 @@
 /** Governance decision records in an array, oldest first (see DecisionStore). */
-import type { DecisionRecord, DecisionStore } from "../contracts.js";
+import type { DecisionQuery, DecisionRecord, DecisionStore } from "../contracts.js";
+import { compareDecisions, decisionMatches } from "../decision-query.js";
 import { jsonCopy } from "../policy.js";
 import type { MemoryGuard } from "./guard.js";
 
@@ -11,9 +12,8 @@ export class MemoryDecisionStore implements DecisionStore {
   async append(record: DecisionRecord, retention: { maxAgeMs: number; maxRecords: number }): Promise<void> {
     this.guard.check();
     this.records.push(jsonCopy(record));
-    this.records.sort((a, b) => a.at - b.at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    const cutoff = record.at - retention.maxAgeMs;
-    this.records = this.records.filter((r) => r.at > cutoff).slice(-retention.maxRecords);
+    this.records.sort(compareDecisions);
+    this.retain({ now: record.at, ...retention });
   }
 
   async list(query: { since?: number; limit?: number } = {}): Promise<DecisionRecord[]> {
@@ -25,8 +25,30 @@ export class MemoryDecisionStore implements DecisionStore {
       .map(jsonCopy);
   }
 
+  async query(q: DecisionQuery): Promise<DecisionRecord[]> {
+    this.guard.check();
+    const out: DecisionRecord[] = [];
+    for (let i = this.records.length - 1; i >= 0 && out.length < q.limit; i--) {
+      const r = this.records[i]!;
+      if (decisionMatches(r, q)) out.push(jsonCopy(r));
+    }
+    return out;
+  }
+
+  async prune(retention: { now: number; maxAgeMs: number; maxRecords: number }): Promise<number> {
+    this.guard.check();
+    return this.retain(retention);
+  }
+
   async count(): Promise<number> {
     this.guard.check();
     return this.records.length;
+  }
+
+  private retain(retention: { now: number; maxAgeMs: number; maxRecords: number }): number {
+    const before = this.records.length;
+    const cutoff = retention.now - retention.maxAgeMs;
+    this.records = this.records.filter((r) => r.at > cutoff).slice(-retention.maxRecords);
+    return before - this.records.length;
   }
 }

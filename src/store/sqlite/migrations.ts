@@ -206,6 +206,17 @@ export const MIGRATIONS: readonly Migration[] = [
       `);
     },
   },
+  {
+    version: 12,
+    description: "decisions: indexes for the audit page's filters (principal, server and tool, outcome; each then time)",
+    up(db) {
+      db.exec(`
+        CREATE INDEX decisions_by_principal ON decisions (json_extract(record, '$.principalHash'), at, id);
+        CREATE INDEX decisions_by_call ON decisions (json_extract(record, '$.server'), json_extract(record, '$.tool'), at, id);
+        CREATE INDEX decisions_by_outcome ON decisions (json_extract(record, '$.outcome'), at, id);
+      `);
+    },
+  },
 ];
 
 /** The version a fully migrated file has. */
