@@ -36,7 +36,7 @@ export interface ProviderContext {
 }
 
 /** Tokens as sealed in the vault: the SDK's, with when the access token expires. */
-export type StoredTokens = OAuthTokens & { expires_at?: number };
+export type StoredTokens = OAuthTokens & { expires_at?: number; client?: OAuthClientInformationMixed };
 
 export const TOKENS_SLOT = "oauth";
 export const CLIENT_SLOT = "client";
@@ -54,6 +54,8 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
     private readonly config: UpstreamOAuthConfig,
     /** The callback's flow: its verifier and redirect URI are the ones to send (it may have started on another replica). */
     private readonly flow?: { verifier: string; redirectUri: string },
+    /** A step-up: the SDK must start a new authorization rather than refresh the grant it has (which keeps its scopes); the grant stays stored. */
+    private readonly stepUp = false,
   ) {}
 
   get redirectUrl(): string {
@@ -84,7 +86,18 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
     if (this.config.clientId !== undefined) {
       return { client_id: this.config.clientId, ...(this.config.clientSecret === undefined ? {} : { client_secret: this.config.clientSecret }) };
     }
-    return this.ctx.vault.get<OAuthClientInformationMixed>(this.key(CLIENT_SLOT, true));
+    // A grant is refreshed by the client it was issued to, though a step-up registered another since.
+    const own = this.flow || this.stepUp ? undefined : (await this.storedTokens())?.client;
+    return own ?? this.ctx.vault.get<OAuthClientInformationMixed>(this.key(CLIENT_SLOT, true));
+  }
+
+  /** A step-up for `scopes`: a dynamic registration made for fewer scopes is forgotten, so the SDK registers again for these (grants keep their own client). */
+  async prepareStepUp(scopes: string[]): Promise<void> {
+    if (this.config.clientId !== undefined) return;
+    const registered = (await this.ctx.vault.get<OAuthClientInformationMixed & { scope?: string }>(this.key(CLIENT_SLOT, true)))?.scope;
+    if (registered === undefined) return;
+    const allowed = registered.split(" ");
+    if (!scopes.every((s) => allowed.includes(s))) await this.ctx.vault.delete(this.key(CLIENT_SLOT, true));
   }
 
   /** Dynamic registrations only: a pre-registered client is config and never stored (the SDK's issuer stamp on it is dropped). */
@@ -92,17 +105,23 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
     if (this.config.clientId === undefined) await this.ctx.vault.put(this.key(CLIENT_SLOT, true), info);
   }
 
-  tokens(): Promise<StoredTokens | undefined> {
+  async tokens(): Promise<StoredTokens | undefined> {
+    return this.stepUp ? undefined : this.storedTokens();
+  }
+
+  private storedTokens(): Promise<StoredTokens | undefined> {
     return this.ctx.vault.get<StoredTokens>(this.key(TOKENS_SLOT));
   }
 
   async saveTokens(tokens: OAuthTokens): Promise<void> {
     const now = this.ctx.clock.now();
     const expiresAt = tokens.expires_in === undefined ? undefined : now + tokens.expires_in * 1000;
-    const previous = tokens.refresh_token === undefined ? await this.tokens() : undefined;
+    const previous = tokens.refresh_token === undefined ? await this.storedTokens() : undefined;
     // A refresh answer without a new refresh token keeps the old one (RFC 6749 §6).
+    const client = this.config.clientId === undefined ? await this.clientInformation() : undefined;
     const stored: StoredTokens = {
       ...tokens,
+      ...(client ? { client: { client_id: client.client_id, ...(client.client_secret ? { client_secret: client.client_secret } : {}) } } : {}),
       ...(previous?.refresh_token ? { refresh_token: previous.refresh_token } : {}),
       ...(expiresAt ? { expires_at: expiresAt } : {}),
     };

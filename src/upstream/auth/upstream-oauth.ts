@@ -7,7 +7,7 @@
  * registration, PKCE S256, RFC 8707 resource, code exchange, refresh); the
  * checks it leaves out are in provider.ts and complete().
  */
-import { auth } from "@modelcontextprotocol/sdk/client/auth.js";
+import { auth, extractWWWAuthenticateParams } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { OAuthDiscoveryState } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { Clock } from "../../clock.js";
@@ -28,6 +28,8 @@ export interface UpstreamOAuthOptions {
   maxPendingFlows?: number;
   /** @default 60_000 */
   refreshAheadMs?: number;
+  /** Step-ups (new consent for more scopes on `insufficient_scope`) in a row for one (principal, upstream) before the call fails instead. @default 2 */
+  maxStepUps?: number;
   /** For discovery, registration and token requests. @default globalThis.fetch */
   fetch?: FetchLike;
 }
@@ -45,6 +47,9 @@ export class UpstreamOAuth {
   private readonly refreshAheadMs: number;
   private readonly fetchFn: FetchLike;
   private readonly inflight = new Map<string, Promise<unknown>>();
+  private readonly maxStepUps: number;
+  /** Step-ups in a row per (principal, upstream) (this process's) and the scopes the last asked for: reset once the grant holds them. */
+  private readonly stepUps = new Map<string, { count: number; wanted: string[] }>();
 
   constructor(options: UpstreamOAuthOptions) {
     this.ctx = {
@@ -57,11 +62,12 @@ export class UpstreamOAuth {
       discovery: new Map<string, OAuthDiscoveryState>(),
     };
     this.refreshAheadMs = options.refreshAheadMs ?? 60_000;
+    this.maxStepUps = options.maxStepUps ?? 2;
     this.fetchFn = options.fetch ?? ((url, init) => fetch(url, init));
   }
 
-  private provider(t: UpstreamAuthTarget, flow?: { verifier: string; redirectUri: string }): GatewayOAuthProvider {
-    return new GatewayOAuthProvider(this.ctx, t.owner, t.upstream, t.config, flow);
+  private provider(t: UpstreamAuthTarget, flow?: { verifier: string; redirectUri: string }, stepUp = false): GatewayOAuthProvider {
+    return new GatewayOAuthProvider(this.ctx, t.owner, t.upstream, t.config, flow, stepUp);
   }
 
   /**
@@ -173,11 +179,60 @@ export class UpstreamOAuth {
         headers.set("authorization", `Bearer ${token}`);
         return base(url, { ...init, headers });
       };
-      const res = await send(await this.accessToken(t));
-      if (res.status !== 401) return res;
+      let res = await send(await this.accessToken(t));
+      if (res.status === 401) {
+        await res.body?.cancel();
+        res = await send(await this.accessToken(t, { force: true }));
+      }
+      const key = JSON.stringify([t.owner.issuer, t.owner.subject, t.upstream]);
+      const challenge = res.status === 403 ? extractWWWAuthenticateParams(res) : undefined;
+      if (challenge?.error !== "insufficient_scope") return res;
       await res.body?.cancel();
-      return send(await this.accessToken(t, { force: true }));
+      return this.stepUp(t, key, (challenge.scope ?? "").split(" ").filter(Boolean));
     };
+  }
+
+  /**
+   * The upstream answered 403 insufficient_scope naming `required`: a new
+   * authorization for the union of what is granted, configured and required
+   * (the current grant stays in use until it completes), ending in
+   * CONSENT_REQUIRED; UPSTREAM_AUTH_FAILED when the grant already holds those
+   * scopes, or after maxStepUps in a row that did not get their scopes
+   * (unanswered, or the authorization server granted less).
+   */
+  private async stepUp(t: UpstreamAuthTarget, key: string, required: string[]): Promise<never> {
+    const granted = ((await this.provider(t).tokens())?.scope ?? "").split(" ").filter(Boolean);
+    const wanted = [...new Set([...granted, ...(t.config.scopes ?? []), ...required])];
+    const last = this.stepUps.get(key);
+    // The last step-up got what it asked for: this is a new need, not the same one again.
+    const count = last && !last.wanted.every((s) => granted.includes(s)) ? last.count : 0;
+    if (required.length > 0 && required.every((s) => granted.includes(s))) {
+      throw stepUpFailed(t.upstream, `it refuses with insufficient_scope though the grant holds the scopes it names (${required.join(" ")})`);
+    }
+    if (count >= this.maxStepUps) {
+      this.stepUps.delete(key);
+      throw stepUpFailed(
+        t.upstream,
+        `after ${count} new authorizations in a row it still refuses with insufficient_scope (now naming ${required.join(" ") || "no scope"})`,
+      );
+    }
+    this.stepUps.set(key, { count: count + 1, wanted });
+    const provider = this.provider(t, undefined, true);
+    await provider.prepareStepUp(wanted);
+    let result: "AUTHORIZED" | "REDIRECT";
+    try {
+      result = await auth(provider, { serverUrl: t.url, scope: wanted.join(" "), fetchFn: this.fetchFn });
+    } catch (err) {
+      if (err instanceof GatewayError) throw err;
+      throw authFailed(t.upstream, errorMessage(err), err);
+    }
+    const url = provider.authorizationUrl;
+    if (result !== "REDIRECT" || !url) throw new GatewayError(ErrorCodes.INTERNAL, "a step-up authorization did not start");
+    throw new GatewayError(
+      ErrorCodes.CONSENT_REQUIRED,
+      `server ${t.upstream} needs more of your authorization (scopes ${wanted.join(" ")}): open ${url.href} in a browser (as yourself), then call again`,
+      { details: { server: t.upstream, authorizationUrl: url.href, scopes: wanted } },
+    );
   }
 }
 
@@ -186,6 +241,14 @@ export function shown(text: string, max: number): string {
   const clean = text.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, "");
   const chars = [...clean];
   return JSON.stringify(chars.length > max ? `${chars.slice(0, max).join("")}…` : clean);
+}
+
+function stepUpFailed(upstream: string, problem: string): GatewayError {
+  return new GatewayError(
+    ErrorCodes.UPSTREAM_AUTH_FAILED,
+    `server ${upstream} refused the call for missing scopes: ${problem}; ask its operator which scopes the tool needs, or add them to the server's auth.scopes`,
+    { details: { server: upstream } },
+  );
 }
 
 function callbackRefused(problem: string): GatewayError {
