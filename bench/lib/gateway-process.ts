@@ -44,21 +44,25 @@ export interface GatewayProcess {
  * Writes `config` to a temp file and starts `emceepee serve` with it.
  * @param logLevel the gateway's --log-level (default "silent": logging costs CPU)
  * @param env added to (or, when undefined, removed from) the child's environment
+ * @param nodeArgs extra node flags for the gateway (e.g. `--cpu-prof`, which NODE_OPTIONS refuses)
+ * @param root the checkout whose src/cli/main.ts runs (another commit's tree beside this one, for before/after in one run)
  */
 export async function startGatewayProcess(
   config: unknown,
   label: string,
   logLevel = "silent",
   env: Record<string, string | undefined> = {},
+  nodeArgs: readonly string[] = [],
+  root: string = ROOT,
 ): Promise<GatewayProcess> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `emceepee-bench-${label}-`));
   const file = path.join(dir, "config.json");
   fs.writeFileSync(file, JSON.stringify(config, null, 2));
   const child = spawn(
     process.execPath,
-    ["--expose-gc", "--import", "tsx", "--import", PROBE, "src/cli/main.ts", "serve", "--config", file, "--port", "0", "--log-level", logLevel],
+    [...nodeArgs, "--expose-gc", "--import", "tsx", "--import", PROBE, "src/cli/main.ts", "serve", "--config", file, "--port", "0", "--log-level", logLevel],
     // serve keeps its state in SQLite by default: in the bench's own folder, never the user's file.
-    { cwd: ROOT, env: { ...process.env, ...env, XDG_STATE_HOME: dir }, stdio: ["ignore", "pipe", "pipe", "ipc"] },
+    { cwd: root, env: { ...process.env, ...env, XDG_STATE_HOME: dir }, stdio: ["ignore", "pipe", "pipe", "ipc"] },
   );
   let stdout = "";
   let stderr = "";

@@ -1,0 +1,237 @@
+/**
+ * Relay cost (`npm run bench:relay`, issue 27): what one forwarded `tools/call`
+ * costs the gateway. server-everything over its own Streamable HTTP transport
+ * (direct) against the same calls through `emceepee serve` — transparent face
+ * in session mode (one stdio upstream per session), transparent in shared
+ * mode (one stdio upstream for all) and the meta face (`execute_tool`) — with
+ * `--sessions` SDK clients calling `echo` back to back, modes alternating per
+ * round. Gateway CPU is its own process (schedstat), apart from upstreams.
+ *
+ * Options (argv `--name=value` or env `BENCH_NAME=value`): sessions (16),
+ * calls (60 per session per round), rounds (3), warmup (5 per session),
+ * modes (direct,session,shared,meta), profile=<dir> (each gateway runs with
+ * `--cpu-prof` into <dir>; summarise with bench/lib/cpuprofile-top.ts),
+ * before=<dir> (each gateway mode runs twice: this tree and the tree in <dir>,
+ * e.g. `git archive <commit> | tar -x -C <dir>` plus a node_modules symlink,
+ * so a change's before/after alternate in one run).
+ * supergateway and mcp-proxy are not installed here: no column for them.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import net from "node:net";
+import { performance } from "node:perf_hooks";
+import os from "node:os";
+import path from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { everythingServerEntry } from "../src/config/demo.js";
+import { startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.js";
+import { descendantPids, threadCpuMs } from "./lib/proc.js";
+import { fmt, percentile, table } from "./lib/stats.js";
+import { option } from "./lib/options.js";
+
+const opts = {
+  sessions: option("sessions", 16),
+  calls: option("calls", 60),
+  rounds: option("rounds", 3),
+  warmup: option("warmup", 5, 0),
+  modes: (process.argv.find((a) => a.startsWith("--modes="))?.slice(8) ?? process.env.BENCH_MODES ?? "direct,session,shared,meta").split(","),
+  profile: process.argv.find((a) => a.startsWith("--profile="))?.slice(10) ?? process.env.BENCH_PROFILE,
+  before: process.argv.find((a) => a.startsWith("--before="))?.slice(9) ?? process.env.BENCH_BEFORE,
+};
+type Mode = "direct" | "session" | "shared" | "meta";
+const MODES = opts.modes as Mode[];
+for (const m of MODES) if (!["direct", "session", "shared", "meta"].includes(m)) throw new Error(`--modes: unknown '${m}'`);
+
+const started = performance.now();
+const log = (msg: string): void => void process.stderr.write(`[relay ${((performance.now() - started) / 1000).toFixed(1)}s] ${msg}\n`);
+const EVERYTHING = { command: process.execPath, args: [everythingServerEntry(), "stdio"] };
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** server-everything on its own Streamable HTTP transport. */
+async function startDirect(): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [everythingServerEntry(), "streamableHttp"], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let err = "";
+    const timer = setTimeout(() => reject(new Error(`direct server-everything did not start: ${err}`)), 60_000);
+    child.stderr.on("data", (c: Buffer) => {
+      err += c.toString();
+      if (err.includes("listening")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`direct server-everything exited ${code}: ${err}`)));
+  });
+  return { url: `http://127.0.0.1:${port}/mcp`, child };
+}
+
+function gatewayConfig(sharing: "session" | "shared") {
+  return {
+    mcpServers: { everything: { ...EVERYTHING, sharing } },
+    gateway: { sessions: { maxSessions: 1000 }, pendingRequests: { maxPerSession: 1000 } },
+  };
+}
+
+interface Conn {
+  client: Client;
+  transport: StreamableHTTPClientTransport;
+}
+
+async function connect(url: string): Promise<Conn> {
+  const client = new Client({ name: "bench-relay", version: "1.0.0" });
+  const transport = new StreamableHTTPClientTransport(new URL(url));
+  await client.connect(transport);
+  return { client, transport };
+}
+
+async function echo(mode: Mode, c: Conn, message: string): Promise<void> {
+  const result = (
+    mode === "meta"
+      ? await c.client.callTool({ name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message } } }, undefined, { timeout: 300_000 })
+      : await c.client.callTool({ name: "echo", arguments: { message } }, undefined, { timeout: 300_000 })
+  ) as CallToolResult;
+  const first = result.content[0];
+  if (result.isError || first?.type !== "text" || first.text !== `Echo: ${message}`)
+    throw new Error(`${mode}: echo failed ${JSON.stringify(result).slice(0, 300)}`);
+}
+
+interface Target {
+  mode: Mode;
+  /** The mode, with " (before)" for the --before tree's gateway. */
+  label: string;
+  url: string;
+  /** The process whose own CPU is "the gateway's" (none for direct). */
+  gatewayPid?: number;
+  /** Processes counted as upstream CPU. */
+  upstreamPids(): number[];
+  conns: Conn[];
+  stop(): Promise<void>;
+}
+
+/** Per round: calls/s, gateway and upstream CPU µs per call (the report gives each one's median over the rounds: the load of a shared machine comes and goes). */
+interface Round {
+  tp: number;
+  gatewayUs: number;
+  upstreamUs: number;
+}
+const stats = new Map<string, { rounds: Round[]; lat: number[] }>();
+
+async function open(mode: Mode, before = false): Promise<Target> {
+  if (mode === "direct") {
+    const d = await startDirect();
+    return {
+      mode,
+      label: mode,
+      url: d.url,
+      upstreamPids: () => [d.child.pid!],
+      conns: [],
+      async stop() {
+        d.child.kill("SIGKILL");
+      },
+    };
+  }
+  const prof = opts.profile ? ["--cpu-prof", `--cpu-prof-dir=${opts.profile}/${mode}`, "--cpu-prof-interval=200"] : [];
+  const root = before ? path.resolve(opts.before!) : undefined;
+  const g: GatewayProcess = await startGatewayProcess(gatewayConfig(mode === "shared" ? "shared" : "session"), `relay-${mode}`, "silent", {}, prof, root);
+  return {
+    mode,
+    label: before ? `${mode} (before)` : mode,
+    url: mode === "meta" ? g.url : `${g.origin}/servers/everything/mcp`,
+    gatewayPid: g.pid,
+    upstreamPids: () => descendantPids(g.pid),
+    conns: [],
+    stop: () => g.stop(),
+  };
+}
+
+async function main(): Promise<void> {
+  log(`${os.cpus().length} CPUs, node ${process.version}; modes ${MODES.join(", ")}; ${opts.sessions} sessions × ${opts.calls} calls × ${opts.rounds} rounds`);
+  const targets: Target[] = [];
+  try {
+    for (const mode of MODES) {
+      targets.push(await open(mode));
+      if (opts.before && mode !== "direct") targets.push(await open(mode, true));
+    }
+    for (const t of targets) stats.set(t.label, { rounds: [], lat: [] });
+    for (const t of targets) {
+      for (let i = 0; i < opts.sessions; i++) t.conns.push(await connect(t.url));
+      for (let w = 0; w < opts.warmup; w++) await Promise.all(t.conns.map((c, s) => echo(t.mode, c, `warm ${s} ${w}`)));
+      log(`${t.label}: ${t.conns.length} sessions warm`);
+    }
+    for (let round = 0; round < opts.rounds; round++) {
+      for (let k = 0; k < targets.length; k++) {
+        const t = targets[(round + k) % targets.length]!;
+        const up = t.upstreamPids();
+        const g0 = t.gatewayPid ? threadCpuMs(t.gatewayPid) : 0;
+        const u0 = up.reduce((s, p) => s + threadCpuMs(p), 0);
+        const t0 = performance.now();
+        await Promise.all(
+          t.conns.map(async (c, s) => {
+            for (let i = 0; i < opts.calls; i++) {
+              const c0 = performance.now();
+              await echo(t.mode, c, `r${round} s${s} i${i}`);
+              stats.get(t.label)!.lat.push(performance.now() - c0);
+            }
+          }),
+        );
+        const ms = performance.now() - t0;
+        const calls = t.conns.length * opts.calls;
+        stats.get(t.label)!.rounds.push({
+          tp: (calls * 1000) / ms,
+          gatewayUs: t.gatewayPid ? ((threadCpuMs(t.gatewayPid) - g0) * 1000) / calls : 0,
+          upstreamUs: ((up.reduce((s, p) => s + threadCpuMs(p), 0) - u0) * 1000) / calls,
+        });
+        log(`round ${round + 1} ${t.label}: ${fmt((t.conns.length * opts.calls * 1000) / ms, 0)} calls/s`);
+      }
+    }
+  } finally {
+    for (const t of targets) {
+      await Promise.all(t.conns.map((c) => c.transport.terminateSession().catch(() => undefined)));
+      await Promise.all(t.conns.map((c) => c.client.close().catch(() => undefined)));
+      await t.stop().catch(() => undefined);
+    }
+  }
+  const median = (label: string, k: keyof Round): number => percentile(stats.get(label)?.rounds.map((r) => r[k]) ?? [], 50);
+  const dTp = median("direct", "tp");
+  const dP50 = percentile(stats.get("direct")?.lat ?? [], 50);
+  const rows = [...stats.keys()].map((m) => {
+    const r = stats.get(m)!;
+    const tp = median(m, "tp");
+    const p50 = percentile(r.lat, 50);
+    return [
+      m === "direct" ? "direct (server-everything HTTP)" : m.startsWith("meta") ? `emceepee ${m} (execute_tool)` : `emceepee transparent ${m}`,
+      `${fmt(tp, 0)} (×${fmt(tp / dTp)})`,
+      `${fmt(p50, 2)} (×${fmt(p50 / dP50)})`,
+      fmt(percentile(r.lat, 99), 2),
+      m === "direct" ? "—" : fmt(median(m, "gatewayUs"), 0),
+      fmt(median(m, "upstreamUs"), 0),
+    ];
+  });
+  process.stdout.write(
+    `\n${table(["", `${opts.sessions}-session throughput, calls/s (vs direct)`, "p50 ms (vs direct)", "p99 ms", "gateway CPU µs/call", "upstream CPU µs/call"], rows)}\n\n` +
+      `${new Date().toISOString().slice(0, 10)}, ${os.cpus().length} × ${os.cpus()[0]?.model ?? "?"}, node ${process.version}; ${opts.rounds} rounds alternating, medians of the rounds; supergateway and mcp-proxy are not installed here.\n`,
+  );
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);
