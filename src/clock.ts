@@ -2,6 +2,7 @@
  * Time and ids are injected so that state machines can be tested with a
  * manual clock and without sleeping (see test/fixtures/manual-clock.ts).
  */
+import { randomFillSync } from "node:crypto";
 import { monotonicFactory } from "ulid";
 
 export type TimerHandle = { readonly __timer: true } | object;
@@ -30,6 +31,24 @@ export type IdGenerator = () => string;
 
 /** ULIDs: time-sortable, URL-safe, monotonic within a millisecond. */
 export function ulidGenerator(clock: Clock = systemClock): IdGenerator {
-  const next = monotonicFactory();
+  const next = monotonicFactory(pooledRandom());
   return () => next(clock.now());
+}
+
+/**
+ * A uniform [0, 1) draw from a pool of CSPRNG bytes refilled 4 KiB at a time:
+ * ulid's own default makes a `crypto.getRandomValues` call (and a typed
+ * array) per character, 16 per new millisecond (issue 27: ≈ 3 % of a
+ * forwarded call's CPU).
+ */
+export function pooledRandom(poolBytes = 4096): () => number {
+  const pool = Buffer.alloc(poolBytes);
+  let at = poolBytes;
+  return () => {
+    if (at >= poolBytes) {
+      randomFillSync(pool);
+      at = 0;
+    }
+    return pool[at++]! / 256;
+  };
 }
