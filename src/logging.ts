@@ -87,5 +87,16 @@ export const silentLogger: Logger = pino({ level: "silent" });
  * SHA-256 — enough to follow one session through a log, useless to attach to it.
  */
 export function sessionHash(sessionId: string): string {
-  return createHash("sha256").update(sessionId).digest("hex").slice(0, 8);
+  // Asked on every call (activity log, governance, metrics): remembered for the last sessions (issue 27).
+  let hash = sessionHashes.get(sessionId);
+  if (hash === undefined) {
+    hash = createHash("sha256").update(sessionId).digest("hex").slice(0, 8);
+    if (sessionHashes.size >= SESSION_HASHES_KEPT) sessionHashes.clear();
+    sessionHashes.set(sessionId, hash);
+  }
+  return hash;
 }
+
+/** Bounded: ids of sessions long gone are forgotten by the next clear. */
+const SESSION_HASHES_KEPT = 4096;
+const sessionHashes = new Map<string, string>();
