@@ -52,7 +52,21 @@ export const governanceRuleSchema = z.strictObject({
   action: z.enum(["allow", "deny", "approve", "policy"]),
 });
 
-export const visibilityRuleSchema = z.strictObject({ ...target, visible: z.boolean() });
+/**
+ * A visibility rule is about tools (`tool`), resources and resource templates (`resource`: a glob
+ * on the URI, or a template's uriTemplate) or prompts (`prompt`: a name glob); one with none of
+ * them (`tool` "*") is about everything of the matched servers.
+ */
+export const visibilityRuleSchema = z
+  .strictObject({
+    ...target,
+    resource: z.string().min(1).optional(),
+    prompt: z.string().min(1).optional(),
+    visible: z.boolean(),
+  })
+  .refine((r) => [r.tool !== "*", r.resource !== undefined, r.prompt !== undefined].filter(Boolean).length <= 1, {
+    message: "a visibility rule is about one of tool, resource or prompt (or, with none, everything of the server); split it into one rule per kind",
+  });
 
 /** A tool name as MCP allows it (letters, digits, `_`, `-`, `.`; 1 to 128). */
 const toolName = z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, "a tool name is 1 to 128 letters, digits, '_', '-' or '.'");
@@ -152,6 +166,8 @@ export const governanceSchema = z
           .default(30 * 24 * 3_600_000),
         /** At most this many decision records are kept (the oldest go first). */
         maxRecords: z.number().int().positive().default(100_000),
+        /** How often the retention sweep deletes decision records past maxAgeMs or maxRecords (also trimmed on each append). */
+        sweepMs: z.number().int().positive().default(3_600_000),
       })
       .prefault({}),
     /** Human approval of calls a rule sends to `approve` (docs/adr/0025-approvals.md). */

@@ -14,7 +14,7 @@ import { ErrorCodes, GatewayError, toToolErrorText } from "../errors.js";
 import { sessionHash, type Logger } from "../logging.js";
 import type { DecisionOutcome, DecisionRecord, Store } from "../store/contracts.js";
 import { CedarPolicy } from "./cedar.js";
-import { canonical, firstRule, isVisible } from "./match.js";
+import { canonical, firstRule, isItemVisible, isVisible } from "./match.js";
 import { Pins } from "./pins.js";
 
 export interface GovernanceDeps {
@@ -96,6 +96,12 @@ export class Governance {
     const s = this.inForce().settings;
     const v = virtualServer === undefined ? undefined : s.virtualServers.find((x) => x.name === virtualServer);
     return isVisible(v?.visibility ?? s.visibility, v?.visibleByDefault ?? s.visibleByDefault, { principal, server, tool });
+  }
+
+  /** Whether the caller sees a resource (by URI; a template by its uriTemplate) or a prompt (by name): hidden ones are absent and unknown (visibility.ts). */
+  itemVisible(principal: Principal | undefined, server: string, kind: "resource" | "prompt", name: string): boolean {
+    const s = this.inForce().settings;
+    return isItemVisible(s.visibility, s.visibleByDefault, { principal, server, kind, name });
   }
 
   /**

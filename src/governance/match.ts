@@ -87,7 +87,26 @@ export function firstRule(rules: readonly GovernanceRule[], c: CallTarget): { ru
   return i < 0 ? undefined : { rule: rules[i]!, id: rules[i]!.id ?? `rules[${i}]` };
 }
 
-/** Whether the principal sees the tool: the first matching visibility rule, else the default. */
+/** Whether the principal sees the tool: the first matching visibility rule about tools (or the whole server), else the default. */
 export function isVisible(rules: readonly VisibilityRule[], byDefault: boolean, c: CallTarget): boolean {
-  return rules.find((r) => targets(r, c))?.visible ?? byDefault;
+  return rules.find((r) => r.resource === undefined && r.prompt === undefined && targets(r, c))?.visible ?? byDefault;
+}
+
+/** What a resource or prompt visibility rule looks at: a resource's URI (a template's uriTemplate) or a prompt's name. */
+export interface ItemTarget {
+  principal?: Principal | undefined;
+  server: string;
+  kind: "resource" | "prompt";
+  name: string;
+}
+
+/** Whether the principal sees the resource, template or prompt: the first matching rule about that kind (or the whole server), else the default. */
+export function isItemVisible(rules: readonly VisibilityRule[], byDefault: boolean, c: ItemTarget): boolean {
+  const about = (r: VisibilityRule) => {
+    const glob = c.kind === "resource" ? r.resource : r.prompt;
+    if (glob !== undefined) return globMatch(glob, c.name);
+    // A rule about the other kind, or about tools, says nothing here; one about none of them is about the whole server.
+    return r.tool === "*" && r.resource === undefined && r.prompt === undefined;
+  };
+  return rules.find((r) => about(r) && globMatch(r.server, c.server) && principalMatches(r.principal, c.principal))?.visible ?? byDefault;
 }

@@ -27,6 +27,7 @@ import { consentOptions, withConsent } from "../../session/consent-wait.js";
 import { forwardProgress } from "../progress.js";
 import { logToolCall, resultOutcome } from "../access-log.js";
 import { paginate } from "./catalog.js";
+import { assertPromptVisible, assertResourceVisible, visiblePrompts, visibleResources, visibleTemplates, type Viewer } from "../../governance/visibility.js";
 import { verbatimErrors, type HandlerContext } from "./context.js";
 import { faceTools, resolveTool } from "./curated.js";
 import { callTool, honouredTool, registerTaskHandlers } from "./tasks.js";
@@ -154,31 +155,47 @@ export function registerHandlers(h: HandlerContext): JoinedHook {
     registerTaskHandlers(h, conn);
   }
 
+  // Hidden resources, templates and prompts (gateway.governance.visibility) are absent from lists and unknown by name (governance/visibility.ts).
+  const viewer = (extra: { authInfo?: Parameters<typeof principalOf>[0] }): Viewer => ({
+    governance: h.gateway.governance,
+    principal: principalOf(extra.authInfo),
+  });
   if (capabilities.resources) {
-    server.setRequestHandler(ListResourcesRequestSchema, async (req) => {
-      if (single) return (await conn(catalog.servers()[0]!)).listResourcesPage(req.params);
+    server.setRequestHandler(ListResourcesRequestSchema, async (req, extra) => {
+      if (single) {
+        const s = catalog.servers()[0]!;
+        const page = await (await conn(s)).listResourcesPage(req.params);
+        return { ...page, resources: visibleResources(viewer(extra), s, page.resources) };
+      }
       const failed: Unavailable = [];
       const rows = await each((c) => c.listResources(), failed);
       router.learnResources(rows.map((r) => ({ server: r.server, uri: r.item.uri })));
       const { page, nextCursor } = paginate(
-        rows.map((r) => r.item),
+        rows.filter((r) => visibleResources(viewer(extra), r.server, [r.item]).length > 0).map((r) => r.item),
         req.params?.cursor,
       );
       return { resources: page, ...(nextCursor ? { nextCursor } : {}), ...unavailableMeta(failed) };
     });
-    server.setRequestHandler(ListResourceTemplatesRequestSchema, async (req) => {
-      if (single) return (await conn(catalog.servers()[0]!)).listResourceTemplatesPage(req.params);
+    server.setRequestHandler(ListResourceTemplatesRequestSchema, async (req, extra) => {
+      if (single) {
+        const s = catalog.servers()[0]!;
+        const page = await (await conn(s)).listResourceTemplatesPage(req.params);
+        return { ...page, resourceTemplates: visibleTemplates(viewer(extra), s, page.resourceTemplates) };
+      }
       const failed: Unavailable = [];
       const rows = await each((c) => c.listResourceTemplates(), failed);
       router.learnTemplates(rows.map((r) => ({ server: r.server, template: r.item.uriTemplate })));
       const { page, nextCursor } = paginate(
-        rows.map((r) => r.item),
+        rows.filter((r) => visibleTemplates(viewer(extra), r.server, [r.item]).length > 0).map((r) => r.item),
         req.params?.cursor,
       );
       return { resourceTemplates: page, ...(nextCursor ? { nextCursor } : {}), ...unavailableMeta(failed) };
     });
-    const owner = async (uri: string): Promise<UpstreamHandle> => {
-      if (single) return conn(catalog.servers()[0]!);
+    const owner = async (uri: string, who: Viewer): Promise<UpstreamHandle> => {
+      if (single) {
+        assertResourceVisible(who, catalog.servers()[0]!, uri);
+        return conn(catalog.servers()[0]!);
+      }
       let found = router.route(uri);
       if (found === undefined) {
         // Learn the lists once, then try again.
@@ -189,20 +206,31 @@ export function registerHandlers(h: HandlerContext): JoinedHook {
       if (found === undefined) {
         throw new GatewayError(ErrorCodes.UNKNOWN_RESOURCE, `no upstream lists a resource or template matching '${uri}'`, { details: { uri } });
       }
+      assertResourceVisible(who, found, uri);
       return conn(found);
     };
-    server.setRequestHandler(ReadResourceRequestSchema, async (req) => (await owner(req.params.uri)).readResource(req.params.uri, req.params._meta));
+    server.setRequestHandler(ReadResourceRequestSchema, async (req, extra) =>
+      (await owner(req.params.uri, viewer(extra))).readResource(req.params.uri, req.params._meta),
+    );
     if (capabilities.resources.subscribe) {
-      server.setRequestHandler(SubscribeRequestSchema, async (req) => (await owner(req.params.uri)).subscribeResource(req.params.uri, req.params._meta));
-      server.setRequestHandler(UnsubscribeRequestSchema, async (req) => (await owner(req.params.uri)).unsubscribeResource(req.params.uri, req.params._meta));
+      server.setRequestHandler(SubscribeRequestSchema, async (req, extra) =>
+        (await owner(req.params.uri, viewer(extra))).subscribeResource(req.params.uri, req.params._meta),
+      );
+      server.setRequestHandler(UnsubscribeRequestSchema, async (req, extra) =>
+        (await owner(req.params.uri, viewer(extra))).unsubscribeResource(req.params.uri, req.params._meta),
+      );
     }
   }
 
   if (capabilities.prompts) {
-    server.setRequestHandler(ListPromptsRequestSchema, async (req) => {
-      if (single) return (await conn(catalog.servers()[0]!)).listPromptsPage(req.params);
+    server.setRequestHandler(ListPromptsRequestSchema, async (req, extra) => {
+      if (single) {
+        const s = catalog.servers()[0]!;
+        const page = await (await conn(s)).listPromptsPage(req.params);
+        return { ...page, prompts: visiblePrompts(viewer(extra), s, page.prompts) };
+      }
       const failed: Unavailable = [];
-      const rows = await each((c) => c.listPrompts(), failed);
+      const rows = (await each((c) => c.listPrompts(), failed)).filter((r) => visiblePrompts(viewer(extra), r.server, [r.item]).length > 0);
       const prompts = rows.map(({ server: s, item }) => ({ ...item, name: catalog.expose(s, item.name) }));
       catalog.assertUnique(
         prompts.map((p, i) => ({ exposed: p.name, server: rows[i]!.server })),
@@ -211,17 +239,19 @@ export function registerHandlers(h: HandlerContext): JoinedHook {
       const { page, nextCursor } = paginate(prompts, req.params?.cursor);
       return { prompts: page, ...(nextCursor ? { nextCursor } : {}), ...unavailableMeta(failed) };
     });
-    server.setRequestHandler(GetPromptRequestSchema, async (req) => {
+    server.setRequestHandler(GetPromptRequestSchema, async (req, extra) => {
       const { server: upstream, name } = catalog.resolve(req.params.name, "prompt");
+      assertPromptVisible(viewer(extra), upstream, name, req.params.name);
       return (await conn(upstream)).getPrompt(name, req.params.arguments, req.params._meta);
     });
   }
 
   if (capabilities.completions) {
-    server.setRequestHandler(CompleteRequestSchema, async (req) => {
+    server.setRequestHandler(CompleteRequestSchema, async (req, extra) => {
       const ref = req.params.ref;
       if (ref.type === "ref/prompt") {
         const { server: upstream, name } = catalog.resolve(ref.name, "prompt");
+        assertPromptVisible(viewer(extra), upstream, name, ref.name);
         return (await conn(upstream)).complete({ ...req.params, ref: { ...ref, name } });
       }
       const target = single ? catalog.servers()[0]! : router.routeTemplate(ref.uri);
