@@ -18,6 +18,8 @@ import { mayUseOwned } from "../auth/ownership.js";
 import type { Session } from "../session/session.js";
 import type { FaceRecord } from "../store/contracts.js";
 import { BoundedSseReplayStore, StoredSseReplayStore, type SseReplayStore } from "./sse-replay-store.js";
+import { hasEnvelopeClaim, hasModernVersionHeader } from "../mcp/modern/envelope.js";
+import { handleModern, modernMethodNotAllowed } from "./modern-endpoint.js";
 import { BodyRejected, BodyTooLargeError, parseJsonRpcBody, readBody, sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
 
 export interface FaceServer {
@@ -102,6 +104,13 @@ export class McpEndpoint {
   }
 
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // A modern MCP-Protocol-Version: the 2026-07-28 path; Mcp-Session-Id and Last-Event-ID are ignored (docs/adr/0032).
+    if (hasModernVersionHeader(req)) {
+      if (req.method !== "POST") return modernMethodNotAllowed(res);
+      const modern = await this.readJson(req, res);
+      if (modern === NO_BODY) return;
+      return handleModern(this.gateway, this.options, req, res, modern);
+    }
     const header = req.headers["mcp-session-id"];
     const sessionId = Array.isArray(header) ? header[0] : header;
     if (sessionId !== undefined) {
@@ -187,6 +196,7 @@ export class McpEndpoint {
     }
     const body = await this.readJson(req, res);
     if (body === NO_BODY) return;
+    if (hasEnvelopeClaim(body)) return handleModern(this.gateway, this.options, req, res, body);
     if (!isInitializeRequest(body)) {
       return sendJsonRpcError(
         res,

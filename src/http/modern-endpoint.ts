@@ -1,0 +1,186 @@
+/**
+ * The 2026-07-28 path of an MCP endpoint (docs/adr/0032-two-protocol-eras.md):
+ * one stateless request answered by the endpoint's own face, built for an
+ * ephemeral session over a linked in-memory 2025 transport pair, so that the
+ * principal, governance and rate limits apply as on the sessionful path.
+ */
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import type { ClientCapabilities, Implementation, InitializeRequest, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { principalOf } from "../auth/principal.js";
+import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  CLIENT_INFO_META_KEY,
+  ENVELOPE_KEYS,
+  LEGACY_VERSIONS,
+  MODERN_VERSIONS,
+  classifyModern,
+  type LadderError,
+} from "../mcp/modern/envelope.js";
+import type { GatewayContext } from "../session/gateway-context.js";
+import type { Session } from "../session/session.js";
+import type { FaceRecord } from "../store/contracts.js";
+import type { FaceServer } from "./mcp-endpoint.js";
+
+export interface ModernEndpointOptions {
+  face(session: Session, init: InitializeRequest["params"]): FaceServer | Promise<FaceServer>;
+  kind: FaceRecord;
+}
+
+/** The tasks extension's identifier (SEP-2663). */
+export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
+
+/** Methods of the 2025 era (or of its sessions) that a modern request may not use: -32601 at the edge. */
+const REFUSED = new Set(["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "tasks/list", "tasks/result"]);
+/** Methods served by forwarding to the face. */
+const FORWARDED = new Set([
+  "tools/list",
+  "tools/call",
+  "resources/list",
+  "resources/templates/list",
+  "resources/read",
+  "prompts/list",
+  "prompts/get",
+  "completion/complete",
+]);
+/** The 2025 revision the faces are driven with on the in-memory pair. */
+const INNER_VERSION = "2025-11-25";
+
+function send(res: ServerResponse, status: number, payload: Record<string, unknown>): void {
+  if (res.headersSent) return void res.end();
+  res.writeHead(status, { "Content-Type": "application/json" });
+  res.end(JSON.stringify({ jsonrpc: "2.0", ...payload }));
+}
+
+function sendError(res: ServerResponse, id: string | number | null, error: LadderError): void {
+  const { httpStatus, ...rest } = error;
+  send(res, httpStatus, { id, error: rest });
+}
+
+function jsonRpcErrorOf(err: unknown, gateway: GatewayContext): { code: number; message: string; data?: unknown } {
+  const { code, message, data } = toJsonRpcError(err, gateway.logger);
+  return { code, message, ...(data !== undefined ? { data } : {}) };
+}
+
+function idOf(body: unknown): string | number | null {
+  const id = (body as { id?: unknown } | null)?.id;
+  return typeof id === "string" || typeof id === "number" ? id : null;
+}
+
+/** A modern GET or DELETE: no streams and no sessions to end in this era. */
+export function modernMethodNotAllowed(res: ServerResponse): void {
+  res.setHeader("Allow", "POST");
+  sendError(res, null, {
+    httpStatus: 405,
+    code: -32000,
+    message:
+      "Method not allowed: a 2026-07-28 request is a single POST (there is no GET stream or session to DELETE in this era; use subscriptions/listen, or drop the modern MCP-Protocol-Version header to use the 2025-11-25 session path)",
+  });
+}
+
+export async function handleModern(
+  gateway: GatewayContext,
+  options: ModernEndpointOptions,
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: unknown,
+): Promise<void> {
+  const classified = classifyModern(req, body);
+  if (classified.kind === "reject") return sendError(res, idOf(body), classified.error);
+  if (classified.kind === "notification") {
+    res.writeHead(202).end();
+    return;
+  }
+  const { id, method, params } = classified;
+  const meta = (params._meta ?? {}) as Record<string, unknown>;
+  const capabilities = (meta[CLIENT_CAPABILITIES_META_KEY] ?? {}) as ClientCapabilities & { extensions?: Record<string, unknown> };
+  if (REFUSED.has(method) || (!FORWARDED.has(method) && method !== "server/discover")) {
+    return sendError(res, id, {
+      httpStatus: 404,
+      code: -32601,
+      message: `Method not found: ${method} is not served to 2026-07-28 requests${REFUSED.has(method) ? " (it belongs to the 2025-11-25 session path: drop the envelope and the modern header to use it)" : ""}`,
+    });
+  }
+  if (params.task !== undefined) {
+    if (capabilities.extensions?.[TASKS_EXTENSION] === undefined) {
+      return sendError(res, id, {
+        httpStatus: 400,
+        code: -32021,
+        message: `Missing required client capability: a task-augmented ${method} needs the ${TASKS_EXTENSION} extension declared in params._meta["${CLIENT_CAPABILITIES_META_KEY}"].extensions`,
+        data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+      });
+    }
+    return sendError(res, id, {
+      httpStatus: 404,
+      code: -32601,
+      message: `Method not found: task-augmented requests (${TASKS_EXTENSION}) are not served to 2026-07-28 clients yet; call without params.task`,
+    });
+  }
+  let session: Session;
+  try {
+    // Ephemeral: never persisted, no replay, no client capabilities (it cannot be asked anything mid-call).
+    session = gateway.sessions.create({ id: randomUUID(), downstreamCapabilities: {}, connect: false, principal: principalOf(req) });
+  } catch (err) {
+    const own = err instanceof GatewayError && err.code === ErrorCodes.PRINCIPAL_LIMIT;
+    return sendError(res, id, { httpStatus: own ? 429 : 503, ...jsonRpcErrorOf(err, gateway) });
+  }
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  let server: FaceServer | undefined;
+  const pending = new Map<string | number, (message: JSONRPCMessage) => void>();
+  clientSide.onmessage = (message) => {
+    if ("id" in message && message.id !== undefined && ("result" in message || "error" in message)) return pending.get(message.id)?.(message);
+    // A request from the face to the client (elicitation, sampling, roots): a modern client cannot be asked over this path.
+    if ("id" in message && "method" in message) {
+      void clientSide.send({ jsonrpc: "2.0", id: message.id, error: { code: -32601, message: "the 2026-07-28 client cannot be asked mid-call" } });
+    }
+  };
+  const ask = (requestId: string | number, m: string, p: Record<string, unknown>): Promise<JSONRPCMessage> =>
+    new Promise((resolve) => {
+      pending.set(requestId, resolve);
+      void clientSide.send({ jsonrpc: "2.0", id: requestId, method: m, params: p });
+    });
+  const closed = new Promise<void>((resolve) => res.once("close", resolve));
+  try {
+    const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
+    const init = { protocolVersion: INNER_VERSION, capabilities: {}, clientInfo };
+    server = await options.face(session, init);
+    await server.connect(serverSide);
+    await clientSide.start();
+    const initialized = await ask("init", "initialize", init);
+    if (!("result" in initialized)) throw new Error(`the face refused the synthetic initialize: ${JSON.stringify(initialized)}`);
+    await clientSide.send({ jsonrpc: "2.0", method: "notifications/initialized" });
+    const scope = principalOf(req) !== undefined || options.kind.kind === "meta" ? "private" : "public";
+    const hint = { resultType: "complete", ttlMs: 0, cacheScope: scope };
+    if (method === "server/discover") {
+      const result = initialized.result as { capabilities: Record<string, unknown>; serverInfo: Implementation; instructions?: string };
+      return send(res, 200, {
+        id,
+        result: {
+          supportedVersions: [...MODERN_VERSIONS, ...LEGACY_VERSIONS],
+          capabilities: result.capabilities,
+          serverInfo: result.serverInfo,
+          ...(result.instructions !== undefined ? { instructions: result.instructions } : {}),
+          ...hint,
+        },
+      });
+    }
+    // The envelope is this hop's; progress tokens and W3C trace context go on to the face.
+    const innerMeta = Object.fromEntries(Object.entries(meta).filter(([key]) => !(ENVELOPE_KEYS as readonly string[]).includes(key)));
+    const innerParams = { ...params, ...(Object.keys(innerMeta).length > 0 ? { _meta: innerMeta } : {}) };
+    if (Object.keys(innerMeta).length === 0) delete innerParams._meta;
+    const answer = await Promise.race([ask(id, method, innerParams), closed.then(() => undefined)]);
+    if (answer === undefined) return;
+    if ("error" in answer) return send(res, 200, { id, error: answer.error });
+    if ("result" in answer) return send(res, 200, { id, result: { ...answer.result, ...hint } });
+  } catch (err) {
+    gateway.logger.warn({ err, method }, "modern_request_failed");
+    return sendError(res, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) });
+  } finally {
+    pending.clear();
+    await server?.close().catch(() => undefined);
+    await clientSide.close().catch(() => undefined);
+    await gateway.sessions.destroy(session.id, "modern request answered");
+  }
+}
