@@ -10,6 +10,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { startInProcessGateway } from "../helpers/in-process.js";
 import type { TestGateway } from "../helpers/gateway.js";
+import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from "@modelcontextprotocol/client";
 
 const MODERN = "2026-07-28";
 const ENVELOPE = {
@@ -141,6 +142,24 @@ describe("2026-07-28 on the existing endpoints", () => {
     }
     const withSession = await modern(server, 21, "tools/list", {}, { "Mcp-Session-Id": "not-a-session", "Last-Event-ID": "x" });
     assert.equal(withSession.status, 200, JSON.stringify(withSession.body));
+  });
+
+  it("an SDK v2 client pinned to 2026-07-28 discovers, lists and calls through a server face and the meta face", async () => {
+    for (const url of [server, meta]) {
+      const client = new ModernClient({ name: "modern", version: "1" }, { versionNegotiation: { mode: { pin: MODERN } } });
+      await client.connect(new ModernTransport(new URL(url)));
+      try {
+        const { tools } = await client.listTools();
+        assert.ok(tools.length > 0, url);
+        if (url === server) {
+          const result = await client.callTool({ name: "echo", arguments: { message: "pinned hello" } });
+          assert.match(JSON.stringify(result.content), /pinned hello/);
+        }
+      } finally {
+        await client.close();
+      }
+    }
+    assert.equal(gw.gateway.context.sessions.size, 0, "no session is left behind");
   });
 
   it("the same URL still serves an SDK 1.32 client on 2025-11-25, sessionful", async () => {
