@@ -21,6 +21,7 @@ import { createConsole } from "../console/index.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { Governance } from "../governance/governance.js";
+import { AuditRetention } from "../governance/audit-retention.js";
 import { Approvals } from "../governance/approvals.js";
 import { ApprovalRunner } from "../session/approval-runner.js";
 import { createHttpServer } from "../http/server.js";
@@ -220,6 +221,9 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     : undefined;
   if (webConsole) parts.add("console", () => webConsole.close());
   parts.add("sweeps", () => store.stopSweeps());
+  // The decision records' retention sweep (governance.audit.sweepMs), as the audit block in force says.
+  const auditRetention = governance ? new AuditRetention({ clock, logger, store: openedStore, audit: () => governance.settingsInForce.audit }) : undefined;
+  if (auditRetention) parts.add("audit-retention", () => auditRetention.close());
   let starting: Promise<void> | undefined;
   parts.add("start", () => starting?.catch(() => undefined)); // a start in progress finishes (what it opened is closed after)
   const checker = new UpstreamChecker({ probe: upstreams.probe, logger });
@@ -249,6 +253,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       if ((state as GatewayState) === "closing") return; // close() ran meanwhile: no timers
       sessions.start();
       store.startSweeps();
+      auditRetention?.start();
       approvals?.start();
     })();
     return starting;
