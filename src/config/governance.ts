@@ -68,6 +68,21 @@ export const visibilityRuleSchema = z
     message: "a visibility rule is about one of tool, resource or prompt (or, with none, everything of the server); split it into one rule per kind",
   });
 
+/**
+ * A named profile (issue 24): visibility, rules and a mode for the principals
+ * governance.profileFor gives it. Each part given replaces the gateway's for them
+ * (a virtual server's own parts still win on its face); a part left out is the gateway's.
+ */
+export const namedProfileSchema = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, "a profile's name is 1 to 64 letters, digits, '_', '-' or '.'"),
+  /** enforce or dry-run for these principals; absent: governance.profile. */
+  mode: z.enum(["enforce", "dry-run"]).optional(),
+  visibility: z.array(visibilityRuleSchema).optional(),
+  visibleByDefault: z.boolean().optional(),
+  rules: z.array(governanceRuleSchema).optional(),
+  defaultAction: z.enum(["allow", "deny", "approve", "policy"]).optional(),
+});
+
 /** A tool name as MCP allows it (letters, digits, `_`, `-`, `.`; 1 to 128). */
 const toolName = z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, "a tool name is 1 to 128 letters, digits, '_', '-' or '.'");
 
@@ -145,6 +160,13 @@ export const governanceSchema = z
     visibleByDefault: z.boolean().default(true),
     /** Call rules, first match wins. */
     rules: z.array(governanceRuleSchema).default([]),
+    /** Named profiles (visibility, rules, mode) principals get by governance.profileFor. */
+    profiles: z.array(namedProfileSchema).max(1_000).default([]),
+    /** Which principals get which profile: the first entry whose principal matches (claims, roles, groups, subject, issuer); none: the gateway's own settings. */
+    profileFor: z
+      .array(z.strictObject({ principal: principalMatch, profile: z.string().min(1) }))
+      .max(10_000)
+      .default([]),
     /** The action when no rule matches. */
     defaultAction: z.enum(["allow", "deny", "approve", "policy"]).default("allow"),
     /** Cedar policies (and optionally their schema, to validate them against) for the `policy` action. */
@@ -210,11 +232,33 @@ export const governanceSchema = z
     /** Named transparent faces at /v/<name>/mcp, each offering a chosen set of tools from several upstreams. */
     virtualServers: z.array(virtualServerSchema).max(1_000).default([]),
   })
-  .refine((g) => g.cedar !== undefined || (g.defaultAction !== "policy" && g.rules.every((r) => r.action !== "policy")), {
-    message: 'the action "policy" asks Cedar: set governance.cedar.policyFile, or use allow / deny / approve',
-    path: ["cedar"],
-  })
+  .refine(
+    (g) => g.cedar !== undefined || [g, ...g.profiles].every((p) => p.defaultAction !== "policy" && (p.rules ?? []).every((r) => r.action !== "policy")),
+    {
+      message: 'the action "policy" asks Cedar: set governance.cedar.policyFile, or use allow / deny / approve',
+      path: ["cedar"],
+    },
+  )
   .superRefine((g, ctx) => {
+    const profileNames = new Set<string>();
+    g.profiles.forEach((p, i) => {
+      if (profileNames.has(p.name)) ctx.addIssue({ code: "custom", path: ["profiles", i, "name"], message: `two profiles are named '${p.name}'; rename one` });
+      profileNames.add(p.name);
+    });
+    g.profileFor.forEach((m, i) => {
+      if (!profileNames.has(m.profile))
+        ctx.addIssue({
+          code: "custom",
+          path: ["profileFor", i, "profile"],
+          message: `no profile '${m.profile}' in governance.profiles (have: ${[...profileNames].join(", ") || "none"})`,
+        });
+    });
+    if (g.profiles.length > 0 && g.profile === "off")
+      ctx.addIssue({
+        code: "custom",
+        path: ["profiles"],
+        message: 'profiles apply only when governance.profile is "enforce" or "dry-run"; set one, or remove them',
+      });
     const names = new Set<string>();
     g.virtualServers.forEach((v, i) => {
       if (names.has(v.name))
@@ -273,3 +317,4 @@ export type VisibilityRule = z.infer<typeof visibilityRuleSchema>;
 export type PrincipalMatch = z.infer<typeof principalMatch>;
 export type CurationEntry = z.infer<typeof curationSchema>;
 export type VirtualServerSettings = z.infer<typeof virtualServerSchema>;
+export type NamedProfile = z.infer<typeof namedProfileSchema>;

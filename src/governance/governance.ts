@@ -9,12 +9,12 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import type { Principal } from "../auth/principal.js";
 import type { Clock, IdGenerator } from "../clock.js";
-import type { GovernanceSettings } from "../config/governance.js";
+import type { GovernanceSettings, NamedProfile } from "../config/governance.js";
 import { ErrorCodes, GatewayError, toToolErrorText } from "../errors.js";
 import { sessionHash, type Logger } from "../logging.js";
 import type { DecisionOutcome, DecisionRecord, Store } from "../store/contracts.js";
 import { CedarPolicy } from "./cedar.js";
-import { canonical, firstRule, isItemVisible, isVisible } from "./match.js";
+import { canonical, firstRule, isItemVisible, isVisible, principalMatches } from "./match.js";
 import { Pins } from "./pins.js";
 
 export interface GovernanceDeps {
@@ -91,17 +91,30 @@ export class Governance {
     return this.current?.version;
   }
 
+  /** The named profile the principal gets: the first governance.profileFor entry that matches it; undefined: the gateway's own settings. */
+  profileOf(principal: Principal | undefined): NamedProfile | undefined {
+    const s = this.inForce().settings;
+    const name = s.profileFor.find((m) => principalMatches(m.principal, principal))?.profile;
+    return name === undefined ? undefined : s.profiles.find((p) => p.name === name);
+  }
+
   /** Whether the caller sees the tool at all (hidden tools are absent from lists and unknown by name). */
   visible(principal: Principal | undefined, server: string, tool: string, virtualServer?: string): boolean {
     const s = this.inForce().settings;
     const v = virtualServer === undefined ? undefined : s.virtualServers.find((x) => x.name === virtualServer);
-    return isVisible(v?.visibility ?? s.visibility, v?.visibleByDefault ?? s.visibleByDefault, { principal, server, tool });
+    const p = this.profileOf(principal);
+    return isVisible(v?.visibility ?? p?.visibility ?? s.visibility, v?.visibleByDefault ?? p?.visibleByDefault ?? s.visibleByDefault, {
+      principal,
+      server,
+      tool,
+    });
   }
 
   /** Whether the caller sees a resource (by URI; a template by its uriTemplate) or a prompt (by name): hidden ones are absent and unknown (visibility.ts). */
   itemVisible(principal: Principal | undefined, server: string, kind: "resource" | "prompt", name: string): boolean {
     const s = this.inForce().settings;
-    return isItemVisible(s.visibility, s.visibleByDefault, { principal, server, kind, name });
+    const p = this.profileOf(principal);
+    return isItemVisible(p?.visibility ?? s.visibility, p?.visibleByDefault ?? s.visibleByDefault, { principal, server, kind, name });
   }
 
   /**
@@ -142,10 +155,11 @@ export class Governance {
       throw new GatewayError(ErrorCodes.UNKNOWN_TOOL, `server '${call.server}' has no tool '${call.tool}'. Call list_tools to see the tools you can use.`, {
         details: { server: call.server, tool: call.tool },
       });
-    // A virtual server's own rules replace the gateway's on its face (docs/adr/0024).
+    // A virtual server's own rules replace the gateway's on its face (docs/adr/0024); a named profile's replace the gateway's for its principals.
     const own = call.virtualServer === undefined ? undefined : settings.virtualServers.find((v) => v.name === call.virtualServer);
-    const matched = firstRule(own?.rules ?? settings.rules, call);
-    const action = matched?.rule.action ?? own?.defaultAction ?? settings.defaultAction;
+    const named = this.profileOf(call.principal);
+    const matched = firstRule(own?.rules ?? named?.rules ?? settings.rules, call);
+    const action = matched?.rule.action ?? own?.defaultAction ?? named?.defaultAction ?? settings.defaultAction;
     let verdict: "allow" | "deny" | "approve" | "error" = action === "policy" ? "deny" : action;
     let decidedBy: DecisionRecord["decidedBy"] = matched ? "rule" : "default";
     let policyIds: string[] | undefined;
@@ -170,7 +184,7 @@ export class Governance {
     const pinned = quarantine !== undefined && verdict === "allow" ? quarantine : undefined;
     if (pinned !== undefined) verdict = "approve";
     const ruleId = pinned ?? matched?.id;
-    const dry = settings.profile === "dry-run";
+    const dry = (named?.mode ?? settings.profile) === "dry-run";
     const profile = dry ? "dry-run" : "enforce";
     const outcome: DecisionOutcome =
       verdict === "allow" ? "allow" : verdict === "approve" ? (dry ? "would_require_approval" : "approval_required") : dry ? "would_deny" : verdict;
@@ -180,6 +194,7 @@ export class Governance {
       at: this.deps.clock.now(),
       outcome,
       profile,
+      ...(named ? { profileName: named.name } : {}),
       decidedBy,
       ...(call.principal ? { principalHash: call.principal.hash } : {}),
       face: call.face,
@@ -274,6 +289,8 @@ async function load(settings: GovernanceSettings): Promise<InForce> {
         visibility: settings.visibility,
         visibleByDefault: settings.visibleByDefault,
         defaultAction: settings.defaultAction,
+        profiles: settings.profiles,
+        profileFor: settings.profileFor,
         // Curation and virtual servers change what reaches the upstream: a new version when they change.
         curation: settings.curation,
         virtualServers: settings.virtualServers,

@@ -410,6 +410,8 @@ export interface DecisionRecord {
   at: number;
   outcome: DecisionOutcome;
   profile: "enforce" | "dry-run";
+  /** The named profile (governance.profiles) the principal got; absent: the gateway's own settings. */
+  profileName?: string;
   /** Which step decided: a visibility rule, a call rule, Cedar, or the default action. */
   decidedBy: "visibility" | "rule" | "cedar" | "default";
   /** The principal's hash (principal.ts); absent when the caller had none. */
