@@ -45,6 +45,7 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
     owner?.release();
     throw err;
   }
+  const replay = new SqliteReplayStore(db);
   return {
     kind: "sqlite",
     location: db.file,
@@ -52,7 +53,7 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
     sessions: new SqliteSessionStore(db, clock),
     events: new SqliteEventStore(db),
     pending: new SqlitePendingRequestStore(db),
-    replay: new SqliteReplayStore(db),
+    replay,
     servers: new SqliteServerStore(db),
     logins: new SqliteLoginStateStore(db),
     rateLimits: new SqliteRateLimitStore(db),
@@ -67,6 +68,7 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
     announce: async ({ port }) => owner?.announce(port),
     close: async () => {
       try {
+        replay.flush(); // appends of this turn still commit
         db.close();
       } finally {
         owner?.release();
