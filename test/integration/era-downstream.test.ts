@@ -178,3 +178,42 @@ describe("2026-07-28 on the existing endpoints", () => {
     }
   });
 });
+
+describe("2026-07-28 requests get the 2025 path's governance", () => {
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startInProcessGateway({
+      gateway: {
+        governance: {
+          profile: "enforce",
+          visibility: [{ server: "everything", tool: "echo", visible: false }],
+          rules: [{ server: "everything", tool: "get-sum", action: "deny" }],
+          virtualServers: [
+            {
+              name: "calc",
+              tools: [
+                { server: "everything", tool: "get-sum", as: "sum" },
+                { server: "everything", tool: "get-env" },
+              ],
+            },
+          ],
+        },
+      },
+    });
+  });
+  after(() => gw.close());
+
+  it("a hidden tool is absent and unknown, a denied call is refused, on a server face and a virtual face", async () => {
+    const server = gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
+    const list = await modern(server, 1, "tools/list");
+    const names = (list.body.result?.tools as Array<{ name: string }>).map((t) => t.name);
+    assert.ok(!names.includes("echo") && names.includes("get-sum"), names.join(","));
+    const hidden = await modern(server, 2, "tools/call", { name: "echo", arguments: { message: "x" } });
+    assert.match(JSON.stringify(hidden.body), /EMCP_UNKNOWN_TOOL/);
+    const denied = await modern(server, 3, "tools/call", { name: "get-sum", arguments: { a: 1, b: 2 } });
+    assert.equal(denied.body.error?.data?.code, "EMCP_POLICY_DENIED", JSON.stringify(denied.body));
+    const virtual = gw.url.replace(/\/mcp$/, "/v/calc/mcp");
+    const vlist = await modern(virtual, 4, "tools/list");
+    assert.deepEqual((vlist.body.result?.tools as Array<{ name: string }>).map((t) => t.name).sort(), ["get-env", "sum"]);
+  });
+});
