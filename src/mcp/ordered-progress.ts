@@ -28,10 +28,13 @@ export function installOrderedProgress(client: Client, transport: Transport): bo
   const dispatch = transport.onmessage;
   if (typeof onprogress !== "function" || !dispatch) return false;
   transport.onmessage = (message, extra) => {
-    const progress = ProgressNotificationSchema.safeParse(message);
-    if (progress.success) {
-      onprogress.call(client, progress.data);
-      return;
+    // Only a progress notification can pass the schema: the others skip its zod parse (issue 27: every upstream message came here).
+    if ((message as { method?: unknown }).method === "notifications/progress") {
+      const progress = ProgressNotificationSchema.safeParse(message);
+      if (progress.success) {
+        onprogress.call(client, progress.data);
+        return;
+      }
     }
     dispatch(message, extra);
   };
