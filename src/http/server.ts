@@ -49,7 +49,8 @@ export type PageHandler = (req: http.IncomingMessage, res: http.ServerResponse, 
 
 export interface ProbeReply {
   status: number;
-  body: Record<string, string>;
+  /** JSON (a status word for the probes; the Client ID Metadata Document, src/upstream/auth/setup.ts). */
+  body: Record<string, unknown>;
 }
 
 /** What the HTTP edge takes besides settings and routes (tests inject them). */

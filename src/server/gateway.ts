@@ -270,7 +270,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         await start();
         upstreams.start();
         const pages = [...observability.pages(), ...(webConsole ? [webConsole.handle] : [])];
-        const server = createHttpServer(settings, { ...endpoints.routes, ...health, pages, consoleCredential: loginCookieMatches }, logger);
+        const probes = { ...health.probes, ...upstreamAuth?.documents() };
+        const server = createHttpServer(settings, { ...endpoints.routes, ...health, probes, pages, consoleCredential: loginCookieMatches }, logger);
         webConsole?.start();
         const address = await listener.listen(server, settings.host, settings.port);
         listenedBase = new URL(address.url).origin;

@@ -239,6 +239,37 @@ describe("upstream OAuth client", () => {
     }
   });
 
+  test("client identity: a Client ID Metadata Document where the server advertises it (no registration), else dynamic registration, kept per authorization server", async () => {
+    const { startFakeAuthorizationServer } = await import("../fixtures/oauth-protected-server.js");
+    const doc = "https://gw.example/oauth/client-metadata.json";
+    const withCimd = new UpstreamOAuth({ vault, flows: store.oauthFlows, clock, redirectUrl: REDIRECT, clientMetadataUrl: doc });
+    const cimd = await startFakeAuthorizationServer({ codeChallengeMethods: ["S256"], clientIdMetadataDocuments: true });
+    const plain = await startFakeAuthorizationServer({ codeChallengeMethods: ["S256"] });
+    const cimdServer = await startProtectedServer({ issuer: cimd.issuer });
+    const plainServer = await startProtectedServer({ issuer: plain.issuer });
+    try {
+      const err = await withCimd.accessToken({ owner: ALICE, upstream: "cimd", url: cimdServer.url, config: { type: "oauth" } }).then(
+        () => assert.fail("expected EMCP_CONSENT_REQUIRED"),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof GatewayError && err.code === "EMCP_CONSENT_REQUIRED", String(err));
+      assert.equal(new URL(String(err.details?.authorizationUrl)).searchParams.get("client_id"), doc);
+      assert.ok(!cimd.paths.includes("/register"), "no registration where the document is accepted");
+      assert.equal(
+        (await store.credentials.get({ issuer: "", subject: "", upstream: "cimd", slot: `client:${cimd.issuer}` }))?.upstream,
+        "cimd",
+        "kept per authorization server",
+      );
+      await refused(withCimd.accessToken({ owner: ALICE, upstream: "plain", url: plainServer.url, config: { type: "oauth" } }), /./);
+      assert.ok(plain.paths.includes("/register"), "dynamic registration where the server does not advertise documents");
+    } finally {
+      await cimdServer.close();
+      await plainServer.close();
+      await cimd.close();
+      await plain.close();
+    }
+  });
+
   test("metadata whose issuer differs from where it was found is refused (RFC 8414 exact match)", async () => {
     const { startFakeAuthorizationServer } = await import("../fixtures/oauth-protected-server.js");
     const fake = await startFakeAuthorizationServer({ codeChallengeMethods: ["S256"], issuer: "https://elsewhere.example" });

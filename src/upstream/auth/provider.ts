@@ -31,6 +31,8 @@ export interface ProviderContext {
   redirectUrl: string;
   flowTtlMs: number;
   maxPendingFlows: number;
+  /** The gateway's Client ID Metadata Document (SEP-991), when its public URL is https: the client_id for servers that advertise client_id_metadata_document_supported. */
+  clientMetadataUrl?: string | undefined;
   /** Discovery results by upstream (process-wide): checked once, then reused. */
   discovery: Map<string, OAuthDiscoveryState>;
 }
@@ -39,11 +41,14 @@ export interface ProviderContext {
 export type StoredTokens = OAuthTokens & { expires_at?: number; client?: OAuthClientInformationMixed };
 
 export const TOKENS_SLOT = "oauth";
+/** A dynamic registration is the gateway's own, per upstream and authorization server (`client:<issuer>`): another server means another registration. */
 export const CLIENT_SLOT = "client";
 
 export class GatewayOAuthProvider implements OAuthClientProvider {
   /** Set by redirectToAuthorization: where the person must go. */
   authorizationUrl: URL | undefined;
+  /** Offered to the SDK, which uses it as the client_id where the server advertises client_id_metadata_document_supported (else registers). */
+  readonly clientMetadataUrl?: string;
   private readonly stateValue = randomBytes(32).toString("base64url");
   private verifier: string | undefined;
 
@@ -56,7 +61,9 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
     private readonly flow?: { verifier: string; redirectUri: string },
     /** A step-up: the SDK must start a new authorization rather than refresh the grant it has (which keeps its scopes); the grant stays stored. */
     private readonly stepUp = false,
-  ) {}
+  ) {
+    if (ctx.clientMetadataUrl !== undefined) this.clientMetadataUrl = ctx.clientMetadataUrl;
+  }
 
   get redirectUrl(): string {
     return this.flow?.redirectUri ?? this.ctx.redirectUrl;
@@ -82,27 +89,33 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
     return gatewayOwn ? { issuer: "", subject: "", upstream: this.upstream, slot } : { ...this.owner, upstream: this.upstream, slot };
   }
 
+  /** The registration slot of the authorization server discovery found (the SDK discovers before it asks for the client). */
+  private clientKey(): CredentialKey {
+    const as = this.ctx.discovery.get(this.upstream)?.authorizationServerUrl;
+    return this.key(as === undefined ? CLIENT_SLOT : `${CLIENT_SLOT}:${trimSlash(String(as))}`, true);
+  }
+
   async clientInformation(): Promise<OAuthClientInformationMixed | undefined> {
     if (this.config.clientId !== undefined) {
       return { client_id: this.config.clientId, ...(this.config.clientSecret === undefined ? {} : { client_secret: this.config.clientSecret }) };
     }
     // A grant is refreshed by the client it was issued to, though a step-up registered another since.
     const own = this.flow || this.stepUp ? undefined : (await this.storedTokens())?.client;
-    return own ?? this.ctx.vault.get<OAuthClientInformationMixed>(this.key(CLIENT_SLOT, true));
+    return own ?? this.ctx.vault.get<OAuthClientInformationMixed>(this.clientKey());
   }
 
   /** A step-up for `scopes`: a dynamic registration made for fewer scopes is forgotten, so the SDK registers again for these (grants keep their own client). */
   async prepareStepUp(scopes: string[]): Promise<void> {
     if (this.config.clientId !== undefined) return;
-    const registered = (await this.ctx.vault.get<OAuthClientInformationMixed & { scope?: string }>(this.key(CLIENT_SLOT, true)))?.scope;
+    const registered = (await this.ctx.vault.get<OAuthClientInformationMixed & { scope?: string }>(this.clientKey()))?.scope;
     if (registered === undefined) return;
     const allowed = registered.split(" ");
-    if (!scopes.every((s) => allowed.includes(s))) await this.ctx.vault.delete(this.key(CLIENT_SLOT, true));
+    if (!scopes.every((s) => allowed.includes(s))) await this.ctx.vault.delete(this.clientKey());
   }
 
   /** Dynamic registrations only: a pre-registered client is config and never stored (the SDK's issuer stamp on it is dropped). */
   async saveClientInformation(info: OAuthClientInformationMixed): Promise<void> {
-    if (this.config.clientId === undefined) await this.ctx.vault.put(this.key(CLIENT_SLOT, true), info);
+    if (this.config.clientId === undefined) await this.ctx.vault.put(this.clientKey(), info);
   }
 
   async tokens(): Promise<StoredTokens | undefined> {
@@ -198,9 +211,25 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
 
   async invalidateCredentials(scope: "all" | "client" | "tokens" | "verifier" | "discovery"): Promise<void> {
     if (scope === "all" || scope === "tokens") await this.ctx.vault.delete(this.key(TOKENS_SLOT));
-    if ((scope === "all" || scope === "client") && this.config.clientId === undefined) await this.ctx.vault.delete(this.key(CLIENT_SLOT, true));
+    if ((scope === "all" || scope === "client") && this.config.clientId === undefined) await this.ctx.vault.delete(this.clientKey());
     if (scope === "all" || scope === "discovery") this.ctx.discovery.delete(this.upstream);
   }
+}
+
+/** Where the gateway serves its Client ID Metadata Document (SEP-991), under its public URL. */
+export const CLIENT_METADATA_PATH = "/oauth/client-metadata.json";
+
+/** The document itself: a public client (PKCE, no secret) whose client_id is the document's own URL. */
+export function clientMetadataDocument(documentUrl: string, redirectUrl: string): Record<string, unknown> {
+  return {
+    client_id: documentUrl,
+    client_name: "emceepee",
+    redirect_uris: [redirectUrl],
+    grant_types: ["authorization_code", "refresh_token"],
+    response_types: ["code"],
+    token_endpoint_auth_method: "none",
+    application_type: "web",
+  };
 }
 
 /** The additional data a flow's verifier is sealed with: its state. */

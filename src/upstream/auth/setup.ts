@@ -11,7 +11,9 @@ import { isStdioConfig } from "../../config/server-entry.js";
 import { GatewayError } from "../../errors.js";
 import type { Store } from "../../store/contracts.js";
 import type { ServerRegistry } from "../registry.js";
+import type { ProbeReply } from "../../http/server.js";
 import { loadKeys } from "./keyring.js";
+import { CLIENT_METADATA_PATH, clientMetadataDocument } from "./provider.js";
 import { UpstreamOAuth, type UpstreamAuthTarget } from "./upstream-oauth.js";
 import { CredentialVault, Vault } from "./vault.js";
 
@@ -25,6 +27,8 @@ export interface UpstreamAuth {
   completer(registry: ServerRegistry): UpstreamConnections;
   /** Re-seals credentials of older keys; returns how many. */
   reseal(): Promise<number>;
+  /** What the gateway serves without a token: its Client ID Metadata Document (SEP-991) when its public URL is https, else nothing. */
+  documents(): Record<string, () => ProbeReply>;
 }
 
 type Person = { issuer: string; subject: string };
@@ -54,13 +58,17 @@ export function createUpstreamAuth(
   if (!keys) return undefined;
   const vault = new Vault(keys);
   const credentials = () => new CredentialVault(vault, deps.store().credentials, () => deps.clock.now());
+  const base = () => (settings.http.publicUrl ?? deps.base() ?? `http://${settings.host}:${settings.port}`).replace(/\/$/, "");
+  // Client ID Metadata Documents need an https client_id (SEP-991): only behind an https public URL.
+  const documentUrl = () => (settings.http.publicUrl?.startsWith("https://") ? `${base()}${CLIENT_METADATA_PATH}` : undefined);
   let oauth: UpstreamOAuth | undefined;
   const client = () =>
     (oauth ??= new UpstreamOAuth({
       vault: credentials(),
       flows: deps.store().oauthFlows,
       clock: deps.clock,
-      redirectUrl: `${(settings.http.publicUrl ?? deps.base() ?? `http://${settings.host}:${settings.port}`).replace(/\/$/, "")}${CALLBACK_PATH}`,
+      redirectUrl: `${base()}${CALLBACK_PATH}`,
+      clientMetadataUrl: documentUrl(),
       flowTtlMs: settings.vault.flowTtlMs,
       maxPendingFlows: settings.vault.maxPendingFlows,
       refreshAheadMs: settings.vault.refreshAheadMs,
@@ -107,5 +115,10 @@ export function createUpstreamAuth(
       };
     },
     reseal: () => credentials().reseal(),
+    documents() {
+      const url = documentUrl();
+      if (url === undefined) return {};
+      return { [CLIENT_METADATA_PATH]: () => ({ status: 200, body: clientMetadataDocument(url, `${base()}${CALLBACK_PATH}`) }) };
+    },
   };
 }

@@ -28,6 +28,8 @@ export interface UpstreamOAuthOptions {
   maxPendingFlows?: number;
   /** @default 60_000 */
   refreshAheadMs?: number;
+  /** The gateway's Client ID Metadata Document URL (https), offered where the authorization server supports SEP-991. */
+  clientMetadataUrl?: string | undefined;
   /** Step-ups (new consent for more scopes on `insufficient_scope`) in a row for one (principal, upstream) before the call fails instead. @default 2 */
   maxStepUps?: number;
   /** For discovery, registration and token requests. @default globalThis.fetch */
@@ -57,6 +59,7 @@ export class UpstreamOAuth {
       flows: options.flows,
       clock: options.clock,
       redirectUrl: options.redirectUrl,
+      clientMetadataUrl: options.clientMetadataUrl,
       flowTtlMs: options.flowTtlMs ?? 600_000,
       maxPendingFlows: options.maxPendingFlows ?? 10_000,
       discovery: new Map<string, OAuthDiscoveryState>(),
