@@ -14,7 +14,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { SseEventFramer } from "../mcp/sse-events.js";
 import type { GatewayError } from "../errors.js";
-import { SseRequestTap, type FetchLike } from "../mcp/sse-request-tap.js";
+import type { FetchLike, SseRequestTap } from "../mcp/sse-request-tap.js";
 import { gatewaySettingsSchema } from "../config/schema.js";
 import { isStdioConfig, remoteTransportOf, type RemoteServerConfig, type ServerConfig } from "../config/server-entry.js";
 import type { ProcessGroups } from "./children.js";
@@ -24,6 +24,14 @@ import { isMediaType } from "../mcp/media-type.js";
 import { messageTooLarge } from "./message-bound.js";
 import { remoteFetch } from "./remote-fetch.js";
 import { RuntimeUrlPolicy, type RuntimeUrlRules } from "./url-policy.js";
+import { EraTransport } from "./modern/era-transport.js";
+import { MrtrRequestTap } from "./modern/mrtr-tap.js";
+import { EraVerdicts } from "./modern/probe.js";
+
+/** Bound on the `server/discover` probe of a Streamable HTTP upstream (no answer: it is spoken to as 2025 era). */
+const ERA_PROBE_TIMEOUT_MS = 10_000;
+/** Bound on `input_required` rounds of one request to a 2026-07-28 upstream (bridge 2). */
+const MAX_INPUT_ROUNDS = 8;
 
 export interface CreatedTransport {
   transport: Transport;
@@ -84,6 +92,8 @@ export interface TransportFactoryOptions {
 export function createTransportFactory(options: TransportFactoryOptions): TransportFactory {
   const policy = new RuntimeUrlPolicy(options.runtimeUrls ?? gatewaySettingsSchema.parse({}).servers.runtimeUrls);
   const maxMessageBytes = options.maxMessageBytes ?? gatewaySettingsSchema.parse({}).upstream.maxMessageBytes;
+  // Which era each Streamable HTTP endpoint speaks, probed once (src/upstream/modern/probe.ts).
+  const verdicts = new EraVerdicts();
   return (name, config, transportOptions = {}) => {
     if (isStdioConfig(config)) {
       const transport = new GroupStdioClientTransport({
@@ -100,7 +110,7 @@ export function createTransportFactory(options: TransportFactoryOptions): Transp
     }
     const plain = remoteFetch({ server: name, runtime: transportOptions.runtime ? policy : undefined });
     const fetch = transportOptions.authFetch ? transportOptions.authFetch(plain) : plain;
-    return remoteTransport(config, transportOptions.sessionId, fetch, { name, maxMessageBytes });
+    return remoteTransport(config, transportOptions.sessionId, fetch, { name, maxMessageBytes }, verdicts);
   };
 }
 
@@ -114,6 +124,7 @@ function remoteTransport(
   sessionId: string | undefined,
   fetch: FetchLike,
   bound: { name: string; maxMessageBytes: number },
+  verdicts: EraVerdicts,
 ): CreatedTransport {
   const url = new URL(config.url);
   const requestInit: RequestInit = config.headers ? { headers: config.headers } : {};
@@ -129,7 +140,7 @@ function remoteTransport(
     return { transport };
   }
   // Over the bound, the request whose answer it was fails with EMCP_RESPONSE_TOO_LARGE (design LM-6).
-  const requestStreams = new SseRequestTap(fetch, {
+  const requestStreams = new MrtrRequestTap(fetch, {
     maxBytes: bound.maxMessageBytes,
     oversized: (owner) => {
       const error = messageTooLarge(bound.name, bound.maxMessageBytes);
@@ -138,15 +149,28 @@ function remoteTransport(
       return error;
     },
   });
-  const transport = new StreamableHTTPClientTransport(url, { requestInit, fetch: requestStreams.fetch, ...(sessionId !== undefined ? { sessionId } : {}) });
+  const legacy = new StreamableHTTPClientTransport(url, { requestInit, fetch: requestStreams.fetch, ...(sessionId !== undefined ? { sessionId } : {}) });
+  // Either era: the probe at initialize decides (src/upstream/modern/era-transport.ts); a continued session is 2025 era.
+  const transport = new EraTransport({
+    name: bound.name,
+    url,
+    legacy,
+    fetch: requestStreams.fetch,
+    tap: requestStreams,
+    verdicts,
+    headers: config.headers,
+    continuing: sessionId !== undefined,
+    probeTimeoutMs: ERA_PROBE_TIMEOUT_MS,
+    maxInputRounds: MAX_INPUT_ROUNDS,
+  });
   return {
     transport,
     requestStreams,
     sessionId: () => transport.sessionId,
-    protocolVersion: () => transport.protocolVersion,
-    continueSession: (protocolVersion) => transport.setProtocolVersion(protocolVersion),
-    openStandaloneStream: (onError) => openStandaloneStream(transport, onError),
-    terminateSession: () => transport.terminateSession(),
+    protocolVersion: () => (transport.era === "modern" ? undefined : legacy.protocolVersion),
+    continueSession: (protocolVersion) => legacy.setProtocolVersion(protocolVersion),
+    openStandaloneStream: (onError) => openStandaloneStream(legacy, onError),
+    terminateSession: () => (transport.era === "modern" ? Promise.resolve() : legacy.terminateSession()),
   };
 }
 

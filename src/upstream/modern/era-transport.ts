@@ -1,0 +1,368 @@
+/**
+ * EraTransport: the SDK 1.32 client's transport to a Streamable HTTP upstream
+ * of either era. At `initialize` it probes the endpoint (probe.ts; a verdict
+ * already known is used as is). A 2025-era upstream gets the legacy transport
+ * untouched. A 2026-07-28 upstream is spoken to here: `initialize` is answered
+ * from `server/discover`, every request is sent stateless with the envelope
+ * and routing headers (retried once on -32022), and an `input_required`
+ * answer becomes real server→client requests to the gateway's client (the
+ * session's elicitation / sampling / roots handlers, so a legacy client, its
+ * pending queue or the console inbox answers them), whose answers go back
+ * upstream as `inputResponses` with the echoed `requestState`, for a bounded
+ * number of rounds (bridge 2). See docs/design/protocol-eras-upstream.md.
+ */
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Implementation, JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
+import type { Clock } from "../../clock.js";
+import { ErrorCodes, GatewayError } from "../../errors.js";
+import { errorResponseFor } from "../../mcp/error-response.js";
+import type { FetchLike } from "../../mcp/sse-request-tap.js";
+import type { MrtrRequestTap } from "./mrtr-tap.js";
+import { discover, type Discovered, type EraVerdicts } from "./probe.js";
+import {
+  CLIENT_CAPABILITIES_KEY,
+  CLIENT_INFO_KEY,
+  LOG_LEVEL_KEY,
+  MODERN_UPSTREAM_VERSIONS,
+  MRTR_METHODS,
+  PROTOCOL_VERSION_KEY,
+  SERVER_INFO_KEY,
+  UNSUPPORTED_VERSION,
+  modernHeaders,
+  readMessages,
+  toLegacyResult,
+  type Json,
+} from "./wire.js";
+
+export interface EraTransportOptions {
+  name: string;
+  url: URL;
+  legacy: StreamableHTTPClientTransport;
+  /** The fetch modern requests use (the tap's: bounded, authorised). */
+  fetch: FetchLike;
+  tap: MrtrRequestTap;
+  verdicts: EraVerdicts;
+  headers?: Record<string, string> | undefined;
+  /** Continuing a stored (legacy) upstream session: no probe. */
+  continuing: boolean;
+  /** Bound on the `server/discover` probe. */
+  probeTimeoutMs: number;
+  /** Bound on `input_required` rounds of one request (bridge 2). */
+  maxInputRounds: number;
+  clock?: Clock | undefined;
+}
+
+type LegacySendOptions = Parameters<StreamableHTTPClientTransport["send"]>[1];
+type Mode = "undecided" | "legacy" | "modern";
+type Message = Json & { id?: RequestId; method?: string; params?: Json; result?: Json; error?: Json };
+
+export class EraTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: Transport["onmessage"];
+  private mode: Mode;
+  private discovered: Discovered | undefined;
+  private clientInfo: Implementation = { name: "emceepee", version: "0" };
+  private capabilities: Json = {};
+  private logLevel: string | undefined;
+  private closed = false;
+  /** Our requests in flight upstream (modern), to abort on cancel or close. */
+  private readonly inflight = new Map<RequestId, AbortController>();
+  /** Server→client requests made from input requests, waiting for the client's answer. */
+  private readonly waiting = new Map<RequestId, (message: Message) => void>();
+  private nextBridgeId = 0;
+
+  constructor(private readonly o: EraTransportOptions) {
+    this.mode = o.continuing ? "legacy" : (o.verdicts.get(o.url.href) ?? "undecided");
+  }
+
+  /** The era this transport speaks (undecided until `initialize`). */
+  get era(): Mode {
+    return this.mode;
+  }
+
+  get sessionId(): string | undefined {
+    return this.mode === "modern" ? undefined : this.o.legacy.sessionId;
+  }
+
+  setProtocolVersion(version: string): void {
+    if (this.mode !== "modern") this.o.legacy.setProtocolVersion(version);
+  }
+
+  async start(): Promise<void> {
+    const legacy = this.o.legacy;
+    legacy.onmessage = (message) => this.onmessage?.(message);
+    legacy.onerror = (error) => this.onerror?.(error);
+    legacy.onclose = () => this.onclose?.();
+    await legacy.start();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const abort of this.inflight.values()) abort.abort(new Error("the connection closed"));
+    this.inflight.clear();
+    this.waiting.clear();
+    await this.o.legacy.close();
+  }
+
+  async send(message: JSONRPCMessage, options?: LegacySendOptions): Promise<void> {
+    if (this.mode === "legacy") return this.o.legacy.send(message, options);
+    const m = message as Message;
+    if (this.mode === "undecided") {
+      if (m.method !== "initialize" || m.id === undefined) return this.o.legacy.send(message, options);
+      this.remember(m.params);
+      const outcome = await this.probe();
+      if (outcome !== "modern") {
+        this.mode = "legacy";
+        return this.o.legacy.send(message, options);
+      }
+      this.mode = "modern";
+    }
+    this.sendModern(m);
+  }
+
+  /** Probes the endpoint; records a definite verdict. */
+  private async probe(): Promise<"modern" | "legacy"> {
+    const outcome = await discover({
+      url: this.o.url,
+      fetch: this.o.fetch,
+      headers: this.o.headers,
+      clientInfo: this.clientInfo,
+      capabilities: this.capabilities,
+      timeoutMs: this.o.probeTimeoutMs,
+      clock: this.o.clock,
+    });
+    if (outcome.era === undefined) return "legacy";
+    this.o.verdicts.set(this.o.url.href, outcome.era);
+    if (outcome.era === "modern") this.discovered = outcome.discovered;
+    return outcome.era;
+  }
+
+  /** The gateway's clientInfo and capabilities from its `initialize` (the envelope carries them; 2025 tasks are not modern). */
+  private remember(params: Json | undefined): void {
+    const info = params?.clientInfo as Implementation | undefined;
+    if (info) this.clientInfo = info;
+    const { tasks, ...capabilities } = (params?.capabilities as Json | undefined) ?? {};
+    void tasks;
+    this.capabilities = capabilities;
+  }
+
+  private sendModern(m: Message): void {
+    if (this.closed) return;
+    if (m.method === undefined) {
+      // The client's answer to a request made from an input request.
+      if (m.id !== undefined) this.waiting.get(m.id)?.(m);
+      return;
+    }
+    if (m.id === undefined) {
+      if (m.method === "notifications/cancelled") {
+        const id = m.params?.requestId as RequestId | undefined;
+        if (id !== undefined) this.inflight.get(id)?.abort(new Error("cancelled by the gateway"));
+      }
+      return; // modern upstreams take no notifications (initialized, roots changes)
+    }
+    void this.answer(m.id, m);
+  }
+
+  private async answer(id: RequestId, m: Message): Promise<void> {
+    try {
+      const result = await this.serve(m);
+      this.deliver({ jsonrpc: "2.0", id, result });
+    } catch (err) {
+      if (this.closed) return;
+      if (err instanceof UpstreamAnswer) this.deliver({ jsonrpc: "2.0", id, error: err.error });
+      else this.deliver(errorResponseFor(id, asGatewayError(this.o.name, err)));
+    }
+  }
+
+  private deliver(message: Message | JSONRPCMessage): void {
+    if (!this.closed) this.onmessage?.(message as JSONRPCMessage);
+  }
+
+  /** One request from the gateway's client, served in the modern era; resolves with the 2025-shaped result. */
+  private async serve(m: Message): Promise<Json> {
+    const method = m.method!;
+    const params = m.params ?? {};
+    if (method === "initialize") {
+      this.remember(params);
+      const discovered = this.discovered ?? (await this.rediscover());
+      return this.initializeResult(params, discovered);
+    }
+    if (method === "ping") {
+      // No ping in 2026-07-28: server/discover shows the upstream alive.
+      this.discovered = await this.rediscover();
+      return {};
+    }
+    if (method === "logging/setLevel") {
+      // Logging is opted into per request (the envelope's logLevel).
+      this.logLevel = typeof params.level === "string" ? params.level : undefined;
+      return {};
+    }
+    if (method === "resources/subscribe" || method === "resources/unsubscribe") {
+      throw new UpstreamAnswer({
+        code: -32601,
+        message: `upstream '${this.o.name}' speaks MCP 2026-07-28, which has no ${method} (subscriptions/listen replaces it; the gateway does not bridge it yet)`,
+      });
+    }
+    return this.exchange(m.id!, method, params);
+  }
+
+  private async rediscover(): Promise<Discovered> {
+    const outcome = await discover({
+      url: this.o.url,
+      fetch: this.o.fetch,
+      headers: this.o.headers,
+      clientInfo: this.clientInfo,
+      capabilities: this.capabilities,
+      timeoutMs: this.o.probeTimeoutMs,
+      clock: this.o.clock,
+    });
+    if (outcome.era === "modern") return outcome.discovered;
+    if (outcome.era === "legacy") this.o.verdicts.forget(this.o.url.href);
+    throw new GatewayError(
+      ErrorCodes.UPSTREAM_UNAVAILABLE,
+      `upstream '${this.o.name}' did not answer server/discover as an MCP 2026-07-28 server (${outcome.era === "legacy" ? "it answers as a 2025-era server now" : outcome.reason}); the gateway reconnects and probes it again`,
+      { details: { server: this.o.name } },
+    );
+  }
+
+  /** The InitializeResult the SDK client expects, from what `server/discover` said. */
+  private initializeResult(params: Json, discovered: Discovered): Json {
+    const result = discovered.result;
+    const meta = (result._meta as Json | undefined) ?? {};
+    const serverInfo = (result.serverInfo ?? meta[SERVER_INFO_KEY] ?? { name: this.o.name, version: "unknown" }) as Json;
+    // 2025 tasks are not spoken to a modern upstream, and resources/subscribe is not bridged (subscriptions/listen).
+    const { tasks, resources, ...capabilities } = (result.capabilities as Json | undefined) ?? {};
+    void tasks;
+    if (resources && typeof resources === "object") {
+      const { subscribe, ...rest } = resources as Json;
+      void subscribe;
+      capabilities.resources = rest;
+    }
+    return {
+      protocolVersion: typeof params.protocolVersion === "string" ? params.protocolVersion : "2025-11-25",
+      capabilities,
+      serverInfo,
+      ...(typeof result.instructions === "string" ? { instructions: result.instructions } : {}),
+    };
+  }
+
+  /**
+   * Sends `method` upstream in the modern era until it completes: once more
+   * on -32022 with a version both sides speak, and again with the client's
+   * answers for each `input_required` round (at most maxInputRounds).
+   */
+  private async exchange(id: RequestId, method: string, original: Json): Promise<Json> {
+    const abort = new AbortController();
+    this.inflight.set(id, abort);
+    let version = this.discovered?.version ?? MODERN_UPSTREAM_VERSIONS[0]!;
+    let params: Json = original;
+    let retried = false;
+    try {
+      for (let round = 0; ;) {
+        const reply = await this.post(id, method, version, params, abort.signal);
+        if (reply.error) {
+          const supported = (reply.error.data as { supported?: unknown } | undefined)?.supported;
+          const other = Array.isArray(supported) ? MODERN_UPSTREAM_VERSIONS.find((v) => v !== version && supported.includes(v)) : undefined;
+          if (reply.error.code === UNSUPPORTED_VERSION && !retried && other !== undefined) {
+            retried = true;
+            version = other;
+            continue;
+          }
+          if (reply.error.code === UNSUPPORTED_VERSION) this.o.verdicts.forget(this.o.url.href);
+          throw new UpstreamAnswer(reply.error);
+        }
+        const result = reply.result ?? {};
+        if (result.resultType !== "input_required" || !MRTR_METHODS.has(method)) return toLegacyResult(result);
+        if (++round > this.o.maxInputRounds) {
+          throw new GatewayError(
+            ErrorCodes.LIMIT_REACHED,
+            `upstream '${this.o.name}' still asked for input after ${this.o.maxInputRounds} rounds of '${method}'; the gateway gave up (the upstream may be looping on the answers it got)`,
+            { details: { server: this.o.name, rounds: this.o.maxInputRounds } },
+          );
+        }
+        const inputResponses = await this.askClient(id, (result.inputRequests as Json | undefined) ?? {}, abort.signal);
+        const { requestState, inputResponses: previous, ...rest } = params;
+        void requestState;
+        void previous;
+        params = { ...rest, inputResponses, ...(typeof result.requestState === "string" ? { requestState: result.requestState } : {}) };
+      }
+    } finally {
+      this.inflight.delete(id);
+    }
+  }
+
+  /** POSTs one request with the envelope; relays notifications on its stream; resolves with its response. */
+  private async post(id: RequestId, method: string, version: string, params: Json, signal: AbortSignal): Promise<Message> {
+    const meta = {
+      ...((params._meta as Json | undefined) ?? {}),
+      [PROTOCOL_VERSION_KEY]: version,
+      [CLIENT_CAPABILITIES_KEY]: this.capabilities,
+      [CLIENT_INFO_KEY]: this.clientInfo,
+      ...(this.logLevel !== undefined ? { [LOG_LEVEL_KEY]: this.logLevel } : {}),
+    };
+    const body = { ...params, _meta: meta };
+    const response = await this.o.fetch(this.o.url, {
+      method: "POST",
+      headers: modernHeaders(version, method, body, this.o.headers),
+      body: JSON.stringify({ jsonrpc: "2.0", id, method, params: body }),
+      signal,
+    });
+    let reply: Message | undefined;
+    await readMessages(response, (message) => {
+      const msg = message as Message;
+      if (msg.method === undefined && msg.id === id) reply ??= msg;
+      else if (msg.method !== undefined && msg.id === undefined) this.deliver(msg); // progress, logging on the request's stream
+    }).catch((err: unknown) => {
+      if (reply === undefined) throw err;
+    });
+    if (reply) return reply;
+    throw new GatewayError(ErrorCodes.UPSTREAM_ERROR, `upstream '${this.o.name}' answered '${method}' with HTTP ${response.status} and no JSON-RPC response`, {
+      details: { server: this.o.name, status: response.status },
+    });
+  }
+
+  /** Bridge 2: each input request becomes a real request to the gateway's client; resolves with the answers by key. */
+  private async askClient(owner: RequestId, inputRequests: Json, signal: AbortSignal): Promise<Json> {
+    const entries = Object.entries(inputRequests).filter((e): e is [string, Json] => typeof e[1] === "object" && e[1] !== null);
+    const answers = await Promise.all(entries.map(async ([key, request]) => [key, await this.askOne(owner, request, signal)] as const));
+    return Object.fromEntries(answers);
+  }
+
+  private askOne(owner: RequestId, request: Json, signal: AbortSignal): Promise<Json> {
+    const id = `emceepee-input-${++this.nextBridgeId}`;
+    this.o.tap.relate(id, owner);
+    return new Promise<Json>((resolve, reject) => {
+      const done = () => {
+        this.waiting.delete(id);
+        signal.removeEventListener("abort", onAbort);
+      };
+      const onAbort = () => {
+        done();
+        this.deliver({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason: "the call it belonged to ended" } });
+        reject(signal.reason instanceof Error ? signal.reason : new Error("aborted"));
+      };
+      this.waiting.set(id, (answer) => {
+        done();
+        if (answer.error) reject(new UpstreamAnswer(answer.error));
+        else resolve(answer.result ?? {});
+      });
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.deliver({ jsonrpc: "2.0", id, method: request.method as string, ...(request.params !== undefined ? { params: request.params as Json } : {}) });
+    });
+  }
+}
+
+/** A JSON-RPC error to hand the SDK client as it is (the upstream's, or one that stands for it). */
+class UpstreamAnswer extends Error {
+  constructor(readonly error: Json) {
+    super(typeof error.message === "string" ? error.message : "upstream error");
+  }
+}
+
+function asGatewayError(server: string, err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new GatewayError(ErrorCodes.UPSTREAM_UNAVAILABLE, `upstream '${server}' could not be reached: ${message}`, { details: { server }, cause: err });
+}
