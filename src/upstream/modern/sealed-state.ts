@@ -1,0 +1,114 @@
+/**
+ * Bridge 1's envelope for an upstream's `requestState` (MCP 2026-07-28 MRTR):
+ * what the gateway hands a modern client in its place, AES-256-GCM sealed
+ * under a key derived from a gateway secret, bound to the upstream, the
+ * principal, the method and a digest of the request's params, with an
+ * expiry. open() refuses a state that was changed, is past its expiry or is
+ * presented for another upstream, principal, method or params (so it cannot
+ * be replayed into another call); any replica with the same secret opens it.
+ * See docs/design/protocol-eras-upstream.md.
+ */
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from "node:crypto";
+import { systemClock, type Clock } from "../../clock.js";
+import { ErrorCodes, GatewayError } from "../../errors.js";
+
+const PREFIX = "emcp1.";
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+/** What a sealed state is bound to. */
+export interface StateBinding {
+  upstream: string;
+  /** The caller's principal id (undefined: no authentication). */
+  principal: string | undefined;
+  method: string;
+  /** The request's params (their `_meta`, `inputResponses` and `requestState` are not part of the digest). */
+  params: Record<string, unknown>;
+}
+
+export interface SealerOptions {
+  /** How long a sealed state may be presented. @default 600000 (10 min) */
+  ttlMs?: number | undefined;
+  clock?: Clock | undefined;
+}
+
+interface Sealed {
+  u: string;
+  p: string | null;
+  m: string;
+  d: string;
+  exp: number;
+  s: string | null;
+}
+
+export class RequestStateSealer {
+  private readonly key: Buffer;
+  private readonly ttlMs: number;
+  private readonly clock: Clock;
+
+  /** `secret`: a gateway secret every replica shares (e.g. the vault or cluster key); a purpose-bound key is derived from it. */
+  constructor(secret: Uint8Array, options: SealerOptions = {}) {
+    this.key = Buffer.from(hkdfSync("sha256", secret, Buffer.alloc(0), "emceepee mrtr requestState v1", 32));
+    this.ttlMs = options.ttlMs ?? 600_000;
+    this.clock = options.clock ?? systemClock;
+  }
+
+  /** The gateway's requestState standing for the upstream's `state` (undefined: the upstream sent none). */
+  seal(binding: StateBinding, state: string | undefined): string {
+    const body: Sealed = { ...bound(binding), exp: this.clock.now() + this.ttlMs, s: state ?? null };
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv("aes-256-gcm", this.key, iv);
+    const data = Buffer.concat([cipher.update(JSON.stringify(body), "utf8"), cipher.final()]);
+    return PREFIX + Buffer.concat([iv, data, cipher.getAuthTag()]).toString("base64url");
+  }
+
+  /** The upstream's own state back from a client's retry (undefined: it sent none); throws EMCP_BAD_ARGUMENTS when refused. */
+  open(sealed: string, binding: StateBinding): string | undefined {
+    const body = this.decrypt(sealed);
+    const want = bound(binding);
+    if (body.u !== want.u || body.p !== want.p || body.m !== want.m || body.d !== want.d) {
+      throw refused("it was issued for another call (upstream, principal, method or arguments differ); retry the call without requestState");
+    }
+    if (this.clock.now() > body.exp) throw refused("it has expired; retry the call without requestState to start again");
+    return body.s ?? undefined;
+  }
+
+  private decrypt(sealed: string): Sealed {
+    if (!sealed.startsWith(PREFIX)) throw refused("it was not issued by this gateway");
+    const raw = Buffer.from(sealed.slice(PREFIX.length), "base64url");
+    if (raw.length < IV_BYTES + TAG_BYTES + 2) throw refused("it is truncated");
+    try {
+      const decipher = createDecipheriv("aes-256-gcm", this.key, raw.subarray(0, IV_BYTES));
+      decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES));
+      const text = Buffer.concat([decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES)), decipher.final()]).toString("utf8");
+      return JSON.parse(text) as Sealed;
+    } catch {
+      throw refused("it failed integrity verification (changed, or sealed under another key)");
+    }
+  }
+}
+
+function bound(b: StateBinding): Omit<Sealed, "exp" | "s"> {
+  const { _meta, inputResponses, requestState, ...params } = b.params;
+  void _meta;
+  void inputResponses;
+  void requestState;
+  const d = createHash("sha256")
+    .update(JSON.stringify(canonical(params)))
+    .digest("base64url");
+  return { u: b.upstream, p: b.principal ?? null, m: b.method, d };
+}
+
+function canonical(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(canonical);
+  if (v === null || typeof v !== "object") return v;
+  return Object.fromEntries(
+    Object.keys(v)
+      .sort()
+      .map((k) => [k, canonical((v as Record<string, unknown>)[k])]),
+  );
+}
+
+function refused(why: string): GatewayError {
+  return new GatewayError(ErrorCodes.BAD_ARGUMENTS, `Invalid or expired requestState: ${why}`, { details: { reason: "invalid_request_state" } });
+}

@@ -1,0 +1,45 @@
+/**
+ * Bridge 1's sealed requestState (src/upstream/modern/sealed-state.ts): what
+ * the gateway seals opens only for the same upstream, principal, method and
+ * arguments, unchanged, before its expiry, on any holder of the same secret.
+ */
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { test } from "node:test";
+import { RequestStateSealer, type StateBinding } from "../../src/upstream/modern/sealed-state.js";
+import { GatewayError } from "../../src/errors.js";
+import { ManualClock } from "../fixtures/manual-clock.js";
+
+const binding: StateBinding = { upstream: "modern", principal: "alice", method: "tools/call", params: { name: "deploy", arguments: { env: "prod", n: 1 } } };
+const refusedWith = (fn: () => unknown, words: RegExp) =>
+  assert.throws(
+    fn,
+    (err: unknown) =>
+      err instanceof GatewayError && err.code === "EMCP_BAD_ARGUMENTS" && /Invalid or expired requestState/.test(err.message) && words.test(err.message),
+  );
+
+test("a sealed state opens for the same call on another replica, whatever the key order or _meta of the retry", () => {
+  const secret = randomBytes(32);
+  const sealed = new RequestStateSealer(secret).seal(binding, "upstream-state-1");
+  assert.ok(!sealed.includes("upstream-state-1"), "the upstream's state is not readable by the client");
+  const retry = { ...binding, params: { arguments: { n: 1, env: "prod" }, name: "deploy", _meta: { x: 1 }, inputResponses: { a: {} }, requestState: sealed } };
+  assert.equal(new RequestStateSealer(secret).open(sealed, retry), "upstream-state-1");
+  assert.equal(new RequestStateSealer(secret).open(new RequestStateSealer(secret).seal(binding, undefined), binding), undefined);
+});
+
+test("a changed, foreign, replayed-elsewhere or expired state is refused", () => {
+  const clock = new ManualClock();
+  const sealer = new RequestStateSealer(randomBytes(32), { ttlMs: 60_000, clock });
+  const sealed = sealer.seal(binding, "s");
+  const body = Buffer.from(sealed.slice("emcp1.".length), "base64url");
+  body[20] = body[20]! ^ 1;
+  refusedWith(() => sealer.open(`emcp1.${body.toString("base64url")}`, binding), /integrity/);
+  refusedWith(() => sealer.open("s", binding), /not issued by this gateway/);
+  refusedWith(() => new RequestStateSealer(randomBytes(32)).open(sealed, binding), /integrity/);
+  refusedWith(() => sealer.open(sealed, { ...binding, principal: "mallory" }), /another call/);
+  refusedWith(() => sealer.open(sealed, { ...binding, upstream: "other" }), /another call/);
+  refusedWith(() => sealer.open(sealed, { ...binding, params: { name: "deploy", arguments: { env: "dev", n: 1 } } }), /another call/);
+  assert.equal(sealer.open(sealed, binding), "s");
+  clock.advance(60_001);
+  refusedWith(() => sealer.open(sealed, binding), /expired/);
+});
