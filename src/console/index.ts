@@ -79,6 +79,7 @@ import type { ActivityKind, ActivityRecord } from "../store/contracts.js";
 import { approvalsBody } from "./views/approvals.js";
 import { governanceRoutes } from "./governance-pages.js";
 import { inboxBody, type InboxError } from "./views/inbox.js";
+import { sendConnectContinue } from "./views/connections.js";
 import { callsOver, toolStats, upstreamsBody, type UpstreamRow } from "./views/upstreams.js";
 import { describeTarget } from "../upstream/registry.js";
 import { sessionHash } from "../logging.js";
@@ -727,7 +728,8 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     }
     try {
       const url = await options.upstreamAuth.connect(person, server);
-      return url === undefined ? redirect(res, CONNECTIONS_PATH) : redirect(res, url);
+      // Not a 303: the console's CSP (form-action 'self') stops a form's redirect to another origin (views/connections.ts).
+      return url === undefined ? redirect(res, CONNECTIONS_PATH) : sendConnectContinue(res, server, url);
     } catch (err) {
       return show(res, 400, { title: "Not connected", section: "overview" }, html`<p>${errorMessage(err)}</p>`);
     }

@@ -14,6 +14,7 @@ import { randomBytes } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema, ElicitationCompleteNotificationSchema, McpError, type ElicitRequest } from "@modelcontextprotocol/sdk/types.js";
+import { continueUrlOf } from "../../src/console/views/connections.js";
 import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
 import { consoleLogin, followAuthorization, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
@@ -62,7 +63,7 @@ async function clientOf(user: string, path: string, capabilities: Record<string,
   return client;
 }
 
-const textOf = (r: { content?: unknown }) => ((r.content ?? []) as Array<{ text?: string }>).map((c) => c.text ?? "").join("\n");
+const textOf = (r: object) => (((r as { content?: unknown }).content ?? []) as Array<{ text?: string }>).map((c) => c.text ?? "").join("\n");
 
 before(async () => {
   const port = await freePort();
@@ -186,8 +187,8 @@ describe("a call that needs consent resumes after it", () => {
       headers: { cookie: cookies.carol!, origin: base, "content-type": "application/x-www-form-urlencoded" },
       body: new URLSearchParams({ server: "remote", action: "connect" }).toString(),
     });
-    assert.equal(connect.status, 303);
-    const done = await consent(connect.headers.get("location")!, "carol", cookies.carol!);
+    assert.equal(connect.status, 200);
+    const done = await consent(continueUrlOf(await connect.text())!, "carol", cookies.carol!);
     assert.equal(done.status, 200, done.text);
     const result = await call(client, "get_task_result", { task_id: reply.task_id, timeout_ms: 60_000 });
     assert.match(textOf(result), /carol/);

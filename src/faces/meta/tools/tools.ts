@@ -226,8 +226,14 @@ export const executeTool = defineTool({
       callTimeoutMs: timeoutMs + gateway.settings.tasks.maxTtlMs,
       signal: extra.signal,
       onprogress: progress.onprogress,
+    }).catch((err: unknown) => {
+      // The grant was revoked or refused under a live connection: nothing was sent; the call waits for consent as below.
+      const needed = consentNeeded(err);
+      if (!needed) throw err;
+      return needed;
     });
     await progress.flush();
+    if (!("kind" in outcome)) return consentPromotion(ctx, outcome, { server, asked, tool, args, ttlMs: task_ttl_ms, timeoutMs });
     if (outcome.kind === "result") return outcome.result;
     const { task } = outcome;
     // The newest working tasks only: listing all of them made the N-th promotion an O(N) reply.
