@@ -217,3 +217,21 @@ describe("2026-07-28 requests get the 2025 path's governance", () => {
     assert.deepEqual((vlist.body.result?.tools as Array<{ name: string }>).map((t) => t.name).sort(), ["get-env", "sum"]);
   });
 });
+
+describe("2026-07-28 requests pass the same inbound auth", () => {
+  const TOKEN = "era-static-token-0123456789abcdef";
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startInProcessGateway({ gateway: { token: TOKEN } });
+  });
+  after(() => gw.close());
+
+  it("without the token 401 (with the challenge), with it answered", async () => {
+    const server = gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
+    const refused = await modern(server, 1, "tools/list");
+    assert.equal(refused.status, 401, JSON.stringify(refused.body));
+    const allowed = await modern(server, 2, "tools/list", {}, { Authorization: `Bearer ${TOKEN}` });
+    assert.equal(allowed.status, 200, JSON.stringify(allowed.body));
+    assert.ok((allowed.body.result?.tools as unknown[]).length > 0);
+  });
+});
