@@ -45,6 +45,12 @@ const consoleCookie = (user: string, at = base): Promise<string> => consoleLogin
 /** execute_tool whoami on `server` as `user`: the subject the upstream saw, or the error text. */
 async function whoami(user: string, server: string, client = clients[user]!): Promise<{ subject?: string; error?: string }> {
   const r = await call(client, "execute_tool", { server, tool: "whoami", args: {} });
+  // Without a grant the call waits for consent as a task (docs/adr/0027 §12): withdrawn here, its URL read as the old error.
+  const waiting = r.structuredContent as { task_id?: string; authorization_url?: string } | undefined;
+  if (waiting?.authorization_url && waiting.task_id) {
+    await call(client, "cancel_task", { task_id: waiting.task_id });
+    return { error: `EMCP_CONSENT_REQUIRED: open ${waiting.authorization_url} in a browser` };
+  }
   const text = (r.content as Array<{ type: string; text?: string }>).map((c) => c.text ?? "").join("\n");
   if (r.isError) return { error: text };
   return { subject: /"text":\s*"([^"]+)"|^(\w+)$/m.exec(text)?.slice(1).find(Boolean) ?? text };
