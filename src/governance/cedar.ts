@@ -5,6 +5,7 @@
  * without a policy file never loads it. Evaluation fails closed: an error in
  * the request or in any policy is a deny that carries the error.
  */
+import { createHash } from "node:crypto";
 import type * as CedarWasm from "@cedar-policy/cedar-wasm/nodejs";
 import type { Principal } from "../auth/principal.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
@@ -35,8 +36,9 @@ export interface CedarAnswer {
 export class CedarPolicy {
   private constructor(
     private readonly cedar: Cedar,
-    private readonly policies: Record<string, string>,
-    private readonly schema: string | undefined,
+    /** The engine's cache keys of the parsed policy set and schema (preparsePolicySet / preparseSchema): parsed once per load, not per call. */
+    private readonly policySetId: string,
+    private readonly schemaName: string | undefined,
   ) {}
 
   /** Parses (and with a schema, validates) the policy text; errors name the file and line. */
@@ -64,14 +66,24 @@ export class CedarPolicy {
       const id = /@id\(\s*"((?:[^"\\]|\\.)*)"\s*\)/.exec(text)?.[1] ?? `policy${i}`;
       policies[Object.hasOwn(policies, id) ? `${id}#${i}` : id] = text;
     });
-    return new CedarPolicy(cedar, policies, schema?.text);
+    // Keyed by content: a reload of the same text reuses the entry; each distinct version stays cached in the engine (one per policy change).
+    const policySetId = `emceepee-${sha256(JSON.stringify(policies))}`;
+    const pre = cedar.preparsePolicySet(policySetId, { staticPolicies: policies });
+    if (pre.type === "failure") throw invalid(policy.file, policy.text, pre.errors);
+    let schemaName: string | undefined;
+    if (schema) {
+      schemaName = `emceepee-schema-${sha256(schema.text)}`;
+      const s = cedar.preparseSchema(schemaName, schema.text);
+      if (s.type === "failure") throw invalid(schema.file, schema.text, s.errors);
+    }
+    return new CedarPolicy(cedar, policySetId, schemaName);
   }
 
   evaluate(r: CedarRequest): CedarAnswer {
     const principal = principalEntity(r.principal);
     const resource = { type: "Tool", id: `${r.server}/${r.tool}` };
     try {
-      const answer = this.cedar.isAuthorized({
+      const answer = this.cedar.statefulIsAuthorized({
         principal: principal.uid,
         action: { type: "Action", id: r.action },
         resource,
@@ -81,9 +93,9 @@ export class CedarPolicy {
           session: r.sessionHash ?? "",
           time: r.now,
         },
-        policies: { staticPolicies: this.policies },
+        preparsedPolicySetId: this.policySetId,
         entities: [principal, { uid: resource, attrs: { server: r.server, name: r.tool }, parents: [] }],
-        ...(this.schema !== undefined ? { schema: this.schema, validateRequest: true } : {}),
+        ...(this.schemaName !== undefined ? { preparsedSchemaName: this.schemaName, validateRequest: true } : {}),
       });
       if (answer.type === "failure") return { decision: "deny", policyIds: [], error: answer.errors.map((e) => e.message).join("; ") };
       const { decision, diagnostics } = answer.response;
@@ -151,3 +163,5 @@ function invalid(file: string, text: string, errors: CedarError[]): GatewayError
     details: { file },
   });
 }
+
+const sha256 = (text: string) => createHash("sha256").update(text).digest("hex").slice(0, 32);
