@@ -91,7 +91,7 @@ before(async () => {
       vault: { keys: randomBytes(32).toString("base64") },
     },
   });
-  for (const user of ["alice", "bob", "carol"]) {
+  for (const user of ["alice", "bob", "carol", "erin"]) {
     oauth[user] = new MemoryOAuthClient(MCP_REDIRECT);
     opened.push((await loginAndConnect(`${base}/mcp`, user, oauth[user])).client);
     cookies[user] = await consoleLogin(base, user, idp.issuer);
@@ -137,6 +137,19 @@ describe("a call that needs consent resumes after it", () => {
         .map((s) => s.subject),
       ["alice"],
     );
+  });
+
+  test("transparent face, the person declines: the call ends with EMCP_CONSENT_REQUIRED and nothing is stored", async () => {
+    const client = await clientOf("erin", "/all/mcp", { elicitation: { url: {} } });
+    client.setRequestHandler(ElicitRequestSchema, () => ({ action: "decline" }));
+    const err = await client.callTool({ name: "remote__whoami", arguments: {} }).then(
+      () => assert.fail("the call needed consent"),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof McpError, String(err));
+    assert.match(err.message, /EMCP_CONSENT_REQUIRED: the authorization for server remote was not given \(decline\)/);
+    const page = await (await fetch(`${base}/console/connections`, { headers: { cookie: cookies.erin! } })).text();
+    assert.match(page, /<code>remote<\/code><\/td>\s*<td>not connected<\/td>/);
   });
 
   test("transparent face, a client without URL elicitation: -32042 with the authorization URL as a URL elicitation", async () => {
