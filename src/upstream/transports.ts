@@ -28,8 +28,11 @@ import { EraTransport } from "./modern/era-transport.js";
 import { MrtrRequestTap } from "./modern/mrtr-tap.js";
 import { EraVerdicts } from "./modern/probe.js";
 
-/** Bound on the `server/discover` probe of a Streamable HTTP upstream (no answer: it is spoken to as 2025 era). */
-const ERA_PROBE_TIMEOUT_MS = 10_000;
+/**
+ * Bound on the `server/discover` probe of a Streamable HTTP upstream (then it is spoken to as 2025 era). The connect
+ * timeout ends it sooner: an upstream that answers nothing gets one request, not a probe and then an initialize.
+ */
+const ERA_PROBE_TIMEOUT_MS = 300_000;
 /** Bound on `input_required` rounds of one request to a 2026-07-28 upstream (bridge 2). */
 const MAX_INPUT_ROUNDS = 8;
 

@@ -67,6 +67,8 @@ export class EraTransport implements Transport {
   private capabilities: Json = {};
   private logLevel: string | undefined;
   private closed = false;
+  /** Ends the probe when the connection closes (its connect timed out). */
+  private readonly closing = new AbortController();
   /** Our requests in flight upstream (modern), to abort on cancel or close. */
   private readonly inflight = new Map<RequestId, AbortController>();
   /** Server→client requests made from input requests, waiting for the client's answer. */
@@ -100,6 +102,7 @@ export class EraTransport implements Transport {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.closing.abort(new Error("the connection closed"));
     for (const abort of this.inflight.values()) abort.abort(new Error("the connection closed"));
     this.inflight.clear();
     this.waiting.clear();
@@ -131,6 +134,7 @@ export class EraTransport implements Transport {
       clientInfo: this.clientInfo,
       capabilities: this.capabilities,
       timeoutMs: this.o.probeTimeoutMs,
+      signal: this.closing.signal,
       clock: this.o.clock,
     });
     if (outcome.era === undefined) return "legacy";

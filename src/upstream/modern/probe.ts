@@ -9,6 +9,7 @@
  */
 import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
 import { systemClock, type Clock } from "../../clock.js";
+import { GatewayError } from "../../errors.js";
 import type { FetchLike } from "../../mcp/sse-request-tap.js";
 import { CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, MODERN_UPSTREAM_VERSIONS, PROTOCOL_VERSION_KEY, modernHeaders, readMessages, type Json } from "./wire.js";
 
@@ -50,7 +51,11 @@ export interface DiscoverOptions {
   clock?: Clock | undefined;
 }
 
-/** Sends `server/discover` and says what the answer shows. Never throws. */
+/**
+ * Sends `server/discover` and says what the answer shows. Throws only what
+ * the fetch throws as a GatewayError (the caller's upstream authorization:
+ * consent required, vault unavailable), as the legacy transport would.
+ */
 export async function discover(o: DiscoverOptions): Promise<ProbeOutcome> {
   const version = MODERN_UPSTREAM_VERSIONS[0]!;
   const params = { _meta: { [PROTOCOL_VERSION_KEY]: version, [CLIENT_CAPABILITIES_KEY]: o.capabilities, [CLIENT_INFO_KEY]: o.clientInfo } };
@@ -80,6 +85,7 @@ export async function discover(o: DiscoverOptions): Promise<ProbeOutcome> {
     if (response.ok && result !== undefined && common !== undefined) return { era: "modern", discovered: { version: common, result } };
     return { era: "legacy" };
   } catch (err) {
+    if (err instanceof GatewayError) throw err;
     return { era: undefined, reason: err instanceof Error ? err.message : String(err) };
   } finally {
     clock.clearTimeout(timer);
