@@ -19,13 +19,9 @@ import type { Session } from "../session/session.js";
 import type { FaceRecord } from "../store/contracts.js";
 import { BoundedSseReplayStore, StoredSseReplayStore, type SseReplayStore } from "./sse-replay-store.js";
 import { hasEnvelopeClaim, hasModernVersionHeader } from "../mcp/modern/envelope.js";
+import type { FaceServer } from "./face-server.js";
 import { handleModern, modernMethodNotAllowed } from "./modern-endpoint.js";
 import { BodyRejected, BodyTooLargeError, parseJsonRpcBody, readBody, sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
-
-export interface FaceServer {
-  connect(transport: Transport): Promise<void>;
-  close(): Promise<void>;
-}
 
 export interface EndpointOptions {
   /** Builds the face for a session; may connect upstreams first. */

@@ -22,7 +22,7 @@ import {
 import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
 import type { FaceRecord } from "../store/contracts.js";
-import type { FaceServer } from "./mcp-endpoint.js";
+import type { FaceServer } from "./face-server.js";
 
 export interface ModernEndpointOptions {
   face(session: Session, init: InitializeRequest["params"]): FaceServer | Promise<FaceServer>;

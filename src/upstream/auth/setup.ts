@@ -11,11 +11,16 @@ import { isStdioConfig } from "../../config/server-entry.js";
 import { GatewayError } from "../../errors.js";
 import type { Store } from "../../store/contracts.js";
 import type { ServerRegistry } from "../registry.js";
-import type { ProbeReply } from "../../http/server.js";
 import { loadKeys } from "./keyring.js";
 import { CLIENT_METADATA_PATH, clientMetadataDocument } from "./provider.js";
 import { UpstreamOAuth, type UpstreamAuthTarget } from "./upstream-oauth.js";
 import { CredentialVault, Vault } from "./vault.js";
+
+/** A JSON document the HTTP edge serves without a token (its probes take the same shape). */
+export interface ServedDocument {
+  status: number;
+  body: Record<string, unknown>;
+}
 
 /** Where the authorization server sends the person back (console/upstream-auth.ts serves it). */
 export const CALLBACK_PATH = "/console/oauth/callback";
@@ -28,7 +33,7 @@ export interface UpstreamAuth {
   /** Re-seals credentials of older keys; returns how many. */
   reseal(): Promise<number>;
   /** What the gateway serves without a token: its Client ID Metadata Document (SEP-991) when its public URL is https, else nothing. */
-  documents(): Record<string, () => ProbeReply>;
+  documents(): Record<string, () => ServedDocument>;
 }
 
 type Person = { issuer: string; subject: string };
