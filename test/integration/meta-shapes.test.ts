@@ -456,7 +456,9 @@ describe("operator log events (design EV-13), captured from the gateway's logger
     gw = await startGateway(
       {
         mcpServers: { slow: slowServerStdio(), flaky },
-        gateway: { upstream: { reconnect: { initialDelayMs: 50, maxDelayMs: 100, jitter: 0, maxAttempts: 2 } } },
+        // A reconnect whose process exit went unnoticed still fails within the test's 30 s wait (by connect timeout);
+        // a clean-clone CI run under load once waited the default 30 s for it.
+        gateway: { upstream: { connectTimeoutMs: 10_000, reconnect: { initialDelayMs: 50, maxDelayMs: 100, jitter: 0, maxAttempts: 2 } } },
       },
       { logger: pino({ level: "debug" }, sink) },
     );
