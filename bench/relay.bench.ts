@@ -14,9 +14,14 @@
  * before=<dir> (each gateway mode runs twice: this tree and the tree in <dir>,
  * e.g. `git archive <commit> | tar -x -C <dir>` plus a node_modules symlink,
  * so a change's before/after alternate in one run).
- * supergateway and mcp-proxy are not installed here: no column for them.
+ * Peers (modes `supergateway`, `mcp-proxy`, in the default set): installed on
+ * demand into node_modules/.cache/emceepee-bench-peers (`npm install --prefix`,
+ * never package.json), each fronting server-everything over stdio with one
+ * process per session (supergateway `--stateful`, mcp-proxy's stream endpoint);
+ * their own process's CPU is reported in the gateway column.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
 import net from "node:net";
 import { performance } from "node:perf_hooks";
 import os from "node:os";
@@ -35,13 +40,18 @@ const opts = {
   calls: option("calls", 60),
   rounds: option("rounds", 3),
   warmup: option("warmup", 5, 0),
-  modes: (process.argv.find((a) => a.startsWith("--modes="))?.slice(8) ?? process.env.BENCH_MODES ?? "direct,session,shared,meta").split(","),
+  modes: (process.argv.find((a) => a.startsWith("--modes="))?.slice(8) ?? process.env.BENCH_MODES ?? "direct,supergateway,mcp-proxy,session,shared,meta").split(
+    ",",
+  ),
   profile: process.argv.find((a) => a.startsWith("--profile="))?.slice(10) ?? process.env.BENCH_PROFILE,
   before: process.argv.find((a) => a.startsWith("--before="))?.slice(9) ?? process.env.BENCH_BEFORE,
 };
-type Mode = "direct" | "session" | "shared" | "meta";
+type Mode = "direct" | "supergateway" | "mcp-proxy" | "session" | "shared" | "meta";
+const ALL_MODES: Mode[] = ["direct", "supergateway", "mcp-proxy", "session", "shared", "meta"];
 const MODES = opts.modes as Mode[];
-for (const m of MODES) if (!["direct", "session", "shared", "meta"].includes(m)) throw new Error(`--modes: unknown '${m}'`);
+for (const m of MODES) if (!ALL_MODES.includes(m)) throw new Error(`--modes: unknown '${m}'`);
+const PEERS_DIR = path.resolve("node_modules/.cache/emceepee-bench-peers");
+const PEER_BINS = { supergateway: "supergateway/dist/index.js", "mcp-proxy": "mcp-proxy/dist/bin/mcp-proxy.mjs" } as const;
 
 const started = performance.now();
 const log = (msg: string): void => void process.stderr.write(`[relay ${((performance.now() - started) / 1000).toFixed(1)}s] ${msg}\n`);
@@ -85,6 +95,53 @@ function gatewayConfig(sharing: "session" | "shared") {
     mcpServers: { everything: { ...EVERYTHING, sharing } },
     gateway: { sessions: { maxSessions: 1000 }, pendingRequests: { maxPerSession: 1000 } },
   };
+}
+
+/** The peers' entry points, installed into PEERS_DIR the first time they are asked for. */
+function peerBin(peer: keyof typeof PEER_BINS): string {
+  const bin = path.join(PEERS_DIR, "node_modules", PEER_BINS[peer]);
+  if (!fs.existsSync(bin)) {
+    log(`installing supergateway@4 and mcp-proxy@6 into ${PEERS_DIR}`);
+    fs.mkdirSync(PEERS_DIR, { recursive: true });
+    execFileSync("npm", ["install", "--prefix", PEERS_DIR, "--no-audit", "--no-fund", "--no-save", "supergateway@4", "mcp-proxy@6"], { stdio: "inherit" });
+  }
+  return bin;
+}
+
+/** A peer relay (supergateway or mcp-proxy) in front of a stdio server-everything per session, on its Streamable HTTP endpoint. */
+async function startPeer(peer: keyof typeof PEER_BINS): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort();
+  const everything = [EVERYTHING.command, ...EVERYTHING.args];
+  const args =
+    peer === "supergateway"
+      ? [
+          "--stdio",
+          everything.map((a) => JSON.stringify(a)).join(" "),
+          "--outputTransport",
+          "streamableHttp",
+          "--stateful",
+          "--port",
+          String(port),
+          "--logLevel",
+          "none",
+        ]
+      : ["--port", String(port), "--host", "127.0.0.1", "--server", "stream", "--", ...everything];
+  const child = spawn(process.execPath, [peerBin(peer), ...args], { stdio: ["ignore", "ignore", "pipe"] });
+  let err = "";
+  child.stderr.on("data", (c: Buffer) => void (err = (err + c.toString()).slice(-4000)));
+  const url = `http://127.0.0.1:${port}/mcp`;
+  // Ready when it accepts a TCP connection (neither prints a stable line at every log level).
+  const deadline = performance.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${peer} exited ${child.exitCode}: ${err}`);
+    const up = await new Promise<boolean>((resolve) => {
+      const sock = net.connect(port, "127.0.0.1", () => (sock.destroy(), resolve(true)));
+      sock.once("error", () => resolve(false));
+    });
+    if (up) return { url, child };
+    if (performance.now() > deadline) throw new Error(`${peer} did not listen within 60 s: ${err}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 interface Conn {
@@ -145,6 +202,27 @@ async function open(mode: Mode, before = false): Promise<Target> {
       },
     };
   }
+  if (mode === "supergateway" || mode === "mcp-proxy") {
+    const p = await startPeer(mode);
+    return {
+      mode,
+      label: mode,
+      url: p.url,
+      gatewayPid: p.child.pid!,
+      upstreamPids: () => descendantPids(p.child.pid!),
+      conns: [],
+      async stop() {
+        for (const pid of descendantPids(p.child.pid!)) {
+          try {
+            process.kill(pid, "SIGKILL");
+          } catch {
+            /* gone */
+          }
+        }
+        p.child.kill("SIGKILL");
+      },
+    };
+  }
   const prof = opts.profile ? ["--cpu-prof", `--cpu-prof-dir=${opts.profile}/${mode}`, "--cpu-prof-interval=200"] : [];
   const root = before ? path.resolve(opts.before!) : undefined;
   const g: GatewayProcess = await startGatewayProcess(gatewayConfig(mode === "shared" ? "shared" : "session"), `relay-${mode}`, "silent", {}, prof, root);
@@ -165,7 +243,7 @@ async function main(): Promise<void> {
   try {
     for (const mode of MODES) {
       targets.push(await open(mode));
-      if (opts.before && mode !== "direct") targets.push(await open(mode, true));
+      if (opts.before && (mode === "session" || mode === "shared" || mode === "meta")) targets.push(await open(mode, true));
     }
     for (const t of targets) stats.set(t.label, { rounds: [], lat: [] });
     for (const t of targets) {
@@ -209,22 +287,33 @@ async function main(): Promise<void> {
   const median = (label: string, k: keyof Round): number => percentile(stats.get(label)?.rounds.map((r) => r[k]) ?? [], 50);
   const dTp = median("direct", "tp");
   const dP50 = percentile(stats.get("direct")?.lat ?? [], 50);
+  const dTree = median("direct", "gatewayUs") + median("direct", "upstreamUs");
   const rows = [...stats.keys()].map((m) => {
     const r = stats.get(m)!;
     const tp = median(m, "tp");
     const p50 = percentile(r.lat, 50);
     return [
-      m === "direct" ? "direct (server-everything HTTP)" : m.startsWith("meta") ? `emceepee ${m} (execute_tool)` : `emceepee transparent ${m}`,
+      m === "direct"
+        ? "direct (server-everything HTTP)"
+        : m === "supergateway" || m === "mcp-proxy"
+          ? `${m} (stdio per session)`
+          : m.startsWith("meta")
+            ? `emceepee ${m} (execute_tool)`
+            : `emceepee transparent ${m}`,
       `${fmt(tp, 0)} (×${fmt(tp / dTp)})`,
       `${fmt(p50, 2)} (×${fmt(p50 / dP50)})`,
       fmt(percentile(r.lat, 99), 2),
       m === "direct" ? "—" : fmt(median(m, "gatewayUs"), 0),
       fmt(median(m, "upstreamUs"), 0),
+      `${fmt(median(m, "gatewayUs") + median(m, "upstreamUs"), 0)} (×${fmt((median(m, "gatewayUs") + median(m, "upstreamUs")) / dTree)})`,
     ];
   });
   process.stdout.write(
-    `\n${table(["", `${opts.sessions}-session throughput, calls/s (vs direct)`, "p50 ms (vs direct)", "p99 ms", "gateway CPU µs/call", "upstream CPU µs/call"], rows)}\n\n` +
-      `${new Date().toISOString().slice(0, 10)}, ${os.cpus().length} × ${os.cpus()[0]?.model ?? "?"}, node ${process.version}; ${opts.rounds} rounds alternating, medians of the rounds; supergateway and mcp-proxy are not installed here.\n`,
+    `\n${table(["", `${opts.sessions}-session throughput, calls/s (vs direct)`, "p50 ms (vs direct)", "p99 ms", "relay CPU µs/call", "upstream CPU µs/call", "tree CPU µs/call (vs direct)"], rows)}\n\n` +
+      `${new Date().toISOString().slice(0, 10)}, ${os.cpus().length} × ${os.cpus()[0]?.model ?? "?"}, node ${process.version}; ${opts.rounds} rounds alternating, medians of the rounds; relay CPU is the gateway's or peer's own process; load average ${os
+        .loadavg()
+        .map((l) => l.toFixed(1))
+        .join(" ")}.\n`,
   );
 }
 
