@@ -71,10 +71,28 @@ export function mayUse(owner: Principal | undefined, caller: Principal | undefin
 
 type AuthedRequest = IncomingMessage & { auth?: AuthInfo };
 
-/** Attaches `principal` to `req` where the SDK's Streamable HTTP transport reads it (`req.auth` → `extra.authInfo`). */
-export function attachPrincipal(req: IncomingMessage, principal: Principal): void {
+/**
+ * The bearer token each principal object came with, for upstreams whose operator opted into token passthrough only
+ * (`auth: { type: "passthrough" }`, docs/adr/0027 §12). Outside the object, so it is never serialized, logged or stored.
+ */
+const inboundTokens = new WeakMap<object, string>();
+
+/** The inbound bearer token `principal` came with (see inboundTokens); undefined when none was kept. */
+export function inboundTokenOf(principal: object | undefined): string | undefined {
+  return principal === undefined ? undefined : inboundTokens.get(principal);
+}
+
+/** A session's principal takes the token of a later request of the same person (a refreshed token replaces an expired one). */
+export function refreshInboundToken(sessionPrincipal: Principal | undefined, caller: Principal | undefined): void {
+  const token = inboundTokenOf(caller);
+  if (sessionPrincipal && caller && token !== undefined && samePrincipal(sessionPrincipal, caller)) inboundTokens.set(sessionPrincipal, token);
+}
+
+/** Attaches `principal` to `req` where the SDK's Streamable HTTP transport reads it (`req.auth` → `extra.authInfo`); `token`: the bearer it came with. */
+export function attachPrincipal(req: IncomingMessage, principal: Principal, token?: string): void {
+  if (token !== undefined) inboundTokens.set(principal, token);
   (req as AuthedRequest).auth = {
-    token: "", // never kept: nothing past the guard may forward it (the spec forbids token passthrough)
+    token: "", // not here: only an upstream with the operator's passthrough opt-in gets it (inboundTokenOf)
     clientId: principal.clientId ?? principal.subject,
     scopes: [...principal.scopes],
     ...(principal.expiresAt !== undefined ? { expiresAt: Math.floor(principal.expiresAt / 1000) } : {}),

@@ -48,6 +48,8 @@ export interface StdioServerConfig {
   args: string[];
   env?: Record<string, string>;
   cwd?: string;
+  /** Per-person values put in the process's env (docs/config.md "Per-user secrets"); a process then serves one person only. */
+  secrets?: Record<string, SecretSlot>;
   /** Absent: gateway.upstream.sharing.stdio. */
   sharing?: SharingMode;
 }
@@ -59,6 +61,10 @@ export interface RemoteServerConfig {
   headers?: Record<string, string>;
   /** Each principal's own OAuth authorization at the upstream (src/upstream/auth/, docs/config.md); absent: none. */
   auth?: UpstreamAuthConfig;
+  /** `auth: { type: "passthrough" }`: the caller's own inbound bearer token is forwarded (opt-in, warned at start; docs/adr/0027). */
+  passthrough?: true;
+  /** Per-person values sent as headers (docs/config.md "Per-user secrets"). */
+  secrets?: Record<string, SecretSlot>;
   /** Absent: gateway.upstream.sharing.remote. */
   sharing?: SharingMode;
 }
@@ -69,6 +75,20 @@ export interface UpstreamAuthConfig {
   clientId?: string;
   clientSecret?: string;
   scopes?: string[];
+}
+
+/**
+ * One per-user secret slot (issue 23): each person fills its value on the console's Connections page; it is sealed in
+ * the vault. stdio: put in env var `env` (default: the slot's name); remote: sent as header `header`, written as
+ * `format` with `{value}` replaced (default: the value alone).
+ */
+export interface SecretSlot {
+  description?: string;
+  env?: string;
+  header?: string;
+  format?: string;
+  /** A person who has not filled it connects without it (default: required, a call waits for it like OAuth consent). */
+  optional?: boolean;
 }
 
 export type ServerConfig = StdioServerConfig | RemoteServerConfig;
@@ -96,8 +116,8 @@ type Kind = "stdio" | "remote";
 type Transport = "streamable-http" | "sse";
 
 const OWN_KEYS: Record<Kind, readonly string[]> = {
-  stdio: ["command", "args", "env", "cwd", "type", "transport", "sharing"],
-  remote: ["url", "headers", "auth", "type", "transport", "sharing"],
+  stdio: ["command", "args", "env", "cwd", "secrets", "type", "transport", "sharing"],
+  remote: ["url", "headers", "auth", "secrets", "type", "transport", "sharing"],
 };
 
 /** Keys other clients write, accepted in both kinds (`serverUrl` only in remote entries). */
@@ -177,6 +197,58 @@ const otherClientsFields = {
   transportType: markerField,
 };
 
+const SLOT_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+const slotName = z.string().regex(SLOT_NAME, { error: "a secret slot's name has letters, digits, _ . - (1-64, starting with a letter or digit); rename it" });
+const slotDescription = z
+  .string(mustBeString(() => "write what the person should paste here"))
+  .max(500)
+  .optional();
+const slotOptional = z.boolean({ error: (iss) => `must be true or false (got ${describeValue(iss.input)})` }).optional();
+
+/** stdio: `secrets: { "GITHUB_TOKEN": { "description": "...", "env": "GITHUB_TOKEN" } }` (env defaults to the slot's name). */
+const stdioSecrets = z
+  .record(
+    slotName,
+    z.strictObject(
+      {
+        description: slotDescription,
+        env: z
+          .string()
+          .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: 'must be an environment variable name, e.g. "GITHUB_TOKEN"' })
+          .optional(),
+        optional: slotOptional,
+      },
+      {
+        error: (iss) =>
+          `must be an object like {"description": "...", "env": "API_KEY"} (got ${describeValue(iss.input)}); header and format are for remote servers`,
+      },
+    ),
+    { error: (iss) => `must be an object of secret slots, e.g. {"API_KEY": {"env": "API_KEY"}} (got ${describeValue(iss.input)}); write it that way` },
+  )
+  .optional();
+
+/** remote: `secrets: { "token": { "header": "Authorization", "format": "Bearer {value}" } }`. */
+const remoteSecrets = z
+  .record(
+    slotName,
+    z.strictObject(
+      {
+        description: slotDescription,
+        header: z
+          .string({ error: 'a remote server\'s secret slot needs the header to send it in, e.g. "header": "Authorization"' })
+          .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, { error: 'must be an HTTP header name, e.g. "X-Api-Key"' }),
+        format: z
+          .string()
+          .refine((f) => f.includes("{value}"), { error: 'must contain {value}, where the person\'s value goes, e.g. "Bearer {value}"' })
+          .optional(),
+        optional: slotOptional,
+      },
+      { error: (iss) => `must be an object like {"header": "Authorization", "format": "Bearer {value}"} (got ${describeValue(iss.input)})` },
+    ),
+    { error: (iss) => `must be an object of secret slots, e.g. {"token": {"header": "X-Api-Key"}} (got ${describeValue(iss.input)}); write it that way` },
+  )
+  .optional();
+
 const stdioSchema = z.strictObject({
   command: z
     .string(mustBeString(() => `put the program in "command" and its arguments in "args"`))
@@ -184,6 +256,7 @@ const stdioSchema = z.strictObject({
   args: z.array(z.string(mustBeString(quoteIt)), { error: (iss) => argsProblem(iss.input) }).default([]),
   env: stringRecord(`"API_KEY": "..."`).optional(),
   cwd: z.string(mustBeString(() => "write the directory's path")).optional(),
+  secrets: stdioSecrets,
   sharing: sharingMode.optional(),
   type: markerField,
   transport: markerField,
@@ -197,13 +270,20 @@ const remoteSchema = z.strictObject({
   headers: stringRecord(`"Authorization": "Bearer \${TOKEN}"`).optional(),
   auth: z
     .strictObject({
-      type: z.literal("oauth", { error: 'must be "oauth" (the only kind so far), e.g. "auth": { "type": "oauth" }' }),
+      type: z.enum(["oauth", "passthrough"], {
+        error: 'must be "oauth" (each person\'s own grant) or "passthrough" (forward the caller\'s own token), e.g. "auth": { "type": "oauth" }',
+      }),
       clientId: z.string().min(1).optional(),
       clientSecret: z.string().min(1).optional(),
       scopes: z.array(z.string().regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, "a scope is one token without spaces or quotes")).optional(),
     })
     .refine((a) => a.clientSecret === undefined || a.clientId !== undefined, { message: "clientSecret needs clientId (a pre-registered client)" })
+    .refine((a) => a.type === "oauth" || (a.clientId === undefined && a.clientSecret === undefined && a.scopes === undefined), {
+      message:
+        'passthrough forwards the caller\'s own token and cannot be combined with OAuth: clientId, clientSecret and scopes are for "type": "oauth"; remove them or use "oauth"',
+    })
     .optional(),
+  secrets: remoteSecrets,
   sharing: sharingMode.optional(),
   type: markerField,
   transport: markerField,
@@ -269,11 +349,18 @@ export function parseServerEntry(input: unknown): EntryResult {
     config = { command: data.command, args: data.args };
     if (data.env) config.env = data.env;
     if (data.cwd !== undefined) config.cwd = data.cwd;
+    if (data.secrets) config.secrets = slotsOf(data.secrets);
   } else {
+    if (data.auth?.type === "passthrough" && data.secrets) {
+      const message = `auth "passthrough" forwards the caller's own token and cannot be combined with per-user secrets on the same server; remove "secrets" or the passthrough`;
+      return { ok: false, issues: [{ path: ["auth"], message }] };
+    }
     config = { url: (data.url ?? data.serverUrl)! };
     if (markers.transport) config.transport = markers.transport;
     if (data.headers) config.headers = data.headers;
-    if (data.auth) config.auth = stripUndefined(data.auth);
+    if (data.auth?.type === "passthrough") config.passthrough = true;
+    else if (data.auth) config.auth = stripUndefined({ ...data.auth, type: "oauth" });
+    if (data.secrets) config.secrets = slotsOf(data.secrets);
   }
   if (data.sharing !== undefined) config.sharing = data.sharing;
   return { ok: true, entry: { config, disabled, warnings: disabled ? [] : otherClientsWarnings(data) } };
@@ -406,6 +493,10 @@ export const mcpServersSchema = z.record(serverNameSchema, serverEntrySchema, {
 
 /** The two kinds' key schemas, for `emceepee schema` (json-schema.ts); parsing goes through serverEntrySchema. */
 export const serverEntryShapes = { stdio: stdioSchema, remote: remoteSchema } as const;
+
+function slotsOf(slots: Record<string, Record<string, unknown>>): Record<string, SecretSlot> {
+  return Object.fromEntries(Object.entries(slots).map(([k, v]) => [k, Object.fromEntries(Object.entries(v).filter(([, x]) => x !== undefined)) as SecretSlot]));
+}
 
 function stripUndefined(a: {
   type: "oauth";

@@ -79,7 +79,7 @@ import type { ActivityKind, ActivityRecord } from "../store/contracts.js";
 import { approvalsBody } from "./views/approvals.js";
 import { governanceRoutes } from "./governance-pages.js";
 import { inboxBody, type InboxError } from "./views/inbox.js";
-import { sendConnectContinue } from "./views/connections.js";
+import { secretsBody, sendConnectContinue } from "./views/connections.js";
 import { callsOver, toolStats, upstreamsBody, type UpstreamRow } from "./views/upstreams.js";
 import { describeTarget } from "../upstream/registry.js";
 import { sessionHash } from "../logging.js";
@@ -710,8 +710,11 @@ export function createConsole(options: ConsoleOptions): WebConsole {
   async function connectionsPage({ req, res }: ConsoleRequest): Promise<void> {
     const user = whoIs(req);
     if (!user || !options.upstreamAuth) return show(res, 404, { title: "Not found", section: "overview" }, html`<p>No upstream connections here.</p>`);
-    const rows = await options.upstreamAuth.connections(personOf(user.principal, token !== undefined));
-    return show(res, 200, { title: "Connections", section: "overview" }, connectionsBody(rows, context.clock.now()));
+    const person = personOf(user.principal, token !== undefined);
+    const [rows, slots] = await Promise.all([options.upstreamAuth.connections(person), options.upstreamAuth.secrets(person)]);
+    const now = context.clock.now();
+    const body = rows.length === 0 && slots.length > 0 ? secretsBody(slots, now) : html`${connectionsBody(rows, now)}${secretsBody(slots, now)}`;
+    return show(res, 200, { title: "Connections", section: "overview" }, body);
   }
 
   async function changeConnection({ req, res }: ConsoleRequest): Promise<void> {
@@ -721,7 +724,20 @@ export function createConsole(options: ConsoleOptions): WebConsole {
     const server = form.get("server") ?? "";
     const person = personOf(user.principal, token !== undefined);
     const principalHash = user.principal?.hash ?? (token !== undefined ? "operator" : "anonymous");
-    if (form.get("action") === "disconnect") {
+    const action = form.get("action");
+    if (action === "secret-save" || action === "secret-remove") {
+      // Per-user secrets (views/connections.ts): the value is sealed and never logged; the log says which slot only.
+      const slot = form.get("slot") ?? "";
+      try {
+        if (action === "secret-save") await options.upstreamAuth.saveSecret(person, server, slot, form.get("value") ?? "");
+        else await options.upstreamAuth.removeSecret(person, server, slot);
+      } catch (err) {
+        return show(res, 400, { title: "Not saved", section: "overview" }, html`<p>${errorMessage(err)}</p>`);
+      }
+      context.logger.info({ server, slot, principalHash }, action === "secret-save" ? "upstream_secret_saved" : "upstream_secret_removed");
+      return redirect(res, CONNECTIONS_PATH);
+    }
+    if (action === "disconnect") {
       const gone = await options.upstreamAuth.disconnect(person, server);
       context.logger.info({ server, principalHash, disconnected: gone }, "upstream_disconnected");
       return redirect(res, CONNECTIONS_PATH);

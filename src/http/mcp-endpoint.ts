@@ -4,7 +4,7 @@
  * resumes, attaches, routes and ends them. See
  * docs/design/sessions-and-events.md, "How the code keeps it".
  */
-import { principalOf } from "../auth/principal.js";
+import { principalOf, refreshInboundToken } from "../auth/principal.js";
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
@@ -134,6 +134,7 @@ export class McpEndpoint {
       if (binding instanceof ResumeFailed) return sendErrorReply(res, binding.status, binding.error, this.gateway.logger);
       // Another principal's session is answered as an unknown one (it does not learn the id exists).
       if (!binding || !mayUseOwned(binding.session.principal, caller)) return sessionNotFound(res, sessionId);
+      refreshInboundToken(binding.session.principal, caller); // passthrough upstreams send the newest token (docs/adr/0027 §12)
       const guest = binding.guest;
       if (guest) {
         guest.lastActivityAt = this.gateway.clock.now();

@@ -117,14 +117,14 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
     if (failure) return sendJsonRpcError(res, failure.status, -32000, failure.message, failure.headers);
     if (!authenticator || isConsolePath(path)) {
       // The static token (if any) passed checkRequest: its one principal.
-      if (settings.token !== undefined && !isConsolePath(path)) attachPrincipal(req, OPERATOR);
+      if (settings.token !== undefined && !isConsolePath(path)) attachPrincipal(req, OPERATOR, settings.token);
       return dispatch(req, res, path);
     }
     if (serveMetadata(req, res, path, { oauth, urls, isFace })) return;
     authenticator.authenticate(req, path).then(
       (outcome) => {
         if (!("principal" in outcome)) return sendJsonRpcError(res, outcome.status, -32000, outcome.message, outcome.headers);
-        attachPrincipal(req, outcome.principal);
+        attachPrincipal(req, outcome.principal, /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? "")?.[1]);
         dispatch(req, res, path);
       },
       (err: unknown) => {

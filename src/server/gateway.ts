@@ -132,6 +132,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     logger,
     store: openedStore,
     oauth: upstreamAuth?.oauth,
+    secrets: upstreamAuth?.secrets,
     // Pinned tool definitions (docs/adr/0029): every session handle's tool lists pass the pins (governance is made below).
     toolReview: (server, tools) => (governance ? governance.pins.review(server, tools) : Promise.resolve(tools)),
   });

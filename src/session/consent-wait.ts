@@ -36,6 +36,8 @@ export interface ConsentNeeded {
   server: string;
   url: string;
   error: GatewayError;
+  /** The credential slot whose value is awaited: "oauth" (a grant), or `secret:<name>` (a per-user secret, upstream/auth/secrets.ts). */
+  slot: string;
 }
 
 type Owner = { issuer: string; subject: string };
@@ -46,7 +48,8 @@ export function consentNeeded(err: unknown): ConsentNeeded | undefined {
   const url = err.details?.["authorizationUrl"];
   const server = err.details?.["server"];
   if (typeof url !== "string" || typeof server !== "string") return undefined;
-  return { server, url, error: err };
+  const slot = err.details?.["slot"];
+  return { server, url, error: err, slot: typeof slot === "string" ? slot : "oauth" };
 }
 
 /** Whose grant a session's connections use (the anonymous identity without authentication, as connect.ts). */
@@ -60,7 +63,9 @@ export function consentElicitation(consent: ConsentNeeded, elicitationId: string
     mode: "url",
     elicitationId,
     url: consent.url,
-    message: `Server ${consent.server} needs your authorization. Open the link as yourself and sign in; the call goes on by itself once you have.`,
+    message: consent.slot.startsWith("secret:")
+      ? `Server ${consent.server} needs your own value for ${JSON.stringify(consent.slot.slice(7))}. Open the link (the gateway's console), sign in and save it; the call goes on by itself once you have.`
+      : `Server ${consent.server} needs your authorization. Open the link as yourself and sign in; the call goes on by itself once you have.`,
   };
 }
 
@@ -76,6 +81,8 @@ export interface GrantWaitOptions {
   credentials: () => CredentialStore;
   owner: Owner;
   upstream: string;
+  /** The credential slot awaited. @default "oauth" */
+  slot?: string | undefined;
   clock: Clock;
   /** Give up after this long (the authorization flow's own lifetime, vault.flowTtlMs). */
   timeoutMs: number;
@@ -90,7 +97,7 @@ export interface GrantWaitOptions {
  * CONSENT_REQUIRED after `timeoutMs`. Leaves no timer behind.
  */
 export async function waitForGrant(o: GrantWaitOptions, before: CredentialRecord | undefined): Promise<void> {
-  const key = { ...o.owner, upstream: o.upstream, slot: "oauth" };
+  const key = { ...o.owner, upstream: o.upstream, slot: o.slot ?? "oauth" };
   const deadline = o.clock.now() + o.timeoutMs;
   const pollMs = o.pollMs ?? GRANT_POLL_MS;
   for (;;) {
@@ -100,7 +107,7 @@ export async function waitForGrant(o: GrantWaitOptions, before: CredentialRecord
     if (o.clock.now() >= deadline) {
       throw new GatewayError(
         ErrorCodes.CONSENT_REQUIRED,
-        `no authorization for server ${o.upstream} arrived within ${o.timeoutMs} ms; open the Connections page of the gateway's console (/console/connections) and connect, then call again`,
+        `no ${o.slot?.startsWith("secret:") ? `value for ${JSON.stringify(o.slot.slice(7))}` : "authorization"} for server ${o.upstream} arrived within ${o.timeoutMs} ms; open the Connections page of the gateway's console (/console/connections) and ${o.slot?.startsWith("secret:") ? "save it" : "connect"}, then call again`,
         { details: { server: o.upstream } },
       );
     }
@@ -109,8 +116,8 @@ export async function waitForGrant(o: GrantWaitOptions, before: CredentialRecord
 }
 
 /** The grant as it is now (what waitForGrant compares with). */
-export function currentGrant(o: Pick<GrantWaitOptions, "credentials" | "owner" | "upstream">): Promise<CredentialRecord | undefined> {
-  return o.credentials().get({ ...o.owner, upstream: o.upstream, slot: "oauth" });
+export function currentGrant(o: Pick<GrantWaitOptions, "credentials" | "owner" | "upstream" | "slot">): Promise<CredentialRecord | undefined> {
+  return o.credentials().get({ ...o.owner, upstream: o.upstream, slot: o.slot ?? "oauth" });
 }
 
 function pause(clock: Clock, ms: number, signal: AbortSignal | undefined): Promise<void> {
@@ -152,7 +159,7 @@ export async function withConsent<T>(
       if (!consent || round >= 2) throw err;
       const elicitationId = o.newId();
       if (!o.client.supportsUrl) throw urlElicitationRequired(consent, elicitationId);
-      const wait = { ...o, upstream: consent.server };
+      const wait = { ...o, upstream: consent.server, slot: consent.slot };
       const before = await currentGrant(wait);
       const answer = await o.client.elicit(consentElicitation(consent, elicitationId));
       if (answer.action !== "accept") {
@@ -215,8 +222,9 @@ export function runAfterConsent(c: {
   newId: () => string;
   then: (o: RunOptions) => Promise<CallToolResult>;
 }): (o: RunOptions) => Promise<CallToolResult> {
+  const wait = { ...c.wait, slot: c.consent.slot };
   return async (o) => {
-    const before = await currentGrant(c.wait);
+    const before = await currentGrant(wait);
     const stop = new AbortController();
     const onAbort = () => stop.abort("cancelled");
     o.signal.addEventListener("abort", onAbort, { once: true });
@@ -238,7 +246,7 @@ export function runAfterConsent(c: {
       () => undefined,
     );
     try {
-      await waitForGrant({ ...c.wait, signal: stop.signal }, before);
+      await waitForGrant({ ...wait, signal: stop.signal }, before);
     } catch (err) {
       throw declined ?? err;
     } finally {

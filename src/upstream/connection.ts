@@ -54,6 +54,8 @@ export interface UpstreamConnectionOptions {
   clock?: Clock | undefined;
   /** A server added at runtime: its transport applies gateway.servers.runtimeUrls and follows no redirect (docs/adr/0015). */
   runtime?: boolean | undefined;
+  /** The config each transport is made with, read when connecting (a person's secrets: upstream/auth/secrets.ts); `config` stays what is shown. */
+  resolveConfig?: ((config: ServerConfig) => Promise<ServerConfig>) | undefined;
 }
 
 const STDERR_TAIL_LINES = 20;
@@ -177,7 +179,8 @@ export class UpstreamConnection extends UpstreamHandle {
     let created: CreatedTransport;
     try {
       const options = { ...(sessionId !== undefined ? { sessionId } : {}), ...(this.options.runtime ? { runtime: true } : {}) };
-      created = this.options.transportFactory(name, config, Object.keys(options).length > 0 ? options : undefined);
+      const resolved = this.options.resolveConfig ? await this.options.resolveConfig(config) : config;
+      created = this.options.transportFactory(name, resolved, Object.keys(options).length > 0 ? options : undefined);
     } catch (err) {
       this.fail(`cannot create transport: ${errorMessage(err)}`);
       this.releaseChild?.();

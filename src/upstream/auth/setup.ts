@@ -8,12 +8,13 @@
 import type { Clock } from "../../clock.js";
 import type { GatewaySettings } from "../../config/schema.js";
 import { isStdioConfig } from "../../config/server-entry.js";
-import { GatewayError } from "../../errors.js";
+import { ErrorCodes, GatewayError } from "../../errors.js";
 import type { Store } from "../../store/contracts.js";
 import type { ServerRegistry } from "../registry.js";
 import { loadKeys } from "./keyring.js";
 import { CLIENT_METADATA_PATH, clientMetadataDocument } from "./provider.js";
 import { UpstreamOAuth, type UpstreamAuthTarget } from "./upstream-oauth.js";
+import { hasSecrets, UpstreamSecrets, type SecretRow } from "./secrets.js";
 import { CredentialVault, Vault } from "./vault.js";
 
 /** A JSON document the HTTP edge serves without a token (its probes take the same shape). */
@@ -25,9 +26,14 @@ export interface ServedDocument {
 /** Where the authorization server sends the person back (console/upstream-auth.ts serves it). */
 export const CALLBACK_PATH = "/console/oauth/callback";
 
+/** The console's Connections page (console/upstream-auth.ts serves it): where a person connects and fills secret slots. */
+export const CONNECTIONS_PAGE_PATH = "/console/connections";
+
 export interface UpstreamAuth {
   /** The OAuth client (made on first use). */
   oauth: () => UpstreamOAuth;
+  /** Per-user secrets (made on first use). */
+  secrets: () => UpstreamSecrets;
   /** Completes a callback for a person, lists, starts and ends their connections, with the servers as configured now. */
   completer(registry: ServerRegistry): UpstreamConnections;
   /** Re-seals credentials of older keys; returns how many. */
@@ -53,6 +59,11 @@ export interface UpstreamConnections {
   /** The authorization URL to send the person to; undefined when they are connected already. */
   connect(person: Person, server: string): Promise<string | undefined>;
   disconnect(person: Person, server: string): Promise<boolean>;
+  /** The person's secret slots of config-file servers, filled or not (never a value). */
+  secrets(person: Person): Promise<SecretRow[]>;
+  /** Seals the person's value for a slot (BAD_ARGUMENTS for an unknown slot or an unusable value). */
+  saveSecret(person: Person, server: string, slot: string, value: string): Promise<void>;
+  removeSecret(person: Person, server: string, slot: string): Promise<boolean>;
 }
 
 export function createUpstreamAuth(
@@ -78,9 +89,26 @@ export function createUpstreamAuth(
       maxPendingFlows: settings.vault.maxPendingFlows,
       refreshAheadMs: settings.vault.refreshAheadMs,
     }));
+  let secrets: UpstreamSecrets | undefined;
+  const secretsOf = () =>
+    (secrets ??= new UpstreamSecrets({
+      vault: credentials,
+      credentials: () => deps.store().credentials,
+      connectionsUrl: () => `${base()}${CONNECTIONS_PAGE_PATH}`,
+    }));
   return {
     oauth: client,
+    secrets: secretsOf,
     completer: (registry) => {
+      // Config-file servers only: add_server cannot set secret slots.
+      const withSecrets = () => registry.list().filter((e) => e.addedBy === "config" && hasSecrets(e.config));
+      const slotted = (server: string) => {
+        const e = registry.get(server);
+        if (!e || e.addedBy !== "config" || !hasSecrets(e.config)) {
+          throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `server ${JSON.stringify(server)} has no secret slots here; reload the Connections page`);
+        }
+        return e.config;
+      };
       const target = (person: Person, upstream: string): UpstreamAuthTarget | undefined => {
         const config = registry.get(upstream)?.config;
         if (!config || isStdioConfig(config) || !config.auth) return undefined;
@@ -117,6 +145,9 @@ export function createUpstreamAuth(
           }
         },
         disconnect: (person, server) => client().disconnect({ owner: { issuer: person.issuer, subject: person.subject }, upstream: server }),
+        secrets: (person) => secretsOf().rows(person, withSecrets()),
+        saveSecret: async (person, server, slot, value) => secretsOf().save(person, server, slotted(server), slot, value),
+        removeSecret: async (person, server, slot) => secretsOf().remove(person, server, slotted(server), slot),
       };
     },
     reseal: () => credentials().reseal(),

@@ -22,9 +22,14 @@ import { configFor, entrySharing, isRuntime, type ServerRegistry } from "../regi
 import type { ConnectionPersistence } from "../session-continuation.js";
 import type { TransportFactory } from "../transports.js";
 import { SharedUpstreams } from "./shared-upstreams.js";
-import { withPrincipalAuth } from "../auth/connect.js";
+import { ANONYMOUS, withPrincipalAuth } from "../auth/connect.js";
+import { isPassthrough, warnPassthrough, withPassthrough } from "../auth/passthrough.js";
+import { hasSecrets, type UpstreamSecrets } from "../auth/secrets.js";
+import { inboundTokenOf } from "../../auth/principal.js";
+import { ErrorCodes, GatewayError } from "../../errors.js";
 import type { UpstreamOAuth } from "../auth/upstream-oauth.js";
 import { WarmPool } from "./warm-pool.js";
+import { KnownServers } from "../known-servers.js";
 
 /** Who a handle is for, and how it answers what the upstream sends. */
 export interface UpstreamAttachment {
@@ -60,6 +65,8 @@ export interface UpstreamsOptions {
   store: () => Store;
   /** The OAuth client of servers with `auth` (absent: no vault key, and such servers fail with EMCP_VAULT_UNAVAILABLE). */
   oauth?: (() => UpstreamOAuth) | undefined;
+  /** Per-user secrets of servers with `secrets` (absent: no vault key, and such servers fail with EMCP_VAULT_UNAVAILABLE). */
+  secrets?: (() => UpstreamSecrets) | undefined;
   /** Sees each session handle's tool lists before the gateway uses them (pinned definitions, docs/adr/0029). */
   toolReview?: ((server: string, tools: Tool[]) => Promise<Tool[]>) | undefined;
 }
@@ -72,6 +79,8 @@ export interface Upstreams {
    * process, no receiver tasks, no liveness pings; the caller closes it.
    */
   readonly probe: (server: string, config: ServerConfig, attachment: Pick<UpstreamAttachment, "handlers" | "logger">) => UpstreamConnection;
+  /** What each server answered when last connected (a transparent session's initialize answers from it: docs/adr/0034). */
+  readonly known: KnownServers;
   /** Turns the warm pool on (`serve`). */
   start(): void;
   /** Ends the shared connections and the waiting processes (after the sessions have closed). */
@@ -80,7 +89,25 @@ export interface Upstreams {
 
 /** What differs between the connections made here (the rest is the gateway's). */
 type ConnectionParts = Pick<UpstreamConnectionOptions, "handlers" | "logger" | "transportFactory"> &
-  Partial<Pick<UpstreamConnectionOptions, "roots" | "persistence" | "receiverTasks" | "runtime" | "livenessPingMs">>;
+  Partial<Pick<UpstreamConnectionOptions, "roots" | "persistence" | "receiverTasks" | "runtime" | "livenessPingMs" | "resolveConfig">>;
+
+type PrincipalRef = { issuer: string; subject: string };
+
+/**
+ * Whether connections to `config` carry one person's credentials (OAuth, secrets, their forwarded token): such a
+ * connection is never used for another principal, in session and shared mode, and never comes from the warm pool.
+ */
+export function principalBound(config: ServerConfig): boolean {
+  return hasSecrets(config) || isPassthrough(config) || (!isStdioConfig(config) && config.auth !== undefined);
+}
+
+/**
+ * The key of a principal's connections (shared per principal): JSON of [issuer, subject], "" for both without
+ * authentication. The warm pool never serves principalBound servers, so it needs no key (issue 23).
+ */
+export function principalKey(principal: PrincipalRef | undefined): string {
+  return JSON.stringify([principal?.issuer ?? "", principal?.subject ?? ""]);
+}
 
 export function createUpstreams(o: UpstreamsOptions): Upstreams {
   const { registry, settings, children, clientInfo, clock, logger } = o;
@@ -110,14 +137,50 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     logger,
     warmable: (name) => {
       const entry = registry.get(name);
-      return entry && isStdioConfig(entry.config) && entrySharing(entry, settings) === "session" ? entry.config : undefined;
+      // A process started with one person's secrets is theirs: never warmed ahead for whoever comes next.
+      return entry && isStdioConfig(entry.config) && !principalBound(entry.config) && entrySharing(entry, settings) === "session" ? entry.config : undefined;
     },
   });
   children.reclaim = (server) => warm.reclaim(server);
   registry.onChange((name) => warm.evict(name));
+  // The operator's passthrough opt-in is warned about at start and whenever a reload sets it (never with a token).
+  for (const e of registry.list()) if (!isRuntime(e) && isPassthrough(e.config)) warnPassthrough(logger, e.name);
+  registry.onChange((name) => {
+    const e = registry.get(name);
+    if (e && !isRuntime(e) && isPassthrough(e.config)) warnPassthrough(logger, name);
+  });
+
+  /** A principal's credentials on a transport factory (OAuth token, forwarded token) and in the config (secrets). */
+  const credentialed = (
+    name: string,
+    config: ServerConfig,
+    base: TransportFactory,
+    principal: PrincipalRef | undefined,
+    runtime: boolean,
+    bearer: () => string | undefined = () => inboundTokenOf(principal),
+  ) => {
+    const owner = principal ? { issuer: principal.issuer, subject: principal.subject } : ANONYMOUS;
+    // Runtime servers cannot set passthrough or secrets (add_server has no such keys); refused here too, as a second wall.
+    const passthrough = runtime ? base : withPassthrough(base, config, name, bearer);
+    const secrets = o.secrets;
+    const resolveConfig =
+      hasSecrets(config) && !runtime
+        ? (c: ServerConfig) => {
+            if (!secrets) {
+              throw new GatewayError(
+                ErrorCodes.VAULT_UNAVAILABLE,
+                `server ${name} takes per-person secrets, which need the vault: set EMCEEPEE_VAULT_KEY (or gateway.vault.keys / keyFile), e.g. from \`openssl rand -base64 32\``,
+                { details: { server: name } },
+              );
+            }
+            return secrets().resolve(name, c, owner);
+          }
+        : undefined;
+    return { transportFactory: withPrincipalAuth(passthrough, config, name, principal, o.oauth), ...(resolveConfig ? { resolveConfig } : {}) };
+  };
 
   /** Shared connections of one principal (servers with `auth`), or of everyone (`undefined`). */
-  const sharedFor = (principal: { issuer: string; subject: string } | undefined) =>
+  const sharedFor = (principal: PrincipalRef | undefined, bearer?: () => string | undefined) =>
     new SharedUpstreams(
       registry,
       {
@@ -129,7 +192,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
             logger,
             // Shared runtime servers have no credentials (entrySharing); their URL rules still apply (docs/adr/0015).
             runtime: isRuntime(entry),
-            transportFactory: withPrincipalAuth(o.transportFactory, entry.config, name, principal, o.oauth),
+            ...credentialed(name, entry.config, o.transportFactory, principal, isRuntime(entry), bearer),
             receiverTasks: receivers(`shared:${name}`, name, logger),
             // No `roots`: servers cache the roots per connection, and one session's roots must not reach another's calls (ADR 0010).
           });
@@ -138,11 +201,25 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
       logger,
     );
   const shared = sharedFor(undefined);
-  /** Per principal, keyed by JSON of (issuer, subject): a connection made with one person's token serves only that person. */
+  /** Per principal, keyed by principalKey(): a connection made with one person's credentials serves only that person. */
   const sharedByPrincipal = new Map<string, SharedUpstreams>();
+  /** The principal object of each key's newest session: a forwarded token is the newest one seen (passthrough). */
+  const newestPrincipal = new Map<string, PrincipalRef>();
+
+  const known = new KnownServers();
+  registry.onChange((name) => known.forget(name));
+  /** Every connect that succeeds teaches `known` what the server answers (for the server's config in the registry). */
+  const learning = <H extends UpstreamHandle>(server: string, config: ServerConfig, handle: H): H => {
+    const connect = handle.connect.bind(handle);
+    handle.connect = async () => {
+      await connect();
+      if (known.learn(server, config, handle)) logger.info({ server }, "upstream_capabilities_changed");
+    };
+    return handle;
+  };
 
   const factory: UpstreamFactory = (server, a) => {
-    const handle = sessionHandle(server, a);
+    const handle = learning(server, registry.require(server).config, sessionHandle(server, a));
     const review = o.toolReview;
     if (review) handle.toolReview = (tools) => review(server, tools);
     return handle;
@@ -151,12 +228,13 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
   const sessionHandle: UpstreamFactory = (server, a) => {
     const entry = registry.require(server);
     const config = configFor(entry, a.sessionId);
-    const perPrincipal = !isStdioConfig(entry.config) && entry.config.auth !== undefined;
+    const perPrincipal = principalBound(entry.config);
     if (entrySharing(entry, settings) === "shared") {
       if (!perPrincipal) return shared.attach(server, { handlers: a.handlers, persistence: a.persistence });
-      const key = JSON.stringify([a.principal?.issuer ?? "", a.principal?.subject ?? ""]);
+      const key = principalKey(a.principal);
+      if (a.principal) newestPrincipal.set(key, a.principal);
       let mine = sharedByPrincipal.get(key);
-      if (!mine) sharedByPrincipal.set(key, (mine = sharedFor(a.principal)));
+      if (!mine) sharedByPrincipal.set(key, (mine = sharedFor(a.principal, () => inboundTokenOf(newestPrincipal.get(key)))));
       return mine.attach(server, { handlers: a.handlers, persistence: a.persistence });
     }
     // A runtime server's credentials only for the session that added it (docs/adr/0015).
@@ -166,14 +244,16 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
       roots: a.roots,
       persistence: a.persistence,
       runtime: isRuntime(entry),
-      transportFactory: perPrincipal ? withPrincipalAuth(warm.factory, config, server, a.principal, o.oauth) : warm.factory,
+      // A principal's own process or session is made for them, never taken from the warm pool.
+      ...(perPrincipal ? credentialed(server, config, o.transportFactory, a.principal, isRuntime(entry)) : { transportFactory: warm.factory }),
       receiverTasks: receivers(a.sessionId, server, a.logger),
     });
   };
 
   return {
     factory,
-    probe: (server, config, a) => connection(server, config, { ...a, transportFactory: o.transportFactory, livenessPingMs: 0 }),
+    probe: (server, config, a) => learning(server, config, connection(server, config, { ...a, transportFactory: o.transportFactory, livenessPingMs: 0 })),
+    known,
     start: () => warm.start(),
     async close() {
       await shared.close();
