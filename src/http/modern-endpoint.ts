@@ -23,14 +23,15 @@ import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
 import type { FaceRecord } from "../store/contracts.js";
 import type { FaceServer } from "./face-server.js";
+import { TASKS_EXTENSION } from "../mcp/modern/tasks-extension.js";
+import { TASK_METHODS, answerModernTask } from "./modern-tasks.js";
 
 export interface ModernEndpointOptions {
   face(session: Session, init: InitializeRequest["params"]): FaceServer | Promise<FaceServer>;
   kind: FaceRecord;
 }
 
-/** The tasks extension's identifier (SEP-2663). */
-export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
+export { TASKS_EXTENSION };
 
 /** Methods of the 2025 era (or of its sessions) that a modern request may not use: -32601 at the edge. */
 const REFUSED = new Set(["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "tasks/list", "tasks/result"]);
@@ -69,6 +70,13 @@ function idOf(body: unknown): string | number | null {
   return typeof id === "string" || typeof id === "number" ? id : null;
 }
 
+/** A face's 2025 capabilities as 2026-07-28 ones: task-augmented tools/call becomes the tasks extension (modern-tasks.ts). */
+function modernCapabilities(capabilities: Record<string, unknown>): Record<string, unknown> {
+  const { tasks, ...rest } = capabilities as { tasks?: { requests?: { tools?: { call?: unknown } } } } & Record<string, unknown>;
+  if (tasks?.requests?.tools?.call === undefined) return rest;
+  return { ...rest, extensions: { ...(rest.extensions as Record<string, unknown> | undefined), [TASKS_EXTENSION]: {} } };
+}
+
 /** A modern GET or DELETE: no streams and no sessions to end in this era. */
 export function modernMethodNotAllowed(res: ServerResponse): void {
   res.setHeader("Allow", "POST");
@@ -96,7 +104,7 @@ export async function handleModern(
   const { id, method, params } = classified;
   const meta = (params._meta ?? {}) as Record<string, unknown>;
   const capabilities = (meta[CLIENT_CAPABILITIES_META_KEY] ?? {}) as ClientCapabilities & { extensions?: Record<string, unknown> };
-  if (REFUSED.has(method) || (!FORWARDED.has(method) && method !== "server/discover")) {
+  if (REFUSED.has(method) || (!FORWARDED.has(method) && !TASK_METHODS.has(method) && method !== "server/discover")) {
     return sendError(res, id, {
       httpStatus: 404,
       code: -32601,
@@ -112,11 +120,24 @@ export async function handleModern(
         data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
       });
     }
-    return sendError(res, id, {
-      httpStatus: 404,
-      code: -32601,
-      message: `Method not found: task-augmented requests (${TASKS_EXTENSION}) are not served to 2026-07-28 clients yet; call without params.task`,
-    });
+    delete params.task; // a legacy client's hint: tolerated, the gateway decides which calls become tasks (SEP-2663)
+  }
+  // The tasks extension (modern-tasks.ts): the principal's task host answers, or the call goes on as a plain one.
+  const taskCall = method === "tools/call" && capabilities.extensions?.[TASKS_EXTENSION] !== undefined && params.requestState === undefined;
+  if (TASK_METHODS.has(method) || taskCall) {
+    try {
+      const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
+      const inner = Object.fromEntries(Object.entries(meta).filter(([key]) => !(ENVELOPE_KEYS as readonly string[]).includes(key)));
+      const { _meta: _envelope, ...rest } = params;
+      const answer = await answerModernTask(gateway, options, principalOf(req), clientInfo, method, {
+        ...rest,
+        ...(Object.keys(inner).length > 0 ? { _meta: inner } : {}),
+      });
+      if (answer !== undefined) return send(res, 200, { id, ...answer });
+    } catch (err) {
+      gateway.logger.warn({ err, method }, "modern_task_request_failed");
+      return sendError(res, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) });
+    }
   }
   let session: Session;
   try {
@@ -159,7 +180,7 @@ export async function handleModern(
         id,
         result: {
           supportedVersions: [...MODERN_VERSIONS, ...LEGACY_VERSIONS],
-          capabilities: result.capabilities,
+          capabilities: modernCapabilities(result.capabilities),
           serverInfo: result.serverInfo,
           ...(result.instructions !== undefined ? { instructions: result.instructions } : {}),
           ...hint,

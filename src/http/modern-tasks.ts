@@ -1,0 +1,369 @@
+/**
+ * The tasks extension served to 2026-07-28 clients (SEP-2663; ADR 0032,
+ * "Tasks across eras"; design EV-17). A modern request has no session, so the
+ * tasks of one principal on one face live in a task host: a gateway-owned
+ * session whose id is derived from the face and the principal (the same on
+ * every replica), driven over an in-memory 2025 transport pair like the
+ * stateless path's, but kept while its tasks are asked about. Its face runs a
+ * modern tools/call as a 2025 task-augmented call, so the task is the one the
+ * 2025 face would make — stored in the durable task store before the answer,
+ * a legacy upstream's own task bridged as on that face — and tasks/get,
+ * tasks/update and tasks/cancel are its 2025 tasks/get, tasks/result and
+ * tasks/cancel. What the face asks of the client for a task (elicitation,
+ * sampling: a 2025 upstream's side-channel requests, delivered while the
+ * host's tasks/result waits) is held as the task's `inputRequests` until
+ * tasks/update answers it.
+ */
+import { createHash, randomUUID } from "node:crypto";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { RELATED_TASK_META_KEY, type Implementation, type JSONRPCMessage, type Task } from "@modelcontextprotocol/sdk/types.js";
+import type { Principal } from "../auth/principal.js";
+import type { TimerHandle } from "../clock.js";
+import { createTaskResult, detailedTask, type InputRequest, type TaskOutcome } from "../mcp/modern/tasks-extension.js";
+import type { GatewayContext } from "../session/gateway-context.js";
+import type { Session } from "../session/session.js";
+import type { FaceRecord } from "../store/contracts.js";
+import type { FaceServer } from "./face-server.js";
+
+export interface TaskHostFace {
+  face(
+    session: Session,
+    init: { protocolVersion: string; capabilities: Record<string, unknown>; clientInfo: Implementation },
+  ): FaceServer | Promise<FaceServer>;
+  kind: FaceRecord;
+}
+
+export type RpcAnswer = { result: Record<string, unknown> } | { error: { code: number; message: string; data?: unknown } };
+
+/**
+ * How long a tools/call waits for its task to end before answering with the
+ * task: a call that ends sooner is answered with its result, as SEP-2663's
+ * immediate-result shortcut allows (a quick tool is not made a task the client must poll).
+ */
+export const IMMEDIATE_RESULT_MS = 200;
+
+/** What the host says it can answer: the requests a task may wait for (roots are not: the face would ask at once, for no task). */
+const HOST_CAPABILITIES = { elicitation: { form: {}, url: {} }, sampling: {} };
+const INPUT_METHODS = new Set(["elicitation/create", "sampling/createMessage", "roots/list"]);
+const INNER_VERSION = "2025-11-25";
+
+interface HeldInput {
+  request: InputRequest;
+  /** The face's request id on the in-memory pair. */
+  id: string | number;
+}
+
+function stripRelated<T extends { _meta?: unknown }>(value: T): T {
+  const meta = value._meta as Record<string, unknown> | undefined;
+  if (meta === undefined || !(RELATED_TASK_META_KEY in meta)) return value;
+  const { [RELATED_TASK_META_KEY]: _related, ...rest } = meta;
+  const copy = { ...value };
+  if (Object.keys(rest).length > 0) copy._meta = rest;
+  else delete copy._meta;
+  return copy;
+}
+
+function isTerminal(status: Task["status"]): boolean {
+  return status === "completed" || status === "failed" || status === "cancelled";
+}
+
+/** The host session's id: one per face and principal, the same on every replica. */
+export function taskHostSessionId(kind: FaceRecord, principal: Principal | undefined): string {
+  const digest = createHash("sha256")
+    .update(JSON.stringify(kind))
+    .update("\u0000")
+    .update(principal?.hash ?? "anonymous")
+    .digest("hex");
+  return `modern-tasks-${digest.slice(0, 32)}`;
+}
+
+export class TaskHost {
+  private nextId = 0;
+  private readonly pending = new Map<string | number, (answer: RpcAnswer) => void>();
+  /** Held requests of the face, per gateway task id, by input key. */
+  private readonly inputs = new Map<string, Map<string, HeldInput>>();
+  /** How tasks ended (the watch's tasks/result), kept until the host closes. */
+  private readonly outcomes = new Map<string, TaskOutcome>();
+  private readonly watching = new Map<string, Promise<TaskOutcome | undefined>>();
+  private closed = false;
+  /** The face serves task-augmented tools/call (the transparent faces; the meta face promotes inside execute_tool instead). */
+  supportsTasks = false;
+
+  private constructor(
+    private readonly gateway: GatewayContext,
+    readonly session: Session,
+    private readonly client: InMemoryTransport,
+  ) {
+    client.onmessage = (message) => this.onMessage(message);
+  }
+
+  static async open(gateway: GatewayContext, face: TaskHostFace, principal: Principal | undefined, clientInfo: Implementation): Promise<TaskHost> {
+    const session = gateway.sessions.create({
+      id: taskHostSessionId(face.kind, principal),
+      downstreamCapabilities: HOST_CAPABILITIES,
+      connect: false,
+      oneShot: false,
+      principal,
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    const host = new TaskHost(gateway, session, clientSide);
+    try {
+      const init = { protocolVersion: INNER_VERSION, capabilities: HOST_CAPABILITIES, clientInfo };
+      const server = await face.face(session, init);
+      host.server = server;
+      await server.connect(serverSide);
+      await clientSide.start();
+      const initialized = await host.request("initialize", init);
+      if (!("result" in initialized)) throw new Error(`the face refused the task host's initialize: ${JSON.stringify(initialized.error)}`);
+      await clientSide.send({ jsonrpc: "2.0", method: "notifications/initialized" });
+      const tasks = (initialized.result.capabilities as { tasks?: { requests?: { tools?: { call?: unknown } } } } | undefined)?.tasks;
+      host.supportsTasks = tasks?.requests?.tools?.call !== undefined;
+      return host;
+    } catch (err) {
+      await host.close();
+      await gateway.sessions.destroy(session.id, "task host failed to start");
+      throw err;
+    }
+  }
+
+  private server: FaceServer | undefined;
+
+  /** A JSON-RPC request to the face; resolves with its answer (or an error once the host closes). */
+  request(method: string, params: Record<string, unknown>): Promise<RpcAnswer> {
+    if (this.closed) return Promise.resolve({ error: { code: -32000, message: "the task host closed (its session ended); ask again" } });
+    const id = `h${++this.nextId}`;
+    return new Promise((resolve) => {
+      this.pending.set(id, resolve);
+      this.client.send({ jsonrpc: "2.0", id, method, params }).catch((err: unknown) => {
+        this.pending.delete(id);
+        resolve({ error: { code: -32603, message: `the task host could not reach its face: ${String(err)}` } });
+      });
+    });
+  }
+
+  private onMessage(message: JSONRPCMessage): void {
+    if ("id" in message && message.id !== undefined && ("result" in message || "error" in message)) {
+      const resolve = this.pending.get(message.id);
+      this.pending.delete(message.id);
+      resolve?.("result" in message ? { result: message.result } : { error: message.error });
+      return;
+    }
+    if (!("id" in message && "method" in message)) return; // notifications: progress and list changes have no modern stream to go to here
+    const params = (message.params ?? {}) as Record<string, unknown> & { _meta?: Record<string, unknown> };
+    const related = params._meta?.[RELATED_TASK_META_KEY] as { taskId?: unknown } | undefined;
+    const taskId = typeof related?.taskId === "string" ? related.taskId : undefined;
+    if (taskId === undefined || !INPUT_METHODS.has(message.method)) {
+      void this.client.send({
+        jsonrpc: "2.0",
+        id: message.id,
+        error: { code: -32601, message: `a 2026-07-28 client is asked only through a task's inputRequests; ${message.method} belongs to no task` },
+      });
+      return;
+    }
+    let held = this.inputs.get(taskId);
+    if (!held) this.inputs.set(taskId, (held = new Map<string, HeldInput>()));
+    held.set(randomUUID(), { id: message.id, request: { method: message.method, params: stripRelated(params) } });
+  }
+
+  /** Runs a tools/call as a task: the created task, or the result when it ended within IMMEDIATE_RESULT_MS. */
+  async callTool(params: Record<string, unknown>): Promise<RpcAnswer> {
+    const { task: _hint, ...plain } = params; // a legacy client's hint: tolerated, the gateway decides (SEP-2663)
+    const created = await this.request("tools/call", { ...plain, task: {} });
+    if ("error" in created) return created;
+    const task = created.result.task as Task | undefined;
+    if (task === undefined) return { result: { ...stripRelated(created.result), resultType: "complete" } };
+    const ended = this.watch(task.taskId);
+    const outcome = await this.within(ended, IMMEDIATE_RESULT_MS);
+    if (outcome !== undefined && "result" in outcome) return { result: { ...outcome.result, resultType: "complete" } };
+    if (outcome !== undefined) return { error: outcome.error };
+    return { result: createTaskResult(task) };
+  }
+
+  /** tasks/get: the 2025 task, with what it waits for and, once it ended, its result or error inlined. */
+  async getTask(taskId: string): Promise<RpcAnswer> {
+    const answer = await this.request("tasks/get", { taskId });
+    if ("error" in answer) return answer;
+    const task = answer.result as unknown as Task;
+    let outcome = this.outcomes.get(taskId);
+    if (isTerminal(task.status) && task.status !== "cancelled" && outcome === undefined) outcome = await this.watch(taskId);
+    if (!isTerminal(task.status)) void this.watch(taskId);
+    const inputs = Object.fromEntries([...(this.inputs.get(taskId) ?? [])].map(([key, held]) => [key, held.request]));
+    return { result: detailedTask(task, inputs, outcome) };
+  }
+
+  /** tasks/update: answers the held requests named in `inputResponses` (unknown keys are ignored). */
+  async updateTask(taskId: string, inputResponses: Record<string, unknown>): Promise<RpcAnswer> {
+    const answer = await this.request("tasks/get", { taskId });
+    if ("error" in answer) return answer;
+    const held = this.inputs.get(taskId);
+    for (const [key, response] of Object.entries(inputResponses)) {
+      const input = held?.get(key);
+      if (!input) continue;
+      held?.delete(key);
+      await this.client.send({ jsonrpc: "2.0", id: input.id, result: response as Record<string, unknown> });
+    }
+    return { result: { resultType: "complete" } };
+  }
+
+  /** tasks/cancel: the 2025 face's cancel; the requests the task waited for are withdrawn. */
+  async cancelTask(taskId: string): Promise<RpcAnswer> {
+    const answer = await this.request("tasks/cancel", { taskId });
+    if ("error" in answer) return answer;
+    this.withdraw(taskId);
+    return { result: { resultType: "complete" } };
+  }
+
+  /** Watches the task to its end with a 2025 tasks/result (which delivers the requests it waits for); once per task. */
+  private watch(taskId: string): Promise<TaskOutcome | undefined> {
+    const known = this.outcomes.get(taskId);
+    if (known) return Promise.resolve(known);
+    let watching = this.watching.get(taskId);
+    if (!watching) {
+      watching = this.request("tasks/result", { taskId }).then((answer) => {
+        this.watching.delete(taskId);
+        if (this.closed) return undefined;
+        const outcome: TaskOutcome = "result" in answer ? { result: stripRelated(answer.result) } : { error: answer.error };
+        this.outcomes.set(taskId, outcome);
+        this.withdraw(taskId);
+        return outcome;
+      });
+      this.watching.set(taskId, watching);
+    }
+    return watching;
+  }
+
+  /** Answers the face's held requests of a task that needs them no more (elicitation: cancel). */
+  private withdraw(taskId: string): void {
+    for (const input of this.inputs.get(taskId)?.values() ?? []) {
+      const message: JSONRPCMessage =
+        input.request.method === "elicitation/create"
+          ? { jsonrpc: "2.0", id: input.id, result: { action: "cancel" } }
+          : { jsonrpc: "2.0", id: input.id, error: { code: -32000, message: "the task ended or was cancelled" } };
+      void this.client.send(message).catch(() => undefined);
+    }
+    this.inputs.delete(taskId);
+  }
+
+  private within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+    let timer: TimerHandle | undefined;
+    const bound = new Promise<undefined>((resolve) => {
+      timer = this.gateway.clock.setTimeout(() => resolve(undefined), ms);
+    });
+    return Promise.race([promise, bound]).finally(() => this.gateway.clock.clearTimeout(timer));
+  }
+
+  /** Ends the host's in-memory connection (its session is ended by the caller, or ended already). */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const resolve of this.pending.values()) resolve({ error: { code: -32000, message: "the task host closed (its session ended); ask again" } });
+    this.pending.clear();
+    this.inputs.clear();
+    await this.server?.close().catch(() => undefined);
+    await this.client.close().catch(() => undefined);
+  }
+}
+
+/** The live task hosts of each gateway, by host session id. */
+const registries = new WeakMap<GatewayContext, Map<string, Promise<TaskHost>>>();
+
+function registryOf(gateway: GatewayContext): Map<string, Promise<TaskHost>> {
+  let hosts = registries.get(gateway);
+  if (!hosts) {
+    const created = new Map<string, Promise<TaskHost>>();
+    hosts = created;
+    registries.set(gateway, created);
+    // A host's session ended (idle timeout, shutdown, the principal's sessions ended): the host goes with it.
+    gateway.sessions.observe((change) => {
+      if (change.type !== "session_ended") return;
+      const host = created.get(change.sessionId);
+      if (!host) return;
+      created.delete(change.sessionId);
+      void host.then((h) => h.close()).catch(() => undefined);
+    });
+  }
+  return hosts;
+}
+
+/** Faces found to run no tasks (the meta face), per gateway: no host is kept for them. */
+const taskless = new WeakMap<GatewayContext, Set<string>>();
+
+/**
+ * The task host of `principal` on the face, opened on first use; each use
+ * counts as the session's activity. Undefined when the face runs no tasks
+ * (learnt once per face; that host is closed at once).
+ */
+export async function taskHostFor(
+  gateway: GatewayContext,
+  face: TaskHostFace,
+  principal: Principal | undefined,
+  clientInfo: Implementation,
+): Promise<TaskHost | undefined> {
+  const faceKey = JSON.stringify(face.kind);
+  if (taskless.get(gateway)?.has(faceKey)) return undefined;
+  const hosts = registryOf(gateway);
+  const id = taskHostSessionId(face.kind, principal);
+  let host = hosts.get(id);
+  if (!host) {
+    host = TaskHost.open(gateway, face, principal, clientInfo);
+    hosts.set(id, host);
+    host.catch(() => hosts.delete(id));
+  }
+  const opened = await host;
+  if (!opened.supportsTasks) {
+    let known = taskless.get(gateway);
+    if (!known) taskless.set(gateway, (known = new Set()));
+    known.add(faceKey);
+    await gateway.sessions.destroy(opened.session.id, "the face runs no tasks");
+    return undefined;
+  }
+  opened.session.touch();
+  return opened;
+}
+
+/** The tasks extension's methods (tasks/list and tasks/result are gone in it: -32601 at the edge). */
+export const TASK_METHODS: ReadonlySet<string> = new Set(["tasks/get", "tasks/update", "tasks/cancel"]);
+
+function invalid(message: string): RpcAnswer {
+  return { error: { code: -32602, message: `Invalid params: ${message}` } };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * A modern tools/call of a client that declared the tasks extension, or one of
+ * TASK_METHODS, answered through the principal's task host. Undefined: a
+ * tools/call this face runs no tasks for (the caller answers it as a plain call).
+ * `params` are the request's without the envelope.
+ */
+export async function answerModernTask(
+  gateway: GatewayContext,
+  face: TaskHostFace,
+  principal: Principal | undefined,
+  clientInfo: Implementation,
+  method: string,
+  params: Record<string, unknown>,
+): Promise<RpcAnswer | undefined> {
+  const host = await taskHostFor(gateway, face, principal, clientInfo);
+  if (!host) {
+    if (method === "tools/call") return undefined;
+    return {
+      error: {
+        code: -32601,
+        message: `Method not found: ${method}: this face runs no tasks (call its tools plainly; the meta face's execute_tool promotes long calls to its own tasks)`,
+      },
+    };
+  }
+  if (method === "tools/call") return host.callTool(params);
+  const { taskId } = params;
+  if (typeof taskId !== "string" || taskId === "") return invalid(`${method} needs params.taskId, the id tools/call answered with`);
+  if (method === "tasks/get") return host.getTask(taskId);
+  if (method === "tasks/cancel") return host.cancelTask(taskId);
+  const { inputResponses } = params;
+  if (!isObject(inputResponses) || !Object.values(inputResponses).every(isObject)) {
+    return invalid("tasks/update needs params.inputResponses, an object of one response object per key of the task's inputRequests");
+  }
+  return host.updateTask(taskId, inputResponses);
+}

@@ -1,0 +1,211 @@
+/**
+ * The tasks extension served to 2026-07-28 clients (issue 25, bridge 4; ADR
+ * 0032 "Tasks across eras"): server-everything (a legacy upstream with 2025
+ * tasks) on an in-process gateway's server face, driven with raw modern
+ * requests and with @modelcontextprotocol/ext-tasks's client over an SDK v2
+ * client pinned to 2026-07-28.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from "@modelcontextprotocol/client";
+import { createTaskSessionFromClient, resultFromTaskOutcome } from "@modelcontextprotocol/ext-tasks/client";
+import { startInProcessGateway } from "../helpers/in-process.js";
+import type { TestGateway } from "../helpers/gateway.js";
+import { taskHostSessionId } from "../../src/http/modern-tasks.js";
+
+const MODERN = "2026-07-28";
+const EXTENSION = "io.modelcontextprotocol/tasks";
+const CLIENT_INFO = { name: "era-tasks-test", version: "1" };
+const WITH_TASKS = { extensions: { [EXTENSION]: {} }, elicitation: {} };
+
+interface Answer {
+  status: number;
+  body: { id?: unknown; result?: Record<string, any>; error?: { code: number; message: string; data?: any } };
+}
+
+/** A well-formed modern request (envelope, version header, Mcp-Method, Mcp-Name where the method names one). */
+async function modern(
+  url: string,
+  method: string,
+  params: Record<string, unknown> = {},
+  capabilities: object = WITH_TASKS,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
+  const name = (params.name ?? params.uri ?? params.taskId) as string | undefined;
+  const envelope = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": capabilities,
+    "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+  };
+  const res = await fetch(url, {
+    method: "POST",
+    headers: {
+      "Content-Type": "application/json",
+      Accept: "application/json, text/event-stream",
+      "MCP-Protocol-Version": MODERN,
+      "Mcp-Method": method,
+      ...(name !== undefined ? { "Mcp-Name": name } : {}),
+      ...headers,
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: { ...params, _meta: envelope } }),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? (JSON.parse(text) as Answer["body"]) : {} };
+}
+
+/** Polls tasks/get until `done` holds (bounded generously: the machine is shared). */
+async function pollTask(url: string, taskId: string, done: (task: Record<string, any>) => boolean, what: string): Promise<Record<string, any>> {
+  const deadline = Date.now() + 60_000;
+  let last: Answer | undefined;
+  while (Date.now() < deadline) {
+    last = await modern(url, "tasks/get", { taskId });
+    assert.ok(last.body.result, `tasks/get: ${JSON.stringify(last.body)}`);
+    if (done(last.body.result)) return last.body.result;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`the task never became ${what}; last: ${JSON.stringify(last?.body)}`);
+}
+
+describe("the tasks extension for 2026-07-28 clients", () => {
+  let gw: TestGateway;
+  let meta: string;
+  let server: string;
+  let all: string;
+  before(async () => {
+    gw = await startInProcessGateway();
+    meta = gw.url;
+    server = gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
+    all = gw.url.replace(/\/mcp$/, "/all/mcp");
+  });
+  after(() => gw.close());
+
+  it("server/discover advertises the extension on the transparent faces, not on the meta face", async () => {
+    for (const url of [server, all]) {
+      const { body } = await modern(url, "server/discover");
+      assert.deepEqual(body.result?.capabilities.extensions?.[EXTENSION], {}, `${url}: ${JSON.stringify(body.result?.capabilities)}`);
+      assert.equal(body.result?.capabilities.tasks, undefined, "the 2025 tasks capability is not a 2026-07-28 one");
+    }
+    const { body } = await modern(meta, "server/discover");
+    assert.equal(body.result?.capabilities.extensions?.[EXTENSION], undefined, JSON.stringify(body.result?.capabilities));
+  });
+
+  it("a legacy upstream's task: created and stored before the answer, result inlined in tasks/get", async () => {
+    const created = await modern(server, "tools/call", { name: "simulate-research-query", arguments: { topic: "tide pools" } });
+    assert.equal(created.status, 200, JSON.stringify(created.body));
+    const task = created.body.result!;
+    assert.equal(task.resultType, "task", JSON.stringify(task));
+    assert.equal(typeof task.taskId, "string");
+    assert.ok(["working", "input_required"].includes(task.status as string), task.status as string);
+    assert.equal(typeof task.createdAt, "string");
+    assert.ok(task.ttlMs === null || typeof task.ttlMs === "number");
+    // Durable before the answer: in the gateway's task store, under the principal's task host, and tasks/get finds it at once.
+    const stored = await gw.gateway.context.store.tasks.get(task.taskId as string);
+    assert.ok(stored, "stored before the answer");
+    assert.equal(stored.sessionId, taskHostSessionId({ kind: "server", server: "everything" }, undefined));
+    const first = await modern(server, "tasks/get", { taskId: task.taskId });
+    assert.equal(first.body.result?.taskId, task.taskId, JSON.stringify(first.body));
+    assert.equal(first.body.result?.resultType, "complete");
+    const done = await pollTask(server, task.taskId as string, (t) => t.status === "completed", "completed");
+    assert.match(done.result.content[0].text as string, /Research Report: tide pools/);
+    assert.equal(done.result._meta?.["io.modelcontextprotocol/related-task"], undefined, "no 2025 related-task metadata in the inlined result");
+    assert.equal(done.resultType, "complete");
+  });
+
+  it("a 2025 side-channel elicitation surfaces as inputRequests and is answered through tasks/update", async () => {
+    const created = await modern(server, "tools/call", { name: "simulate-research-query", arguments: { topic: "python", ambiguous: true } });
+    const taskId = created.body.result?.taskId as string;
+    assert.ok(taskId, JSON.stringify(created.body));
+    const waiting = await pollTask(server, taskId, (t) => t.status === "input_required", "input_required");
+    const keys = Object.keys(waiting.inputRequests as object);
+    assert.equal(keys.length, 1, JSON.stringify(waiting.inputRequests));
+    const request = waiting.inputRequests[keys[0]!];
+    assert.equal(request.method, "elicitation/create");
+    assert.match(request.params.message as string, /python/);
+    assert.equal(request.params._meta?.["io.modelcontextprotocol/related-task"], undefined);
+    const update = await modern(server, "tasks/update", {
+      taskId,
+      inputResponses: { [keys[0]!]: { action: "accept", content: { interpretation: "the snake" } } },
+    });
+    assert.deepEqual(update.body.result, { resultType: "complete" }, JSON.stringify(update.body));
+    const done = await pollTask(server, taskId, (t) => t.status === "completed", "completed");
+    assert.match(done.result.content[0].text as string, /Clarification\*\*: the snake/);
+  });
+
+  it("tasks/cancel cancels; unknown ids are -32602; tasks/result and tasks/list are -32601; Mcp-Name must name the task", async () => {
+    const created = await modern(server, "tools/call", { name: "simulate-research-query", arguments: { topic: "to cancel" } });
+    const taskId = created.body.result?.taskId as string;
+    assert.ok(taskId, JSON.stringify(created.body));
+    const mismatch = await modern(server, "tasks/get", { taskId }, WITH_TASKS, { "Mcp-Name": "another-task" });
+    assert.equal(mismatch.body.error?.code, -32020, JSON.stringify(mismatch.body));
+    const cancel = await modern(server, "tasks/cancel", { taskId });
+    assert.deepEqual(cancel.body.result, { resultType: "complete" }, JSON.stringify(cancel.body));
+    const after = await modern(server, "tasks/get", { taskId });
+    assert.equal(after.body.result?.status, "cancelled", JSON.stringify(after.body));
+    for (const method of ["tasks/get", "tasks/cancel"]) {
+      const unknown = await modern(server, method, { taskId: "no-such-task" });
+      assert.equal(unknown.body.error?.code, -32602, `${method}: ${JSON.stringify(unknown.body)}`);
+    }
+    const badUpdate = await modern(server, "tasks/update", { taskId, inputResponses: 12345 });
+    assert.equal(badUpdate.body.error?.code, -32602, JSON.stringify(badUpdate.body));
+    for (const method of ["tasks/result", "tasks/list"]) {
+      const gone = await modern(server, method, { taskId });
+      assert.equal(gone.body.error?.code, -32601, `${method}: ${JSON.stringify(gone.body)}`);
+    }
+  });
+
+  it("without the extension a call is answered plainly, and a legacy task hint with it is tolerated", async () => {
+    const plain = await modern(server, "tools/call", { name: "echo", arguments: { message: "no tasks" } }, {});
+    assert.equal(plain.body.result?.resultType, "complete", JSON.stringify(plain.body));
+    assert.equal(plain.body.result?.content[0].text, "Echo: no tasks");
+    // With the extension and the 2025 hint: no error; either the result or a task that ends with it (SEP-2663 lets the server choose).
+    const hinted = await modern(server, "tools/call", { name: "echo", arguments: { message: "hinted" }, task: { ttl: 60000 } });
+    assert.ok(hinted.body.result, JSON.stringify(hinted.body));
+    const result =
+      hinted.body.result.resultType === "task"
+        ? (await pollTask(server, hinted.body.result.taskId as string, (t) => t.status === "completed", "completed")).result
+        : hinted.body.result;
+    assert.equal(result.content[0].text, "Echo: hinted");
+  });
+
+  it("an SDK v2 client pinned to 2026-07-28 gets simulate-research-query's task result through @modelcontextprotocol/ext-tasks", async () => {
+    const client = new ModernClient(CLIENT_INFO, { versionNegotiation: { mode: { pin: MODERN } } });
+    await client.connect(new ModernTransport(new URL(server)));
+    const capabilities = { elicitation: {}, extensions: { [EXTENSION]: {} } };
+    let nextId = 1;
+    const session = createTaskSessionFromClient(client, {
+      endpointId: "era-tasks",
+      v2RequestFraming: { protocolVersion: MODERN, clientInfo: CLIENT_INFO, clientCapabilities: capabilities },
+      // The V2 task wire shapes go out as raw modern requests (the SDK client's codecs do not know them).
+      rawDispatch: async (request) => {
+        const { method, params } = request as { method: string; params: Record<string, unknown> };
+        const name = (params.name ?? params.taskId) as string | undefined;
+        const res = await fetch(server, {
+          method: "POST",
+          headers: {
+            "Content-Type": "application/json",
+            Accept: "application/json, text/event-stream",
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": method,
+            ...(name !== undefined ? { "Mcp-Name": name } : {}),
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: nextId++, method, params }),
+        });
+        const body = (await res.json()) as { result?: any; error?: any };
+        return body.error !== undefined ? { kind: "error", error: body.error } : { kind: "result", result: body.result };
+      },
+      onInputRequest: async (request) => {
+        assert.equal(request.kind, "elicitation");
+        return { action: "accept", content: { interpretation: "the language" } } as never;
+      },
+    });
+    try {
+      const execution = await session.callTool("simulate-research-query", { topic: "python", ambiguous: true });
+      const { outcome } = await execution.settle();
+      const result = resultFromTaskOutcome(outcome) as { content: Array<{ type: string; text: string }> };
+      assert.match(result.content[0]!.text, /Research Report: python \(the language\)/);
+    } finally {
+      await session.close();
+      await client.close();
+    }
+  });
+});
