@@ -287,7 +287,9 @@ export class UpstreamConnection extends UpstreamHandle {
   private transportError(client: Client, err: unknown): void {
     if (isStdioConfig(this.options.config) || this.client !== client || this.closing || this.status !== "connected") return;
     const gone = sessionGone(err);
-    if (gone !== undefined) {
+    // A 404 on the optional standalone GET stream is often "no GET route here" (servers that
+    // serve POST only, e.g. the conformance suite's): checked with a ping, which 404s if the session is gone.
+    if (gone !== undefined && !isStandaloneStreamError(err)) {
       this.lose(client, `the upstream no longer knows its MCP session (HTTP ${gone}): it restarted or ended the session`);
       return;
     }
@@ -477,3 +479,8 @@ function transportFailure(err: unknown): boolean {
 
 /** Failures of the caller's upstream authorization, passed through as they are. */
 const AUTH_CODES: ReadonlySet<string> = new Set([ErrorCodes.CONSENT_REQUIRED, ErrorCodes.UPSTREAM_AUTH_FAILED, ErrorCodes.VAULT_UNAVAILABLE]);
+
+/** The SDK transport's failure to open the standalone GET stream (its message, the only mark it carries). */
+function isStandaloneStreamError(err: unknown): boolean {
+  return err instanceof Error && err.message.includes(": Failed to open SSE stream: ");
+}
