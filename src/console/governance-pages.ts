@@ -98,6 +98,13 @@ export function governanceRoutes(d: GovernancePagesDeps): Route[] {
     };
     await governance.note(record);
     context.logger.info({ action: "accept_pin", server, tool, digest, principalHash: user.principal?.hash ?? "operator", role: user.role }, "console_action");
+    context.auditLog?.consoleAction({
+      action: "accept_pin",
+      at: context.clock.now(),
+      principalHash: user.principal?.hash,
+      role: user.role,
+      details: { server, tool, digest },
+    });
     redirect(r.res, `/console/pins?accepted=${encodeURIComponent(`${tool} on ${server}`)}`);
   }
 

@@ -534,6 +534,13 @@ export function createConsole(options: ConsoleOptions): WebConsole {
         { action: "decide", approvalId: id, state: decided.state, principalHash: principal?.hash ?? "operator", role: user.role },
         "console_action",
       );
+      context.auditLog?.consoleAction({
+        action: "decide",
+        at: context.clock.now(),
+        principalHash: principal?.hash,
+        role: user.role,
+        details: { approvalId: id, state: decided.state, server: decided.server, tool: decided.tool },
+      });
       context.approvals?.poke();
       return redirect(res, `/console/approvals?decided=${encodeURIComponent(id)}&state=${decided.state}`);
     } catch (err) {
@@ -684,6 +691,8 @@ export function createConsole(options: ConsoleOptions): WebConsole {
    */
   function audit(user: ConsoleUser, action: "answer" | "cancel", details: Record<string, unknown>): void {
     context.logger.info({ action, principalHash: user.principal?.hash ?? "operator", role: user.role, ...details }, "console_action");
+    const ids = Object.fromEntries(Object.entries(details).filter((e): e is [string, string] => typeof e[1] === "string"));
+    context.auditLog?.consoleAction({ action, at: context.clock.now(), principalHash: user.principal?.hash, role: user.role, details: ids });
     const target = typeof details.taskId === "string" ? details.taskId : typeof details.requestId === "string" ? details.requestId : "";
     context.activity?.record({
       kind: "console_action",

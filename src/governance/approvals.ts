@@ -51,10 +51,10 @@ const OUTCOME: Record<Exclude<ApprovalState, "pending">, DecisionOutcome> = {
 };
 
 export class Approvals {
-  /** `settings` is read at each use, so that a reload (SIGHUP) of governance.approvals applies to the next approval without a restart. */
+  /** `settings` and `keepArguments` (governance.audit.storeArguments) are read at each use, so that a reload (SIGHUP) applies without a restart. */
   constructor(
     private readonly current: () => ApprovalSettings,
-    private readonly storeArguments: boolean,
+    private readonly keepArguments: () => boolean,
     private readonly deps: ApprovalsDeps,
   ) {}
 
@@ -182,7 +182,7 @@ export class Approvals {
       server: current.server,
       tool: current.tool,
       argumentsDigest: current.argumentsDigest,
-      ...(this.storeArguments && current.arguments ? { arguments: current.arguments } : {}),
+      ...(this.keepArguments() && current.arguments ? { arguments: current.arguments } : {}),
       ruleId: current.ruleId,
       policyVersion: current.policyVersion,
       approval: { id: current.id, by: byHash ?? by, ...(reason ? { reason } : {}) },
@@ -198,7 +198,7 @@ export class Approvals {
 
   /** The call ran (or will not): its arguments are not kept past it unless the operator keeps them. */
   async forgetArguments(r: ApprovalRecord): Promise<void> {
-    if (!this.storeArguments) await this.deps.store().approvals.update(r.id, {}, { ifState: [r.state], unset: ["arguments"] });
+    if (!this.keepArguments()) await this.deps.store().approvals.update(r.id, {}, { ifState: [r.state], unset: ["arguments"] });
   }
 
   /** The console's page of the approval. */
@@ -211,7 +211,7 @@ export class Approvals {
   private notify(r: ApprovalRecord): void {
     const post = this.deps.post ?? postJson;
     for (const hook of this.settings.webhooks) {
-      const body = webhookBody(r, hook.format, this.link(r.id), this.storeArguments);
+      const body = webhookBody(r, hook.format, this.link(r.id), this.keepArguments());
       post(hook.url, body).catch((err: unknown) =>
         this.deps.logger.warn({ approvalId: r.id, webhook: new URL(hook.url).origin, err: errorMessage(err) }, "approval_webhook_failed"),
       );

@@ -53,6 +53,8 @@ export class Governance {
   readonly counts = new Map<DecisionOutcome, number>();
   /** Told each decision's outcome (the composition root counts it in /metrics). */
   onDecided?: (outcome: DecisionOutcome) => void;
+  /** Told each record once it is in the store (the audit trail's export: OpenTelemetry log records, audit-sink.ts). */
+  onRecorded?: (record: DecisionRecord) => void;
   /** Pinned tool definitions (docs/adr/0029), as governance.pins.mode says. */
   readonly pins: Pins;
 
@@ -258,6 +260,7 @@ export class Governance {
     this.deps.logger[level]({ decisionId, ...fields, arguments: undefined }, "governance_decision");
     // Fails the call when the record cannot be written: a decision that is not in the audit trail did not happen.
     await this.deps.store().decisions.append(record, { maxAgeMs: settings.audit.maxAgeMs, maxRecords: settings.audit.maxRecords });
+    this.onRecorded?.(record);
   }
 }
 

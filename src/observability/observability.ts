@@ -3,8 +3,9 @@
  * (unless `gateway.metrics.enabled` is false), tracing (tracing.ts), and the
  * hooks the composition root installs — the tapped transport factory, the tap
  * for each face's server transport, the timed store, the `/metrics` page and
- * the session faces/durations. close() stops observing the sessions and
- * flushes what tracing started.
+ * the session faces/durations, and the audit trail's log records
+ * (audit-logs.ts). close() stops observing the sessions and flushes what
+ * tracing and the audit log records started.
  */
 import type { TracerProvider } from "@opentelemetry/api";
 import { callersAuthenticated } from "../auth/required.js";
@@ -23,6 +24,7 @@ import type { NetworkTransport } from "./semconv.js";
 import { SessionFaces, gatewaySources, type GatewayState } from "./sources.js";
 import { timedStore } from "./store-timing.js";
 import { setUpTracing, type Tracing } from "./tracing.js";
+import { setUpAuditLogs, type AuditLogs } from "./audit-logs.js";
 
 export interface ObservabilityOptions {
   settings: GatewaySettings;
@@ -30,12 +32,16 @@ export interface ObservabilityOptions {
   logger: Logger;
   /** Injected tracer provider (tests, embedders); else OTEL_* decides (tracing.ts). */
   tracerProvider?: TracerProvider | undefined;
+  /** Where the OTEL_* settings of the audit log records are read (default process.env). */
+  env?: NodeJS.ProcessEnv | undefined;
 }
 
 export class Observability {
   readonly metrics: GatewayMetrics | undefined;
   readonly faces: SessionFaces;
   private readonly tracing: Tracing;
+  /** Decision records and console actions as OpenTelemetry log records; undefined unless OTEL_* sets a logs exporter. */
+  readonly auditLogs: AuditLogs | undefined;
   private unwatch: (() => void) | undefined;
 
   constructor(private readonly options: ObservabilityOptions) {
@@ -45,6 +51,11 @@ export class Observability {
       provider: options.tracerProvider,
       version: options.version,
       warn: (message) => options.logger.warn({ message }, "tracing_config_unsupported"),
+    });
+    this.auditLogs = setUpAuditLogs({
+      version: options.version,
+      env: options.env,
+      warn: (message) => options.logger.warn({ message }, "audit_logs_config_unsupported"),
     });
   }
 
@@ -116,6 +127,6 @@ export class Observability {
 
   close(): Promise<void> {
     this.unwatch?.();
-    return this.tracing.shutdown();
+    return Promise.all([this.tracing.shutdown(), this.auditLogs?.shutdown()]).then(() => undefined);
   }
 }

@@ -63,6 +63,8 @@ export interface GatewayDeps {
   store?: Store;
   /** Traces go to this provider (tests: an in-memory exporter); else the OTEL_* environment decides (off by default). */
   tracerProvider?: TracerProvider;
+  /** The OTEL_* settings of the audit trail's log records (observability/audit-logs.ts); default process.env. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface Gateway {
@@ -91,7 +93,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   const parts = new Parts(logger);
   const registry = new ServerRegistry();
   for (const [name, serverConfig] of Object.entries(config.mcpServers)) registry.add({ name, config: serverConfig, addedAt: clock.now(), addedBy: "config" });
-  const observability = new Observability({ settings, version: pkg.version, logger, tracerProvider: deps.tracerProvider });
+  const observability = new Observability({ settings, version: pkg.version, logger, tracerProvider: deps.tracerProvider, env: deps.env });
   parts.add("observability", () => observability.close().catch((err: unknown) => logger.error({ err: errorMessage(err) }, "tracing_shutdown_failed")));
   // Replicas sharing a Redis store (docs/adr/0013): endpoints route sessions they do not hold through it.
   const cluster = settings.cluster.enabled ? createCluster({ settings, registry, clock, newId, logger }) : undefined;
@@ -160,17 +162,24 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   const metrics = observability.metrics;
   if (metrics) rateLimits.onLimited = (scope) => metrics.rateLimited(scope);
   if (governance && metrics) governance.onDecided = (outcome) => metrics.governanceDecided(outcome);
+  // The audit trail as OpenTelemetry log records when an exporter is set (observability/audit-logs.ts).
+  const auditLog = observability.auditLogs;
+  if (governance && auditLog) governance.onRecorded = (record) => auditLog.decision(record);
   // Human approval of calls a rule sends to `approve` (docs/adr/0025): a durable record and a task; the runner acts on decisions.
   // Both read governance.approvals as in force, so a SIGHUP reload of ttlMs, holdMs, keepAliveMs, pollMs and webhooks needs no restart.
   const approvalRecords = governance
-    ? new Approvals(() => governance.settingsInForce.approvals, settings.governance.audit.storeArguments, {
-        clock,
-        newId,
-        logger,
-        store: openedStore,
-        governance,
-        baseUrl: () => listenedBase,
-      })
+    ? new Approvals(
+        () => governance.settingsInForce.approvals,
+        () => governance.settingsInForce.audit.storeArguments,
+        {
+          clock,
+          newId,
+          logger,
+          store: openedStore,
+          governance,
+          baseUrl: () => listenedBase,
+        },
+      )
     : undefined;
   const approvals =
     governance && approvalRecords
@@ -201,6 +210,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
       return openedStore();
     },
     governance,
+    auditLog,
     approvals,
     approvalRecords,
     rateLimits,

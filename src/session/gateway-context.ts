@@ -11,6 +11,7 @@ import type { Governance } from "../governance/governance.js";
 import type { Approvals } from "../governance/approvals.js";
 import type { ApprovalRunner } from "./approval-runner.js";
 import type { Curation } from "../governance/curation.js";
+import type { AuditSink } from "../governance/audit-sink.js";
 import type { Logger } from "../logging.js";
 import type { SessionManager } from "../session/session-manager.js";
 import type { Store } from "../store/contracts.js";
@@ -36,6 +37,8 @@ export interface GatewayContext {
   readonly rateLimits?: RateLimiter | undefined;
   /** The decision pipeline of tool calls (docs/adr/0022); undefined when gateway.governance is not set. */
   readonly governance?: Governance | undefined;
+  /** The audit trail's export (OpenTelemetry log records) besides the store; undefined unless an exporter is set. */
+  readonly auditLog?: AuditSink | undefined;
   /** Calls waiting for a person's approval: their tasks (docs/adr/0025); with governance only. */
   readonly approvals?: ApprovalRunner | undefined;
   /** The approval records (the console decides through them); with governance only. */

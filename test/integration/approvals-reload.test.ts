@@ -3,7 +3,8 @@
  * `emceepee serve` with a real server-everything and a rule sending echo to
  * approval; after the reload a new approval is told to the webhook the file
  * now names, expires after the reloaded ttlMs, and a plain call is held for
- * the reloaded holdMs — no restart.
+ * the reloaded holdMs; governance.audit.storeArguments turned on by the same
+ * reload puts the arguments in the webhook's body — no restart.
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
@@ -29,14 +30,12 @@ after(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
-function config(approvals: Record<string, unknown>) {
-  return {
-    mcpServers: { everything: everythingStdio() },
-    gateway: { governance: { profile: "enforce", rules: [{ id: "echo-needs-a-person", server: "everything", tool: "echo", action: "approve" }], approvals } },
-  };
+function config(approvals: Record<string, unknown>, storeArguments = false) {
+  const rules = [{ id: "echo-needs-a-person", server: "everything", tool: "echo", action: "approve" }];
+  return { mcpServers: { everything: everythingStdio() }, gateway: { governance: { profile: "enforce", rules, approvals, audit: { storeArguments } } } };
 }
 
-test("SIGHUP: governance.approvals (webhooks, ttlMs, holdMs) apply to the next approval without a restart", { timeout: 240_000 }, async () => {
+test("SIGHUP: governance.approvals and audit.storeArguments apply to the next approval without a restart", { timeout: 240_000 }, async () => {
   const received: Array<Record<string, unknown>> = [];
   hooks = createServer((req, res) => {
     let body = "";
@@ -55,7 +54,7 @@ test("SIGHUP: governance.approvals (webhooks, ttlMs, holdMs) apply to the next a
   served = await startCliServe(ROOT, ["--port", "0", "--config", file, "--store", "memory", "--log-level", "info", "--no-upstream-check"]);
   const s = served;
 
-  await writeFile(file, JSON.stringify(config({ holdMs: 2_345, ttlMs: 123_456, webhooks: [{ url: hookUrl, format: "json" }] })));
+  await writeFile(file, JSON.stringify(config({ holdMs: 2_345, ttlMs: 123_456, webhooks: [{ url: hookUrl, format: "json" }] }, true)));
   s.child.kill("SIGHUP");
   const reloaded = await pollFor(async () => logLines(s.stderr(), "config_reloaded")[0], "config_reloaded", 60_000);
   assert.deepEqual(logLines(s.stderr(), "config_reload_settings_need_restart"), [], JSON.stringify(reloaded));
@@ -73,5 +72,6 @@ test("SIGHUP: governance.approvals (webhooks, ttlMs, holdMs) apply to the next a
   assert.equal(hook.type, "approval_requested");
   assert.equal(hook.rule, "echo-needs-a-person");
   assert.equal(Date.parse(String(hook.expiresAt)) - Date.parse(String(hook.createdAt)), 123_456, "the reloaded ttlMs");
+  assert.deepEqual(hook.arguments, { message: "hold me" }, "the reloaded audit.storeArguments: the webhook carries the arguments");
   assert.equal(s.child.exitCode, null);
 });

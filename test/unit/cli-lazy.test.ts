@@ -25,6 +25,8 @@ const OPTIONAL = [
   "@opentelemetry/sdk-trace-base",
   "@opentelemetry/exporter-trace-otlp-proto",
   "@opentelemetry/core",
+  "@opentelemetry/sdk-logs",
+  "@opentelemetry/exporter-logs-otlp-http",
   "ioredis",
   "better-sqlite3",
   "pino-pretty",
