@@ -36,6 +36,8 @@ export const ErrorCodes = {
   UPSTREAM_ERROR: "EMCP_UPSTREAM_ERROR",
   /** Tool arguments (of a meta-tool or an upstream tool), a cursor or another input is invalid. */
   BAD_ARGUMENTS: "EMCP_BAD_ARGUMENTS",
+  /** A 2026-07-28 retry's requestState was refused: changed, expired, used already, issued for another call, or its parked request is gone. */
+  BAD_REQUEST_STATE: "EMCP_BAD_REQUEST_STATE",
   /** No task with that id exists in this session. */
   UNKNOWN_TASK: "EMCP_UNKNOWN_TASK",
   /** No timer with that id exists in this session (or it already ended). */
@@ -110,6 +112,7 @@ const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_UPSTREAM_UNAVAILABLE: ErrorCode.InternalError,
   EMCP_UPSTREAM_ERROR: ErrorCode.InternalError,
   EMCP_BAD_ARGUMENTS: ErrorCode.InvalidParams,
+  EMCP_BAD_REQUEST_STATE: ErrorCode.InvalidParams,
   EMCP_UNKNOWN_TASK: ErrorCode.InvalidParams,
   EMCP_UNKNOWN_TIMER: ErrorCode.InvalidParams,
   EMCP_TASK_ENDED: ErrorCode.InvalidParams,

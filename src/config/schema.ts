@@ -196,6 +196,17 @@ export const gatewaySettingsSchema = z.strictObject({
       maxPerSession: z.number().int().positive().default(100),
     })
     .prefault({}),
+  /** MCP 2026-07-28 multi round-trip requests through the gateway (ADR 0032, "MRTR bridges"). */
+  mrtr: z
+    .strictObject({
+      /** A legacy upstream's elicitation / sampling / roots request parked for a modern client waits this long for its retry; then the call is cancelled upstream. */
+      parkTtlMs: positiveMs.default(60_000),
+      /** A sealed requestState the gateway hands a modern client may be presented this long. */
+      stateTtlMs: positiveMs.default(600_000),
+      /** Calls parked at once on this replica (EMCP_LIMIT_REACHED beyond). */
+      maxParked: z.number().int().positive().default(1000),
+    })
+    .prefault({}),
   events: z
     .strictObject({
       maxEvents: z.number().int().min(10).default(1000),

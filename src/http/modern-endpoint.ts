@@ -23,6 +23,18 @@ import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
 import type { FaceRecord } from "../store/contracts.js";
 import type { FaceServer } from "./face-server.js";
+import {
+  askableCapabilities,
+  InputRequests,
+  isMrtrMethod,
+  parkedCallsOf,
+  respondModernCall,
+  sealerFor,
+  modernResult,
+  type ModernReply,
+} from "./modern-mrtr.js";
+import { runAsModernCall } from "../upstream/modern/modern-call.js";
+import { RequestStateSealer } from "../upstream/modern/sealed-state.js";
 import { TASKS_EXTENSION } from "../mcp/modern/tasks-extension.js";
 import { TASK_METHODS, answerModernTask } from "./modern-tasks.js";
 
@@ -140,9 +152,32 @@ export async function handleModern(
     }
   }
   let session: Session;
+  // MRTR (modern-mrtr.ts): what the client may be asked mid-call comes back to it as input_required.
+  const askable = askableCapabilities(capabilities);
+  const mrtr = isMrtrMethod(method) && Object.keys(askable).length > 0;
+  const { inputResponses, requestState, ...callParams } = params;
+  const parkBinding = { face: JSON.stringify(options.kind), principal: principalOf(req)?.hash, method, params: callParams };
+  const reply: ModernReply = {
+    result: (result) => send(res, 200, { id, result }),
+    error: (error) => send(res, 200, { id, error }),
+    failed: (err) => sendError(res, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) }),
+  };
+  if (isMrtrMethod(method) && typeof requestState === "string" && RequestStateSealer.kindOf(requestState) !== "upstream") {
+    // Bridge 3: the retry of a parked call goes on with that call.
+    let resumed;
+    try {
+      resumed = parkedCallsOf(gateway).resume(requestState, parkBinding);
+    } catch (err) {
+      return reply.failed(err);
+    }
+    const hint = { resultType: "complete", ttlMs: 0, cacheScope: principalOf(req) !== undefined || options.kind.kind === "meta" ? "private" : "public" };
+    resumed.flight.inputs.answer((inputResponses ?? {}) as Record<string, unknown>, resumed.flight.send);
+    const closed = new Promise<void>((resolve) => res.once("close", resolve));
+    return respondModernCall(gateway, resumed.flight, { binding: parkBinding, sessionId: resumed.sessionId, closed, hint }, reply);
+  }
   try {
-    // Ephemeral: never persisted, no replay, no client capabilities (it cannot be asked anything mid-call).
-    session = gateway.sessions.create({ id: randomUUID(), downstreamCapabilities: {}, connect: false, principal: principalOf(req) });
+    // Ephemeral: never persisted, no replay; asked mid-call only through MRTR (its askable capabilities).
+    session = gateway.sessions.create({ id: randomUUID(), downstreamCapabilities: askable, connect: false, principal: principalOf(req) });
   } catch (err) {
     const own = err instanceof GatewayError && err.code === ErrorCodes.PRINCIPAL_LIMIT;
     return sendError(res, id, { httpStatus: own ? 429 : 503, ...jsonRpcErrorOf(err, gateway) });
@@ -150,9 +185,11 @@ export async function handleModern(
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   let server: FaceServer | undefined;
   const pending = new Map<string | number, (message: JSONRPCMessage) => void>();
+  const inputs = mrtr ? new InputRequests() : undefined;
   clientSide.onmessage = (message) => {
     if ("id" in message && message.id !== undefined && ("result" in message || "error" in message)) return pending.get(message.id)?.(message);
-    // A request from the face to the client (elicitation, sampling, roots): a modern client cannot be asked over this path.
+    // A request from the face to the client (elicitation, sampling, roots): parked for MRTR, else the client cannot be asked.
+    if (inputs && "id" in message && "method" in message) return inputs.add(message);
     if ("id" in message && "method" in message) {
       void clientSide.send({ jsonrpc: "2.0", id: message.id, error: { code: -32601, message: "the 2026-07-28 client cannot be asked mid-call" } });
     }
@@ -163,9 +200,16 @@ export async function handleModern(
       void clientSide.send({ jsonrpc: "2.0", id: requestId, method: m, params: p });
     });
   const closed = new Promise<void>((resolve) => res.once("close", resolve));
+  let handedOver = false;
+  const dispose = async () => {
+    pending.clear();
+    await server?.close().catch(() => undefined);
+    await clientSide.close().catch(() => undefined);
+    await gateway.sessions.destroy(session.id, "modern request answered");
+  };
   try {
     const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
-    const init = { protocolVersion: INNER_VERSION, capabilities: {}, clientInfo };
+    const init = { protocolVersion: INNER_VERSION, capabilities: askable, clientInfo };
     server = await options.face(session, init);
     await server.connect(serverSide);
     await clientSide.start();
@@ -189,19 +233,35 @@ export async function handleModern(
     }
     // The envelope is this hop's; progress tokens and W3C trace context go on to the face.
     const innerMeta = Object.fromEntries(Object.entries(meta).filter(([key]) => !(ENVELOPE_KEYS as readonly string[]).includes(key)));
-    const innerParams = { ...params, ...(Object.keys(innerMeta).length > 0 ? { _meta: innerMeta } : {}) };
+    const innerParams = { ...callParams, ...(Object.keys(innerMeta).length > 0 ? { _meta: innerMeta } : {}) };
     if (Object.keys(innerMeta).length === 0) delete innerParams._meta;
+    if (inputs) {
+      // Bridge 1 under the face (upstream/modern/modern-call.ts); bridge 3 here: the flight is handed over, disposed or parked.
+      const call = {
+        method,
+        principal: parkBinding.principal,
+        capabilities: askable,
+        sealer: sealerFor(gateway),
+        inputResponses: inputResponses as Record<string, unknown> | undefined,
+        requestState: typeof requestState === "string" ? requestState : undefined,
+      };
+      const flight = {
+        answer: runAsModernCall(call, () => ask(id, method, innerParams)),
+        inputs,
+        send: (m: JSONRPCMessage) => void clientSide.send(m),
+        dispose,
+      };
+      handedOver = true;
+      return await respondModernCall(gateway, flight, { binding: parkBinding, sessionId: session.id, closed, hint }, reply);
+    }
     const answer = await Promise.race([ask(id, method, innerParams), closed.then(() => undefined)]);
     if (answer === undefined) return;
     if ("error" in answer) return send(res, 200, { id, error: answer.error });
-    if ("result" in answer) return send(res, 200, { id, result: { ...answer.result, ...hint } });
+    if ("result" in answer) return send(res, 200, { id, result: modernResult(answer.result, hint) });
   } catch (err) {
     gateway.logger.warn({ err, method }, "modern_request_failed");
     return sendError(res, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) });
   } finally {
-    pending.clear();
-    await server?.close().catch(() => undefined);
-    await clientSide.close().catch(() => undefined);
-    await gateway.sessions.destroy(session.id, "modern request answered");
+    if (!handedOver) await dispose();
   }
 }

@@ -15,7 +15,7 @@ const refusedWith = (fn: () => unknown, words: RegExp) =>
   assert.throws(
     fn,
     (err: unknown) =>
-      err instanceof GatewayError && err.code === "EMCP_BAD_ARGUMENTS" && /Invalid or expired requestState/.test(err.message) && words.test(err.message),
+      err instanceof GatewayError && err.code === "EMCP_BAD_REQUEST_STATE" && /Invalid or expired requestState/.test(err.message) && words.test(err.message),
   );
 
 test("a sealed state opens for the same call on another replica, whatever the key order or _meta of the retry", () => {
@@ -42,4 +42,17 @@ test("a changed, foreign, replayed-elsewhere or expired state is refused", () =>
   assert.equal(sealer.open(sealed, binding), "s");
   clock.advance(60_001);
   refusedWith(() => sealer.open(sealed, binding), /expired/);
+});
+
+test("a state opened once is refused the second time, and a parked handle is not an upstream state", () => {
+  const sealer = new RequestStateSealer(randomBytes(32));
+  const sealed = sealer.seal(binding, "s");
+  assert.equal(sealer.open(sealed, binding, { once: true }), "s");
+  refusedWith(() => sealer.open(sealed, binding, { once: true }), /used already/);
+  const parked = sealer.seal(binding, "handle-1", "parked");
+  assert.equal(RequestStateSealer.kindOf(parked), "parked");
+  assert.equal(RequestStateSealer.kindOf(sealed), "upstream");
+  assert.equal(sealer.open(parked, binding), "handle-1");
+  // The kind is authenticated: relabelling a parked handle as an upstream state fails.
+  refusedWith(() => sealer.open(`emcp1.${parked.slice("emcp1p.".length)}`, binding), /integrity/);
 });

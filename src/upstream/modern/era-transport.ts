@@ -9,7 +9,10 @@
  * session's elicitation / sampling / roots handlers, so a legacy client, its
  * pending queue or the console inbox answers them), whose answers go back
  * upstream as `inputResponses` with the echoed `requestState`, for a bounded
- * number of rounds (bridge 2). See docs/design/protocol-eras-upstream.md.
+ * number of rounds (bridge 2). A request that serves a 2026-07-28 client
+ * (modern-call.ts) gets its `input_required` relayed instead, the upstream's
+ * requestState sealed, and its retry's sealed state opened (bridge 1). See
+ * docs/design/protocol-eras-upstream.md.
  */
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -18,8 +21,10 @@ import type { Clock } from "../../clock.js";
 import { ErrorCodes, GatewayError } from "../../errors.js";
 import { errorResponseFor } from "../../mcp/error-response.js";
 import type { FetchLike } from "../../mcp/sse-request-tap.js";
+import { takeModernCall, type ModernCall } from "./modern-call.js";
 import type { MrtrRequestTap } from "./mrtr-tap.js";
 import { discover, type Discovered, type EraVerdicts } from "./probe.js";
+import type { StateBinding } from "./sealed-state.js";
 import {
   CLIENT_CAPABILITIES_KEY,
   CLIENT_INFO_KEY,
@@ -166,12 +171,14 @@ export class EraTransport implements Transport {
       }
       return; // modern upstreams take no notifications (initialized, roots changes)
     }
-    void this.answer(m.id, m);
+    // Read now: the async context of the gateway's request is this call's.
+    const call = MRTR_METHODS.has(m.method) ? takeModernCall(m.method) : undefined;
+    void this.answer(m.id, m, call);
   }
 
-  private async answer(id: RequestId, m: Message): Promise<void> {
+  private async answer(id: RequestId, m: Message, call: ModernCall | undefined): Promise<void> {
     try {
-      const result = await this.serve(m);
+      const result = await this.serve(m, call);
       this.deliver({ jsonrpc: "2.0", id, result });
     } catch (err) {
       if (this.closed) return;
@@ -185,7 +192,7 @@ export class EraTransport implements Transport {
   }
 
   /** One request from the gateway's client, served in the modern era; resolves with the 2025-shaped result. */
-  private async serve(m: Message): Promise<Json> {
+  private async serve(m: Message, call: ModernCall | undefined): Promise<Json> {
     const method = m.method!;
     const params = m.params ?? {};
     if (method === "initialize") {
@@ -209,7 +216,7 @@ export class EraTransport implements Transport {
         message: `upstream '${this.o.name}' speaks MCP 2026-07-28, which has no ${method} (subscriptions/listen replaces it; the gateway does not bridge it yet)`,
       });
     }
-    return this.exchange(m.id!, method, params);
+    return this.exchange(m.id!, method, params, call);
   }
 
   private async rediscover(): Promise<Discovered> {
@@ -257,15 +264,19 @@ export class EraTransport implements Transport {
    * on -32022 with a version both sides speak, and again with the client's
    * answers for each `input_required` round (at most maxInputRounds).
    */
-  private async exchange(id: RequestId, method: string, original: Json): Promise<Json> {
-    const abort = new AbortController();
-    this.inflight.set(id, abort);
+  private async exchange(id: RequestId, method: string, original: Json, call?: ModernCall): Promise<Json> {
     let version = this.discovered?.version ?? MODERN_UPSTREAM_VERSIONS[0]!;
     let params: Json = original;
     let retried = false;
+    // Bridge 1: the seal binds the state to this upstream, the caller, the method and the arguments as sent upstream.
+    const binding = call && { upstream: this.o.name, principal: call.principal, method, params: original };
+    if (call && binding) params = retryParams(original, call, binding);
+    const capabilities = call ? declaredBoth(this.capabilities, call.capabilities) : this.capabilities;
+    const abort = new AbortController();
+    this.inflight.set(id, abort);
     try {
       for (let round = 0; ;) {
-        const reply = await this.post(id, method, version, params, abort.signal);
+        const reply = await this.post(id, method, version, params, abort.signal, capabilities);
         if (reply.error) {
           const supported = (reply.error.data as { supported?: unknown } | undefined)?.supported;
           const other = Array.isArray(supported) ? MODERN_UPSTREAM_VERSIONS.find((v) => v !== version && supported.includes(v)) : undefined;
@@ -279,6 +290,8 @@ export class EraTransport implements Transport {
         }
         const result = reply.result ?? {};
         if (result.resultType !== "input_required" || !MRTR_METHODS.has(method)) return toLegacyResult(result);
+        if (call && binding)
+          return relayed(method, result, call.sealer.seal(binding, typeof result.requestState === "string" ? result.requestState : undefined));
         if (++round > this.o.maxInputRounds) {
           throw new GatewayError(
             ErrorCodes.LIMIT_REACHED,
@@ -298,11 +311,11 @@ export class EraTransport implements Transport {
   }
 
   /** POSTs one request with the envelope; relays notifications on its stream; resolves with its response. */
-  private async post(id: RequestId, method: string, version: string, params: Json, signal: AbortSignal): Promise<Message> {
+  private async post(id: RequestId, method: string, version: string, params: Json, signal: AbortSignal, capabilities = this.capabilities): Promise<Message> {
     const meta = {
       ...((params._meta as Json | undefined) ?? {}),
       [PROTOCOL_VERSION_KEY]: version,
-      [CLIENT_CAPABILITIES_KEY]: this.capabilities,
+      [CLIENT_CAPABILITIES_KEY]: capabilities,
       [CLIENT_INFO_KEY]: this.clientInfo,
       ...(this.logLevel !== undefined ? { [LOG_LEVEL_KEY]: this.logLevel } : {}),
     };
@@ -356,6 +369,41 @@ export class EraTransport implements Transport {
       this.deliver({ jsonrpc: "2.0", id, method: request.method as string, ...(request.params !== undefined ? { params: request.params as Json } : {}) });
     });
   }
+}
+
+/** Bridge 1: a retry's params upstream, its answers and the upstream's own state (opened once: a replay is refused). */
+function retryParams(original: Json, call: ModernCall, binding: StateBinding): Json {
+  const state = call.requestState !== undefined ? call.sealer.open(call.requestState, binding, { once: true }) : undefined;
+  return {
+    ...original,
+    ...(call.inputResponses !== undefined ? { inputResponses: call.inputResponses } : {}),
+    ...(state !== undefined ? { requestState: state } : {}),
+  };
+}
+
+/** What both the gateway and the modern client declared of elicitation, sampling and roots (the upstream asks only for those). */
+function declaredBoth(gateway: Json, client: Json): Json {
+  const both: Json = {};
+  for (const [key, value] of Object.entries(gateway)) {
+    if (!["elicitation", "sampling", "roots"].includes(key) || client[key] !== undefined) both[key] = value;
+  }
+  return both;
+}
+
+/**
+ * Bridge 1: an `input_required` as the SDK client above parses it (the
+ * method's required fields empty, stripped again by the modern endpoint),
+ * with the upstream's state sealed.
+ */
+function relayed(method: string, result: Json, requestState: string): Json {
+  const required = method === "tools/call" ? { content: [] } : method === "prompts/get" ? { messages: [] } : { contents: [] };
+  return {
+    ...required,
+    resultType: "input_required",
+    ...(result.inputRequests !== undefined ? { inputRequests: result.inputRequests } : {}),
+    requestState,
+    ...(result._meta !== undefined ? { _meta: result._meta } : {}),
+  };
 }
 
 /** A JSON-RPC error to hand the SDK client as it is (the upstream's, or one that stands for it). */

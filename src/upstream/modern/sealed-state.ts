@@ -6,13 +6,21 @@
  * expiry. open() refuses a state that was changed, is past its expiry or is
  * presented for another upstream, principal, method or params (so it cannot
  * be replayed into another call); any replica with the same secret opens it.
- * See docs/design/protocol-eras-upstream.md.
+ * Two kinds, told apart by a prefix the cipher authenticates: an upstream's
+ * own state (bridge 1) and a handle of a request parked in this gateway
+ * (bridge 3). open() with `once` refuses a state it opened before (bounded
+ * memory of this process until each expiry). See
+ * docs/design/protocol-eras-upstream.md.
  */
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from "node:crypto";
 import { systemClock, type Clock } from "../../clock.js";
 import { ErrorCodes, GatewayError } from "../../errors.js";
 
-const PREFIX = "emcp1.";
+/** What a sealed state stands for: the upstream's requestState, or a gateway handle of a parked request. */
+export type SealedKind = "upstream" | "parked";
+const PREFIXES: Record<SealedKind, string> = { upstream: "emcp1.", parked: "emcp1p." };
+/** Bound on remembered opened states (the oldest are forgotten first). */
+const MAX_OPENED = 100_000;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
@@ -45,6 +53,8 @@ export class RequestStateSealer {
   private readonly key: Buffer;
   private readonly ttlMs: number;
   private readonly clock: Clock;
+  /** States opened with `once`, by IV, with their expiry (insertion order = oldest first). */
+  private readonly opened = new Map<string, number>();
 
   /** `secret`: a gateway secret every replica shares (e.g. the vault or cluster key); a purpose-bound key is derived from it. */
   constructor(secret: Uint8Array, options: SealerOptions = {}) {
@@ -54,34 +64,56 @@ export class RequestStateSealer {
   }
 
   /** The gateway's requestState standing for the upstream's `state` (undefined: the upstream sent none). */
-  seal(binding: StateBinding, state: string | undefined): string {
+  seal(binding: StateBinding, state: string | undefined, kind: SealedKind = "upstream"): string {
     const body: Sealed = { ...bound(binding), exp: this.clock.now() + this.ttlMs, s: state ?? null };
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv("aes-256-gcm", this.key, iv);
+    cipher.setAAD(Buffer.from(PREFIXES[kind]));
     const data = Buffer.concat([cipher.update(JSON.stringify(body), "utf8"), cipher.final()]);
-    return PREFIX + Buffer.concat([iv, data, cipher.getAuthTag()]).toString("base64url");
+    return PREFIXES[kind] + Buffer.concat([iv, data, cipher.getAuthTag()]).toString("base64url");
   }
 
-  /** The upstream's own state back from a client's retry (undefined: it sent none); throws EMCP_BAD_ARGUMENTS when refused. */
-  open(sealed: string, binding: StateBinding): string | undefined {
-    const body = this.decrypt(sealed);
+  /** Which kind a client's requestState claims to be (undefined: not one of ours); open() verifies the claim. */
+  static kindOf(sealed: string): SealedKind | undefined {
+    return (Object.keys(PREFIXES) as SealedKind[]).find((k) => sealed.startsWith(PREFIXES[k]));
+  }
+
+  /**
+   * The sealed state back from a client's retry (undefined: none was sealed);
+   * throws EMCP_BAD_REQUEST_STATE when refused. `once`: a state opened
+   * before (in this process) is refused as a replay.
+   */
+  open(sealed: string, binding: StateBinding, options: { once?: boolean } = {}): string | undefined {
+    const { body, iv } = this.decrypt(sealed);
     const want = bound(binding);
     if (body.u !== want.u || body.p !== want.p || body.m !== want.m || body.d !== want.d) {
       throw refused("it was issued for another call (upstream, principal, method or arguments differ); retry the call without requestState");
     }
-    if (this.clock.now() > body.exp) throw refused("it has expired; retry the call without requestState to start again");
+    const now = this.clock.now();
+    if (now > body.exp) throw refused("it has expired; retry the call without requestState to start again");
+    if (options.once) {
+      if (this.opened.has(iv)) throw refused("it was used already (a replay); retry the call without requestState to start again");
+      // Expiries come in seal order (one ttl): forget from the oldest until one is still live.
+      for (const [seen, exp] of this.opened) {
+        if (exp >= now && this.opened.size < MAX_OPENED) break;
+        this.opened.delete(seen);
+      }
+      this.opened.set(iv, body.exp);
+    }
     return body.s ?? undefined;
   }
 
-  private decrypt(sealed: string): Sealed {
-    if (!sealed.startsWith(PREFIX)) throw refused("it was not issued by this gateway");
-    const raw = Buffer.from(sealed.slice(PREFIX.length), "base64url");
+  private decrypt(sealed: string): { body: Sealed; iv: string } {
+    const kind = RequestStateSealer.kindOf(sealed);
+    if (kind === undefined) throw refused("it was not issued by this gateway");
+    const raw = Buffer.from(sealed.slice(PREFIXES[kind].length), "base64url");
     if (raw.length < IV_BYTES + TAG_BYTES + 2) throw refused("it is truncated");
     try {
       const decipher = createDecipheriv("aes-256-gcm", this.key, raw.subarray(0, IV_BYTES));
+      decipher.setAAD(Buffer.from(PREFIXES[kind]));
       decipher.setAuthTag(raw.subarray(raw.length - TAG_BYTES));
       const text = Buffer.concat([decipher.update(raw.subarray(IV_BYTES, raw.length - TAG_BYTES)), decipher.final()]).toString("utf8");
-      return JSON.parse(text) as Sealed;
+      return { body: JSON.parse(text) as Sealed, iv: raw.subarray(0, IV_BYTES).toString("base64url") };
     } catch {
       throw refused("it failed integrity verification (changed, or sealed under another key)");
     }
@@ -110,5 +142,5 @@ function canonical(v: unknown): unknown {
 }
 
 function refused(why: string): GatewayError {
-  return new GatewayError(ErrorCodes.BAD_ARGUMENTS, `Invalid or expired requestState: ${why}`, { details: { reason: "invalid_request_state" } });
+  return new GatewayError(ErrorCodes.BAD_REQUEST_STATE, `Invalid or expired requestState: ${why}`, { details: { reason: "invalid_request_state" } });
 }
