@@ -12,58 +12,22 @@ import { createTaskSessionFromClient, resultFromTaskOutcome } from "@modelcontex
 import { startInProcessGateway } from "../helpers/in-process.js";
 import type { TestGateway } from "../helpers/gateway.js";
 import { taskHostSessionId } from "../../src/http/modern-tasks.js";
+import { MODERN, TASKS_EXTENSION as EXTENSION, modernRequest, pollModernTask, type ModernAnswer } from "../helpers/modern-requests.js";
 
-const MODERN = "2026-07-28";
-const EXTENSION = "io.modelcontextprotocol/tasks";
 const CLIENT_INFO = { name: "era-tasks-test", version: "1" };
-const WITH_TASKS = { extensions: { [EXTENSION]: {} }, elicitation: {} };
 
-interface Answer {
-  status: number;
-  body: { id?: unknown; result?: Record<string, any>; error?: { code: number; message: string; data?: any } };
-}
-
-/** A well-formed modern request (envelope, version header, Mcp-Method, Mcp-Name where the method names one). */
-async function modern(
+function modern(
   url: string,
   method: string,
   params: Record<string, unknown> = {},
-  capabilities: object = WITH_TASKS,
-  headers: Record<string, string> = {},
-): Promise<Answer> {
-  const name = (params.name ?? params.uri ?? params.taskId) as string | undefined;
-  const envelope = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": capabilities,
-    "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
-  };
-  const res = await fetch(url, {
-    method: "POST",
-    headers: {
-      "Content-Type": "application/json",
-      Accept: "application/json, text/event-stream",
-      "MCP-Protocol-Version": MODERN,
-      "Mcp-Method": method,
-      ...(name !== undefined ? { "Mcp-Name": name } : {}),
-      ...headers,
-    },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: { ...params, _meta: envelope } }),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? (JSON.parse(text) as Answer["body"]) : {} };
+  capabilities?: object,
+  headers?: Record<string, string>,
+): Promise<ModernAnswer> {
+  return modernRequest(url, method, params, { ...(capabilities ? { capabilities } : {}), ...(headers ? { headers } : {}), clientInfo: CLIENT_INFO });
 }
 
-/** Polls tasks/get until `done` holds (bounded generously: the machine is shared). */
-async function pollTask(url: string, taskId: string, done: (task: Record<string, any>) => boolean, what: string): Promise<Record<string, any>> {
-  const deadline = Date.now() + 60_000;
-  let last: Answer | undefined;
-  while (Date.now() < deadline) {
-    last = await modern(url, "tasks/get", { taskId });
-    assert.ok(last.body.result, `tasks/get: ${JSON.stringify(last.body)}`);
-    if (done(last.body.result)) return last.body.result;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`the task never became ${what}; last: ${JSON.stringify(last?.body)}`);
+function pollTask(url: string, taskId: string, done: (task: Record<string, any>) => boolean, what: string): Promise<Record<string, any>> {
+  return pollModernTask(url, taskId, done, what, { clientInfo: CLIENT_INFO });
 }
 
 describe("the tasks extension for 2026-07-28 clients", () => {
@@ -135,7 +99,7 @@ describe("the tasks extension for 2026-07-28 clients", () => {
     const created = await modern(server, "tools/call", { name: "simulate-research-query", arguments: { topic: "to cancel" } });
     const taskId = created.body.result?.taskId as string;
     assert.ok(taskId, JSON.stringify(created.body));
-    const mismatch = await modern(server, "tasks/get", { taskId }, WITH_TASKS, { "Mcp-Name": "another-task" });
+    const mismatch = await modern(server, "tasks/get", { taskId }, undefined, { "Mcp-Name": "another-task" });
     assert.equal(mismatch.body.error?.code, -32020, JSON.stringify(mismatch.body));
     const cancel = await modern(server, "tasks/cancel", { taskId });
     assert.deepEqual(cancel.body.result, { resultType: "complete" }, JSON.stringify(cancel.body));
