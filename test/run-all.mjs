@@ -87,7 +87,22 @@ function longestFirst(list) {
     .map((e) => e.file);
 }
 
-const build = await run(process.execPath, ["--import", "tsx", "test/helpers/cli-build.ts"], true);
+/**
+ * Test files load the TypeScript through test/helpers/ts-register.mjs: compiled once
+ * here (only what changed since the last run) into a cache every test process reads,
+ * instead of tsx transforming src/ again in each (test/README.md, "Running compiled").
+ * EMCEEPEE_TEST_TS=tsx runs them through tsx as before.
+ */
+const TSX = process.env.EMCEEPEE_TEST_TS === "tsx";
+const LOADER = TSX ? ["--import", "tsx"] : ["--import", path.join(ROOT, "test/helpers/ts-register.mjs")];
+if (!TSX) {
+  const started = Date.now();
+  const { warm } = await import("./helpers/ts-compile.mjs");
+  const { files, fresh } = warm();
+  process.stdout.write(`test TypeScript: ${fresh} of ${files} files compiled (${Date.now() - started} ms)\n`);
+}
+
+const build = await run(process.execPath, [...LOADER, "test/helpers/cli-build.ts"], true);
 process.stdout.write(build.output);
 process.stdout.write(`test files: ${CONCURRENCY} at once (load average ${os.loadavg()[0].toFixed(1)}, ${CORES} cores)\n`);
 if (build.code !== 0) process.exit(build.code);
@@ -103,8 +118,7 @@ const reporters = process.env.EMCEEPEE_TEST_TIMES
 const tests = await run(
   process.execPath,
   [
-    "--import",
-    "tsx",
+    ...LOADER,
     "--test",
     `--test-concurrency=${CONCURRENCY}`,
     "--test-timeout=900000",
