@@ -313,11 +313,16 @@ export const gatewaySettingsSchema = z.strictObject({
         .prefault({}),
       /**
        * Stdio upstreams in session mode (`serve` only): once a session has used
-       * a server, this many of its processes are kept spawned ahead (initialize
-       * runs when a session takes one), so the next session's first call does
-       * not wait for a spawn. They count against maxChildProcesses. 0: off.
+       * a server, up to this many of its processes are kept spawned ahead
+       * (initialize runs when a session takes one), so the next sessions' first
+       * calls do not wait for a spawn: as many as sessions took in the last
+       * warmPoolWindowMs (at least one). They count against maxChildProcesses. 0: off.
        */
       warmPool: z.number().int().min(0).max(64).default(1),
+      /** The warm pool follows how many processes sessions took in this window (docs/adr/0034). */
+      warmPoolWindowMs: positiveMs.default(30_000),
+      /** A server whose processes no session took for this long keeps none waiting (docs/adr/0034). */
+      warmPoolIdleMs: positiveMs.default(300_000),
       /**
        * A session connection (session mode) unused this long, with nothing
        * running or subscribed on it, is closed — its process ends — and
@@ -402,6 +407,12 @@ export const gatewaySettingsSchema = z.strictObject({
        * the background, and is not waited for again (design TF-10).
        */
       aggregateWaitMs: positiveMs.default(5_000),
+      /**
+       * /servers/<name>/mcp: initialize answers from what the upstream answered
+       * when last connected (the start-up check, another session) and connects
+       * on first use; false connects at initialize (docs/adr/0034).
+       */
+      lazyInitialize: z.boolean().default(true),
     })
     .prefault({}),
   http: z

@@ -217,6 +217,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     curation,
     toolViews,
     activity,
+    knownServers: upstreams.known,
   };
   activity.watch(sessions);
   observability.watch({ sessions, registry, children, store: () => store.current, storeHealthy: () => store.healthy() });

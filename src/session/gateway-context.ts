@@ -16,6 +16,7 @@ import type { Logger } from "../logging.js";
 import type { SessionManager } from "../session/session-manager.js";
 import type { Store } from "../store/contracts.js";
 import type { ServerRegistry } from "../upstream/registry.js";
+import type { KnownServers } from "../upstream/known-servers.js";
 import type { ToolViews } from "./tool-views.js";
 import type { ActivityLog } from "./activity-log.js";
 
@@ -49,4 +50,6 @@ export interface GatewayContext {
   readonly toolViews?: ToolViews | undefined;
   /** What happened, for the console's Activity and Upstreams pages (activity-log.ts); absent in library uses that build their own context. */
   readonly activity?: ActivityLog | undefined;
+  /** What each upstream answered when last connected: a transparent session's initialize answers from it (docs/adr/0034). */
+  readonly knownServers?: KnownServers | undefined;
 }

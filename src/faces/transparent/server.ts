@@ -19,6 +19,8 @@ import { withVisibleRequests } from "../../session/bridge.js";
 import type { Session } from "../../session/session.js";
 import { jsonSchemaValidator } from "../../mcp/json-schema-validator.js";
 import type { UpstreamHandle } from "../../upstream/handle.js";
+import type { KnownServer } from "../../upstream/known-servers.js";
+import { isStdioConfig } from "../../config/server-entry.js";
 import { AggregateConnector } from "./aggregate.js";
 import { createBridge, DownstreamRoutes } from "./bridge.js";
 import { Catalog, type FaceTarget } from "./catalog.js";
@@ -52,9 +54,11 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
     logger: session.logger,
     joined: (name) => announceJoin(name),
   });
-  const connections = await connectAll(session, catalog, aggregate);
-  const capabilities = deriveCapabilities(connections, target);
-  const single = target.kind === "server" ? connections[0] : undefined;
+  // A server face whose upstream answered before (with this config) answers from that, connecting on first use (docs/adr/0034).
+  const known = knownUpstream(session, gateway, target);
+  const connections = known ? [] : await connectAll(session, catalog, aggregate);
+  const capabilities = deriveCapabilities(known ? [known] : connections, target);
+  const single = target.kind === "server" ? (connections[0] ?? known) : undefined;
   const virtual = target.kind === "virtual" ? gateway.curation?.virtualServer(target.name) : undefined;
   const info: Implementation =
     single?.serverInfo ??
@@ -150,7 +154,17 @@ async function toolView(catalog: Catalog, gateway: GatewayContext, session: Sess
   return JSON.stringify(faceTools({ catalog, gateway }, session.principal, rows.flat()).map((t) => t.tool));
 }
 
-function deriveCapabilities(connections: UpstreamHandle[], target: FaceTarget): ServerCapabilities {
+/** What the upstream of a /servers/<name>/mcp face answered when last connected, if initialize may answer from it. */
+function knownUpstream(session: Session, gateway: GatewayContext, target: FaceTarget): KnownServer | undefined {
+  if (target.kind !== "server" || !gateway.settings.transparent.lazyInitialize) return undefined;
+  const entry = gateway.registry.get(target.server);
+  // Not a server of this session's, or one whose connection needs the person's consent: initialize connects, as before.
+  if (!entry || !gateway.registry.names(session).includes(target.server)) return undefined;
+  if (!isStdioConfig(entry.config) && entry.config.auth !== undefined) return undefined;
+  return gateway.knownServers?.get(target.server, entry.config);
+}
+
+function deriveCapabilities(connections: ReadonlyArray<Pick<UpstreamHandle, "capabilities">>, target: FaceTarget): ServerCapabilities {
   if (target.kind === "all") return { ...structuredClone(ALL_FACE_CAPABILITIES), tasks: TASKS_CAPABILITY };
   if (target.kind === "virtual") return { ...structuredClone(VIRTUAL_FACE_CAPABILITIES), tasks: TASKS_CAPABILITY };
   const caps: ServerCapabilities = {};

@@ -133,6 +133,9 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
 
   const warm = new WarmPool(o.transportFactory, {
     size: upstream.warmPool,
+    windowMs: upstream.warmPoolWindowMs,
+    idleMs: upstream.warmPoolIdleMs,
+    clock,
     children,
     logger,
     warmable: (name) => {

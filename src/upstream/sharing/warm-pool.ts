@@ -1,8 +1,11 @@
 /**
- * WarmPool (`gateway.upstream.warmPool`, ADR 0010): stdio processes started
- * ahead, so that a session takes a running one. See
+ * WarmPool (`gateway.upstream.warmPool`, ADR 0010, ADR 0034): stdio processes
+ * started ahead, so that a session takes a running one; per server as many as
+ * sessions took in the last `windowMs` (at least one, at most `size`), none
+ * once nobody took one for `idleMs`. See
  * docs/design/upstreams-and-reliability.md, "How the code keeps it".
  */
+import { systemClock, type Clock, type TimerHandle } from "../../clock.js";
 import type { ServerConfig } from "../../config/server-entry.js";
 import { errorMessage } from "../../errors.js";
 import type { Logger } from "../../logging.js";
@@ -25,8 +28,14 @@ interface Warm {
 }
 
 export interface WarmPoolOptions {
-  /** Warm processes per server (0: off). */
+  /** At most this many warm processes per server (0: off). */
   size: number;
+  /** Demand is the number of processes sessions took in this window (gateway.upstream.warmPoolWindowMs). @default 30000 */
+  windowMs?: number | undefined;
+  /** A server no session took a process of for this long keeps none waiting (gateway.upstream.warmPoolIdleMs). @default 300000 */
+  idleMs?: number | undefined;
+  /** @default systemClock */
+  clock?: Clock | undefined;
   children: ChildProcessLimiter;
   logger: Logger;
   /** The config of `name` when it is worth warming (a stdio server used per session), else undefined. */
@@ -35,16 +44,28 @@ export interface WarmPoolOptions {
 
 export class WarmPool {
   private readonly waiting = new Map<string, Warm[]>();
+  /** When sessions asked for a process of each server (newest last; only those within windowMs, or the last one). */
+  private readonly demand = new Map<string, number[]>();
   private started = false;
   private closed = false;
+  /** Trims the pools to their demand while any process waits. */
+  private trimTimer: TimerHandle | undefined;
+  private readonly clock: Clock;
+  private readonly windowMs: number;
+  private readonly idleMs: number;
 
   constructor(
     private readonly inner: TransportFactory,
     private readonly options: WarmPoolOptions,
-  ) {}
+  ) {
+    this.clock = options.clock ?? systemClock;
+    this.windowMs = options.windowMs ?? 30_000;
+    this.idleMs = options.idleMs ?? 300_000;
+  }
 
   /** The factory for session connections: a waiting process of the same config when there is one. */
   readonly factory: TransportFactory = (name, config, transportOptions) => {
+    this.asked(name);
     const warm = this.take(name, config);
     this.fillSoon(name);
     return warm ? warm.created : this.inner(name, config, transportOptions);
@@ -60,13 +81,14 @@ export class WarmPool {
     this.started = true;
   }
 
-  /** Starts processes for `name` until its pool is full (or the child cap is reached). */
+  /** Starts processes for `name` until its pool meets the demand (or the child cap is reached). */
   fill(name: string): void {
     if (!this.started || this.closed || this.options.size === 0) return;
     const config = this.options.warmable(name);
     if (!config) return;
     const list = this.list(name);
-    while (list.length < this.options.size) {
+    const wanted = this.wanted(name);
+    while (list.length < wanted) {
       const release = this.options.children.tryAcquire(name);
       if (!release) return; // at the cap: sessions' own processes come first
       const created = this.inner(name, config);
@@ -85,6 +107,52 @@ export class WarmPool {
         this.drop(name, warm);
       });
     }
+    this.scheduleTrim();
+  }
+
+  /**
+   * How many processes of `name` should wait now: as many as sessions asked
+   * for in the last windowMs (at least 1, at most size); 0 when none was asked
+   * for in idleMs.
+   */
+  wanted(name: string): number {
+    const times = this.demand.get(name);
+    const now = this.clock.now();
+    const last = times?.at(-1);
+    if (last === undefined || now - last >= this.idleMs) return 0;
+    const recent = times!.filter((t) => now - t < this.windowMs).length;
+    return Math.min(this.options.size, Math.max(1, recent));
+  }
+
+  /** A session asked for a process of `name` (the demand the pool follows). */
+  private asked(name: string): void {
+    const now = this.clock.now();
+    const times = (this.demand.get(name) ?? []).filter((t) => now - t < this.windowMs);
+    times.push(now);
+    // More than `size` within the window asks for no more: the bound holds the memory too.
+    this.demand.set(name, times.slice(-Math.max(1, this.options.size)));
+  }
+
+  /** Ends waiting processes beyond each server's demand (the oldest first); runs while any waits. */
+  private trim(): void {
+    this.trimTimer = undefined;
+    if (this.closed) return;
+    for (const [name, list] of this.waiting) {
+      const wanted = this.wanted(name);
+      while (list.length > wanted) {
+        const warm = list[0]!;
+        this.options.logger.info({ server: name, waiting: list.length - 1 }, "warm_process_released");
+        this.drop(name, warm);
+      }
+      if (wanted === 0) this.demand.delete(name);
+    }
+    this.scheduleTrim();
+  }
+
+  private scheduleTrim(): void {
+    if (this.trimTimer || this.closed || this.size === 0) return;
+    // Often enough that demand falling within a window is followed; a pool at rest checks a few times a window.
+    this.trimTimer = this.clock.setTimeout(() => this.trim(), Math.max(50, Math.min(this.windowMs, this.idleMs) / 4));
   }
 
   /**
@@ -118,6 +186,8 @@ export class WarmPool {
 
   async close(): Promise<void> {
     this.closed = true;
+    if (this.trimTimer) this.clock.clearTimeout(this.trimTimer);
+    this.trimTimer = undefined;
     const all = [...this.waiting.values()].flat();
     this.waiting.clear();
     await Promise.allSettled(
