@@ -73,7 +73,7 @@ type AuthedRequest = IncomingMessage & { auth?: AuthInfo };
 
 /**
  * The bearer token each principal object came with, for upstreams whose operator opted into token passthrough only
- * (`auth: { type: "passthrough" }`, docs/adr/0027 §12). Outside the object, so it is never serialized, logged or stored.
+ * (`auth: { type: "passthrough" }`, docs/adr/0027 §14). Outside the object, so it is never serialized, logged or stored.
  */
 const inboundTokens = new WeakMap<object, string>();
 

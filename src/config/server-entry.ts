@@ -198,7 +198,19 @@ const otherClientsFields = {
 };
 
 const SLOT_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
-const slotName = z.string().regex(SLOT_NAME, { error: "a secret slot's name has letters, digits, _ . - (1-64, starting with a letter or digit); rename it" });
+const slotName = z.string();
+/** Slot names checked here rather than by the record's key schema, whose issue would carry the record's message. */
+const slotNames = (slots: Record<string, unknown>, ctx: z.RefinementCtx) => {
+  for (const name of Object.keys(slots)) {
+    if (!SLOT_NAME.test(name)) {
+      ctx.addIssue({
+        code: "custom",
+        path: [name],
+        message: "a secret slot's name has letters, digits, _ . - (1-64, starting with a letter or digit); rename it",
+      });
+    }
+  }
+};
 const slotDescription = z
   .string(mustBeString(() => "write what the person should paste here"))
   .max(500)
@@ -225,6 +237,7 @@ const stdioSecrets = z
     ),
     { error: (iss) => `must be an object of secret slots, e.g. {"API_KEY": {"env": "API_KEY"}} (got ${describeValue(iss.input)}); write it that way` },
   )
+  .superRefine(slotNames)
   .optional();
 
 /** remote: `secrets: { "token": { "header": "Authorization", "format": "Bearer {value}" } }`. */
@@ -247,6 +260,7 @@ const remoteSecrets = z
     ),
     { error: (iss) => `must be an object of secret slots, e.g. {"token": {"header": "X-Api-Key"}} (got ${describeValue(iss.input)}); write it that way` },
   )
+  .superRefine(slotNames)
   .optional();
 
 const stdioSchema = z.strictObject({
@@ -333,7 +347,9 @@ export function parseServerEntry(input: unknown): EntryResult {
   const issues = [...markers.issues];
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
-      if (issue.code === "unrecognized_keys") {
+      if (issue.code === "unrecognized_keys" && issue.path[0] === "secrets") {
+        for (const key of issue.keys) issues.push({ path: [...issue.path], message: unknownSlotKeyMessage(key, kind) });
+      } else if (issue.code === "unrecognized_keys") {
         for (const key of issue.keys) issues.push({ path: [...issue.path], message: unknownKeyMessage(key, kind) });
       } else {
         issues.push({ path: [...issue.path], message: issue.message });
@@ -418,6 +434,14 @@ function unknownKeyMessage(key: string, kind: Kind): string {
     (kind === "stdio" && key === "envFile" ? " (envFile is read only from config files)" : "") +
     `; fix or remove '${key}'`
   );
+}
+
+/** An unknown key in a secret slot: what the kind's slots accept (stdio: env; remote: header and format). */
+function unknownSlotKeyMessage(key: string, kind: Kind): string {
+  const accepted = kind === "stdio" ? ["description", "env", "optional"] : ["description", "header", "format", "optional"];
+  const other =
+    kind === "stdio" && (key === "header" || key === "format") ? ` ('${key}' is for remote servers' slots; a stdio server's value goes into env)` : "";
+  return `unknown key '${key}' in a secret slot${other}; a ${kind} server's slot accepts ${accepted.join(", ")}; fix or remove '${key}'`;
 }
 
 /** The candidate within edit distance 2 (or equal ignoring case), if any. */

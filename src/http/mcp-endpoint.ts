@@ -134,7 +134,7 @@ export class McpEndpoint {
       if (binding instanceof ResumeFailed) return sendErrorReply(res, binding.status, binding.error, this.gateway.logger);
       // Another principal's session is answered as an unknown one (it does not learn the id exists).
       if (!binding || !mayUseOwned(binding.session.principal, caller)) return sessionNotFound(res, sessionId);
-      refreshInboundToken(binding.session.principal, caller); // passthrough upstreams send the newest token (docs/adr/0027 §12)
+      refreshInboundToken(binding.session.principal, caller); // passthrough upstreams send the newest token (docs/adr/0027 §14)
       const guest = binding.guest;
       if (guest) {
         guest.lastActivityAt = this.gateway.clock.now();

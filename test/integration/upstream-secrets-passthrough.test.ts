@@ -1,5 +1,5 @@
 /**
- * Token passthrough (issue 23, docs/adr/0027 §12): a remote upstream gets the caller's own inbound bearer token
+ * Token passthrough (issue 23, docs/adr/0027 §14): a remote upstream gets the caller's own inbound bearer token
  * only when the operator wrote `auth: { type: "passthrough" }` for it; a warning naming the server (never the
  * token) is logged at start; combined with OAuth fields or per-user secrets the config is refused.
  */

@@ -1,5 +1,5 @@
 /**
- * Per-user secrets through a real gateway (issue 23, docs/adr/0027 §11): a stdio server with a secret slot
+ * Per-user secrets through a real gateway (issue 23, docs/adr/0027 §13): a stdio server with a secret slot
  * (the secret-env-server fixture, started as a real process, reports a hash of the env value it got). Alice's
  * call without a value waits as a task whose URL is the Connections page; Chromium, logged in to the console
  * as alice, fills the slot and the waiting call completes with her value. Bob's value is his own: each

@@ -224,7 +224,7 @@ describe("parseConfig: a bad server entry is reported by server, key, problem an
     {
       what: "a misspelt key",
       servers: { fs: { command: "npx", argz: ["-y"] } },
-      says: "mcpServers.fs: unknown key 'argz' (did you mean 'args'?); a stdio server accepts command, args, env, cwd, type, transport, sharing, disabled, timeout,",
+      says: "mcpServers.fs: unknown key 'argz' (did you mean 'args'?); a stdio server accepts command, args, env, cwd, secrets, type, transport, sharing, disabled, timeout,",
     },
     {
       what: "a remote key on a stdio server",
@@ -437,7 +437,7 @@ describe("parseConfig: configs copied from other MCP clients", () => {
     const message = configErrorOf(() => parseConfig({ mcpServers: { r: { url: "https://example.com/mcp", retries: 3 } } }));
     assert.match(
       message,
-      /mcpServers\.r: unknown key 'retries'; a remote server accepts url, headers, auth, type, transport, sharing, disabled, timeout, autoApprove, alwaysAllow, disabledTools, watchPaths, transportType, serverUrl; fix or remove 'retries'/,
+      /mcpServers\.r: unknown key 'retries'; a remote server accepts url, headers, auth, secrets, type, transport, sharing, disabled, timeout, autoApprove, alwaysAllow, disabledTools, watchPaths, transportType, serverUrl; fix or remove 'retries'/,
     );
   });
 });

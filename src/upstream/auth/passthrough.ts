@@ -1,5 +1,5 @@
 /**
- * Token passthrough (issue 23, docs/adr/0027-upstream-identity.md §12): for a remote server whose operator wrote
+ * Token passthrough (issue 23, docs/adr/0027-upstream-identity.md §14): for a remote server whose operator wrote
  * `auth: { type: "passthrough" }`, every request carries the caller's own inbound bearer token. The MCP
  * authorization spec forbids it by default (confused deputy; the token's audience is the gateway), so it is opt-in,
  * config-file only, and warned about at start; the token is never logged.

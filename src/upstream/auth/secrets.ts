@@ -1,5 +1,5 @@
 /**
- * Per-user secrets (issue 23, docs/adr/0027-upstream-identity.md §11): a server's secret slots, each person's value
+ * Per-user secrets (issue 23, docs/adr/0027-upstream-identity.md §13): a server's secret slots, each person's value
  * sealed in the vault under (person, server, `secret:<slot>`) and put into the config a connection is made with
  * (stdio: env; remote: headers). A required slot the person has not filled fails with EMCP_CONSENT_REQUIRED whose
  * URL is the console's Connections page, so the waiting call resumes once it is saved (session/consent-wait.ts).
