@@ -14,6 +14,7 @@
  * before=<dir> (each gateway mode runs twice: this tree and the tree in <dir>,
  * e.g. `git archive <commit> | tar -x -C <dir>` plus a node_modules symlink,
  * so a change's before/after alternate in one run).
+ * `-json` modes (session-json, shared-json, meta-json) set gateway.http.plainJsonResponses.
  * Peers (modes `supergateway`, `mcp-proxy`, in the default set): installed on
  * demand into node_modules/.cache/emceepee-bench-peers (`npm install --prefix`,
  * never package.json), each fronting server-everything over stdio with one
@@ -46,8 +47,8 @@ const opts = {
   profile: process.argv.find((a) => a.startsWith("--profile="))?.slice(10) ?? process.env.BENCH_PROFILE,
   before: process.argv.find((a) => a.startsWith("--before="))?.slice(9) ?? process.env.BENCH_BEFORE,
 };
-type Mode = "direct" | "supergateway" | "mcp-proxy" | "session" | "shared" | "meta";
-const ALL_MODES: Mode[] = ["direct", "supergateway", "mcp-proxy", "session", "shared", "meta"];
+type Mode = "direct" | "supergateway" | "mcp-proxy" | "session" | "shared" | "meta" | "session-json" | "shared-json" | "meta-json";
+const ALL_MODES: Mode[] = ["direct", "supergateway", "mcp-proxy", "session", "shared", "meta", "session-json", "shared-json", "meta-json"];
 const MODES = opts.modes as Mode[];
 for (const m of MODES) if (!ALL_MODES.includes(m)) throw new Error(`--modes: unknown '${m}'`);
 const PEERS_DIR = path.resolve("node_modules/.cache/emceepee-bench-peers");
@@ -90,10 +91,11 @@ async function startDirect(): Promise<{ url: string; child: ChildProcess }> {
   return { url: `http://127.0.0.1:${port}/mcp`, child };
 }
 
-function gatewayConfig(sharing: "session" | "shared") {
+/** `json`: gateway.http.plainJsonResponses (the `-json` modes): plain calls answered with JSON, not SSE. */
+function gatewayConfig(sharing: "session" | "shared", json: boolean) {
   return {
     mcpServers: { everything: { ...EVERYTHING, sharing } },
-    gateway: { sessions: { maxSessions: 1000 }, pendingRequests: { maxPerSession: 1000 } },
+    gateway: { sessions: { maxSessions: 1000 }, pendingRequests: { maxPerSession: 1000 }, ...(json ? { http: { plainJsonResponses: true } } : {}) },
   };
 }
 
@@ -158,7 +160,7 @@ async function connect(url: string): Promise<Conn> {
 
 async function echo(mode: Mode, c: Conn, message: string): Promise<void> {
   const result = (
-    mode === "meta"
+    mode.startsWith("meta")
       ? await c.client.callTool({ name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message } } }, undefined, { timeout: 300_000 })
       : await c.client.callTool({ name: "echo", arguments: { message } }, undefined, { timeout: 300_000 })
   ) as CallToolResult;
@@ -225,11 +227,18 @@ async function open(mode: Mode, before = false): Promise<Target> {
   }
   const prof = opts.profile ? ["--cpu-prof", `--cpu-prof-dir=${opts.profile}/${mode}`, "--cpu-prof-interval=200"] : [];
   const root = before ? path.resolve(opts.before!) : undefined;
-  const g: GatewayProcess = await startGatewayProcess(gatewayConfig(mode === "shared" ? "shared" : "session"), `relay-${mode}`, "silent", {}, prof, root);
+  const g: GatewayProcess = await startGatewayProcess(
+    gatewayConfig(mode.startsWith("shared") ? "shared" : "session", mode.endsWith("-json")),
+    `relay-${mode}`,
+    "silent",
+    {},
+    prof,
+    root,
+  );
   return {
     mode,
     label: before ? `${mode} (before)` : mode,
-    url: mode === "meta" ? g.url : `${g.origin}/servers/everything/mcp`,
+    url: mode.startsWith("meta") ? g.url : `${g.origin}/servers/everything/mcp`,
     gatewayPid: g.pid,
     upstreamPids: () => descendantPids(g.pid),
     conns: [],
@@ -243,7 +252,7 @@ async function main(): Promise<void> {
   try {
     for (const mode of MODES) {
       targets.push(await open(mode));
-      if (opts.before && (mode === "session" || mode === "shared" || mode === "meta")) targets.push(await open(mode, true));
+      if (opts.before && !["direct", "supergateway", "mcp-proxy"].includes(mode)) targets.push(await open(mode, true));
     }
     for (const t of targets) stats.set(t.label, { rounds: [], lat: [] });
     for (const t of targets) {

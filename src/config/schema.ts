@@ -431,6 +431,8 @@ export const gatewaySettingsSchema = z.strictObject({
         .default(8 * 1024 * 1024),
       /** An SSE comment frame on every open SSE stream this often, so proxies and idle timeouts keep it open (0: none). */
       sseKeepAliveMs: z.number().int().min(0).default(15_000),
+      /** Answer a plain request (no progress token, no task, a client that cannot be asked anything) with JSON, not an SSE stream: nothing stored for replay, but a dropped connection loses the answer (docs/adr/0035). */
+      plainJsonResponses: z.boolean().default(false),
       /** How long an idle keep-alive connection stays open (Node's default, 5 s, races clients and proxies that reuse it later: ECONNRESET). */
       keepAliveTimeoutMs: z.number().int().min(1_000).max(3_600_000).default(65_000),
       /** A POST body nested deeper than this (arrays and objects) is refused with 400 before anything parses it further. */

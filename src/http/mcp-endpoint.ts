@@ -12,6 +12,7 @@ import { isInitializeRequest, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIO
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { primeServerTransport, type StoredInitialize } from "../mcp/resume-session.js";
 import { onResponseSent } from "../mcp/response-sent.js";
+import { answerPlainWithJson, isPlainRequest } from "../mcp/json-answers.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 import { mayUseOwned } from "../auth/ownership.js";
 import type { Session } from "../session/session.js";
@@ -311,6 +312,11 @@ export class McpEndpoint {
       },
     });
     onResponseSent(transport, (id) => inflight.delete(JSON.stringify(id)));
+    // Plain requests answered with one JSON body: no SSE stream, nothing stored for replay (docs/adr/0035).
+    if (this.gateway.settings.http.plainJsonResponses) {
+      const face = server as Partial<{ getClientCapabilities(): Record<string, unknown> | undefined }>;
+      answerPlainWithJson(transport, (body) => isPlainRequest(body, face.getClientCapabilities?.()));
+    }
     transport.onclose = () => {
       const binding = this.bindings.get(transportId);
       if (!binding) return;
