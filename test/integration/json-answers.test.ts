@@ -108,6 +108,34 @@ describe("plainJsonResponses on", () => {
     }
   });
 
+  test("a client that drops a plain call's connection before the answer: the answer is dropped, the id and the session stay usable", LIMIT, async () => {
+    const s = await open(face, {});
+    const abort = new AbortController();
+    const slow = fetch(face, {
+      method: "POST",
+      headers: { ...HEADERS, "mcp-session-id": s, "mcp-protocol-version": "2025-11-25" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 7,
+        method: "tools/call",
+        params: { name: "trigger-long-running-operation", arguments: { duration: 1, steps: 1 } },
+      }),
+      signal: abort.signal,
+    });
+    abort.abort();
+    await slow.catch(() => undefined);
+    // Once the upstream has answered (and the answer had nowhere to go), id 7 is free again and the session answers.
+    const deadline = Date.now() + 30_000;
+    let reused: { type: string; text: string } | undefined;
+    while (Date.now() < deadline) {
+      reused = await post(face, echo(7), s);
+      if (!/still in use/.test(reused.text)) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.match(reused!.type, /^application\/json/, reused!.text);
+    assert.match(reused!.text, /Echo: m7/);
+  });
+
   test("the SDK client works against it, concurrent calls each answered once", LIMIT, async () => {
     const client = new Client({ name: "json-answers-sdk", version: "1" });
     const transport = new StreamableHTTPClientTransport(new URL(face));
