@@ -36,6 +36,12 @@ export interface UpstreamOAuthOptions {
   fetch?: FetchLike;
 }
 
+/** What an upstream's 401 or 403 asked for (WWW-Authenticate, RFC 6750 / RFC 9728): where its resource metadata is, which scope. */
+export interface AuthChallenge {
+  resourceMetadataUrl?: URL | undefined;
+  scope?: string | undefined;
+}
+
 /** Whose and which: the principal (issuer, subject) and the upstream's name, URL and `auth` config. */
 export interface UpstreamAuthTarget {
   owner: { issuer: string; subject: string };
@@ -77,9 +83,11 @@ export class UpstreamOAuth {
    * The principal's access token for the upstream: the stored one while it
    * is not within refreshAheadMs of expiring (or `force`), else refreshed;
    * without one (or when the refresh is refused) CONSENT_REQUIRED with the
-   * authorization URL to open.
+   * authorization URL to open. `challenge`: what the upstream's 401 named,
+   * used by a new authorization (its metadata URL, and its scope, with the
+   * configured ones, ahead of the resource's scopes_supported: SEP-835).
    */
-  async accessToken(t: UpstreamAuthTarget, options: { force?: boolean } = {}): Promise<string> {
+  async accessToken(t: UpstreamAuthTarget, options: { force?: boolean; challenge?: AuthChallenge } = {}): Promise<string> {
     const tokens = await this.provider(t).tokens();
     const now = this.ctx.clock.now();
     if (tokens && !options.force && (tokens.expires_at === undefined || tokens.expires_at - this.refreshAheadMs > now)) return tokens.access_token;
@@ -87,7 +95,7 @@ export class UpstreamOAuth {
     const key = JSON.stringify([t.owner.issuer, t.owner.subject, t.upstream]);
     let pending = this.inflight.get(key);
     if (!pending) {
-      pending = this.run(t, tokens?.refresh_token !== undefined).finally(() => this.inflight.delete(key));
+      pending = this.run(t, tokens?.refresh_token !== undefined, options.challenge ?? {}).finally(() => this.inflight.delete(key));
       this.inflight.set(key, pending);
     }
     await pending;
@@ -97,17 +105,23 @@ export class UpstreamOAuth {
   }
 
   /** Runs the SDK's auth(): a refresh when a refresh token is kept, else (or when it is refused) a new authorization, which ends in CONSENT_REQUIRED. */
-  private async run(t: UpstreamAuthTarget, canRefresh: boolean): Promise<void> {
+  private async run(t: UpstreamAuthTarget, canRefresh: boolean, challenge: AuthChallenge): Promise<void> {
     const provider = this.provider(t);
     let result: "AUTHORIZED" | "REDIRECT";
+    const scope = challenge.scope ? unionScopes(t.config.scopes ?? [], challenge.scope.split(" ")) : undefined;
     try {
-      result = await auth(provider, { serverUrl: t.url, fetchFn: this.fetchFn });
+      result = await auth(provider, {
+        serverUrl: t.url,
+        fetchFn: this.fetchFn,
+        ...(challenge.resourceMetadataUrl ? { resourceMetadataUrl: challenge.resourceMetadataUrl } : {}),
+        ...(scope ? { scope } : {}),
+      });
     } catch (err) {
       if (err instanceof GatewayError) throw err;
       if (!canRefresh) throw authFailed(t.upstream, errorMessage(err), err);
       // The refresh was refused (revoked, expired): forget the grant and ask the person again.
       await provider.invalidateCredentials("tokens");
-      return this.run(t, false);
+      return this.run(t, false, challenge);
     }
     if (result === "AUTHORIZED") return;
     const url = provider.authorizationUrl;
@@ -174,6 +188,10 @@ export class UpstreamOAuth {
    * A fetch for the upstream's transport that sends the principal's access
    * token, and on a 401 refreshes once and retries; a request that cannot
    * get a token fails with CONSENT_REQUIRED (or UPSTREAM_AUTH_FAILED).
+   * Without any grant the request goes first without a token: the
+   * upstream's 401 says where its resource metadata is and which scope it
+   * wants (the MCP authorization spec's discovery), and then the
+   * authorization starts from that.
    */
   fetchFor(t: UpstreamAuthTarget, base: FetchLike): FetchLike {
     return async (url, init) => {
@@ -182,16 +200,26 @@ export class UpstreamOAuth {
         headers.set("authorization", `Bearer ${token}`);
         return base(url, { ...init, headers });
       };
-      let res = await send(await this.accessToken(t));
-      if (res.status === 401) {
+      let res: Response;
+      if ((await this.provider(t).tokens()) === undefined) {
+        res = await base(url, init);
+        if (res.status !== 401) return res;
+        const challenge = challengeOf(res);
         await res.body?.cancel();
-        res = await send(await this.accessToken(t, { force: true }));
+        res = await send(await this.accessToken(t, { challenge }));
+      } else {
+        res = await send(await this.accessToken(t));
+      }
+      if (res.status === 401) {
+        const challenge = challengeOf(res);
+        await res.body?.cancel();
+        res = await send(await this.accessToken(t, { force: true, challenge }));
       }
       const key = JSON.stringify([t.owner.issuer, t.owner.subject, t.upstream]);
       const challenge = res.status === 403 ? extractWWWAuthenticateParams(res) : undefined;
       if (challenge?.error !== "insufficient_scope") return res;
       await res.body?.cancel();
-      return this.stepUp(t, key, (challenge.scope ?? "").split(" ").filter(Boolean));
+      return this.stepUp(t, key, (challenge.scope ?? "").split(" ").filter(Boolean), { resourceMetadataUrl: challenge.resourceMetadataUrl });
     };
   }
 
@@ -203,7 +231,7 @@ export class UpstreamOAuth {
    * scopes, or after maxStepUps in a row that did not get their scopes
    * (unanswered, or the authorization server granted less).
    */
-  private async stepUp(t: UpstreamAuthTarget, key: string, required: string[]): Promise<never> {
+  private async stepUp(t: UpstreamAuthTarget, key: string, required: string[], challenge: AuthChallenge): Promise<never> {
     const granted = ((await this.provider(t).tokens())?.scope ?? "").split(" ").filter(Boolean);
     const wanted = [...new Set([...granted, ...(t.config.scopes ?? []), ...required])];
     const last = this.stepUps.get(key);
@@ -224,7 +252,12 @@ export class UpstreamOAuth {
     await provider.prepareStepUp(wanted);
     let result: "AUTHORIZED" | "REDIRECT";
     try {
-      result = await auth(provider, { serverUrl: t.url, scope: wanted.join(" "), fetchFn: this.fetchFn });
+      result = await auth(provider, {
+        serverUrl: t.url,
+        scope: wanted.join(" "),
+        fetchFn: this.fetchFn,
+        ...(challenge.resourceMetadataUrl ? { resourceMetadataUrl: challenge.resourceMetadataUrl } : {}),
+      });
     } catch (err) {
       if (err instanceof GatewayError) throw err;
       throw authFailed(t.upstream, errorMessage(err), err);
@@ -237,6 +270,16 @@ export class UpstreamOAuth {
       { details: { server: t.upstream, authorizationUrl: url.href, scopes: wanted } },
     );
   }
+}
+
+/** What a 401's or 403's WWW-Authenticate names (none when the header is missing or unparsable). */
+function challengeOf(res: Response): AuthChallenge {
+  const { resourceMetadataUrl, scope } = extractWWWAuthenticateParams(res);
+  return { resourceMetadataUrl, scope };
+}
+
+function unionScopes(...lists: string[][]): string {
+  return [...new Set(lists.flat().filter(Boolean))].join(" ");
 }
 
 /** Text from the callback's query as it may be logged and shown: control and format characters dropped, at most `max` characters, quoted (JSON escapes). */

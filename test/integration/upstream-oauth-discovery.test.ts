@@ -1,0 +1,76 @@
+/**
+ * Discovery from the upstream's 401 (MCP authorization spec; the conformance
+ * suite's auth/metadata-var3 and auth/scope-from-www-authenticate): a person
+ * without a grant gets an authorization started from what the upstream's
+ * WWW-Authenticate names, its Protected Resource Metadata URL (here at a
+ * custom path, not at a well-known one) and its scope (ahead of the
+ * resource's scopes_supported, SEP-835); after consent the call carries
+ * their token. oidc-provider on loopback is the authorization server.
+ */
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { GatewayError } from "../../src/errors.js";
+import type { Store } from "../../src/store/contracts.js";
+import { openStore } from "../../src/store/open.js";
+import { parseKeys } from "../../src/upstream/auth/keyring.js";
+import { UpstreamOAuth, type UpstreamAuthTarget } from "../../src/upstream/auth/upstream-oauth.js";
+import { CredentialVault, Vault } from "../../src/upstream/auth/vault.js";
+import { systemClock } from "../../src/clock.js";
+import { startProtectedServer, type ProtectedServer } from "../fixtures/oauth-protected-server.js";
+import { followAuthorization, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+
+const REDIRECT = "http://127.0.0.1:1/oauth/callback";
+const ALICE = { issuer: "https://idp.example", subject: "alice" };
+
+let as: TestOidcProvider;
+let upstream: ProtectedServer;
+let store: Store;
+let oauth: UpstreamOAuth;
+
+before(async () => {
+  as = await startOidcProvider({ scopes: ["mcp:tools", "mcp:admin"] });
+  upstream = await startProtectedServer({
+    issuer: as.issuer,
+    scopes: ["mcp:tools", "mcp:admin"],
+    prmPath: "/custom/metadata/location.json",
+    challengeScope: "mcp:tools",
+  });
+  store = await openStore({ kind: "memory" }, { clock: systemClock });
+  const vault = new CredentialVault(new Vault(parseKeys(randomBytes(32).toString("base64"), "test")), store.credentials, () => Date.now());
+  oauth = new UpstreamOAuth({ vault, flows: store.oauthFlows, clock: systemClock, redirectUrl: REDIRECT });
+});
+
+after(async () => {
+  await store?.close();
+  await upstream?.close();
+  await as?.close();
+});
+
+test("the authorization starts from the 401's resource_metadata (a custom path) and scope; after consent the call carries the person's token", async () => {
+  const target: UpstreamAuthTarget = { owner: ALICE, upstream: "remote", url: upstream.url, config: { type: "oauth" } };
+  const client = new Client({ name: "t", version: "1" });
+  const transport = new StreamableHTTPClientTransport(new URL(upstream.url), { fetch: oauth.fetchFor(target, (u, i) => fetch(u, i)) });
+  const err = await client.connect(transport).then(
+    () => assert.fail("expected EMCP_CONSENT_REQUIRED"),
+    (e: unknown) => e,
+  );
+  await client.close();
+  assert.ok(err instanceof GatewayError && err.code === "EMCP_CONSENT_REQUIRED", String(err));
+  const url = new URL(String(err.details?.["authorizationUrl"]));
+  assert.equal(url.origin, as.issuer, "the authorization server of the metadata the 401 pointed at");
+  assert.equal(url.searchParams.get("scope"), "mcp:tools", "the 401's scope, not every scope the resource supports");
+  assert.equal(url.searchParams.get("resource"), upstream.url);
+  const back = await followAuthorization(url, "alice", REDIRECT);
+  assert.deepEqual(await oauth.complete(back.searchParams, ALICE, () => target), { upstream: "remote" });
+  const again = new Client({ name: "t", version: "1" });
+  await again.connect(new StreamableHTTPClientTransport(new URL(upstream.url), { fetch: oauth.fetchFor(target, (u, i) => fetch(u, i)) }));
+  try {
+    const r = await again.callTool({ name: "whoami", arguments: {} });
+    assert.equal((r.content as Array<{ text: string }>)[0]!.text, "alice");
+  } finally {
+    await again.close();
+  }
+});
