@@ -15,39 +15,15 @@ import { Client as ModernClient, StreamableHTTPClientTransport as ModernTranspor
 import { startModernReferenceServer, type ModernReferenceServer } from "../fixtures/modern-reference-server.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
+import { MODERN, modernRequest } from "../helpers/modern-requests.js";
 import type { TestGateway } from "../helpers/gateway.js";
 import { parkedCallsOf } from "../../src/http/modern-mrtr.js";
 
-const MODERN = "2026-07-28";
 const CAPS = { elicitation: { form: {} }, sampling: {}, roots: {} };
 const T = { timeout: 120_000 };
 
-interface Answer {
-  status: number;
-  body: { id?: unknown; result?: Record<string, any>; error?: { code: number; message: string; data?: any } };
-}
-
-/** One raw 2026-07-28 request: envelope, version header, Mcp-Method and Mcp-Name. */
-async function modern(url: string, id: number, method: string, params: Record<string, unknown>, capabilities: object = CAPS): Promise<Answer> {
-  const envelope = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": capabilities,
-    "io.modelcontextprotocol/clientInfo": { name: "mrtr-test", version: "1" },
-  };
-  const res = await fetch(url, {
-    method: "POST",
-    headers: {
-      "Content-Type": "application/json",
-      Accept: "application/json, text/event-stream",
-      "MCP-Protocol-Version": MODERN,
-      "Mcp-Method": method,
-      ...(typeof params.name === "string" ? { "Mcp-Name": params.name } : {}),
-    },
-    body: JSON.stringify({ jsonrpc: "2.0", id, method, params: { ...params, _meta: envelope } }),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? (JSON.parse(text) as Answer["body"]) : {} };
-}
+/** One raw 2026-07-28 request from a client that declares elicitation, sampling and roots. */
+const modern = (url: string, _id: number, method: string, params: Record<string, unknown>) => modernRequest(url, method, params, { capabilities: CAPS });
 
 /** An SDK v2 client pinned to 2026-07-28 that answers elicitation, sampling and roots. */
 async function modernClient(url: string): Promise<{ client: ModernClient; asked: string[] }> {
