@@ -121,7 +121,13 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   const openedStore = () => store.opened();
   // Every upstream connection is made by this factory: own, warm or shared (docs/adr/0010), and the checks'.
   // Per-person upstream credentials (issue 23, docs/adr/0027-upstream-identity.md): the vault's keys are read once, here; the OAuth client on first use.
-  const upstreamAuth = createUpstreamAuth(settings, { clock, store: openedStore, base: () => listenedBase });
+  const upstreamAuth = createUpstreamAuth(settings, {
+    clock,
+    store: openedStore,
+    base: () => listenedBase,
+    // Called only after start (a person saved a secret): `upstreams` is made just below.
+    secretChanged: (server, person) => upstreams.renew(server, person),
+  });
   let listenedBase: string | undefined;
   const upstreams = createUpstreams({
     registry,

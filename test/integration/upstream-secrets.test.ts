@@ -4,7 +4,7 @@
  * call without a value waits as a task whose URL is the Connections page; Chromium, logged in to the console
  * as alice, fills the slot and the waiting call completes with her value. Bob's value is his own: each
  * principal gets their own process in session and in shared mode. The raw SQLite file and the logs hold no
- * value; Replace and Remove act on the next connection.
+ * value; Replace and Remove end the person's running processes, so the next call uses the new value (or asks again).
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -170,6 +170,25 @@ describe("per-user secrets", { skip, timeout: 300_000 }, () => {
     const logs = logText.join("");
     assert.match(logs, /upstream_secret_saved/);
     for (const v of [ALICE, BOB]) assert.ok(!logs.includes(v), "no log line holds a secret value");
+  });
+
+  test("Replace ends the person's running shared process (only theirs): the next call uses the new value", async () => {
+    const run = async (user: string) => whoenvOf(await call(agents[user]!, "execute_tool", { server: "envsh", tool: "whoenv", args: {} }));
+    const before = await run("alice");
+    const bobBefore = await run("bob");
+    assert.equal(before.hash, hashOf(ALICE));
+    await fillInBrowser("envsh", ALICE2);
+    let now: { hash: string | null; pid: number } | undefined;
+    // The old process is dropped at once; a call racing the drop may fail: poll until the new value answers.
+    for (const end = Date.now() + 60_000; Date.now() < end;) {
+      now = await run("alice").catch(() => undefined);
+      if (now?.hash === hashOf(ALICE2)) break;
+    }
+    assert.equal(now?.hash, hashOf(ALICE2));
+    assert.notEqual(now.pid, before.pid);
+    const bobAfter = await run("bob");
+    assert.equal(bobAfter.hash, hashOf(BOB));
+    assert.equal(bobAfter.pid, bobBefore.pid, "bob's process is untouched");
   });
 
   test("Replace takes effect on the next connection; Remove makes the next session ask again", async () => {

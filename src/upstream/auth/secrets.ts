@@ -37,6 +37,8 @@ export interface UpstreamSecretsOptions {
   credentials: () => CredentialStore;
   /** The console's Connections page, where a person fills their slots. */
   connectionsUrl: () => string;
+  /** After a person's value was saved or removed: their live connections to the server are dropped (factory renew()). */
+  changed?: ((server: string, person: Person) => void) | undefined;
 }
 
 export function hasSecrets(config: ServerConfig): boolean {
@@ -114,12 +116,15 @@ export class UpstreamSecrets {
       throw new GatewayError(ErrorCodes.BAD_ARGUMENTS, `the value for ${JSON.stringify(slot)} has a line break or NUL character; paste it on one line`);
     }
     await this.o.vault().put({ issuer: person.issuer, subject: person.subject, upstream: server, slot: secretSlotKey(slot) }, value);
+    this.o.changed?.(server, person);
   }
 
   /** Forgets `person`'s value for the slot; false when there was none. */
-  remove(person: Person, server: string, config: ServerConfig, slot: string): Promise<boolean> {
+  async remove(person: Person, server: string, config: ServerConfig, slot: string): Promise<boolean> {
     this.slotOf(server, config, slot);
-    return this.o.vault().delete({ issuer: person.issuer, subject: person.subject, upstream: server, slot: secretSlotKey(slot) });
+    const gone = await this.o.vault().delete({ issuer: person.issuer, subject: person.subject, upstream: server, slot: secretSlotKey(slot) });
+    this.o.changed?.(server, person);
+    return gone;
   }
 
   private slotOf(server: string, config: ServerConfig, slot: string): SecretSlot {

@@ -68,7 +68,13 @@ export interface UpstreamConnections {
 
 export function createUpstreamAuth(
   settings: GatewaySettings,
-  deps: { clock: Clock; store: () => Store; base: () => string | undefined },
+  deps: {
+    clock: Clock;
+    store: () => Store;
+    base: () => string | undefined;
+    /** A person's secret for a server was saved or removed (the upstream factory drops their live connections to it). */
+    secretChanged?: (server: string, person: Person) => void;
+  },
 ): UpstreamAuth | undefined {
   const keys = loadKeys(settings.vault);
   if (!keys) return undefined;
@@ -95,6 +101,7 @@ export function createUpstreamAuth(
       vault: credentials,
       credentials: () => deps.store().credentials,
       connectionsUrl: () => `${base()}${CONNECTIONS_PAGE_PATH}`,
+      changed: deps.secretChanged,
     }));
   return {
     oauth: client,

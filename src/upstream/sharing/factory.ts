@@ -81,6 +81,11 @@ export interface Upstreams {
   readonly probe: (server: string, config: ServerConfig, attachment: Pick<UpstreamAttachment, "handlers" | "logger">) => UpstreamConnection;
   /** What each server answered when last connected (a transparent session's initialize answers from it: docs/adr/0034). */
   readonly known: KnownServers;
+  /**
+   * Drops `principal`'s live connections to `server` (own and shared), so their next use connects with the config
+   * resolved again: a secret they replaced or removed is not used by a process started with the old one.
+   */
+  renew(server: string, principal: PrincipalRef | undefined): void;
   /** Turns the warm pool on (`serve`). */
   start(): void;
   /** Ends the shared connections and the waiting processes (after the sessions have closed). */
@@ -91,7 +96,7 @@ export interface Upstreams {
 type ConnectionParts = Pick<UpstreamConnectionOptions, "handlers" | "logger" | "transportFactory"> &
   Partial<Pick<UpstreamConnectionOptions, "roots" | "persistence" | "receiverTasks" | "runtime" | "livenessPingMs" | "resolveConfig">>;
 
-type PrincipalRef = { issuer: string; subject: string };
+export type PrincipalRef = { issuer: string; subject: string };
 
 /**
  * Whether connections to `config` carry one person's credentials (OAuth, secrets, their forwarded token): such a
@@ -182,6 +187,17 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     return { transportFactory: withPrincipalAuth(passthrough, config, name, principal, o.oauth), ...(resolveConfig ? { resolveConfig } : {}) };
   };
 
+  /** Live principal-bound connections by server and principalKey() (renew() drops them); closed ones are pruned as new ones come. */
+  const bound = new Map<string, Set<UpstreamConnection>>();
+  const track = (server: string, principal: PrincipalRef | undefined, conn: UpstreamConnection): UpstreamConnection => {
+    const k = `${server} ${principalKey(principal ?? ANONYMOUS)}`;
+    let set = bound.get(k);
+    if (!set) bound.set(k, (set = new Set()));
+    for (const c of set) if (c.status === "closed") set.delete(c);
+    set.add(conn);
+    return conn;
+  };
+
   /** Shared connections of one principal (servers with `auth`), or of everyone (`undefined`). */
   const sharedFor = (principal: PrincipalRef | undefined, bearer?: () => string | undefined) =>
     new SharedUpstreams(
@@ -190,7 +206,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
         requestTimeoutMs: upstream.requestTimeoutMs,
         connection: (name, parts) => {
           const entry = registry.require(name);
-          return connection(name, entry.config, {
+          const made = connection(name, entry.config, {
             ...parts,
             logger,
             // Shared runtime servers have no credentials (entrySharing); their URL rules still apply (docs/adr/0015).
@@ -199,6 +215,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
             receiverTasks: receivers(`shared:${name}`, name, logger),
             // No `roots`: servers cache the roots per connection, and one session's roots must not reach another's calls (ADR 0010).
           });
+          return principalBound(entry.config) ? track(name, principal, made) : made;
         },
       },
       logger,
@@ -241,7 +258,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
       return mine.attach(server, { handlers: a.handlers, persistence: a.persistence });
     }
     // A runtime server's credentials only for the session that added it (docs/adr/0015).
-    return connection(server, config, {
+    const own = connection(server, config, {
       handlers: a.handlers,
       logger: a.logger,
       roots: a.roots,
@@ -251,10 +268,14 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
       ...(perPrincipal ? credentialed(server, config, o.transportFactory, a.principal, isRuntime(entry)) : { transportFactory: warm.factory }),
       receiverTasks: receivers(a.sessionId, server, a.logger),
     });
+    return perPrincipal ? track(server, a.principal, own) : own;
   };
 
   return {
     factory,
+    renew(server, principal) {
+      for (const conn of bound.get(`${server} ${principalKey(principal ?? ANONYMOUS)}`) ?? []) conn.renew("the person's secret for it changed");
+    },
     probe: (server, config, a) => learning(server, config, connection(server, config, { ...a, transportFactory: o.transportFactory, livenessPingMs: 0 })),
     known,
     start: () => warm.start(),
