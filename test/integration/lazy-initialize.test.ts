@@ -36,7 +36,7 @@ const markers: string[] = [];
 after(async () => {
   await Promise.allSettled(clients.map((c) => c.close()));
   await Promise.allSettled(gateways.map((g) => g.close()));
-  for (const m of markers) fs.rmSync(m, { force: true });
+  for (const m of markers) fs.rmSync(m, { recursive: true, force: true });
 });
 
 async function faceUrl(config: object, transparent: Record<string, unknown> = {}): Promise<string> {
@@ -99,7 +99,7 @@ describe("lazy initialize on /servers/<name>/mcp", () => {
       command: "/bin/sh",
       args: [
         "-c",
-        'if [ -e "$1" ]; then echo "lazy: refusing to start twice" >&2; exit 3; fi; : > "$1"; shift; exec "$@"',
+        'if ! mkdir "$1" 2>/dev/null; then echo "lazy: refusing to start twice" >&2; exit 3; fi; shift; exec "$@"',
         "lazy",
         flag,
         base.command,

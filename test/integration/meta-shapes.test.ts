@@ -430,12 +430,14 @@ describe("operator log events (design EV-13), captured from the gateway's logger
   let client!: Client;
   const lines: Array<Record<string, unknown> & { msg?: string }> = [];
   const marker = path.join(os.tmpdir(), `emceepee-flaky-${process.pid}-${Date.now()}`);
-  // Starts once as the slow-server fixture; every later start fails (a reconnect that cannot succeed).
+  // Starts once as the slow-server fixture; every later start fails (a reconnect that cannot succeed). mkdir is the
+  // atomic test-and-set: with a check then a create, the warm process started beside the first one could also pass
+  // the check, and the reconnect then took that healthy process (server_reconnect_failed never came: a 30 s timeout).
   const flaky = {
     command: "/bin/sh",
     args: [
       "-c",
-      'if [ -e "$1" ]; then echo "flaky: refusing to start twice" >&2; exit 3; fi; : > "$1"; exec "$2" --import tsx "$3"',
+      'if ! mkdir "$1" 2>/dev/null; then echo "flaky: refusing to start twice" >&2; exit 3; fi; exec "$2" --import tsx "$3"',
       "flaky",
       marker,
       process.execPath,
@@ -469,7 +471,7 @@ describe("operator log events (design EV-13), captured from the gateway's logger
   after(async () => {
     await client?.close().catch(() => undefined);
     await gw?.close();
-    fs.rmSync(marker, { force: true });
+    fs.rmSync(marker, { recursive: true, force: true });
   });
 
   test("a promoted call: tool_execution_start, tool_execution_timeout, tool_execution_complete, task_completed", SLOW, async () => {

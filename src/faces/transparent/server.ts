@@ -100,6 +100,10 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   server.oninitialized = () => {
     if (!o.init) install(server.getClientCapabilities() ?? {});
     markInitialized();
+    // A client with roots is connected now, without waiting: upstreams ask for roots right after initializing (docs/adr/0034).
+    if (known && target.kind === "server" && (o.init?.capabilities ?? server.getClientCapabilities())?.roots) {
+      session.connection(target.server).catch(() => undefined); // a failure is the first request's to report
+    }
   };
   server.onclose = () => {
     unwatch?.();
