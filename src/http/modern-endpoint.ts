@@ -135,6 +135,14 @@ export async function handleModern(
     delete params.task; // a legacy client's hint: tolerated, the gateway decides which calls become tasks (SEP-2663)
   }
   // The tasks extension (modern-tasks.ts): the principal's task host answers, or the call goes on as a plain one.
+  if (TASK_METHODS.has(method) && capabilities.extensions?.[TASKS_EXTENSION] === undefined) {
+    return sendError(res, id, {
+      httpStatus: 400,
+      code: -32021,
+      message: `Missing required client capability: ${method} needs the ${TASKS_EXTENSION} extension declared in params._meta["${CLIENT_CAPABILITIES_META_KEY}"].extensions`,
+      data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+    });
+  }
   const taskCall = method === "tools/call" && capabilities.extensions?.[TASKS_EXTENSION] !== undefined && params.requestState === undefined;
   if (TASK_METHODS.has(method) || taskCall) {
     try {

@@ -205,10 +205,14 @@ export class TaskHost {
     return { result: { resultType: "complete" } };
   }
 
-  /** tasks/cancel: the 2025 face's cancel; the requests the task waited for are withdrawn. */
+  /** tasks/cancel: the 2025 face's cancel (a task that ended already: acknowledged too); the requests the task waited for are withdrawn. */
   async cancelTask(taskId: string): Promise<RpcAnswer> {
     const answer = await this.request("tasks/cancel", { taskId });
-    if ("error" in answer) return answer;
+    if ("error" in answer) {
+      // A task that ended already is acknowledged as a running one is (SEP-2663: idempotent); only an unknown one is an error.
+      const known = await this.request("tasks/get", { taskId });
+      if ("error" in known || !isTerminal((known.result as unknown as Task).status)) return answer;
+    }
     this.withdraw(taskId);
     return { result: { resultType: "complete" } };
   }

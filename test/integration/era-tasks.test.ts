@@ -105,6 +105,11 @@ describe("the tasks extension for 2026-07-28 clients", () => {
     assert.deepEqual(cancel.body.result, { resultType: "complete" }, JSON.stringify(cancel.body));
     const after = await modern(server, "tasks/get", { taskId });
     assert.equal(after.body.result?.status, "cancelled", JSON.stringify(after.body));
+    // Cancelling a task that ended is acknowledged as well (idempotent); the tasks methods need the extension declared.
+    assert.deepEqual((await modern(server, "tasks/cancel", { taskId })).body.result, { resultType: "complete" });
+    const undeclared = await modern(server, "tasks/get", { taskId }, {});
+    assert.equal(undeclared.status, 400, JSON.stringify(undeclared.body));
+    assert.equal(undeclared.body.error?.code, -32021);
     for (const method of ["tasks/get", "tasks/cancel"]) {
       const unknown = await modern(server, method, { taskId: "no-such-task" });
       assert.equal(unknown.body.error?.code, -32602, `${method}: ${JSON.stringify(unknown.body)}`);
