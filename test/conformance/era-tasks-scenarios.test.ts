@@ -46,7 +46,7 @@ const SCENARIOS: Record<string, boolean> = {
   "tasks-request-headers": true,
   "tasks-capability-negotiation": true,
   "tasks-lifecycle": false, // a protocol error needs an upstream that answers one (the SDK 1.32 fixture turns throws into tool errors)
-  "tasks-mrtr-input": false, // passes here; a host holding other tasks' requests once failed partial fulfillment (README "Protocol eras")
+  "tasks-mrtr-input": false, // passes when its tasks run one at a time: a stdio upstream's mid-call request is attributed only to the connection's only call (ADR 0032, Tasks across eras, Limits)
   "tasks-required-task-error": false, // the gateway emulates a required-task tool for a client without the extension instead of -32021
   "tasks-mrtr-composition": false, // needs a modern upstream's MRTR-then-task tool
   "tasks-status-notifications": false, // skipped by the suite (subscriptions/listen)
