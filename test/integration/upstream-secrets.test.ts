@@ -14,8 +14,9 @@ import os from "node:os";
 import path from "node:path";
 import { Writable } from "node:stream";
 import type { BrowserContext, Page } from "playwright-core";
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema, ElicitationCompleteNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { createLogger } from "../../src/logging.js";
 import { browserUnavailable, openTestPage, type TestBrowser } from "../helpers/browser.js";
 import { call, fixtureArgs, ROOT, startGateway, type TestGateway } from "../helpers/gateway.js";
@@ -29,6 +30,7 @@ const MCP_REDIRECT = "http://127.0.0.1:65503/callback";
 const ALICE = `alice-secret-${randomBytes(8).toString("hex")}`;
 const ALICE2 = `alice-replaced-${randomBytes(8).toString("hex")}`;
 const BOB = `bob-secret-${randomBytes(8).toString("hex")}`;
+const CAROL = `carol-secret-${randomBytes(8).toString("hex")}`;
 const skip = browserUnavailable();
 
 const hashOf = (v: string) => createHash("sha256").update(v).digest("hex").slice(0, 16);
@@ -116,9 +118,9 @@ describe("per-user secrets", { skip, timeout: 300_000 }, () => {
     await Promise.all([page.waitForURL(`${base}/console/connections`), slotRow(server).locator("form").first().getByRole("button").click()]);
   }
 
-  /** Bob fills his slot with a plain form POST under his console login (the browser path is alice's). */
-  async function fillAsBob(server: string, value: string): Promise<void> {
-    const cookie = await consoleLogin(base, "bob", idp.issuer);
+  /** `user` fills their slot with a plain form POST under their console login (the browser path is alice's). */
+  async function fillAs(user: string, server: string, value: string): Promise<void> {
+    const cookie = await consoleLogin(base, user, idp.issuer);
     const res = await fetch(`${base}/console/connections`, {
       method: "POST",
       redirect: "manual",
@@ -144,8 +146,8 @@ describe("per-user secrets", { skip, timeout: 300_000 }, () => {
 
   test("each principal's own process with their own value, in session and in shared mode", async () => {
     await fillInBrowser("envsh", ALICE);
-    await fillAsBob("envs", BOB);
-    await fillAsBob("envsh", BOB);
+    await fillAs("bob", "envs", BOB);
+    await fillAs("bob", "envsh", BOB);
     const run = async (user: string, server: string) => whoenvOf(await call(agents[user]!, "execute_tool", { server, tool: "whoenv", args: {} }));
     for (const server of ["envs", "envsh"]) {
       const a = await run("alice", server);
@@ -162,14 +164,46 @@ describe("per-user secrets", { skip, timeout: 300_000 }, () => {
     assert.equal(shared.pid, (await run("alice", "envsh")).pid);
   });
 
+  test("transparent face: a URL elicitation of the Connections page; the call resumes once the value is saved, then elicitation/complete", async () => {
+    const tokens = new MemoryOAuthClient(MCP_REDIRECT);
+    extra.push((await loginAndConnect(`${base}/all/mcp`, "carol", tokens)).client);
+    const client = new Client({ name: "secrets-transparent", version: "1" }, { capabilities: { elicitation: { url: {} } } });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/all/mcp`), { authProvider: tokens }));
+    extra.push(client);
+    const asked: Array<{ mode?: string; url?: string; elicitationId?: string }> = [];
+    const completed: string[] = [];
+    const saved: Promise<void>[] = [];
+    client.setRequestHandler(ElicitRequestSchema, (req) => {
+      asked.push(req.params as { mode?: string; url?: string; elicitationId?: string });
+      // The person opens the link and saves their value (after the client said yes).
+      saved.push(fillAs("carol", "envs", CAROL));
+      return { action: "accept" };
+    });
+    let completion: (() => void) | undefined;
+    const completedOnce = new Promise<void>((resolve) => (completion = resolve));
+    client.setNotificationHandler(ElicitationCompleteNotificationSchema, (n) => {
+      completed.push(n.params.elicitationId);
+      completion?.();
+    });
+    const result = (await client.callTool({ name: "envs__whoenv", arguments: {} }, undefined, { timeout: 120_000 })) as CallToolResult;
+    assert.equal(result.isError, undefined, JSON.stringify(result.content));
+    assert.equal(whoenvOf(result).hash, hashOf(CAROL));
+    assert.equal(asked.length, 1);
+    assert.equal(asked[0]!.mode, "url");
+    assert.equal(asked[0]!.url, `${base}/console/connections`);
+    await saved[0];
+    await completedOnce; // bounded by the test's timeout
+    assert.deepEqual(completed, [asked[0]!.elicitationId]);
+  });
+
   test("the raw SQLite files and the logs hold no value", () => {
     for (const f of readdirSync(dir)) {
       const raw = readFileSync(path.join(dir, f)).toString("latin1");
-      for (const v of [ALICE, BOB]) assert.ok(!raw.includes(v), `${f} holds no secret value`);
+      for (const v of [ALICE, BOB, CAROL]) assert.ok(!raw.includes(v), `${f} holds no secret value`);
     }
     const logs = logText.join("");
     assert.match(logs, /upstream_secret_saved/);
-    for (const v of [ALICE, BOB]) assert.ok(!logs.includes(v), "no log line holds a secret value");
+    for (const v of [ALICE, BOB, CAROL]) assert.ok(!logs.includes(v), "no log line holds a secret value");
   });
 
   test("Replace ends the person's running shared process (only theirs): the next call uses the new value", async () => {
