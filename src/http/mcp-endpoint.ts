@@ -314,8 +314,10 @@ export class McpEndpoint {
     onResponseSent(transport, (id) => inflight.delete(JSON.stringify(id)));
     // Plain requests answered with one JSON body: no SSE stream, nothing stored for replay (docs/adr/0035).
     if (this.gateway.settings.http.plainJsonResponses) {
-      const face = server as Partial<{ getClientCapabilities(): Record<string, unknown> | undefined }>;
-      answerPlainWithJson(transport, (body) => isPlainRequest(body, face.getClientCapabilities?.()));
+      // A transparent face is an SDK Server, the meta face an McpServer around one.
+      type Caps = Partial<{ getClientCapabilities(): Record<string, unknown> | undefined }>;
+      const face = server as Caps & { server?: Caps };
+      answerPlainWithJson(transport, (body) => isPlainRequest(body, face.getClientCapabilities?.() ?? face.server?.getClientCapabilities?.()));
     }
     transport.onclose = () => {
       const binding = this.bindings.get(transportId);

@@ -4,7 +4,7 @@
  * cannot be asked anything — is answered with one JSON body; a call with a
  * progress token, a task-augmented one and any request of a client with
  * elicitation/sampling/roots keep their SSE stream (their related messages
- * need it). Off (the default), every request gets SSE as before. Also the
+ * need it); the meta face (/mcp) likewise. Off (the default), every request gets SSE as before. Also the
  * canary of the SDK internals src/mcp/json-answers.ts relies on.
  */
 import { after, before, describe, test } from "node:test";
@@ -134,6 +134,17 @@ describe("plainJsonResponses on", () => {
     }
     assert.match(reused!.type, /^application\/json/, reused!.text);
     assert.match(reused!.text, /Echo: m7/);
+  });
+
+  test("the meta face: a plain execute_tool is answered with JSON, one with a progress token keeps SSE", LIMIT, async () => {
+    const s = await open(gw.url, {});
+    const args = { server: "everything", tool: "echo", args: { message: "meta" } };
+    const plain = await post(gw.url, { id: 2, method: "tools/call", params: { name: "execute_tool", arguments: args } }, s);
+    assert.match(plain.type, /^application\/json/, plain.text);
+    assert.match(plain.text, /Echo: meta/);
+    const tracked = await post(gw.url, { id: 3, method: "tools/call", params: { name: "execute_tool", arguments: args, _meta: { progressToken: "p" } } }, s);
+    assert.match(tracked.type, /^text\/event-stream/);
+    assert.match(tracked.text, /Echo: meta/);
   });
 
   test("the SDK client works against it, concurrent calls each answered once", LIMIT, async () => {
