@@ -8,6 +8,8 @@ import assert from "node:assert/strict";
 import { Writable } from "node:stream";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { IncomingMessage } from "node:http";
+import { attachPrincipal, inboundTokenOf, makePrincipal, refreshInboundToken } from "../../src/auth/principal.js";
 import { parseConfig } from "../../src/config/load.js";
 import { createLogger } from "../../src/logging.js";
 import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
@@ -74,5 +76,35 @@ describe("token passthrough", { timeout: 120_000 }, () => {
         }),
       /cannot be combined with per-user secrets/,
     );
+  });
+
+  test("without authentication the passthrough server's calls fail with EMCP_UPSTREAM_AUTH_FAILED, naming the fix", async () => {
+    const open = await startGateway({ mcpServers: { fwd: { url: upstream.url, auth: { type: "passthrough" } } } });
+    const anon = new Client({ name: "passthrough-anon", version: "1.0.0" });
+    try {
+      await anon.connect(new StreamableHTTPClientTransport(new URL(open.url)));
+      const r = await call(anon, "execute_tool", { server: "fwd", tool: "whoheader", args: {} });
+      assert.equal(r.isError, true);
+      assert.match(JSON.stringify(r.content), /EMCP_UPSTREAM_AUTH_FAILED[\s\S]*turn on the gateway's authentication/);
+    } finally {
+      await anon.close().catch(() => undefined);
+      await open.close();
+    }
+  });
+
+  test("a session's principal takes the newest token of the same person only", () => {
+    const person = { issuer: "https://idp", subject: "alice", scopes: [], claims: {} };
+    const first = makePrincipal(person);
+    const later = makePrincipal(person);
+    const other = makePrincipal({ ...person, subject: "bob" });
+    const req = () => ({ headers: {} }) as IncomingMessage;
+    attachPrincipal(req(), first, "token-1");
+    attachPrincipal(req(), later, "token-2");
+    attachPrincipal(req(), other, "token-bob");
+    refreshInboundToken(first, other);
+    assert.equal(inboundTokenOf(first), "token-1");
+    refreshInboundToken(first, later);
+    assert.equal(inboundTokenOf(first), "token-2");
+    assert.equal(JSON.stringify(first).includes("token"), false, "the token is not in the principal object");
   });
 });
