@@ -74,3 +74,40 @@ test("the authorization starts from the 401's resource_metadata (a custom path) 
     await again.close();
   }
 });
+
+test("the upstream moves to another authorization server (SEP-2352): the refused token leads to discovery again, a new registration there, and a new consent; the old server's client is never sent to the new one", async () => {
+  const as2 = await startOidcProvider({ scopes: ["mcp:tools", "mcp:admin"] });
+  const moved = await startProtectedServer({ issuer: as.issuer, scopes: ["mcp:tools"] });
+  const target: UpstreamAuthTarget = { owner: ALICE, upstream: "moving", url: moved.url, config: { type: "oauth" } };
+  const connect = async (): Promise<unknown> => {
+    const client = new Client({ name: "t", version: "1" });
+    try {
+      await client.connect(new StreamableHTTPClientTransport(new URL(moved.url), { fetch: oauth.fetchFor(target, (u, i) => fetch(u, i)) }));
+      const r = await client.callTool({ name: "whoami", arguments: {} });
+      return (r.content as Array<{ text: string }>)[0]!.text;
+    } catch (e) {
+      return e;
+    } finally {
+      await client.close();
+    }
+  };
+  const consentAt = async (err: unknown, issuer: string): Promise<URL> => {
+    assert.ok(err instanceof GatewayError && err.code === "EMCP_CONSENT_REQUIRED", String(err));
+    const url = new URL(String(err.details?.["authorizationUrl"]));
+    assert.equal(url.origin, issuer);
+    const back = await followAuthorization(url, "alice", REDIRECT);
+    await oauth.complete(back.searchParams, ALICE, () => target);
+    return url;
+  };
+  try {
+    const first = await consentAt(await connect(), as.issuer);
+    assert.equal(await connect(), "alice");
+    moved.moveTo(as2.issuer);
+    const second = await consentAt(await connect(), as2.issuer);
+    assert.notEqual(second.searchParams.get("client_id"), first.searchParams.get("client_id"), "registered again at the new server");
+    assert.equal(await connect(), "alice");
+  } finally {
+    await moved.close();
+    await as2.close();
+  }
+});

@@ -38,7 +38,8 @@ export interface ProviderContext {
 }
 
 /** Tokens as sealed in the vault: the SDK's, with when the access token expires. */
-export type StoredTokens = OAuthTokens & { expires_at?: number; client?: OAuthClientInformationMixed };
+/** `authServer`: the authorization server that issued the grant (SEP-2352: its client and refresh token are never sent to another). */
+export type StoredTokens = OAuthTokens & { expires_at?: number; client?: OAuthClientInformationMixed; authServer?: string };
 
 export const TOKENS_SLOT = "oauth";
 /** A dynamic registration is the gateway's own, per upstream and authorization server (`client:<issuer>`): another server means another registration. */
@@ -100,7 +101,7 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
       return { client_id: this.config.clientId, ...(this.config.clientSecret === undefined ? {} : { client_secret: this.config.clientSecret }) };
     }
     // A grant is refreshed by the client it was issued to, though a step-up registered another since.
-    const own = this.flow || this.stepUp ? undefined : (await this.storedTokens())?.client;
+    const own = this.flow || this.stepUp ? undefined : (await this.currentTokens())?.client;
     return own ?? this.ctx.vault.get<OAuthClientInformationMixed>(this.clientKey());
   }
 
@@ -119,7 +120,15 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
   }
 
   async tokens(): Promise<StoredTokens | undefined> {
-    return this.stepUp ? undefined : this.storedTokens();
+    return this.stepUp ? undefined : this.currentTokens();
+  }
+
+  /** The stored grant, unless discovery now names another authorization server than the one that issued it (the upstream moved: SEP-2352). */
+  private async currentTokens(): Promise<StoredTokens | undefined> {
+    const stored = await this.storedTokens();
+    const as = this.ctx.discovery.get(this.upstream)?.authorizationServerUrl;
+    if (stored?.authServer !== undefined && as !== undefined && trimSlash(stored.authServer) !== trimSlash(String(as))) return undefined;
+    return stored;
   }
 
   private storedTokens(): Promise<StoredTokens | undefined> {
@@ -132,8 +141,10 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
     const previous = tokens.refresh_token === undefined ? await this.storedTokens() : undefined;
     // A refresh answer without a new refresh token keeps the old one (RFC 6749 §6).
     const client = this.config.clientId === undefined ? await this.clientInformation() : undefined;
+    const as = this.ctx.discovery.get(this.upstream)?.authorizationServerUrl;
     const stored: StoredTokens = {
       ...tokens,
+      ...(as !== undefined ? { authServer: String(as) } : {}),
       ...(client ? { client: { client_id: client.client_id, ...(client.client_secret ? { client_secret: client.client_secret } : {}) } } : {}),
       ...(previous?.refresh_token ? { refresh_token: previous.refresh_token } : {}),
       ...(expiresAt ? { expires_at: expiresAt } : {}),

@@ -213,6 +213,8 @@ export class UpstreamOAuth {
       if (res.status === 401) {
         const challenge = challengeOf(res);
         await res.body?.cancel();
+        // The token was refused: discovery is done again (the resource may name another authorization server now: SEP-2352).
+        await this.provider(t).invalidateCredentials("discovery");
         res = await send(await this.accessToken(t, { force: true, challenge }));
       }
       const key = JSON.stringify([t.owner.issuer, t.owner.subject, t.upstream]);
