@@ -74,9 +74,12 @@ describe("lazy upstreams", { timeout: 300_000 }, () => {
     assert.deepEqual(await statuses(client), { alpha: "connected", beta: "connected", gamma: "connected" });
     assert.equal(processesWith(marker).length, 3);
 
-    // A transparent single-server session starts its own server (initialize needs its capabilities), no other.
+    // A transparent single-server session answers initialize from what gamma answered before (ADR 0034), and its
+    // first request starts its own server, no other.
     const single = await connectClient(gw.url.replace(/\/mcp$/, "/servers/gamma/mcp"));
     t.after(() => single.close());
+    assert.equal(processesWith(`${marker}-gamma`).length, 1, "initialize started nothing");
+    await single.listTools();
     assert.equal(processesWith(`${marker}-gamma`).length, 2, "gamma for each session");
     assert.equal(processesWith(marker).length, 4);
 
