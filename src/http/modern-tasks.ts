@@ -98,13 +98,11 @@ export class TaskHost {
   }
 
   static async open(gateway: GatewayContext, face: TaskHostFace, principal: Principal | undefined, clientInfo: Implementation): Promise<TaskHost> {
-    const session = gateway.sessions.create({
-      id: taskHostSessionId(face.kind, principal),
-      downstreamCapabilities: HOST_CAPABILITIES,
-      connect: false,
-      oneShot: false,
-      principal,
-    });
+    const id = taskHostSessionId(face.kind, principal);
+    // Stored like a 2025 session: after a restart (or on another replica) it resumes with its upstream sessions, so
+    // its upstream tasks can be asked about again (a new upstream session would not know them).
+    const resumed = await gateway.sessions.resume(id, face.kind);
+    const session = resumed?.session ?? gateway.sessions.create({ id, downstreamCapabilities: HOST_CAPABILITIES, connect: false, oneShot: false, principal });
     const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
     const host = new TaskHost(gateway, session, clientSide);
     try {
@@ -116,6 +114,11 @@ export class TaskHost {
       const initialized = await host.request("initialize", init);
       if (!("result" in initialized)) throw new Error(`the face refused the task host's initialize: ${JSON.stringify(initialized.error)}`);
       await clientSide.send({ jsonrpc: "2.0", method: "notifications/initialized" });
+      if (!resumed) {
+        const owner = principal && { issuer: principal.issuer, subject: principal.subject };
+        const start = { face: face.kind, protocolVersion: INNER_VERSION, clientInfo, clientCapabilities: HOST_CAPABILITIES, ...(owner ? { owner } : {}) };
+        await gateway.sessions.persist(session, start);
+      }
       const tasks = (initialized.result.capabilities as { tasks?: { requests?: { tools?: { call?: unknown } } } } | undefined)?.tasks;
       host.supportsTasks = tasks?.requests?.tools?.call !== undefined;
       return host;
