@@ -68,21 +68,6 @@ export const visibilityRuleSchema = z
     message: "a visibility rule is about one of tool, resource or prompt (or, with none, everything of the server); split it into one rule per kind",
   });
 
-/**
- * A named profile (issue 24): visibility, rules and a mode for the principals
- * governance.profileFor gives it. Each part given replaces the gateway's for them
- * (a virtual server's own parts still win on its face); a part left out is the gateway's.
- */
-export const namedProfileSchema = z.strictObject({
-  name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, "a profile's name is 1 to 64 letters, digits, '_', '-' or '.'"),
-  /** enforce or dry-run for these principals; absent: governance.profile. */
-  mode: z.enum(["enforce", "dry-run"]).optional(),
-  visibility: z.array(visibilityRuleSchema).optional(),
-  visibleByDefault: z.boolean().optional(),
-  rules: z.array(governanceRuleSchema).optional(),
-  defaultAction: z.enum(["allow", "deny", "approve", "policy"]).optional(),
-});
-
 /** A tool name as MCP allows it (letters, digits, `_`, `-`, `.`; 1 to 128). */
 const toolName = z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, "a tool name is 1 to 128 letters, digits, '_', '-' or '.'");
 
@@ -120,6 +105,24 @@ export const curationSchema = z
       if (fixed.includes(k))
         ctx.addIssue({ code: "custom", path: ["arguments", "defaults", k], message: `'${k}' is fixed already; give it in fixed or in defaults, not both` });
   });
+
+/**
+ * A named profile (issue 24): visibility, rules, a mode and curation for the principals
+ * governance.profileFor gives it. Each of visibility, rules and mode given replaces the
+ * gateway's for them (a virtual server's own parts still win on its face); a part left out
+ * is the gateway's. Its curation comes before the gateway's list (docs/adr/0024 §profiles).
+ */
+export const namedProfileSchema = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, "a profile's name is 1 to 64 letters, digits, '_', '-' or '.'"),
+  /** enforce or dry-run for these principals; absent: governance.profile. */
+  mode: z.enum(["enforce", "dry-run"]).optional(),
+  visibility: z.array(visibilityRuleSchema).optional(),
+  visibleByDefault: z.boolean().optional(),
+  rules: z.array(governanceRuleSchema).optional(),
+  defaultAction: z.enum(["allow", "deny", "approve", "policy"]).optional(),
+  /** Curation for these principals, looked at before governance.curation (first matching entry per tool wins). */
+  curation: z.array(curationSchema).max(10_000).optional(),
+});
 
 /** A tool offered by a virtual server: an upstream's tool, under `as` if given. */
 const virtualTool = z.strictObject({ server: z.string().min(1), tool: z.string().min(1), as: toolName.optional() });
@@ -279,18 +282,22 @@ export const governanceSchema = z
           message: 'the action "policy" asks Cedar: set governance.cedar.policyFile, or use allow / deny / approve',
         });
     });
-    const curated = new Set<string>();
-    g.curation.forEach((c, i) => {
-      if (c.principal !== undefined) return;
-      const key = JSON.stringify([c.server, c.tool]);
-      if (curated.has(key))
-        ctx.addIssue({
-          code: "custom",
-          path: ["curation", i],
-          message: `an earlier entry for every caller curates '${c.tool}' on '${c.server}' already, so this one never applies; merge them`,
-        });
-      curated.add(key);
-    });
+    const lists: Array<[readonly (string | number)[], readonly CurationEntry[]]> = [[["curation"], g.curation]];
+    g.profiles.forEach((p, i) => lists.push([["profiles", i, "curation"], p.curation ?? []]));
+    for (const [at, list] of lists) {
+      const curated = new Set<string>();
+      list.forEach((c, i) => {
+        if (c.principal !== undefined) return;
+        const key = JSON.stringify([c.server, c.tool]);
+        if (curated.has(key))
+          ctx.addIssue({
+            code: "custom",
+            path: [...at, i],
+            message: `an earlier entry for every caller curates '${c.tool}' on '${c.server}' already, so this one never applies; merge them`,
+          });
+        curated.add(key);
+      });
+    }
   })
   .prefault({});
 
@@ -301,12 +308,15 @@ export type GovernanceSettings = z.infer<typeof governanceSchema>;
  * declare: not an error (a runtime server of that name would be used, or it is
  * disabled for now), but likely a typo, so the operator hears of it at start.
  */
-export function governanceWarnings(g: Pick<GovernanceSettings, "curation" | "virtualServers">, servers: readonly string[]): string[] {
+export function governanceWarnings(g: Pick<GovernanceSettings, "curation" | "virtualServers" | "profiles">, servers: readonly string[]): string[] {
   const unknown = (server: string) => !servers.includes(server);
   const says = (server: string) =>
     `no server '${server}' in mcpServers (have: ${servers.join(", ") || "none"}); it applies only if a server of that name is added at runtime`;
   return [
     ...g.curation.flatMap((c, i) => (unknown(c.server) ? [`gateway.governance.curation[${i}].server: ${says(c.server)}`] : [])),
+    ...g.profiles.flatMap((p, i) =>
+      (p.curation ?? []).flatMap((c, j) => (unknown(c.server) ? [`gateway.governance.profiles[${i}].curation[${j}].server: ${says(c.server)}`] : [])),
+    ),
     ...g.virtualServers.flatMap((v, i) =>
       v.tools.flatMap((t, j) => (unknown(t.server) ? [`gateway.governance.virtualServers[${i}].tools[${j}].server: ${says(t.server)}`] : [])),
     ),

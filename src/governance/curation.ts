@@ -3,15 +3,17 @@
  * renamed tools, other titles, descriptions and annotations, fixed and default
  * arguments, and the virtual servers' tool sets. Pure mapping between the
  * upstream's tool and what one caller sees; the first entry matching the
- * caller, server and tool applies. Reloaded whole on SIGHUP (reload()).
+ * caller, server and tool applies — the caller's named profile's entries
+ * first, then governance.curation (docs/adr/0024 §profiles). Reloaded whole
+ * on SIGHUP (reload()).
  */
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { Principal } from "../auth/principal.js";
 import type { CurationEntry, GovernanceSettings, VirtualServerSettings } from "../config/governance.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
-import { principalMatches } from "./match.js";
+import { principalMatches, profileFor } from "./match.js";
 
-type Settings = Pick<GovernanceSettings, "curation" | "virtualServers">;
+type Settings = Pick<GovernanceSettings, "curation" | "virtualServers"> & Partial<Pick<GovernanceSettings, "profiles" | "profileFor">>;
 
 /** One tool of a virtual server as a caller sees it: the upstream's server and tool, and its name there. */
 export interface VirtualToolRef {
@@ -32,9 +34,16 @@ export class Curation {
     this.settings = next;
   }
 
+  /** The entries this caller's view goes by: its named profile's (governance.profileFor), then the gateway's. */
+  private entries(principal: Principal | undefined): readonly CurationEntry[] {
+    const { profiles, profileFor: given } = this.settings;
+    const own = profiles?.length && given?.length ? profileFor({ profiles, profileFor: given }, principal)?.curation : undefined;
+    return own?.length ? [...own, ...this.settings.curation] : this.settings.curation;
+  }
+
   /** The entry in force for this caller's view of `server`/`tool`, if any. */
   entryFor(principal: Principal | undefined, server: string, tool: string): CurationEntry | undefined {
-    return this.settings.curation.find((c) => c.server === server && c.tool === tool && principalMatches(c.principal, principal));
+    return this.entries(principal).find((c) => c.server === server && c.tool === tool && principalMatches(c.principal, principal));
   }
 
   /** The tool's name for this caller. */
@@ -48,7 +57,7 @@ export class Curation {
    * for this caller (its upstream name is then unknown: undefined).
    */
   upstreamName(principal: Principal | undefined, server: string, exposed: string): string | undefined {
-    for (const c of this.settings.curation) {
+    for (const c of this.entries(principal)) {
       if (c.server !== server || c.name !== exposed || !principalMatches(c.principal, principal)) continue;
       // In force only if it is the caller's first entry for that tool.
       if (this.entryFor(principal, server, c.tool) === c) return c.tool;

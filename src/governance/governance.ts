@@ -14,7 +14,7 @@ import { ErrorCodes, GatewayError, toToolErrorText } from "../errors.js";
 import { sessionHash, type Logger } from "../logging.js";
 import type { DecisionOutcome, DecisionRecord, Store } from "../store/contracts.js";
 import { CedarPolicy } from "./cedar.js";
-import { canonical, firstRule, isItemVisible, isVisible, principalMatches } from "./match.js";
+import { canonical, firstRule, isVisible, itemVisibleUnder, profileFor } from "./match.js";
 import { Pins } from "./pins.js";
 
 export interface GovernanceDeps {
@@ -95,9 +95,7 @@ export class Governance {
 
   /** The named profile the principal gets: the first governance.profileFor entry that matches it; undefined: the gateway's own settings. */
   profileOf(principal: Principal | undefined): NamedProfile | undefined {
-    const s = this.inForce().settings;
-    const name = s.profileFor.find((m) => principalMatches(m.principal, principal))?.profile;
-    return name === undefined ? undefined : s.profiles.find((p) => p.name === name);
+    return profileFor(this.inForce().settings, principal);
   }
 
   /** Whether the caller sees the tool at all (hidden tools are absent from lists and unknown by name). */
@@ -114,9 +112,7 @@ export class Governance {
 
   /** Whether the caller sees a resource (by URI; a template by its uriTemplate) or a prompt (by name): hidden ones are absent and unknown (visibility.ts). */
   itemVisible(principal: Principal | undefined, server: string, kind: "resource" | "prompt", name: string): boolean {
-    const s = this.inForce().settings;
-    const p = this.profileOf(principal);
-    return isItemVisible(p?.visibility ?? s.visibility, p?.visibleByDefault ?? s.visibleByDefault, { principal, server, kind, name });
+    return itemVisibleUnder(this.inForce().settings, { principal, server, kind, name });
   }
 
   /**

@@ -3,7 +3,7 @@
  * the principal (issuer, subject glob, claims) and argument conditions
  * (JSON pointer equals / matches). Pure functions; first match wins.
  */
-import type { GovernanceRule, PrincipalMatch, VisibilityRule } from "../config/governance.js";
+import type { GovernanceRule, GovernanceSettings, NamedProfile, PrincipalMatch, VisibilityRule } from "../config/governance.js";
 import type { Principal } from "../auth/principal.js";
 
 const globs = new Map<string, RegExp>();
@@ -109,4 +109,23 @@ export function isItemVisible(rules: readonly VisibilityRule[], byDefault: boole
     return r.tool === "*" && r.resource === undefined && r.prompt === undefined;
   };
   return rules.find((r) => about(r) && globMatch(r.server, c.server) && principalMatches(r.principal, c.principal))?.visible ?? byDefault;
+}
+
+/** The named profile governance.profileFor gives the principal: the first entry that matches it; undefined: the gateway's own settings. */
+export function profileFor(s: Pick<GovernanceSettings, "profiles" | "profileFor">, principal: Principal | undefined): NamedProfile | undefined {
+  const name = s.profileFor.find((m) => principalMatches(m.principal, principal))?.profile;
+  return name === undefined ? undefined : s.profiles.find((p) => p.name === name);
+}
+
+type ItemSettings = Pick<GovernanceSettings, "profiles" | "profileFor" | "visibility" | "visibleByDefault">;
+
+/** Whether the principal sees the resource, template or prompt under these settings (the principal's profile's visibility, else the gateway's). */
+export function itemVisibleUnder(s: ItemSettings, c: ItemTarget): boolean {
+  const p = profileFor(s, c.principal);
+  return isItemVisible(p?.visibility ?? s.visibility, p?.visibleByDefault ?? s.visibleByDefault, c);
+}
+
+/** What of the settings decides resource and prompt visibility, as a string: equal strings, equal views for everyone. */
+export function itemVisibilityKey(s: ItemSettings): string {
+  return JSON.stringify([s.visibility, s.visibleByDefault, s.profileFor, s.profiles.map((p) => [p.name, p.visibility, p.visibleByDefault])]);
 }

@@ -167,6 +167,11 @@ export class Session {
     return this.upstreams.connection(name);
   }
 
+  /** A list of `server` changed for this client (a reload changed what it may see): its buffers and the transparent face showing it are told. */
+  listChanged(server: string, kind: "tools" | "resources" | "prompts"): void {
+    this.routing.listChanged(server, kind);
+  }
+
   /** Connections currently live (for list_changed fan-out, roots updates, logging levels). */
   liveConnections(): UpstreamHandle[] {
     return this.upstreams.live();

@@ -6,11 +6,20 @@
  * told. A transparent face registers a watcher (its own list, told with
  * list_changed); every session's per-server view is compared too, and a
  * changed server gets a `notifications/tools/list_changed` event in the
- * session's buffers (what the meta face's await_activity shows).
+ * session's buffers (what the meta face's await_activity shows). Resources
+ * and prompts (GV-12): when the reload changed what decides their visibility,
+ * each live connection's lists are read once and filtered under the old and
+ * the new settings; a session whose view of a server's resources (templates
+ * included) or prompts differs is told `notifications/resources/list_changed`
+ * / `notifications/prompts/list_changed` for that server, in its buffers and
+ * on the transparent face that shows it.
  */
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
+import type { GovernanceSettings } from "../config/governance.js";
 import type { Curation } from "../governance/curation.js";
 import type { Governance } from "../governance/governance.js";
+import { itemVisibilityKey, itemVisibleUnder } from "../governance/match.js";
+import type { UpstreamHandle } from "../upstream/handle.js";
 import type { Session } from "./session.js";
 
 /** A face's view of its tool list, for comparison before and after a reload. */
@@ -43,7 +52,9 @@ export class ToolViews {
     const watchers = [...this.watchers];
     const sessions = [...this.deps.sessions()];
     const before = await this.snapshot(watchers, sessions);
+    const settingsBefore = this.deps.governance()?.settingsInForce;
     const result = await apply();
+    const settingsAfter = this.deps.governance()?.settingsInForce;
     const after = await this.snapshot(watchers, sessions);
     let notified = 0;
     watchers.forEach((w, i) => {
@@ -58,7 +69,39 @@ export class ToolViews {
       for (const server of changed) s.buffers.addNotification(server, "notifications/tools/list_changed", undefined);
       if (changed.length) notified++;
     });
+    if (settingsBefore && settingsAfter && itemVisibilityKey(settingsBefore) !== itemVisibilityKey(settingsAfter))
+      notified += await this.itemsChanged(sessions, settingsBefore, settingsAfter);
     return { result, notified };
+  }
+
+  /** Tells each session whose view of a server's resources or prompts differs under `after`; returns how many were told. */
+  private async itemsChanged(sessions: readonly Session[], before: GovernanceSettings, after: GovernanceSettings): Promise<number> {
+    const lists = new Map<UpstreamHandle, Promise<ItemLists | undefined>>();
+    const listsOf = (c: UpstreamHandle) => {
+      let p = lists.get(c);
+      if (!p) lists.set(c, (p = readItems(c)));
+      return p;
+    };
+    let notified = 0;
+    for (const s of sessions) {
+      let told = false;
+      for (const c of s.liveConnections()) {
+        const items = await listsOf(c);
+        if (!items || s.isClosed) continue;
+        const view = (settings: GovernanceSettings, kind: "resource" | "prompt", names: readonly string[]) =>
+          names.filter((name) => itemVisibleUnder(settings, { principal: s.principal, server: c.name, kind, name })).join("\n");
+        if (view(before, "resource", items.resources) !== view(after, "resource", items.resources)) {
+          s.listChanged(c.name, "resources");
+          told = true;
+        }
+        if (view(before, "prompt", items.prompts) !== view(after, "prompt", items.prompts)) {
+          s.listChanged(c.name, "prompts");
+          told = true;
+        }
+      }
+      if (told) notified++;
+    }
+    return notified;
   }
 
   private async snapshot(watchers: readonly ToolViewWatcher[], sessions: readonly Session[]) {
@@ -84,5 +127,21 @@ export class ToolViews {
       view.set(c.name, JSON.stringify(shown));
     }
     return view;
+  }
+}
+
+/** A connection's resource URIs and template uriTemplates (one list: visibility matches both alike) and prompt names. */
+interface ItemLists {
+  resources: string[];
+  prompts: string[];
+}
+
+/** Read once per connection for a reload's comparison; an upstream that fails to answer is left out (nobody is told about it). */
+async function readItems(c: UpstreamHandle): Promise<ItemLists | undefined> {
+  try {
+    const [resources, templates, prompts] = await Promise.all([c.listResources(), c.listResourceTemplates(), c.listPrompts()]);
+    return { resources: [...resources.map((r) => r.uri), ...templates.map((t) => t.uriTemplate)], prompts: prompts.map((p) => p.name) };
+  } catch {
+    return undefined;
   }
 }
