@@ -1,0 +1,183 @@
+/**
+ * Opening sessions (`node --import tsx bench/session-open.bench.ts`, issue 27
+ * "Opening sessions", docs/adr/0034): in one run, against server-everything,
+ *
+ *   direct       server-everything over Streamable HTTP, the SDK clients straight on it;
+ *   transparent  `emceepee serve`, stdio server-everything in session mode, on
+ *                /servers/everything/mcp (lazy initialize, the default);
+ *   meta         the same gateway's meta face (/mcp), first call = execute_tool echo;
+ *
+ * 1. `sessions` sessions opened at once (initialize + initialized, no call):
+ *    wall time, upstream processes running after, gateway + children RSS after.
+ * 2. First call on `burst` new sessions at once, after an earlier burst of the
+ *    same size made the demand (the warm pool, `warmPool` = burst, has filled):
+ *    each session's initialize + first echo, p50 and max.
+ * Ratios against direct in the same run. With `--eager=1` the transparent face
+ * is also measured with `lazyInitialize: false` and `warmPool: 1` (what it did
+ * before ADR 0034; it starts a process per session, so beware of memory).
+ *
+ * Options (argv `--name=value` or env `BENCH_NAME=value`): --sessions=100, --burst=16, --eager=0.
+ * Output: markdown on stdout, progress on stderr. Every process it starts is stopped.
+ */
+import { performance } from "node:perf_hooks";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { everythingServerEntry } from "../src/config/demo.js";
+import { startEverythingHttp } from "../test/helpers/core-extra.js";
+import { startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.js";
+import { descendantPids, rssBytes } from "./lib/proc.js";
+import { option } from "./lib/options.js";
+import { fmt, mb, percentile, ratio, table } from "./lib/stats.js";
+import os from "node:os";
+
+const SESSIONS = option("sessions", 100);
+const BURST = option("burst", 16);
+const EAGER = option("eager", 0, 0) > 0;
+const log = (s: string) => process.stderr.write(`${s}\n`);
+
+/** Connections refused or reset while opening (each retried once; counted in the report). */
+let retries = 0;
+
+async function open(url: string, again = true): Promise<Client> {
+  const client = new Client({ name: "bench-open", version: "1.0.0" });
+  try {
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  } catch (err) {
+    if (!again) throw err;
+    retries++;
+    return open(url, false);
+  }
+  return client;
+}
+
+async function echo(client: Client, meta: boolean): Promise<void> {
+  if (meta) await client.callTool({ name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message: "hi" }, timeout_ms: 120_000 } });
+  else await client.callTool({ name: "echo", arguments: { message: "hi" } });
+}
+
+/** `n` sessions opened at once; resolves with the wall time and the clients. */
+async function openAll(url: string, n: number): Promise<{ ms: number; clients: Client[] }> {
+  const started = performance.now();
+  const clients = await Promise.all(Array.from({ length: n }, () => open(url)));
+  return { ms: performance.now() - started, clients };
+}
+
+/** `n` new sessions at once, each timed from its initialize to its first echo's answer. */
+async function firstCalls(url: string, n: number, meta: boolean): Promise<{ times: number[]; clients: Client[] }> {
+  const clients: Client[] = [];
+  const times = await Promise.all(
+    Array.from({ length: n }, async () => {
+      const started = performance.now();
+      const c = await open(url);
+      clients.push(c);
+      await echo(c, meta);
+      return performance.now() - started;
+    }),
+  );
+  return { times, clients };
+}
+
+const closeAll = (clients: Client[]) => Promise.allSettled(clients.map((c) => c.close()));
+
+async function waitFor(check: () => boolean, ms: number): Promise<boolean> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (check()) return true;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return check();
+}
+
+interface Row {
+  name: string;
+  openMs: number;
+  processes: number | string;
+  rss: string;
+  p50: number;
+  max: number;
+}
+
+async function gatewayRun(name: string, upstream: Record<string, unknown>, transparent: Record<string, unknown>, meta: boolean): Promise<Row> {
+  const config = {
+    mcpServers: { everything: { command: process.execPath, args: [everythingServerEntry(), "stdio"], sharing: "session" } },
+    gateway: { upstream: { maxChildProcesses: 400, ...upstream }, transparent },
+  };
+  const gw: GatewayProcess = await startGatewayProcess(config, name);
+  try {
+    const face = meta ? gw.url : gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
+    // Warm-up: one session used, so the gateway knows the upstream's answer (the start-up check does too).
+    const warm = await firstCalls(face, 1, meta);
+    await closeAll(warm.clients);
+    log(`${name}: opening ${SESSIONS} sessions`);
+    const opened = await openAll(face, SESSIONS);
+    const processes = gw.upstreamPids().length;
+    const rss = rssBytes(gw.pid) + descendantPids(gw.pid).reduce((n, pid) => n + rssBytes(pid), 0);
+    await closeAll(opened.clients);
+    // The demand: a burst of first calls (kept open), then wait for the warm pool to hold its size beside them.
+    log(`${name}: burst of ${BURST} to make the demand`);
+    const demand = await firstCalls(face, BURST, meta);
+    const spares = Math.min(BURST, Number(upstream.warmPool ?? 1));
+    const filled = await waitFor(() => gw.upstreamPids().length >= BURST + spares, 180_000);
+    log(`${name}: ${gw.upstreamPids().length - BURST} waiting (${filled ? "filled" : "not filled in 180 s"}); timing ${BURST} new sessions' first calls`);
+    const timed = await firstCalls(face, BURST, meta);
+    await closeAll([...demand.clients, ...timed.clients]);
+    return { name, openMs: opened.ms, processes, rss: mb(rss), p50: percentile(timed.times, 50), max: Math.max(...timed.times) };
+  } finally {
+    await gw.stop();
+  }
+}
+
+async function directRun(): Promise<Row> {
+  const server = await startEverythingHttp();
+  try {
+    const url = server.url;
+    await closeAll((await firstCalls(url, 1, false)).clients);
+    log(`direct: opening ${SESSIONS} sessions`);
+    const opened = await openAll(url, SESSIONS);
+    const rss = rssBytes(server.child.pid!);
+    await closeAll(opened.clients);
+    await closeAll((await firstCalls(url, BURST, false)).clients);
+    const timed = await firstCalls(url, BURST, false);
+    await closeAll(timed.clients);
+    return {
+      name: "direct (server-everything, Streamable HTTP)",
+      openMs: opened.ms,
+      processes: 1,
+      rss: mb(rss),
+      p50: percentile(timed.times, 50),
+      max: Math.max(...timed.times),
+    };
+  } finally {
+    await server.close();
+  }
+}
+
+const rows: Row[] = [];
+const load = os.loadavg()[0]!;
+rows.push(await directRun());
+rows.push(await gatewayRun("transparent (lazy initialize, warmPool burst)", { warmPool: BURST }, {}, false));
+rows.push(await gatewayRun("meta (warmPool burst)", { warmPool: BURST }, {}, true));
+if (EAGER) rows.push(await gatewayRun("transparent before (lazyInitialize false, warmPool 1)", { warmPool: 1 }, { lazyInitialize: false }, false));
+const direct = rows[0]!;
+process.stdout.write(
+  `\n## Opening sessions — ${new Date().toISOString().slice(0, 10)}, ${os.cpus().length} cores, load ${fmt(load)} → ${fmt(os.loadavg()[0]!)}\n\n` +
+    table(
+      [
+        "",
+        `${SESSIONS} sessions opened at once`,
+        "upstream processes after",
+        "RSS after (gateway + children)",
+        `first call, ${BURST} new sessions, p50`,
+        "max",
+      ],
+      rows.map((r) => [
+        r.name,
+        `${fmt(r.openMs / 1000)} s${ratio(r.openMs, direct.openMs)}`,
+        String(r.processes),
+        r.rss,
+        `${fmt(r.p50, 0)} ms${ratio(r.p50, direct.p50)}`,
+        `${fmt(r.max, 0)} ms`,
+      ]),
+    ) +
+    `\n\nOpens retried after a refused or reset connection: ${retries}.\n`,
+);
