@@ -4,12 +4,18 @@
  * for whatever resource a client names (RFC 8707), with dynamic client
  * registration, PKCE, introspection and its dev login/consent pages, which
  * loginHeadless() drives with fetch and a cookie jar the way a person's
- * browser would.
+ * browser would. startIdentityStack(): the provider with the console's client,
+ * an OAuth-protected upstream and a gateway in front (the consent tests' stack).
  */
+import { randomBytes } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { exportJWK, generateKeyPair } from "jose";
 import Provider, { type ClientMetadata } from "oidc-provider";
+import type { GatewayDeps } from "../../src/server/gateway.js";
+import { startProtectedServer, type ProtectedServer } from "../fixtures/oauth-protected-server.js";
+import { freePort } from "./core-extra.js";
+import { startGateway, type TestGateway } from "./gateway.js";
 
 export interface OidcOptions {
   /** Scopes the provider grants for every resource (besides openid, offline_access). */
@@ -185,4 +191,89 @@ export async function consoleLogin(base: string, user: string, issuer: string, b
   if (res.status !== 200 || session === undefined)
     throw new Error(`the console callback answered ${res.status} without a session cookie: ${(await res.text()).slice(0, 300)}`);
   return session.split(";")[0]!;
+}
+
+/** The console's OIDC client secret at the provider startIdentityStack() starts. */
+export const CONSOLE_CLIENT_SECRET = "console-client-secret-0123456789";
+/** The scope the gateway's own OAuth asks for, and the protected upstream grants (with offline_access). */
+export const IDENTITY_SCOPE = "mcp:tools";
+
+export interface IdentityStackOptions {
+  /** The gateway's servers given the protected upstream's URL and its auth block. @default { remote: session-shared } */
+  servers?: (url: string, auth: { type: "oauth"; scopes: string[] }) => Record<string, unknown>;
+  /** More `gateway` settings (store, logLevel…) over port, auth, console and vault. */
+  gateway?: Record<string, unknown>;
+  /** startGateway's second argument (a logger…). */
+  deps?: GatewayDeps;
+  /** Other gateways' bases (another replica) whose /console/callback the provider also accepts. */
+  alsoConsoleAt?: string[];
+}
+
+/** The identity test stack: oidc-provider (with the console's client), an OAuth-protected upstream and a gateway in front. */
+export interface IdentityStack {
+  idp: TestOidcProvider;
+  upstream: ProtectedServer;
+  gw: TestGateway;
+  /** The gateway's base URL (http://127.0.0.1:port). */
+  base: string;
+  /** The auth block of an upstream entry for the protected server. */
+  upstreamAuth: { type: "oauth"; scopes: string[] };
+  /** `gateway` settings another replica needs to share this one's identity (auth, console, vault). */
+  shared: { auth: Record<string, unknown>; console: Record<string, unknown>; vault: { keys: string } };
+  /** Closes the gateway, the upstream and the provider (the test closes what it added). */
+  close(): Promise<void>;
+}
+
+/** Starts the identity test stack (consent, Connections, upstream identity tests share it). */
+export async function startIdentityStack(o: IdentityStackOptions = {}): Promise<IdentityStack> {
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const idp = await startOidcProvider({
+    scopes: [IDENTITY_SCOPE],
+    clients: [
+      {
+        client_id: "console",
+        client_secret: CONSOLE_CLIENT_SECRET,
+        redirect_uris: [base, ...(o.alsoConsoleAt ?? [])].map((b) => `${b}/console/callback`),
+        token_endpoint_auth_method: "client_secret_post",
+        grant_types: ["authorization_code"],
+        response_types: ["code"],
+      },
+    ],
+  });
+  let upstream: ProtectedServer | undefined;
+  try {
+    upstream = await startProtectedServer({ issuer: idp.issuer, scopes: [IDENTITY_SCOPE, "offline_access"] });
+    const upstreamAuth = { type: "oauth" as const, scopes: [IDENTITY_SCOPE, "offline_access"] };
+    const shared = {
+      auth: { oauth: { issuers: [idp.issuer], scopes: [IDENTITY_SCOPE] } },
+      console: { oidc: { clientId: "console", clientSecret: CONSOLE_CLIENT_SECRET, scopes: ["openid"] } },
+      vault: { keys: randomBytes(32).toString("base64") },
+    };
+    const gw = await startGateway(
+      {
+        mcpServers: o.servers?.(upstream.url, upstreamAuth) ?? { remote: { url: upstream.url, auth: upstreamAuth, sharing: "session" } },
+        gateway: { port, ...shared, ...o.gateway },
+      },
+      o.deps,
+    );
+    const up = upstream;
+    return {
+      idp,
+      upstream: up,
+      gw,
+      base,
+      upstreamAuth,
+      shared,
+      close: async () => {
+        await gw.close();
+        await up.close();
+        await idp.close();
+      },
+    };
+  } catch (err) {
+    await upstream?.close();
+    await idp.close();
+    throw err;
+  }
 }

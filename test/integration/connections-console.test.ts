@@ -9,24 +9,18 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import type { BrowserContext, Page } from "playwright-core";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { browserUnavailable, openTestPage, type TestBrowser } from "../helpers/browser.js";
-import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { call } from "../helpers/gateway.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
-import { consoleLogin, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
-import { freePort } from "../helpers/core-extra.js";
-import { startProtectedServer, type ProtectedServer } from "../fixtures/oauth-protected-server.js";
+import { consoleLogin, startIdentityStack, type IdentityStack, type TestOidcProvider } from "../helpers/oidc.js";
 
-const SCOPE = "mcp:tools";
-const CONSOLE_SECRET = "console-client-secret-0123456789";
 const skip = browserUnavailable();
 
 describe("Connections page and the inbox's consent link in Chromium", { skip, timeout: 300_000 }, () => {
+  let stack: IdentityStack;
   let idp: TestOidcProvider;
-  let upstream: ProtectedServer;
-  let gw: TestGateway;
   let base: string;
   let tb: TestBrowser;
   let context: BrowserContext;
@@ -35,31 +29,8 @@ describe("Connections page and the inbox's consent link in Chromium", { skip, ti
   const agents: Client[] = [];
 
   before(async () => {
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    idp = await startOidcProvider({
-      scopes: [SCOPE],
-      clients: [
-        {
-          client_id: "console",
-          client_secret: CONSOLE_SECRET,
-          redirect_uris: [`${base}/console/callback`],
-          token_endpoint_auth_method: "client_secret_post",
-          grant_types: ["authorization_code"],
-          response_types: ["code"],
-        },
-      ],
-    });
-    upstream = await startProtectedServer({ issuer: idp.issuer, scopes: [SCOPE, "offline_access"] });
-    gw = await startGateway({
-      mcpServers: { remote: { url: upstream.url, auth: { type: "oauth", scopes: [SCOPE, "offline_access"] }, sharing: "session" } },
-      gateway: {
-        port,
-        auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
-        console: { oidc: { clientId: "console", clientSecret: CONSOLE_SECRET, scopes: ["openid"] } },
-        vault: { keys: randomBytes(32).toString("base64") },
-      },
-    });
+    stack = await startIdentityStack();
+    ({ idp, base } = stack);
     agent = (await loginAndConnect(`${base}/mcp`, "dana", new MemoryOAuthClient("http://127.0.0.1:65503/callback"))).client;
     ({ tb, context, page } = await openTestPage());
     // Dana's console login (headless OIDC), handed to the browser.
@@ -71,9 +42,7 @@ describe("Connections page and the inbox's consent link in Chromium", { skip, ti
     for (const a of [agent, ...agents]) await a?.close().catch(() => undefined);
     await context?.close();
     await tb?.close();
-    await gw?.close();
-    await upstream?.close();
-    await idp?.close();
+    await stack?.close();
   });
 
   /** At the provider: sign in as `user` (dev login form) and consent, until the browser is back at the gateway. */

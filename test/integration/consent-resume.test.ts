@@ -10,39 +10,25 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema, ElicitationCompleteNotificationSchema, McpError, type ElicitRequest } from "@modelcontextprotocol/sdk/types.js";
 import { continueUrlOf } from "../../src/console/views/connections.js";
-import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { call } from "../helpers/gateway.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
-import { consoleLogin, followAuthorization, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
-import { freePort } from "../helpers/core-extra.js";
-import { startProtectedServer, type ProtectedServer } from "../fixtures/oauth-protected-server.js";
+import { consoleLogin, followAuthorization, startIdentityStack, type IdentityStack, type TestOidcProvider } from "../helpers/oidc.js";
+import { waitFor } from "../helpers/tasks.js";
+import type { ProtectedServer } from "../fixtures/oauth-protected-server.js";
 
-const SCOPE = "mcp:tools";
 const MCP_REDIRECT = "http://127.0.0.1:65503/callback";
-const CONSOLE_SECRET = "console-client-secret-0123456789";
 
+let stack: IdentityStack;
 let idp: TestOidcProvider;
 let upstream: ProtectedServer;
-let gw: TestGateway;
 let base: string;
 const oauth: Record<string, MemoryOAuthClient> = {};
 const cookies: Record<string, string> = {};
 const opened: Client[] = [];
-
-/** Polls `read` until it returns a value (bounded for a loaded machine). */
-async function until<T>(what: string, read: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await read();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** `user` consents at the provider and their browser completes the callback with `cookie`'s console login. */
 async function consent(url: string, user: string, cookie: string): Promise<{ status: number; text: string }> {
@@ -66,31 +52,8 @@ async function clientOf(user: string, path: string, capabilities: Record<string,
 const textOf = (r: object) => (((r as { content?: unknown }).content ?? []) as Array<{ text?: string }>).map((c) => c.text ?? "").join("\n");
 
 before(async () => {
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  idp = await startOidcProvider({
-    scopes: [SCOPE],
-    clients: [
-      {
-        client_id: "console",
-        client_secret: CONSOLE_SECRET,
-        redirect_uris: [`${base}/console/callback`],
-        token_endpoint_auth_method: "client_secret_post",
-        grant_types: ["authorization_code"],
-        response_types: ["code"],
-      },
-    ],
-  });
-  upstream = await startProtectedServer({ issuer: idp.issuer, scopes: [SCOPE, "offline_access"] });
-  gw = await startGateway({
-    mcpServers: { remote: { url: upstream.url, auth: { type: "oauth", scopes: [SCOPE, "offline_access"] }, sharing: "session" } },
-    gateway: {
-      port,
-      auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
-      console: { oidc: { clientId: "console", clientSecret: CONSOLE_SECRET, scopes: ["openid"] } },
-      vault: { keys: randomBytes(32).toString("base64") },
-    },
-  });
+  stack = await startIdentityStack();
+  ({ idp, upstream, base } = stack);
   for (const user of ["alice", "bob", "carol", "erin"]) {
     oauth[user] = new MemoryOAuthClient(MCP_REDIRECT);
     opened.push((await loginAndConnect(`${base}/mcp`, user, oauth[user])).client);
@@ -100,9 +63,7 @@ before(async () => {
 
 after(async () => {
   for (const c of opened) await c.close().catch(() => undefined);
-  await gw?.close();
-  await upstream?.close();
-  await idp?.close();
+  await stack?.close();
 });
 
 describe("a call that needs consent resumes after it", () => {
@@ -128,7 +89,7 @@ describe("a call that needs consent resumes after it", () => {
     assert.equal(new URL(params.url).origin, idp.issuer);
     const done = await consents[0]!;
     assert.equal(done.status, 200, done.text);
-    await until("elicitation/complete", async () => (completed.length ? true : undefined));
+    await waitFor(() => (completed.length ? true : undefined), "elicitation/complete", 60_000);
     assert.deepEqual(completed, [params.elicitationId]);
     assert.deepEqual(
       upstream.seen
@@ -176,16 +137,20 @@ describe("a call that needs consent resumes after it", () => {
     assert.equal(promotedReply.isError, undefined, textOf(promotedReply));
     const reply = promotedReply.structuredContent as { task_id: string; authorization_url: string };
     assert.ok(reply.task_id, textOf(promotedReply));
-    const pending = await until("the URL elicitation in get_elicitations", async () => {
-      const r = await call(client, "get_elicitations", {});
-      const list = (r.structuredContent as { elicitations?: Array<{ requestId: string; mode: string; url: string }> }).elicitations;
-      return list?.length ? list : undefined;
-    });
+    const pending = await waitFor(
+      async () => {
+        const r = await call(client, "get_elicitations", {});
+        const list = (r.structuredContent as { elicitations?: Array<{ requestId: string; mode: string; url: string }> }).elicitations;
+        return list?.length ? list : undefined;
+      },
+      "the URL elicitation in get_elicitations",
+      60_000,
+    );
     assert.equal(pending.length, 1);
     assert.equal(pending[0]!.mode, "url");
     assert.equal(pending[0]!.url, reply.authorization_url);
     const status = async () => ((await call(client, "get_task", { task_id: reply.task_id })).structuredContent as { task: { status: string } }).task.status;
-    await until("input_required", async () => ((await status()) === "input_required" ? true : undefined));
+    await waitFor(async () => ((await status()) === "input_required" ? true : undefined), "input_required", 60_000);
 
     // Bob opens carol's link with his console login: refused, nothing bound, the task still waits.
     const stolen = await consent(reply.authorization_url, "bob", cookies.bob!);

@@ -11,25 +11,22 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { continueUrlOf } from "../../src/console/views/connections.js";
 import { createLogger } from "../../src/logging.js";
 import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
-import { consoleLogin, followAuthorization, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import { consoleLogin, followAuthorization, startIdentityStack, type IdentityStack, type TestOidcProvider } from "../helpers/oidc.js";
 import { freePort } from "../helpers/core-extra.js";
-import { startProtectedServer, type ProtectedServer } from "../fixtures/oauth-protected-server.js";
+import type { ProtectedServer } from "../fixtures/oauth-protected-server.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
 
-const SCOPE = "mcp:tools";
 const MCP_REDIRECT = "http://127.0.0.1:65503/callback";
-const CONSOLE_SECRET = "console-client-secret-0123456789";
 
+let stack: IdentityStack;
 let idp: TestOidcProvider;
 let upstream: ProtectedServer;
-let gw: TestGateway;
 let base: string;
 const clients: Record<string, Client> = {};
 let redis: RedisServer | undefined;
@@ -75,56 +72,25 @@ async function consentAndComplete(url: URL, user: string, cookie: string, comple
 }
 
 before(async () => {
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
   const portB = await freePort();
   baseB = `http://127.0.0.1:${portB}`;
-  const key = randomBytes(32).toString("base64");
   if (redisSkipReason() === undefined) redis = await startRedis();
   const store = redis ? { kind: "redis", url: redis.url, keyPrefix: "uid:" } : undefined;
-  idp = await startOidcProvider({
-    scopes: [SCOPE],
-    clients: [
-      {
-        client_id: "console",
-        client_secret: CONSOLE_SECRET,
-        redirect_uris: [`${base}/console/callback`, `${baseB}/console/callback`],
-        token_endpoint_auth_method: "client_secret_post",
-        grant_types: ["authorization_code"],
-        response_types: ["code"],
-      },
-    ],
+  stack = await startIdentityStack({
+    servers: (url, auth) => ({
+      remote: { url, auth, sharing: "session" },
+      "remote-shared": { url, auth, sharing: "shared" },
+    }),
+    gateway: { ...(store ? { store } : {}), logLevel: "debug" },
+    deps: { logger: createLogger("debug", new Writable({ write: (chunk: Buffer, _e, done) => (logText.push(chunk.toString("utf8")), done()) })) },
+    alsoConsoleAt: [baseB],
   });
-  upstream = await startProtectedServer({ issuer: idp.issuer, scopes: [SCOPE, "offline_access"] });
-  const auth = { type: "oauth", scopes: [SCOPE, "offline_access"] };
-  gw = await startGateway(
-    {
-      mcpServers: {
-        remote: { url: upstream.url, auth, sharing: "session" },
-        "remote-shared": { url: upstream.url, auth, sharing: "shared" },
-      },
-      gateway: {
-        port,
-        auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
-        console: { oidc: { clientId: "console", clientSecret: CONSOLE_SECRET, scopes: ["openid"] } },
-        vault: { keys: key },
-        ...(store ? { store } : {}),
-        logLevel: "debug",
-      },
-    },
-    { logger: createLogger("debug", new Writable({ write: (chunk: Buffer, _e, done) => (logText.push(chunk.toString("utf8")), done()) })) },
-  );
+  ({ idp, upstream, base } = stack);
   // A second replica on the same Redis store (same vault key): a callback may reach it.
   if (store) {
     gwB = await startGateway({
-      mcpServers: { remote: { url: upstream.url, auth, sharing: "session" } },
-      gateway: {
-        port: portB,
-        auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },
-        console: { oidc: { clientId: "console", clientSecret: CONSOLE_SECRET, scopes: ["openid"] } },
-        vault: { keys: key },
-        store,
-      },
+      mcpServers: { remote: { url: upstream.url, auth: stack.upstreamAuth, sharing: "session" } },
+      gateway: { port: portB, ...stack.shared, store },
     });
   }
   for (const user of ["alice", "bob"]) {
@@ -136,10 +102,8 @@ before(async () => {
 after(async () => {
   for (const c of Object.values(clients)) await c.close().catch(() => undefined);
   await gwB?.close();
-  await gw?.close();
+  await stack?.close();
   await redis?.stop();
-  await upstream?.close();
-  await idp?.close();
 });
 
 describe("upstream identity through the gateway", () => {
