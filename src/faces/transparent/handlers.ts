@@ -267,6 +267,8 @@ export function registerHandlers(h: HandlerContext): JoinedHook {
   if (capabilities.logging) {
     server.setRequestHandler(SetLevelRequestSchema, async (req) => {
       level = req.params.level;
+      // A single face's upstream is its own: setLevel is use (a lazy session connects it here, docs/adr/0034).
+      if (single) await conn(catalog.servers()[0]!);
       await Promise.all(
         session
           .liveConnections()
