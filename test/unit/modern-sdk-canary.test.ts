@@ -9,6 +9,25 @@ import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_ME
 
 const claim = (version: string) => ({ [PROTOCOL_VERSION_META_KEY]: version, [CLIENT_CAPABILITIES_META_KEY]: {} });
 
+/**
+ * classifyInboundRequest on a POST of `method` with the modern headers (MCP-Protocol-Version `version`,
+ * Mcp-Method `mcpMethod`, Mcp-Name `mcpName`) and `params` (with the claim of `claimed`, unless null).
+ */
+function classifyModern(
+  method: string,
+  o: { version?: string; claimed?: string | null; mcpMethod?: string; mcpName?: string; params?: Record<string, unknown> } = {},
+): ReturnType<typeof classifyInboundRequest> {
+  const version = o.version ?? "2026-07-28";
+  const claimed = o.claimed === undefined ? version : o.claimed;
+  return classifyInboundRequest({
+    httpMethod: "POST",
+    protocolVersionHeader: version,
+    mcpMethodHeader: o.mcpMethod ?? method,
+    ...(o.mcpName ? { mcpNameHeader: o.mcpName } : {}),
+    body: { jsonrpc: "2.0", id: 1, method, params: { ...o.params, ...(claimed === null ? {} : { _meta: claim(claimed) }) } },
+  });
+}
+
 describe("SDK v2 canaries (src/mcp/modern)", () => {
   it("the envelope's key names", () => {
     assert.equal(PROTOCOL_VERSION_META_KEY, "io.modelcontextprotocol/protocolVersion");
@@ -17,12 +36,7 @@ describe("SDK v2 canaries (src/mcp/modern)", () => {
   });
 
   it("a claim routes modern; a plain initialize and a claim-less request route legacy", () => {
-    const modern = classifyInboundRequest({
-      httpMethod: "POST",
-      protocolVersionHeader: "2026-07-28",
-      mcpMethodHeader: "tools/list",
-      body: { jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: claim("2026-07-28") } },
-    });
+    const modern = classifyModern("tools/list");
     assert.equal(modern.kind, "modern");
     const init = classifyInboundRequest({
       httpMethod: "POST",
@@ -38,39 +52,18 @@ describe("SDK v2 canaries (src/mcp/modern)", () => {
   });
 
   it("a modern header on an envelope-less request is -32602/400; an Mcp-Method mismatch is -32020/400", () => {
-    const missing = classifyInboundRequest({
-      httpMethod: "POST",
-      protocolVersionHeader: "2026-07-28",
-      mcpMethodHeader: "tools/list",
-      body: { jsonrpc: "2.0", id: 1, method: "tools/list", params: {} },
-    });
+    const missing = classifyModern("tools/list", { claimed: null });
     assert.equal(missing.kind, "reject");
     if (missing.kind === "reject") assert.deepEqual([missing.code, missing.httpStatus], [-32602, 400]);
-    const mismatch = classifyInboundRequest({
-      httpMethod: "POST",
-      protocolVersionHeader: "2026-07-28",
-      mcpMethodHeader: "prompts/list",
-      body: { jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: claim("2026-07-28") } },
-    });
+    const mismatch = classifyModern("tools/list", { mcpMethod: "prompts/list" });
     assert.equal(mismatch.kind, "reject");
     if (mismatch.kind === "reject") assert.deepEqual([mismatch.code, mismatch.httpStatus], [-32020, 400]);
   });
 
   it("the classifier does not judge the claimed version nor Mcp-Name (envelope.ts does both)", () => {
-    const future = classifyInboundRequest({
-      httpMethod: "POST",
-      protocolVersionHeader: "2099-01-01",
-      mcpMethodHeader: "tools/list",
-      body: { jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: claim("2099-01-01") } },
-    });
+    const future = classifyModern("tools/list", { version: "2099-01-01" });
     assert.equal(future.kind, "modern");
-    const name = classifyInboundRequest({
-      httpMethod: "POST",
-      protocolVersionHeader: "2026-07-28",
-      mcpMethodHeader: "tools/call",
-      mcpNameHeader: "other",
-      body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "echo", _meta: claim("2026-07-28") } },
-    });
+    const name = classifyModern("tools/call", { mcpName: "other", params: { name: "echo" } });
     assert.equal(name.kind, "modern");
   });
 });
