@@ -34,7 +34,8 @@ async function cli(bin: string, args: string[]): Promise<string> {
     stdout: err.stdout ?? "",
     stderr: err.stderr ?? "",
   }));
-  return r.stdout;
+  // A single scenario's results go to stderr, the suite's summary to stdout.
+  return `${r.stdout}\n${r.stderr}`;
 }
 
 /** The client `auth/*` scenarios `list` tags with `version`. */
