@@ -93,7 +93,8 @@ describe("a 2026-07-28 upstream behind the gateway, a 2025-era client in front",
     await face("legacy");
     // The second session's connection initializes without a second probe: initialize + initialized (+ its GET stream) only.
     assert.ok(legacy.requests - requestsAfterFirst <= 3, `no probe again: ${legacy.requests - requestsAfterFirst} requests`);
-    await face("modern");
+    // Its first request connects it (initialize answers from what the gateway knew: docs/adr/0034).
+    await (await face("modern")).client.listTools();
     assert.equal(discovers(), before + 1, "the modern endpoint's verdict was kept; only the new session's initialize asked server/discover");
   });
 });
