@@ -372,12 +372,12 @@ export class UpstreamConnection extends UpstreamHandle {
     this.liveness = undefined;
   }
 
-  /** The remote upstream is gone: closing the client fails what is in flight (ConnectionClosed) and handleClose reports the drop with `reason`. */
   /** Drops a live connection as if it were lost (the owner reconnects on next use, with the config resolved again): a person's secret changed. */
   renew(reason: string): void {
     if (this.client) this.lose(this.client, reason);
   }
 
+  /** The remote upstream is gone: closing the client fails what is in flight (ConnectionClosed) and handleClose reports the drop with `reason`. */
   private lose(client: Client, reason: string): void {
     if (this.client !== client || this.closing || this.status !== "connected") return;
     this.lostReason = reason;
