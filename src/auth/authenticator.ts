@@ -32,7 +32,11 @@ export interface AuthenticatorOptions {
   keys?: Partial<IssuerKeysOptions> | undefined;
 }
 
-export type AuthOutcome = { principal: Principal } | { status: 401 | 403 | 503; message: string; headers: Record<string, string> };
+/**
+ * A verified caller with the bearer token it sent (for attachPrincipal, which keeps it beside the principal, never in
+ * it: token passthrough and token exchange use it; docs/adr/0027 §14), or the challenge to answer.
+ */
+export type AuthOutcome = { principal: Principal; token: string } | { status: 401 | 403 | 503; message: string; headers: Record<string, string> };
 
 export class Authenticator {
   private readonly keys: IssuerKeys;
@@ -59,7 +63,7 @@ export class Authenticator {
         headers: { "WWW-Authenticate": bearerChallenge({ resourceMetadata: prm, scopes }) },
       };
     }
-    if (this.o.token !== undefined && secretEquals(token, this.o.token)) return { principal: OPERATOR };
+    if (this.o.token !== undefined && secretEquals(token, this.o.token)) return { principal: OPERATOR, token };
     const base = externalBase(req, this.o.urls);
     const audiences = [...new Set([resourceUrl(req, this.o.urls, facePath), base, `${base}/`, ...this.o.oauth.audiences])];
     const result = await this.check(token, audiences);
@@ -86,7 +90,7 @@ export class Authenticator {
         },
       };
     }
-    return { principal: result };
+    return { principal: result, token };
   }
 
   private check(token: string, audiences: string[]): Promise<Principal | TokenRejection> {

@@ -124,7 +124,7 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
     authenticator.authenticate(req, path).then(
       (outcome) => {
         if (!("principal" in outcome)) return sendJsonRpcError(res, outcome.status, -32000, outcome.message, outcome.headers);
-        attachPrincipal(req, outcome.principal, /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? "")?.[1]);
+        attachPrincipal(req, outcome.principal, outcome.token);
         dispatch(req, res, path);
       },
       (err: unknown) => {

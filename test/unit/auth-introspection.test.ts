@@ -100,6 +100,10 @@ describe("Authenticator: opaque tokens by introspection", () => {
     assert.match(refusal(await auth.authenticate(bearer("other-aud"), "/mcp")), /audience is not this resource/);
     assert.equal(principal(await auth.authenticate(bearer("this-aud"), "/mcp")).subject, "alice");
     assert.equal(principal(await auth.authenticate(bearer("array-aud"), "/mcp")).subject, "alice");
+    // The outcome carries the verified token itself (server.ts keeps it beside the principal; no second header parse).
+    const outcome = await auth.authenticate(bearer("this-aud"), "/mcp");
+    assert.equal("token" in outcome ? outcome.token : undefined, "this-aud");
+    assert.equal(JSON.stringify(principal(outcome)).includes("this-aud"), false, "the principal object does not hold the token");
 
     const lenient = make({ requireAudience: false });
     assert.equal(principal(await lenient.authenticate(bearer("no-aud"), "/mcp")).subject, "alice");
