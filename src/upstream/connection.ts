@@ -56,6 +56,8 @@ export interface UpstreamConnectionOptions {
   runtime?: boolean | undefined;
   /** The config each transport is made with, read when connecting (a person's secrets: upstream/auth/secrets.ts); `config` stays what is shown. */
   resolveConfig?: ((config: ServerConfig) => Promise<ServerConfig>) | undefined;
+  /** Called once when this connection is done for good: closed, lost, or its connect failed (a new one replaces it). */
+  onEnded?: (() => void) | undefined;
 }
 
 const STDERR_TAIL_LINES = 20;
@@ -92,6 +94,8 @@ export class UpstreamConnection extends UpstreamHandle {
   private lostReason: string | undefined;
   /** Messages received from the upstream (any kind): one that arrives while a ping waits shows it alive. */
   private heard = 0;
+  /** onEnded was called. */
+  private ended = false;
 
   constructor(private readonly options: UpstreamConnectionOptions) {
     super(options.requestTimeoutMs);
@@ -139,6 +143,16 @@ export class UpstreamConnection extends UpstreamHandle {
   }
 
   async connect(): Promise<void> {
+    try {
+      await this.open();
+    } catch (err) {
+      // A connection whose connect failed is not used again (the owner makes a new one).
+      if (this.status !== "connected") this.end();
+      throw err;
+    }
+  }
+
+  private async open(): Promise<void> {
     const { name, config, logger, persistence } = this.options;
     this.status = "connecting";
     if (isStdioConfig(config) && this.options.children) {
@@ -253,6 +267,13 @@ export class UpstreamConnection extends UpstreamHandle {
     }
     this.status = "closed";
     if (this.client) await this.closeClient(this.client);
+    this.end();
+  }
+
+  private end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.options.onEnded?.();
   }
 
   /** Closes the SDK client and waits until the stdio child's whole process group is gone. */
@@ -275,6 +296,7 @@ export class UpstreamConnection extends UpstreamHandle {
     if (this.created?.terminate) void this.created.terminate().then(release, release);
     else release();
     this.options.logger.warn({ server: this.name, reason }, "upstream_disconnected");
+    this.end();
     this.options.handlers.onDisconnect(reason);
   }
 

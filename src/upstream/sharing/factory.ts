@@ -86,6 +86,8 @@ export interface Upstreams {
    * resolved again: a secret they replaced or removed is not used by a process started with the old one.
    */
   renew(server: string, principal: PrincipalRef | undefined): void;
+  /** Entries of the per-principal maps (tests): (server, principal) keys with live connections, principals' shared sets, their newest principals. */
+  perPrincipal(): { connections: number; shared: number; principals: number };
   /** Turns the warm pool on (`serve`). */
   start(): void;
   /** Ends the shared connections and the waiting processes (after the sessions have closed). */
@@ -187,25 +189,43 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     return { transportFactory: withPrincipalAuth(passthrough, config, name, principal, o.oauth), ...(resolveConfig ? { resolveConfig } : {}) };
   };
 
-  /** Live principal-bound connections by server and principalKey() (renew() drops them); closed ones are pruned as new ones come. */
+  /** Live principal-bound connections by server and principalKey() (renew() drops them); each leaves when it ends, and its key with the last. */
   const bound = new Map<string, Set<UpstreamConnection>>();
-  const track = (server: string, principal: PrincipalRef | undefined, conn: UpstreamConnection): UpstreamConnection => {
+  /** `onEnded` of a principal-bound connection to `server` for `principal`: call track() with the connection once made. */
+  const tracking = (server: string, principal: PrincipalRef | undefined) => {
     const k = `${server} ${principalKey(principal ?? ANONYMOUS)}`;
-    let set = bound.get(k);
-    if (!set) bound.set(k, (set = new Set()));
-    for (const c of set) if (c.status === "closed") set.delete(c);
-    set.add(conn);
-    return conn;
+    let conn: UpstreamConnection | undefined;
+    let ended = false;
+    return {
+      onEnded: () => {
+        ended = true;
+        const set = bound.get(k);
+        if (!conn || !set?.delete(conn) || set.size > 0) return;
+        bound.delete(k);
+      },
+      track: (made: UpstreamConnection): UpstreamConnection => {
+        conn = made;
+        if (ended) return made;
+        let set = bound.get(k);
+        if (!set) bound.set(k, (set = new Set()));
+        set.add(made);
+        return made;
+      },
+    };
   };
 
-  /** Shared connections of one principal (servers with `auth`), or of everyone (`undefined`). */
-  const sharedFor = (principal: PrincipalRef | undefined, bearer?: () => string | undefined) =>
+  /**
+   * Shared connections of one principal (servers with `auth` or secrets), or of everyone (`undefined`). A principal's
+   * close when their last session leaves, and `unused` is called when none is left (the set is forgotten).
+   */
+  const sharedFor = (principal: PrincipalRef | undefined, bearer?: () => string | undefined, unused?: () => void) =>
     new SharedUpstreams(
       registry,
       {
         requestTimeoutMs: upstream.requestTimeoutMs,
         connection: (name, parts) => {
           const entry = registry.require(name);
+          const t = principalBound(entry.config) ? tracking(name, principal) : undefined;
           const made = connection(name, entry.config, {
             ...parts,
             logger,
@@ -213,10 +233,12 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
             runtime: isRuntime(entry),
             ...credentialed(name, entry.config, o.transportFactory, principal, isRuntime(entry), bearer),
             receiverTasks: receivers(`shared:${name}`, name, logger),
+            ...(t ? { onEnded: t.onEnded } : {}),
             // No `roots`: servers cache the roots per connection, and one session's roots must not reach another's calls (ADR 0010).
           });
-          return principalBound(entry.config) ? track(name, principal, made) : made;
+          return t ? t.track(made) : made;
         },
+        ...(unused ? { unused } : {}),
       },
       logger,
     );
@@ -254,10 +276,24 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
       const key = principalKey(a.principal);
       if (a.principal) newestPrincipal.set(key, a.principal);
       let mine = sharedByPrincipal.get(key);
-      if (!mine) sharedByPrincipal.set(key, (mine = sharedFor(a.principal, () => inboundTokenOf(newestPrincipal.get(key)))));
+      if (!mine) {
+        const made = sharedFor(
+          a.principal,
+          () => inboundTokenOf(newestPrincipal.get(key)),
+          // The principal's last session left every server of theirs: their set and newest principal are forgotten.
+          () => {
+            if (sharedByPrincipal.get(key) !== made) return;
+            sharedByPrincipal.delete(key);
+            newestPrincipal.delete(key);
+            void made.close();
+          },
+        );
+        sharedByPrincipal.set(key, (mine = made));
+      }
       return mine.attach(server, { handlers: a.handlers, persistence: a.persistence });
     }
     // A runtime server's credentials only for the session that added it (docs/adr/0015).
+    const t = perPrincipal ? tracking(server, a.principal) : undefined;
     const own = connection(server, config, {
       handlers: a.handlers,
       logger: a.logger,
@@ -267,8 +303,9 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
       // A principal's own process or session is made for them, never taken from the warm pool.
       ...(perPrincipal ? credentialed(server, config, o.transportFactory, a.principal, isRuntime(entry)) : { transportFactory: warm.factory }),
       receiverTasks: receivers(a.sessionId, server, a.logger),
+      ...(t ? { onEnded: t.onEnded } : {}),
     });
-    return perPrincipal ? track(server, a.principal, own) : own;
+    return t ? t.track(own) : own;
   };
 
   return {
@@ -276,6 +313,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     renew(server, principal) {
       for (const conn of bound.get(`${server} ${principalKey(principal ?? ANONYMOUS)}`) ?? []) conn.renew("the person's secret for it changed");
     },
+    perPrincipal: () => ({ connections: bound.size, shared: sharedByPrincipal.size, principals: newestPrincipal.size }),
     probe: (server, config, a) => learning(server, config, connection(server, config, { ...a, transportFactory: o.transportFactory, livenessPingMs: 0 })),
     known,
     start: () => warm.start(),

@@ -6,7 +6,8 @@
  * if no session is attached, else once its last session has detached (every
  * session is disconnected from the server by the change) — and the next
  * attach makes a new one; an update rolled back finds the retiring one again.
- * close() ends them all (gateway shutdown).
+ * A principal's set (`unused` given) also closes a connection once its last
+ * session has left, and says when none is left. close() ends them all.
  */
 import { ErrorCodes, GatewayError } from "../../errors.js";
 import type { Logger } from "../../logging.js";
@@ -20,6 +21,11 @@ export interface SharedUpstreamsOptions {
   connection(name: string, parts: Parameters<NewSharedConnection>[0]): UpstreamConnection;
   /** Each view's default request timeout (gateway.upstream.requestTimeoutMs). */
   requestTimeoutMs: number;
+  /**
+   * One principal's set (issue 23): each connection closes when its last session detaches, and this is called once
+   * none is left (the owner forgets the set and closes it). Absent: connections stay until their config changes.
+   */
+  unused?: (() => void) | undefined;
 }
 
 export class SharedUpstreams {
@@ -27,13 +33,14 @@ export class SharedUpstreams {
   /** Replaced or removed servers' connections, closing once their sessions have detached. */
   private readonly retiring = new Set<SharedUpstream>();
   private closed = false;
+  private readonly unsubscribe: () => void;
 
   constructor(
     private readonly registry: ServerRegistry,
     private readonly options: SharedUpstreamsOptions,
     private readonly logger: Logger,
   ) {
-    registry.onChange((name) => {
+    this.unsubscribe = registry.onChange((name) => {
       const shared = this.byName.get(name);
       if (shared) this.settle(shared);
     });
@@ -77,6 +84,7 @@ export class SharedUpstreams {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.unsubscribe();
     const all = [...this.byName.values(), ...this.retiring];
     this.byName.clear();
     this.retiring.clear();
@@ -86,8 +94,10 @@ export class SharedUpstreams {
   private settle(shared: SharedUpstream): void {
     if (this.closed || shared.attached > 0) return;
     const entry = this.registry.get(shared.name);
-    if (this.byName.get(shared.name) === shared && entry && sameServerConfig(shared.config, entry.config)) return;
+    const current = this.byName.get(shared.name) === shared && entry !== undefined && sameServerConfig(shared.config, entry.config);
+    if (current && !this.options.unused) return;
     this.retire(shared);
+    if (this.options.unused && this.byName.size === 0 && this.retiring.size === 0) this.options.unused();
   }
 
   private retire(shared: SharedUpstream): void {
