@@ -82,8 +82,11 @@ export class TaskHost {
   private readonly pending = new Map<string | number, (answer: RpcAnswer) => void>();
   /** Held requests of the face, per gateway task id, by input key. */
   private readonly inputs = new Map<string, Map<string, HeldInput>>();
-  /** How tasks ended (the watch's tasks/result), kept until the host closes. */
-  private readonly outcomes = new Map<string, TaskOutcome>();
+  /**
+   * The one 2025 tasks/result in flight per running task (single flight). How a
+   * task ended is not kept here: the durable task store has it, and the 2025
+   * face's tasks/result answers from there when asked again.
+   */
   private readonly watching = new Map<string, Promise<TaskOutcome | undefined>>();
   private closed = false;
   /** The face serves task-augmented tools/call (the transparent faces; the meta face promotes inside execute_tool instead). */
@@ -187,8 +190,8 @@ export class TaskHost {
     const answer = await this.request("tasks/get", { taskId });
     if ("error" in answer) return answer;
     const task = answer.result as unknown as Task;
-    let outcome = this.outcomes.get(taskId);
-    if (isTerminal(task.status) && task.status !== "cancelled" && outcome === undefined) outcome = await this.watch(taskId);
+    let outcome: TaskOutcome | undefined;
+    if (isTerminal(task.status) && task.status !== "cancelled") outcome = await this.watch(taskId);
     if (!isTerminal(task.status)) void this.watch(taskId);
     const inputs = Object.fromEntries([...(this.inputs.get(taskId) ?? [])].map(([key, held]) => [key, held.request]));
     return { result: detailedTask(task, inputs, outcome) };
@@ -220,17 +223,18 @@ export class TaskHost {
     return { result: { resultType: "complete" } };
   }
 
-  /** Watches the task to its end with a 2025 tasks/result (which delivers the requests it waits for); once per task. */
+  /**
+   * Watches the task to its end with a 2025 tasks/result (which delivers the
+   * requests it waits for); one in flight per task. For a task that ended it
+   * is answered at once from the task store.
+   */
   private watch(taskId: string): Promise<TaskOutcome | undefined> {
-    const known = this.outcomes.get(taskId);
-    if (known) return Promise.resolve(known);
     let watching = this.watching.get(taskId);
     if (!watching) {
       watching = this.request("tasks/result", { taskId }).then((answer) => {
         this.watching.delete(taskId);
         if (this.closed) return undefined;
         const outcome: TaskOutcome = "result" in answer ? { result: stripRelated(answer.result) } : { error: answer.error };
-        this.outcomes.set(taskId, outcome);
         this.withdraw(taskId);
         return outcome;
       });
@@ -257,6 +261,11 @@ export class TaskHost {
       timer = this.gateway.clock.setTimeout(() => resolve(undefined), ms);
     });
     return Promise.race([promise, bound]).finally(() => this.gateway.clock.clearTimeout(timer));
+  }
+
+  /** What the host holds now, per kind (read-only, for tests and diagnostics): all zero once its tasks ended and nobody asks. */
+  retained(): { watching: number; inputs: number; pending: number } {
+    return { watching: this.watching.size, inputs: this.inputs.size, pending: this.pending.size };
   }
 
   /** Ends the host's in-memory connection (its session is ended by the caller, or ended already). */
@@ -290,6 +299,12 @@ function registryOf(gateway: GatewayContext): Map<string, Promise<TaskHost>> {
     });
   }
   return hosts;
+}
+
+/** The task hosts of a gateway that opened (read-only, for tests and diagnostics). */
+export async function liveTaskHosts(gateway: GatewayContext): Promise<TaskHost[]> {
+  const settled = await Promise.allSettled([...(registries.get(gateway)?.values() ?? [])]);
+  return settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
 }
 
 /** Faces found to run no tasks (the meta face), per gateway: no host is kept for them. */

@@ -11,7 +11,7 @@ import { Client as ModernClient, StreamableHTTPClientTransport as ModernTranspor
 import { createTaskSessionFromClient, resultFromTaskOutcome } from "@modelcontextprotocol/ext-tasks/client";
 import { startInProcessGateway } from "../helpers/in-process.js";
 import type { TestGateway } from "../helpers/gateway.js";
-import { taskHostSessionId } from "../../src/http/modern-tasks.js";
+import { liveTaskHosts, taskHostSessionId } from "../../src/http/modern-tasks.js";
 import { MODERN, TASKS_EXTENSION as EXTENSION, modernRequest, pollModernTask, type ModernAnswer } from "../helpers/modern-requests.js";
 
 const CLIENT_INFO = { name: "era-tasks-test", version: "1" };
@@ -134,6 +134,30 @@ describe("the tasks extension for 2026-07-28 clients", () => {
         ? (await pollTask(server, hinted.body.result.taskId as string, (t) => t.status === "completed", "completed")).result
         : hinted.body.result;
     assert.equal(result.content[0].text, "Echo: hinted");
+  });
+
+  it("a finished task's result is not held by the task host (its retained state drains to zero)", async () => {
+    // The aggregated face: a host of its own, used by no other test here.
+    const hostId = taskHostSessionId({ kind: "all" }, undefined);
+    for (let i = 0; i < 4; i++) {
+      const answer = await modern(all, "tools/call", { name: "everything__echo", arguments: { message: `quick ${i}` } });
+      assert.ok(answer.body.result, JSON.stringify(answer.body));
+    }
+    const slow = await modern(all, "tools/call", { name: "everything__simulate-research-query", arguments: { topic: "retention" } });
+    const taskId = slow.body.result?.taskId as string;
+    assert.ok(taskId, JSON.stringify(slow.body));
+    const done = await pollTask(all, taskId, (t) => t.status === "completed", "completed");
+    assert.match(done.result.content[0].text as string, /Research Report: retention/);
+    const host = (await liveTaskHosts(gw.gateway.context)).find((h) => h.session.id === hostId);
+    assert.ok(host, "the aggregated face's task host is open");
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && (host.retained().watching > 0 || host.retained().pending > 0)) await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(host.retained(), { watching: 0, inputs: 0, pending: 0 });
+    // A finished task's result is still there when asked again (from the durable task store, through the 2025 face).
+    const again = await modern(all, "tasks/get", { taskId });
+    assert.equal(again.body.result?.status, "completed", JSON.stringify(again.body));
+    assert.match(again.body.result?.result.content[0].text as string, /Research Report: retention/);
+    assert.deepEqual(host.retained(), { watching: 0, inputs: 0, pending: 0 });
   });
 
   it("an SDK v2 client pinned to 2026-07-28 gets simulate-research-query's task result through @modelcontextprotocol/ext-tasks", async () => {
