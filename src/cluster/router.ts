@@ -6,7 +6,9 @@
  * again. Failures of Redis answer 503 with the store's error. An owner's URL
  * is reused for a second without asking Redis again; a forward that finds it
  * gone falls back to the full lookup (and adoption). An id with no owner and
- * no stored session is claimed by no one: nothing is written for it.
+ * no stored session is claimed by no one: nothing is written for it. A
+ * modern retry of a call parked on another replica is forwarded to it
+ * (toReplica).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Clock, TimerHandle } from "../clock.js";
@@ -45,6 +47,33 @@ export class ClusterRouter implements SessionRouter {
   private readonly owners = new Map<string, { url: string; at: number }>();
 
   constructor(private readonly o: RouterOptions) {}
+
+  get replica(): string {
+    return this.o.membership.incarnation;
+  }
+
+  fromReplica(req: IncomingMessage): boolean {
+    return this.isForwarded(req);
+  }
+
+  /**
+   * A modern retry of a call parked on `owner` (ADR 0032, "MRTR bridges"):
+   * forwarded there when its heartbeat is live; "gone" at once, without
+   * waiting out its lease, when it is not or refuses the connection (the
+   * parked call died with it: nothing to wait for).
+   */
+  async toReplica(req: IncomingMessage, res: ServerResponse, owner: string, body: string): Promise<"answered" | "gone"> {
+    try {
+      const url = await this.o.membership.urlOf(owner);
+      if (url === undefined) return "gone";
+      if ((await this.o.forwarder.forward(req, res, url, body)) === "answered") return "answered";
+      this.o.logger.warn({ owner, url }, "cluster_parked_owner_unreachable");
+      return "gone";
+    } catch (err) {
+      sendErrorReply(res, 503, err, this.o.logger);
+      return "answered";
+    }
+  }
 
   created(sessionId: string): Promise<void> {
     return this.o.membership.own(sessionId);

@@ -21,6 +21,7 @@ import { BoundedSseReplayStore, StoredSseReplayStore, type SseReplayStore } from
 import { hasEnvelopeClaim, hasModernVersionHeader } from "../mcp/modern/envelope.js";
 import type { FaceServer } from "./face-server.js";
 import { handleModern, modernMethodNotAllowed } from "./modern-endpoint.js";
+import type { ParkedCallRouter } from "./modern-mrtr.js";
 import { BodyRejected, BodyTooLargeError, parseJsonRpcBody, readBody, sendErrorReply, sendJsonRpcError } from "./json-rpc.js";
 
 export interface EndpointOptions {
@@ -51,7 +52,7 @@ export interface EndpointOptions {
  * forwarded to the replica that holds it (`answered`), or served here
  * (`local`, with the body if the router read it) — then resumed from the store.
  */
-export interface SessionRouter {
+export interface SessionRouter extends ParkedCallRouter {
   route(req: IncomingMessage, res: ServerResponse, sessionId: string): Promise<RouteDecision>;
   /** A session was created here; resolves once other replicas can find it. */
   created(sessionId: string): Promise<void>;

@@ -32,6 +32,7 @@ import {
   sealerFor,
   modernResult,
   type ModernReply,
+  type ParkedCallRouter,
 } from "./modern-mrtr.js";
 import { runAsModernCall } from "../upstream/modern/modern-call.js";
 import { RequestStateSealer } from "../upstream/modern/sealed-state.js";
@@ -41,6 +42,8 @@ import { TASK_METHODS, answerModernTask } from "./modern-tasks.js";
 export interface ModernEndpointOptions {
   face(session: Session, init: InitializeRequest["params"]): FaceServer | Promise<FaceServer>;
   kind: FaceRecord;
+  /** Replicas: a parked call's retry that reaches another replica is passed to the one that parked it. */
+  router?: ParkedCallRouter | undefined;
 }
 
 export { TASKS_EXTENSION };
@@ -87,6 +90,15 @@ function modernCapabilities(capabilities: Record<string, unknown>): Record<strin
   const { tasks, ...rest } = capabilities as { tasks?: { requests?: { tools?: { call?: unknown } } } } & Record<string, unknown>;
   if (tasks?.requests?.tools?.call === undefined) return rest;
   return { ...rest, extensions: { ...(rest.extensions as Record<string, unknown> | undefined), [TASKS_EXTENSION]: {} } };
+}
+
+/** A parked call's retry whose replica is dead or cannot be reached (or that a replica passed on to a replica that is not its owner). */
+function parkedOwnerGone(owner: string): GatewayError {
+  return new GatewayError(
+    ErrorCodes.BAD_REQUEST_STATE,
+    `Invalid or expired requestState: the parked request it stands for was held by replica ${owner}, which has stopped or cannot be reached, and the call ended with it; call again without requestState`,
+    { details: { reason: "parked_owner_gone", replica: owner } },
+  );
 }
 
 /** A modern GET or DELETE: no streams and no sessions to end in this era. */
@@ -171,17 +183,28 @@ export async function handleModern(
     failed: (err) => sendError(res, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) }),
   };
   if (isMrtrMethod(method) && typeof requestState === "string" && RequestStateSealer.kindOf(requestState) !== "upstream") {
-    // Bridge 3: the retry of a parked call goes on with that call.
+    // Bridge 3: the retry of a parked call goes on with that call, on the replica that holds it.
     let resumed;
     try {
-      resumed = parkedCallsOf(gateway).resume(requestState, parkBinding);
+      const parked = parkedCallsOf(gateway).locate(requestState, parkBinding);
+      const router = options.router;
+      if (router && parked.owner !== undefined && parked.owner !== router.replica) {
+        if (!router.fromReplica(req) && (await router.toReplica(req, res, parked.owner, JSON.stringify(body))) === "answered") return;
+        throw parkedOwnerGone(parked.owner);
+      }
+      resumed = parkedCallsOf(gateway).resume(parked.handle);
     } catch (err) {
       return reply.failed(err);
     }
     const hint = { resultType: "complete", ttlMs: 0, cacheScope: principalOf(req) !== undefined || options.kind.kind === "meta" ? "private" : "public" };
     resumed.flight.inputs.answer((inputResponses ?? {}) as Record<string, unknown>, resumed.flight.send);
     const closed = new Promise<void>((resolve) => res.once("close", resolve));
-    return respondModernCall(gateway, resumed.flight, { binding: parkBinding, sessionId: resumed.sessionId, closed, hint }, reply);
+    return respondModernCall(
+      gateway,
+      resumed.flight,
+      { binding: parkBinding, sessionId: resumed.sessionId, closed, hint, replica: options.router?.replica },
+      reply,
+    );
   }
   try {
     // Ephemeral: never persisted, no replay; asked mid-call only through MRTR (its askable capabilities).
@@ -260,7 +283,7 @@ export async function handleModern(
         dispose,
       };
       handedOver = true;
-      return await respondModernCall(gateway, flight, { binding: parkBinding, sessionId: session.id, closed, hint }, reply);
+      return await respondModernCall(gateway, flight, { binding: parkBinding, sessionId: session.id, closed, hint, replica: options.router?.replica }, reply);
     }
     const answer = await Promise.race([ask(id, method, innerParams), closed.then(() => undefined)]);
     if (answer === undefined) return;

@@ -10,6 +10,7 @@
  * only its result is shown and the seal's key is chosen.
  */
 import { randomBytes } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { JSONRPCMessage, JSONRPCRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { TimerHandle } from "../clock.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
@@ -122,6 +123,33 @@ export interface ModernFlight {
   dispose(): Promise<void>;
 }
 
+/**
+ * Replicas (ADR 0032, "MRTR bridges" §5): a parked call lives in the replica
+ * that parked it, so its handle names that replica and a retry that reaches
+ * another one is passed there. Implemented by the cluster's router; absent
+ * for a single gateway.
+ */
+export interface ParkedCallRouter {
+  /** This replica's incarnation (sealed into the handles it issues). */
+  readonly replica: string;
+  /** Whether `req` was forwarded by another replica (it is never forwarded again). */
+  fromReplica(req: IncomingMessage): boolean;
+  /** Passes the request to the live replica `owner` and pipes its answer back; "gone" (nothing sent to the client) when it is dead or unreachable. */
+  toReplica(req: IncomingMessage, res: ServerResponse, owner: string, body: string): Promise<"answered" | "gone">;
+}
+
+/** A parked call's handle as sealed: the registry key and, with replicas, the replica that holds it. */
+function handleText(handle: string, replica: string | undefined): string {
+  return replica === undefined ? handle : `${handle}.${replica}`;
+}
+
+/** What a client's parked handle names (the registry key is base64url, so the first "." ends it). */
+export interface ParkedHandle {
+  handle: string;
+  /** The replica that parked the call (undefined: a single gateway). */
+  owner: string | undefined;
+}
+
 /** What a modern call request's HTTP answer is. */
 export type FlightOutcome = { kind: "answer"; message: JSONRPCMessage } | { kind: "input"; result: Record<string, unknown> } | { kind: "gone" };
 
@@ -161,21 +189,31 @@ export class ParkedCalls {
    * with the result, or parks the call and answers `input_required`. "gone":
    * the client's HTTP request closed first (the caller disposes the flight).
    */
-  async drive(flight: ModernFlight, binding: ParkBinding, sessionId: string, closed: Promise<void>): Promise<FlightOutcome> {
+  async drive(flight: ModernFlight, binding: ParkBinding, sessionId: string, closed: Promise<void>, replica?: string): Promise<FlightOutcome> {
     const asked = flight.inputs.whenAsked().then(() => "asked" as const);
     const first = await Promise.race([flight.answer.then((message) => ({ message })), asked, closed.then(() => "gone" as const)]);
     if (first === "gone") return { kind: "gone" };
     if (first !== "asked") return { kind: "answer", message: first.message };
-    return { kind: "input", result: this.park(flight, binding, sessionId) };
+    return { kind: "input", result: this.park(flight, binding, sessionId, replica) };
   }
 
   /**
-   * A retry whose requestState is a parked handle: opens it (bound to the
-   * same face, caller, method and arguments), answers the parked requests
-   * and drives the call on. Throws EMCP_BAD_REQUEST_STATE when refused.
+   * Opens a retry's parked handle, bound to the same face, caller, method
+   * and arguments: which call it names and which replica parked it. Throws
+   * EMCP_BAD_REQUEST_STATE when refused.
    */
-  resume(requestState: string, binding: ParkBinding): { flight: ModernFlight; sessionId: string } {
-    const handle = sealerFor(this.gateway).open(requestState, asStateBinding(binding)) ?? "";
+  locate(requestState: string, binding: ParkBinding): ParkedHandle {
+    const text = sealerFor(this.gateway).open(requestState, asStateBinding(binding)) ?? "";
+    const dot = text.indexOf(".");
+    return dot < 0 ? { handle: text, owner: undefined } : { handle: text.slice(0, dot), owner: text.slice(dot + 1) };
+  }
+
+  /**
+   * A retry of a call parked here (see locate()): takes it out of the
+   * registry to be answered and driven on. Throws EMCP_BAD_REQUEST_STATE
+   * when it is gone.
+   */
+  resume(handle: string): { flight: ModernFlight; sessionId: string } {
     const parked = this.parked.get(handle);
     if (!parked) {
       throw new GatewayError(
@@ -189,7 +227,7 @@ export class ParkedCalls {
     return { flight: parked.flight, sessionId: parked.sessionId };
   }
 
-  private park(flight: ModernFlight, binding: ParkBinding, sessionId: string): Record<string, unknown> {
+  private park(flight: ModernFlight, binding: ParkBinding, sessionId: string, replica: string | undefined): Record<string, unknown> {
     const { maxParked, parkTtlMs } = this.gateway.settings.mrtr;
     if (this.parked.size >= maxParked) {
       throw new GatewayError(
@@ -205,7 +243,7 @@ export class ParkedCalls {
       void flight.dispose();
     }, parkTtlMs);
     this.parked.set(handle, { flight, sessionId, timer });
-    const requestState = sealerFor(this.gateway).seal(asStateBinding(binding), handle, "parked");
+    const requestState = sealerFor(this.gateway).seal(asStateBinding(binding), handleText(handle, replica), "parked");
     return { resultType: "input_required", inputRequests: flight.inputs.asked(), requestState };
   }
 
@@ -256,12 +294,12 @@ export interface ModernReply {
 export async function respondModernCall(
   gateway: GatewayContext,
   flight: ModernFlight,
-  at: { binding: ParkBinding; sessionId: string; closed: Promise<void>; hint: Record<string, unknown> },
+  at: { binding: ParkBinding; sessionId: string; closed: Promise<void>; hint: Record<string, unknown>; replica?: string | undefined },
   reply: ModernReply,
 ): Promise<void> {
   let parked = false;
   try {
-    const outcome = await parkedCallsOf(gateway).drive(flight, at.binding, at.sessionId, at.closed);
+    const outcome = await parkedCallsOf(gateway).drive(flight, at.binding, at.sessionId, at.closed, at.replica);
     if (outcome.kind === "gone") return;
     if (outcome.kind === "input") {
       parked = true;
