@@ -413,6 +413,11 @@ export const gatewaySettingsSchema = z.strictObject({
        * on first use; false connects at initialize (docs/adr/0034).
        */
       lazyInitialize: z.boolean().default(true),
+      /**
+       * The relay fast path (docs/adr/0037): with http.plainJsonResponses, a plain request
+       * is answered without the SDK's HTTP transport (same handlers, same answer).
+       */
+      fastPath: z.boolean().default(true),
     })
     .prefault({}),
   http: z

@@ -12,7 +12,7 @@ import { isInitializeRequest, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIO
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { primeServerTransport, type StoredInitialize } from "../mcp/resume-session.js";
 import { onResponseSent } from "../mcp/response-sent.js";
-import { answerPlainWithJson, isPlainRequest } from "../mcp/json-answers.js";
+import { answerPlainWithJson, DirectJsonAnswers, isPlainRequest } from "../mcp/json-answers.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 import { mayUseOwned } from "../auth/ownership.js";
 import type { Session } from "../session/session.js";
@@ -50,7 +50,8 @@ export interface EndpointOptions {
 /**
  * Where a request of a session this process does not hold goes (src/cluster):
  * forwarded to the replica that holds it (`answered`), or served here
- * (`local`, with the body if the router read it) — then resumed from the store.
+ * (`local`, with the body if the router read it) — then resumed from the store;
+ * and a modern retry of a call parked on another replica (ParkedCallRouter).
  */
 export interface SessionRouter extends ParkedCallRouter {
   route(req: IncomingMessage, res: ServerResponse, sessionId: string): Promise<RouteDecision>;
@@ -72,6 +73,8 @@ interface Binding {
   inflight: Set<string>;
   /** SSE messages kept for Last-Event-ID replay (in the store for an owner, in memory for an attachment). */
   replay: SseReplayStore;
+  /** Plain requests answered without the SDK's HTTP transport (transparent faces, docs/adr/0037). */
+  direct?: DirectJsonAnswers | undefined;
   /** An attachment's own activity (its requests are not the session's): last request or response end, responses open. */
   guest?: { lastActivityAt: number; open: number };
 }
@@ -186,6 +189,9 @@ export class McpEndpoint {
       res.once("close", () => {
         if (res.statusCode >= 400) ids.forEach((id) => binding.inflight.delete(id));
       });
+      // The relay fast path (docs/adr/0037): a plain request answered with JSON skips the SDK's HTTP transport.
+      if (binding.direct && isPlainRequest(parsed, clientCapabilities(binding.server)) && binding.direct.answer(req, res, parsed)) return;
+      binding.direct?.cancelling(parsed);
       await binding.transport.handleRequest(req, res, parsed);
       return;
     }
@@ -309,18 +315,18 @@ export class McpEndpoint {
       eventStore: replay,
       onsessioninitialized: (id) => {
         const guest = owner ? undefined : { lastActivityAt: this.gateway.clock.now(), open: 0 };
-        this.bindings.set(id, { transport, server, session, owner, inflight, replay, ...(guest ? { guest } : {}) });
+        this.bindings.set(id, { transport, server, session, owner, inflight, replay, direct, ...(guest ? { guest } : {}) });
       },
     });
+    // First: its send wrapper must be the innermost (docs/adr/0037).
+    const { http, transparent } = this.gateway.settings;
+    const direct =
+      transparent.fastPath && http.plainJsonResponses && this.options.kind.kind !== "meta" ? new DirectJsonAnswers(transport, transportId) : undefined;
     onResponseSent(transport, (id) => inflight.delete(JSON.stringify(id)));
     // Plain requests answered with one JSON body: no SSE stream, nothing stored for replay (docs/adr/0035).
-    if (this.gateway.settings.http.plainJsonResponses) {
-      // A transparent face is an SDK Server, the meta face an McpServer around one.
-      type Caps = Partial<{ getClientCapabilities(): Record<string, unknown> | undefined }>;
-      const face = server as Caps & { server?: Caps };
-      answerPlainWithJson(transport, (body) => isPlainRequest(body, face.getClientCapabilities?.() ?? face.server?.getClientCapabilities?.()));
-    }
+    if (http.plainJsonResponses) answerPlainWithJson(transport, (body) => isPlainRequest(body, clientCapabilities(server)));
     transport.onclose = () => {
+      direct?.close();
       const binding = this.bindings.get(transportId);
       if (!binding) return;
       this.bindings.delete(transportId);
@@ -491,6 +497,13 @@ async function unknownLastEventId(req: IncomingMessage, binding: Binding): Promi
   const header = req.headers["last-event-id"];
   const lastEventId = Array.isArray(header) ? header[0] : header;
   return lastEventId !== undefined && lastEventId !== "" && (await binding.replay.getStreamIdForEventId(lastEventId)) === undefined;
+}
+
+/** The client's capabilities as its face server knows them: a transparent face is an SDK Server, the meta face an McpServer around one. */
+function clientCapabilities(server: FaceServer): Record<string, unknown> | undefined {
+  type Caps = Partial<{ getClientCapabilities(): Record<string, unknown> | undefined }>;
+  const face = server as Caps & { server?: Caps };
+  return face.getClientCapabilities?.() ?? face.server?.getClientCapabilities?.();
 }
 
 /** The ids (as JSON, so 1 and "1" differ) of the requests in a POST body — one message or a batch. */

@@ -48,7 +48,7 @@ export async function startGateway(
 ): Promise<TestGateway> {
   const config = parseConfig({
     mcpServers: raw.mcpServers ?? { everything: everythingStdio() },
-    gateway: withSharing({ port: 0, logLevel: "silent", ...(raw.gateway ?? {}) }),
+    gateway: withFastPath(withSharing({ port: 0, logLevel: "silent", ...(raw.gateway ?? {}) })),
   });
   const gateway = createGateway(config, deps);
   const { url } = await gateway.listen();
@@ -60,6 +60,18 @@ function withSharing(gateway: Record<string, unknown>): Record<string, unknown> 
   if (TEST_SHARING === "session") return gateway;
   const upstream = (gateway.upstream ?? {}) as Record<string, unknown>;
   return { ...gateway, upstream: { sharing: { stdio: "shared", remote: "shared" }, ...upstream } };
+}
+
+/**
+ * `EMCEEPEE_TEST_FAST_PATH=1` runs the suites with the relay fast path in use: plain requests answered
+ * with JSON (`http.plainJsonResponses`) and without the SDK's HTTP transport (docs/adr/0037). A test's own settings win.
+ */
+export const TEST_FAST_PATH = process.env.EMCEEPEE_TEST_FAST_PATH === "1";
+
+function withFastPath(gateway: Record<string, unknown>): Record<string, unknown> {
+  if (!TEST_FAST_PATH) return gateway;
+  const http = (gateway.http ?? {}) as Record<string, unknown>;
+  return { ...gateway, http: { plainJsonResponses: true, ...http } };
 }
 
 export interface ClientOptions {

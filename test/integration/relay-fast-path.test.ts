@@ -1,0 +1,175 @@
+/**
+ * The relay fast path (docs/adr/0037, issue 27): with gateway.transparent.fastPath
+ * and http.plainJsonResponses, a transparent face answers a plain request without
+ * the SDK's HTTP transport. What it must not break, each with the fast path in use:
+ * a cancel reaches the upstream (and the cancelled POST is not left open); progress
+ * and an elicitation of calls running beside fast-path calls reach their own
+ * sessions; two sessions' concurrent calls with the same ids do not cross; a session
+ * that ends with a fast-path call pending answers it.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { startGateway, type TestGateway } from "../helpers/gateway.js";
+import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
+import { pollFor } from "../helpers/core-extra.js";
+import type { TransportFactory } from "../../src/upstream/transports.js";
+
+const LIMIT = { timeout: 120_000 };
+const HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+type Sent = { method?: string; id?: unknown; params?: Record<string, unknown> };
+
+function post(url: string, body: object, session: string): Promise<Response> {
+  return fetch(url, {
+    method: "POST",
+    headers: { ...HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25" },
+    body: JSON.stringify({ jsonrpc: "2.0", ...body }),
+  });
+}
+
+/** A raw session on `url` whose client declares no capabilities (so its plain requests take the fast path). */
+async function open(url: string): Promise<string> {
+  const init = await fetch(url, {
+    method: "POST",
+    headers: HEADERS,
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 0,
+      method: "initialize",
+      params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "fast-path", version: "1" } },
+    }),
+  });
+  const session = init.headers.get("mcp-session-id");
+  const text = await init.text();
+  assert.ok(session, `initialize answered ${text}`);
+  assert.equal((await post(url, { method: "notifications/initialized" }, session)).status, 202);
+  return session;
+}
+
+describe("relay fast path on", () => {
+  let gw: TestGateway;
+  const sent: Sent[] = [];
+  const faceOf = (server: string) => new URL(`/servers/${server}/mcp`, gw.url).href;
+  before(async () => {
+    const linked = inProcessTransportFactory();
+    // Records what the gateway sends each upstream (the in-process upstreams' side of the pipe).
+    const recording: TransportFactory = (name, config, options) => {
+      const created = linked(name, config, options);
+      const send = created.transport.send.bind(created.transport);
+      created.transport.send = (message, o) => {
+        sent.push(message as Sent);
+        return send(message, o);
+      };
+      return created;
+    };
+    gw = await startGateway(
+      {
+        mcpServers: { everything: inProcess("everything"), slow: inProcess("slow") },
+        gateway: { http: { plainJsonResponses: true }, transparent: { fastPath: true } },
+      },
+      { transportFactory: recording },
+    );
+  });
+  after(() => gw.close());
+
+  test("a cancelled fast-path call: notifications/cancelled reaches the upstream and the POST is answered, not left open", LIMIT, async () => {
+    const face = faceOf("slow");
+    const s = await open(face);
+    const before = sent.length;
+    const call = post(face, { id: 41, method: "tools/call", params: { name: "slow", arguments: { ms: 60_000 } } }, s);
+    const upstreamCall = await pollFor(async () => sent.slice(before).find((m) => m.method === "tools/call"), "the upstream tools/call");
+    const cancel = await post(face, { method: "notifications/cancelled", params: { requestId: 41, reason: "changed my mind" } }, s);
+    assert.equal(cancel.status, 202);
+    const cancelled = await pollFor(async () => sent.slice(before).find((m) => m.method === "notifications/cancelled"), "notifications/cancelled upstream");
+    assert.equal(cancelled.params?.requestId, upstreamCall.id, "the cancel names the upstream's id of the call");
+    const answered = await call;
+    assert.match(answered.headers.get("content-type") ?? "", /^application\/json/);
+    const body = (await answered.json()) as { id: unknown; error?: { code: number } };
+    assert.equal(body.id, 41);
+    assert.equal(body.error?.code, -32800);
+    // The id is free again: the session answers a new call with it.
+    const again = await post(face, { id: 41, method: "tools/call", params: { name: "slow", arguments: { ms: 0 } } }, s);
+    assert.match(await again.text(), /slept 0ms/);
+  });
+
+  test("progress and an elicitation of other sessions' calls reach their own sessions while fast-path calls run", LIMIT, async () => {
+    const face = faceOf("slow");
+    const plain = await open(face);
+    // A client that can be asked (elicitation): its requests keep the SDK path and their streams.
+    const asked = new Client({ name: "asked", version: "1" }, { capabilities: { elicitation: {} } });
+    const questions: string[] = [];
+    asked.setRequestHandler(ElicitRequestSchema, async (req) => {
+      questions.push(req.params.message);
+      return { action: "accept", content: { answer: `a${questions.length}` } };
+    });
+    const askedTransport = new StreamableHTTPClientTransport(new URL(face));
+    await asked.connect(askedTransport);
+    // A client that asks for progress.
+    const tracked = new Client({ name: "tracked", version: "1" });
+    const trackedTransport = new StreamableHTTPClientTransport(new URL(face));
+    await tracked.connect(trackedTransport);
+    try {
+      const progress: string[] = [];
+      const fast = Promise.all(
+        Array.from({ length: 6 }, async (_, i) => {
+          const r = await post(face, { id: 100 + i, method: "tools/call", params: { name: "slow", arguments: { ms: 200 } } }, plain);
+          assert.match(r.headers.get("content-type") ?? "", /^application\/json/);
+          return (await r.json()) as { id: number; result?: { content: Array<{ text: string }> } };
+        }),
+      );
+      const [fastAnswers, elicited, slept] = await Promise.all([
+        fast,
+        asked.callTool({ name: "elicit-twice", arguments: {} }),
+        tracked.callTool({ name: "slow", arguments: { ms: 300 } }, undefined, { onprogress: (p) => void progress.push(p.message ?? "") }),
+      ]);
+      assert.deepEqual(
+        fastAnswers.map((a) => [a.id, a.result?.content[0]?.text]),
+        Array.from({ length: 6 }, (_, i) => [100 + i, "slept 200ms"]),
+      );
+      assert.deepEqual(questions, ["first question", "second question"]);
+      assert.equal((elicited.content as Array<{ text: string }>)[0]!.text, "a1,a2");
+      assert.deepEqual(progress, ["started"], "the progress of the tracked call reached its own session");
+      assert.equal((slept.content as Array<{ text: string }>)[0]!.text, "slept 300ms");
+    } finally {
+      await askedTransport.terminateSession().catch(() => undefined);
+      await trackedTransport.terminateSession().catch(() => undefined);
+      await asked.close();
+      await tracked.close();
+    }
+  });
+
+  test("two sessions' concurrent calls with the same ids each get their own answers", LIMIT, async () => {
+    const face = faceOf("everything");
+    const [a, b] = await Promise.all([open(face), open(face)]);
+    const calls = [a, b].flatMap((s, k) =>
+      Array.from({ length: 8 }, async (_, i) => {
+        const r = await post(face, { id: i + 1, method: "tools/call", params: { name: "echo", arguments: { message: `${k}-${i}` } } }, s);
+        assert.match(r.headers.get("content-type") ?? "", /^application\/json/);
+        return { k, i, answer: (await r.json()) as { id: number; result?: { content: Array<{ text: string }> } } };
+      }),
+    );
+    for (const { k, i, answer } of await Promise.all(calls)) {
+      assert.equal(answer.id, i + 1);
+      assert.equal(answer.result?.content[0]?.text, `Echo: ${k}-${i}`);
+    }
+  });
+
+  test("a malformed call gets the face's own JSON-RPC error; a session ended with a call pending answers it", LIMIT, async () => {
+    const face = faceOf("slow");
+    const s = await open(face);
+    const bad = await post(face, { id: 7, method: "tools/call", params: { arguments: {} } }, s);
+    const body = (await bad.json()) as { id: number; error?: { message: string } };
+    assert.equal(body.id, 7);
+    assert.match(body.error?.message ?? "", /params.*name/s, JSON.stringify(body));
+    const before = sent.length;
+    const pending = post(face, { id: 8, method: "tools/call", params: { name: "slow", arguments: { ms: 60_000 } } }, s);
+    await pollFor(async () => sent.slice(before).find((m) => m.method === "tools/call"), "the upstream tools/call");
+    const ended = await fetch(face, { method: "DELETE", headers: { "mcp-session-id": s, "mcp-protocol-version": "2025-11-25" } });
+    assert.equal(ended.status, 200);
+    const answer = (await (await pending).json()) as { id: number; error?: { message: string } };
+    assert.equal(answer.id, 8);
+    assert.match(answer.error?.message ?? "", /session ended/);
+  });
+});
