@@ -16,6 +16,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpError, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ROOT, call, connectClient, fixtureArgs, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { cliNodeArgs } from "../helpers/cli-build.js";
 
 const MB = 1_000_000;
 const OPTS = { timeout: 300_000 };
@@ -143,11 +144,12 @@ describe("upstream message bound: the gateway process", { timeout: 600_000 }, ()
       process.execPath,
       [
         "--expose-gc",
+        // The compiled CLI (test/helpers/cli-build.ts); the probe is the one TypeScript file, loaded as the tests are.
         "--import",
-        "tsx",
+        path.join(ROOT, "test/helpers/ts-register.mjs"),
         "--import",
         path.join(ROOT, "bench/lib/gc-probe.ts"),
-        "src/cli/main.ts",
+        ...cliNodeArgs(),
         "serve",
         "--config",
         config,
