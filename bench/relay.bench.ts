@@ -14,7 +14,8 @@
  * before=<dir> (each gateway mode runs twice: this tree and the tree in <dir>,
  * e.g. `git archive <commit> | tar -x -C <dir>` plus a node_modules symlink,
  * so a change's before/after alternate in one run).
- * `-json` modes (session-json, shared-json, meta-json) set gateway.http.plainJsonResponses.
+ * `-json` modes (session-json, shared-json, meta-json) set gateway.http.plainJsonResponses (on the transparent
+ * faces through the relay fast path, docs/adr/0037); `session-json-sdk`, `shared-json-sdk` turn the fast path off.
  * Peers (modes `supergateway`, `mcp-proxy`, in the default set): installed on
  * demand into node_modules/.cache/emceepee-bench-peers (`npm install --prefix`,
  * never package.json), each fronting server-everything over stdio with one
@@ -47,8 +48,31 @@ const opts = {
   profile: process.argv.find((a) => a.startsWith("--profile="))?.slice(10) ?? process.env.BENCH_PROFILE,
   before: process.argv.find((a) => a.startsWith("--before="))?.slice(9) ?? process.env.BENCH_BEFORE,
 };
-type Mode = "direct" | "supergateway" | "mcp-proxy" | "session" | "shared" | "meta" | "session-json" | "shared-json" | "meta-json";
-const ALL_MODES: Mode[] = ["direct", "supergateway", "mcp-proxy", "session", "shared", "meta", "session-json", "shared-json", "meta-json"];
+type Mode =
+  | "direct"
+  | "supergateway"
+  | "mcp-proxy"
+  | "session"
+  | "shared"
+  | "meta"
+  | "session-json"
+  | "shared-json"
+  | "meta-json"
+  | "session-json-sdk"
+  | "shared-json-sdk";
+const ALL_MODES: Mode[] = [
+  "direct",
+  "supergateway",
+  "mcp-proxy",
+  "session",
+  "shared",
+  "meta",
+  "session-json",
+  "shared-json",
+  "meta-json",
+  "session-json-sdk",
+  "shared-json-sdk",
+];
 const MODES = opts.modes as Mode[];
 for (const m of MODES) if (!ALL_MODES.includes(m)) throw new Error(`--modes: unknown '${m}'`);
 const PEERS_DIR = path.resolve("node_modules/.cache/emceepee-bench-peers");
@@ -91,11 +115,19 @@ async function startDirect(): Promise<{ url: string; child: ChildProcess }> {
   return { url: `http://127.0.0.1:${port}/mcp`, child };
 }
 
-/** `json`: gateway.http.plainJsonResponses (the `-json` modes): plain calls answered with JSON, not SSE. */
-function gatewayConfig(sharing: "session" | "shared", json: boolean) {
+/**
+ * `json`: gateway.http.plainJsonResponses (the `-json` modes): plain calls answered with JSON, not SSE — on the
+ * transparent faces through the relay fast path (docs/adr/0037); `-json-sdk`: the same through the SDK's HTTP transport.
+ */
+function gatewayConfig(sharing: "session" | "shared", json: boolean, fastPath = true) {
   return {
     mcpServers: { everything: { ...EVERYTHING, sharing } },
-    gateway: { sessions: { maxSessions: 1000 }, pendingRequests: { maxPerSession: 1000 }, ...(json ? { http: { plainJsonResponses: true } } : {}) },
+    gateway: {
+      sessions: { maxSessions: 1000 },
+      pendingRequests: { maxPerSession: 1000 },
+      ...(json ? { http: { plainJsonResponses: true } } : {}),
+      ...(fastPath ? {} : { transparent: { fastPath: false } }),
+    },
   };
 }
 
@@ -228,7 +260,7 @@ async function open(mode: Mode, before = false): Promise<Target> {
   const prof = opts.profile ? ["--cpu-prof", `--cpu-prof-dir=${opts.profile}/${mode}`, "--cpu-prof-interval=200"] : [];
   const root = before ? path.resolve(opts.before!) : undefined;
   const g: GatewayProcess = await startGatewayProcess(
-    gatewayConfig(mode.startsWith("shared") ? "shared" : "session", mode.endsWith("-json")),
+    gatewayConfig(mode.startsWith("shared") ? "shared" : "session", mode.includes("-json"), !mode.endsWith("-sdk")),
     `relay-${mode}`,
     "silent",
     {},
