@@ -5,10 +5,10 @@
  * principal, governance and rate limits apply as on the sessionful path.
  */
 import { randomUUID } from "node:crypto";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { ServerResponse, type IncomingMessage } from "node:http";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import type { ClientCapabilities, Implementation, InitializeRequest, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { principalOf } from "../auth/principal.js";
+import { principalOf, type Principal } from "../auth/principal.js";
 import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
 import {
   CLIENT_CAPABILITIES_META_KEY,
@@ -18,6 +18,7 @@ import {
   MODERN_VERSIONS,
   classifyModern,
   type LadderError,
+  type ModernClassification,
 } from "../mcp/modern/envelope.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
@@ -64,13 +65,15 @@ const FORWARDED = new Set([
 /** The 2025 revision the faces are driven with on the in-memory pair. */
 const INNER_VERSION = "2025-11-25";
 
-function send(res: ServerResponse, status: number, payload: Record<string, unknown>): void {
+/** Sends a JSON-RPC answer (without `jsonrpc`) to an HTTP response, or through a modern exchange (any transport). */
+function send(res: ServerResponse | ModernExchange, status: number, payload: Record<string, unknown>): void {
+  if (!(res instanceof ServerResponse)) return res.send(status, payload);
   if (res.headersSent) return void res.end();
   res.writeHead(status, { "Content-Type": "application/json" });
   res.end(JSON.stringify({ jsonrpc: "2.0", ...payload }));
 }
 
-function sendError(res: ServerResponse, id: string | number | null, error: LadderError): void {
+function sendError(res: ServerResponse | ModernExchange, id: string | number | null, error: LadderError): void {
   const { httpStatus, ...rest } = error;
   send(res, httpStatus, { id, error: rest });
 }
@@ -125,11 +128,42 @@ export async function handleModern(
     res.writeHead(202).end();
     return;
   }
-  const { id, method, params } = classified;
+  return answerModern(gateway, options, classified, {
+    principal: principalOf(req),
+    closed: new Promise<void>((resolve) => res.once("close", resolve)),
+    send: (status, message) => send(res, status, message),
+    toReplica: (owner) =>
+      options.router && !options.router.fromReplica(req) ? options.router.toReplica(req, res, owner, JSON.stringify(body)) : Promise.resolve("gone"),
+  });
+}
+
+/** What the transport of one modern request gives answerModern: the caller, when it is gone, where the answer goes. */
+export interface ModernExchange {
+  /** The authenticated caller (HTTP inbound auth); none on stdio. */
+  principal: Principal | undefined;
+  /** Settles when the caller is gone (the HTTP request closed; stdin ended, or the request was cancelled): the call is dropped. */
+  closed: Promise<void>;
+  /** Sends the JSON-RPC answer (without `jsonrpc`); the status is HTTP's (a transport without one ignores it). */
+  send(httpStatus: number, message: Record<string, unknown>): void;
+  /** Replicas (HTTP only): passes a parked call's retry to the replica that holds it. */
+  toReplica?(owner: string): Promise<"answered" | "gone">;
+}
+
+/**
+ * One 2026-07-28 request, classified, answered by the endpoint's face whatever
+ * carried it: the HTTP endpoint (handleModern) or the stdio face (../server/stdio.ts).
+ */
+export async function answerModern(
+  gateway: GatewayContext,
+  options: ModernEndpointOptions,
+  request: Extract<ModernClassification, { kind: "request" }>,
+  exchange: ModernExchange,
+): Promise<void> {
+  const { id, method, params } = request;
   const meta = (params._meta ?? {}) as Record<string, unknown>;
   const capabilities = (meta[CLIENT_CAPABILITIES_META_KEY] ?? {}) as ClientCapabilities & { extensions?: Record<string, unknown> };
   if (REFUSED.has(method) || (!FORWARDED.has(method) && !TASK_METHODS.has(method) && method !== "server/discover")) {
-    return sendError(res, id, {
+    return sendError(exchange, id, {
       httpStatus: 404,
       code: -32601,
       message: `Method not found: ${method} is not served to 2026-07-28 requests${REFUSED.has(method) ? " (it belongs to the 2025-11-25 session path: drop the envelope and the modern header to use it)" : ""}`,
@@ -137,7 +171,7 @@ export async function handleModern(
   }
   if (params.task !== undefined) {
     if (capabilities.extensions?.[TASKS_EXTENSION] === undefined) {
-      return sendError(res, id, {
+      return sendError(exchange, id, {
         httpStatus: 400,
         code: -32021,
         message: `Missing required client capability: a task-augmented ${method} needs the ${TASKS_EXTENSION} extension declared in params._meta["${CLIENT_CAPABILITIES_META_KEY}"].extensions`,
@@ -148,7 +182,7 @@ export async function handleModern(
   }
   // The tasks extension (modern-tasks.ts): the principal's task host answers, or the call goes on as a plain one.
   if (TASK_METHODS.has(method) && capabilities.extensions?.[TASKS_EXTENSION] === undefined) {
-    return sendError(res, id, {
+    return sendError(exchange, id, {
       httpStatus: 400,
       code: -32021,
       message: `Missing required client capability: ${method} needs the ${TASKS_EXTENSION} extension declared in params._meta["${CLIENT_CAPABILITIES_META_KEY}"].extensions`,
@@ -161,14 +195,14 @@ export async function handleModern(
       const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
       const inner = Object.fromEntries(Object.entries(meta).filter(([key]) => !(ENVELOPE_KEYS as readonly string[]).includes(key)));
       const { _meta: _envelope, ...rest } = params;
-      const answer = await answerModernTask(gateway, options, principalOf(req), clientInfo, method, {
+      const answer = await answerModernTask(gateway, options, exchange.principal, clientInfo, method, {
         ...rest,
         ...(Object.keys(inner).length > 0 ? { _meta: inner } : {}),
       });
-      if (answer !== undefined) return send(res, 200, { id, ...answer });
+      if (answer !== undefined) return send(exchange, 200, { id, ...answer });
     } catch (err) {
       gateway.logger.warn({ err, method }, "modern_task_request_failed");
-      return sendError(res, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) });
+      return sendError(exchange, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) });
     }
   }
   let session: Session;
@@ -176,11 +210,11 @@ export async function handleModern(
   const askable = askableCapabilities(capabilities);
   const mrtr = isMrtrMethod(method) && Object.keys(askable).length > 0;
   const { inputResponses, requestState, ...callParams } = params;
-  const parkBinding = { face: JSON.stringify(options.kind), principal: principalOf(req)?.hash, method, params: callParams };
+  const parkBinding = { face: JSON.stringify(options.kind), principal: exchange.principal?.hash, method, params: callParams };
   const reply: ModernReply = {
-    result: (result) => send(res, 200, { id, result }),
-    error: (error) => send(res, 200, { id, error }),
-    failed: (err) => sendError(res, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) }),
+    result: (result) => send(exchange, 200, { id, result }),
+    error: (error) => send(exchange, 200, { id, error }),
+    failed: (err) => sendError(exchange, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) }),
   };
   if (isMrtrMethod(method) && typeof requestState === "string" && RequestStateSealer.kindOf(requestState) !== "upstream") {
     // Bridge 3: the retry of a parked call goes on with that call, on the replica that holds it.
@@ -189,16 +223,16 @@ export async function handleModern(
       const parked = parkedCallsOf(gateway).locate(requestState, parkBinding);
       const router = options.router;
       if (router && parked.owner !== undefined && parked.owner !== router.replica) {
-        if (!router.fromReplica(req) && (await router.toReplica(req, res, parked.owner, JSON.stringify(body))) === "answered") return;
+        if ((await exchange.toReplica?.(parked.owner)) === "answered") return;
         throw parkedOwnerGone(parked.owner);
       }
       resumed = parkedCallsOf(gateway).resume(parked.handle);
     } catch (err) {
       return reply.failed(err);
     }
-    const hint = { resultType: "complete", ttlMs: 0, cacheScope: principalOf(req) !== undefined || options.kind.kind === "meta" ? "private" : "public" };
+    const hint = { resultType: "complete", ttlMs: 0, cacheScope: exchange.principal !== undefined || options.kind.kind === "meta" ? "private" : "public" };
     resumed.flight.inputs.answer((inputResponses ?? {}) as Record<string, unknown>, resumed.flight.send);
-    const closed = new Promise<void>((resolve) => res.once("close", resolve));
+    const closed = exchange.closed;
     return respondModernCall(
       gateway,
       resumed.flight,
@@ -208,10 +242,10 @@ export async function handleModern(
   }
   try {
     // Ephemeral: never persisted, no replay; asked mid-call only through MRTR (its askable capabilities).
-    session = gateway.sessions.create({ id: randomUUID(), downstreamCapabilities: askable, connect: false, principal: principalOf(req) });
+    session = gateway.sessions.create({ id: randomUUID(), downstreamCapabilities: askable, connect: false, principal: exchange.principal });
   } catch (err) {
     const own = err instanceof GatewayError && err.code === ErrorCodes.PRINCIPAL_LIMIT;
-    return sendError(res, id, { httpStatus: own ? 429 : 503, ...jsonRpcErrorOf(err, gateway) });
+    return sendError(exchange, id, { httpStatus: own ? 429 : 503, ...jsonRpcErrorOf(err, gateway) });
   }
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   let server: FaceServer | undefined;
@@ -230,7 +264,7 @@ export async function handleModern(
       pending.set(requestId, resolve);
       void clientSide.send({ jsonrpc: "2.0", id: requestId, method: m, params: p });
     });
-  const closed = new Promise<void>((resolve) => res.once("close", resolve));
+  const closed = exchange.closed;
   let handedOver = false;
   const dispose = async () => {
     pending.clear();
@@ -247,11 +281,11 @@ export async function handleModern(
     const initialized = await ask("init", "initialize", init);
     if (!("result" in initialized)) throw new Error(`the face refused the synthetic initialize: ${JSON.stringify(initialized)}`);
     await clientSide.send({ jsonrpc: "2.0", method: "notifications/initialized" });
-    const scope = principalOf(req) !== undefined || options.kind.kind === "meta" ? "private" : "public";
+    const scope = exchange.principal !== undefined || options.kind.kind === "meta" ? "private" : "public";
     const hint = { resultType: "complete", ttlMs: 0, cacheScope: scope };
     if (method === "server/discover") {
       const result = initialized.result as { capabilities: Record<string, unknown>; serverInfo: Implementation; instructions?: string };
-      return send(res, 200, {
+      return send(exchange, 200, {
         id,
         result: {
           supportedVersions: [...MODERN_VERSIONS, ...LEGACY_VERSIONS],
@@ -287,11 +321,11 @@ export async function handleModern(
     }
     const answer = await Promise.race([ask(id, method, innerParams), closed.then(() => undefined)]);
     if (answer === undefined) return;
-    if ("error" in answer) return send(res, 200, { id, error: answer.error });
-    if ("result" in answer) return send(res, 200, { id, result: modernResult(answer.result, hint) });
+    if ("error" in answer) return send(exchange, 200, { id, error: answer.error });
+    if ("result" in answer) return send(exchange, 200, { id, result: modernResult(answer.result, hint) });
   } catch (err) {
     gateway.logger.warn({ err, method }, "modern_request_failed");
-    return sendError(res, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) });
+    return sendError(exchange, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) });
   } finally {
     if (!handedOver) await dispose();
   }

@@ -1,7 +1,21 @@
-/** One session served over stdin/stdout with the chosen face (`emceepee --stdio`); it lives as long as stdin. */
+/**
+ * One connection served over stdin/stdout with the chosen face (`emceepee stdio`);
+ * it lives as long as stdin. Both protocol eras (docs/adr/0032-two-protocol-eras.md,
+ * "The stdio face"): the connection is pinned to the era of its first request —
+ * a 2025 `initialize` (or any request without the envelope) gives the 2025
+ * session, unchanged; a request with the 2026-07-28 envelope makes every later
+ * request a stateless one, answered by the same code as the HTTP endpoint's
+ * modern path. `server/discover` is answered without pinning (a client may
+ * probe, then initialize).
+ */
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { InitializeRequest, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { createMetaServer } from "../faces/meta/server.js";
 import { createTransparentServer } from "../faces/transparent/server.js";
+import { answerModern, type ModernEndpointOptions } from "../http/modern-endpoint.js";
+import type { FaceServer } from "../http/face-server.js";
+import { MODERN_VERSIONS, PROTOCOL_VERSION_META_KEY, classifyModernMessage, hasEnvelopeClaim } from "../mcp/modern/envelope.js";
 import type { Observability } from "../observability/observability.js";
 import type { Session } from "../session/session.js";
 import type { GatewayContext } from "../session/gateway-context.js";
@@ -14,25 +28,176 @@ export interface StdioOptions {
   stdout?: NodeJS.WritableStream;
 }
 
+type Era = "legacy" | "modern";
+type Message = JSONRPCMessage & { id?: string | number; method?: string; params?: Record<string, unknown> };
+
+/**
+ * The stdio wire as the 2025 face's transport, with the era decided by the
+ * first request: until then and on a legacy connection messages reach the
+ * 2025 server; on a modern one they go to `modern` and the 2025 server is detached.
+ */
+class EraPinningTransport implements Transport {
+  era: Era | undefined;
+  onmessage?: Transport["onmessage"];
+  onclose?: Transport["onclose"];
+  onerror?: Transport["onerror"];
+  #ended = false;
+  #endedWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly wire: StdioServerTransport,
+    private readonly modern: { pinned(): void; message(message: Message): void },
+  ) {}
+
+  async start(): Promise<void> {
+    this.wire.onmessage = (message) => this.#route(message as Message);
+    this.wire.onerror = (error) => this.onerror?.(error);
+    this.wire.onclose = () => this.#end();
+    await this.wire.start();
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    return this.wire.send(message);
+  }
+
+  /** The 2025 server closing: on a modern connection that only detaches it, the wire stays for the modern requests. */
+  async close(): Promise<void> {
+    if (this.era === "modern") return this.onclose?.();
+    await this.wire.close();
+  }
+
+  /** Settles when the wire is gone (stdin ended, or the gateway closed it). */
+  ended(): Promise<void> {
+    return this.#ended ? Promise.resolve() : new Promise((resolve) => this.#endedWaiters.push(resolve));
+  }
+
+  async closeWire(): Promise<void> {
+    await this.wire.close().catch(() => undefined);
+    this.#end();
+  }
+
+  #end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    for (const resolve of this.#endedWaiters.splice(0)) resolve();
+    if (this.era !== "modern") this.onclose?.();
+  }
+
+  #route(message: Message): void {
+    if (this.era === "legacy") return this.onmessage?.(message);
+    if (this.era === "modern") return this.modern.message(message);
+    if (message.method === undefined) return; // a response before any request: nothing asked for it
+    // No envelope (initialize included): the 2025 session, unchanged, for the rest of the connection.
+    if (!hasEnvelopeClaim(message)) {
+      this.era = "legacy";
+      return this.onmessage?.(message);
+    }
+    // A refused envelope (malformed, an unsupported revision) and server/discover answer without pinning.
+    const classified = classifyModernMessage(message);
+    if (classified.kind !== "reject" && message.method !== "server/discover") {
+      this.era = "modern";
+      this.modern.pinned();
+    }
+    this.modern.message(message);
+  }
+}
+
 export async function serveStdioSession(
   context: GatewayContext,
   observability: Observability,
   { face = { kind: "meta" }, stdin = process.stdin, stdout = process.stdout }: StdioOptions,
 ): Promise<{ session: Session; close(): Promise<void> }> {
   const { sessions, settings } = context;
-  // One session per process: never expired as one-shot.
-  const session = sessions.create({ connect: face.kind === "meta" && settings.upstream.eagerConnect, oneShot: false });
-  observability.faces.opened(session.id, "stdio", "pipe");
-  const server =
+  const build = (session: Session, init?: InitializeRequest["params"]): Promise<FaceServer> | FaceServer =>
     face.kind === "meta"
       ? createMetaServer({ session, gateway: context })
-      : await createTransparentServer({
+      : createTransparentServer({
           session,
           gateway: context,
           target: face.kind === "all" ? { kind: "all", separator: settings.transparent.separator } : face,
+          ...(init ? { init } : {}),
         });
-  const transport = new StdioServerTransport(stdin as never, stdout as never);
+  // The 2025 session, made at once as before; dropped if the connection turns out modern.
+  // One session per process: never expired as one-shot.
+  const session = sessions.create({ connect: face.kind === "meta" && settings.upstream.eagerConnect, oneShot: false });
+  observability.faces.opened(session.id, "stdio", "pipe");
+  const server = await build(session);
+  const modernOptions: ModernEndpointOptions = {
+    face: (requestSession, init) => {
+      observability.faces.opened(requestSession.id, "stdio", "pipe");
+      return build(requestSession, init);
+    },
+    kind: face,
+  };
+  /** Modern requests in flight, by id: a `notifications/cancelled` for one ends it as a closed HTTP request would. */
+  const inFlight = new Map<string | number, () => void>();
+  const wire = new StdioServerTransport(stdin as never, stdout as never);
+  const transport: EraPinningTransport = new EraPinningTransport(wire, {
+    pinned() {
+      // The 2025 session will never be used: its server is detached (the wire stays) and the session ends.
+      void server
+        .close()
+        .catch(() => undefined)
+        .then(() => sessions.destroy(session.id, "stdio connection pinned to 2026-07-28"))
+        .catch(() => undefined);
+    },
+    message(message) {
+      void serveModern(message).catch((err: unknown) => context.logger.warn({ err, method: message.method }, "stdio_modern_request_failed"));
+    },
+  });
+  const reply = (message: Record<string, unknown>) => void transport.send({ jsonrpc: "2.0", ...message } as JSONRPCMessage).catch(() => undefined);
+
+  async function serveModern(message: Message): Promise<void> {
+    if (message.method === undefined) return; // a response: a modern client is never asked anything over the wire
+    const id = message.id;
+    if (message.method === "notifications/cancelled") inFlight.get((message.params as { requestId?: string | number } | undefined)?.requestId ?? "")?.();
+    if (!hasEnvelopeClaim(message)) {
+      if (id === undefined) return;
+      return reply({ id, error: pinnedRefusal(message) });
+    }
+    if (id === undefined) return; // modern notifications are not served (as the HTTP path's 202)
+    const classified = classifyModernMessage(message);
+    if (classified.kind === "reject") {
+      const { httpStatus: _status, ...error } = classified.error;
+      return reply({ id, error });
+    }
+    if (classified.kind !== "request") return;
+    const cancelled = new Promise<void>((resolve) => inFlight.set(id, resolve));
+    try {
+      await answerModern(context, modernOptions, classified, {
+        principal: undefined,
+        closed: Promise.race([transport.ended(), cancelled]),
+        send: (_status, answer) => reply(answer),
+      });
+    } finally {
+      inFlight.delete(id);
+    }
+  }
+
   await server.connect(transport);
   observability.tapServer(transport, session, "pipe");
-  return { session, close: () => server.close() };
+  return {
+    session,
+    async close() {
+      if (transport.era !== "modern") return server.close();
+      await transport.closeWire();
+    },
+  };
+}
+
+/** A request without the envelope on a connection pinned to 2026-07-28. */
+function pinnedRefusal(message: Message): { code: number; message: string; data?: unknown } {
+  const pinned = "this stdio connection speaks 2026-07-28 since its first request, so every request must carry";
+  if (message.method === "initialize") {
+    const requested = typeof message.params?.protocolVersion === "string" ? message.params.protocolVersion : undefined;
+    return {
+      code: -32022,
+      message: `Unsupported protocol version: ${pinned} params._meta["${PROTOCOL_VERSION_META_KEY}"] and there is no initialize; start a new connection to use ${requested ?? "a 2025 revision"} through initialize`,
+      data: { supported: [...MODERN_VERSIONS], ...(requested !== undefined ? { requested } : {}) },
+    };
+  }
+  return {
+    code: -32602,
+    message: `Invalid params: ${pinned} the per-request envelope params._meta["${PROTOCOL_VERSION_META_KEY}"] (with clientCapabilities and clientInfo); send it, or start a new connection and initialize to use 2025-11-25`,
+  };
 }

@@ -51,9 +51,21 @@ export function hasEnvelopeClaim(body: unknown): boolean {
 
 /** Runs the SDK's era classifier (envelope, version, header rungs) on a POST already judged modern. */
 export function classifyModern(req: IncomingMessage, body: unknown): ModernClassification {
-  const protocolVersionHeader = header(req, "mcp-protocol-version");
-  const mcpMethodHeader = header(req, "mcp-method");
-  const mcpNameHeader = header(req, "mcp-name");
+  return classify(body, { version: header(req, "mcp-protocol-version"), method: header(req, "mcp-method"), name: header(req, "mcp-name") });
+}
+
+/** The same ladder for a message with no headers (the stdio face: the body is the only signal, so no header rung). */
+export function classifyModernMessage(body: unknown): ModernClassification {
+  return classify(body, undefined);
+}
+
+function classify(
+  body: unknown,
+  headers: { version: string | undefined; method: string | undefined; name: string | undefined } | undefined,
+): ModernClassification {
+  const protocolVersionHeader = headers?.version;
+  const mcpMethodHeader = headers?.method;
+  const mcpNameHeader = headers?.name;
   const outcome: InboundClassificationOutcome = classifyInboundRequest({
     httpMethod: "POST",
     body,
@@ -91,9 +103,9 @@ export function classifyModern(req: IncomingMessage, body: unknown): ModernClass
       },
     };
   }
-  const headers = standardHeaderMismatch(outcome.message.method, outcome.message.params, protocolVersionHeader, mcpMethodHeader, mcpNameHeader);
-  if (outcome.messageKind === "request" && headers !== undefined) {
-    return { kind: "reject", error: { httpStatus: 400, code: -32020, message: `Header mismatch: ${headers}`, data: { header: headers } } };
+  const mismatch = headers && standardHeaderMismatch(outcome.message.method, outcome.message.params, protocolVersionHeader, mcpMethodHeader, mcpNameHeader);
+  if (outcome.messageKind === "request" && mismatch) {
+    return { kind: "reject", error: { httpStatus: 400, code: -32020, message: `Header mismatch: ${mismatch}`, data: { header: mismatch } } };
   }
   if (outcome.messageKind === "notification") return { kind: "notification" };
   const { id, method, params } = outcome.message;

@@ -1,0 +1,178 @@
+/**
+ * The stdio face in both eras (issue 25, bridge 6; docs/adr/0032 "The stdio
+ * face"): `emceepee stdio` as a real child process pins its connection to the
+ * era of the first request. An SDK v2 client pinned to 2026-07-28 and an SDK
+ * 1.32 client each on their own spawn, against server-everything behind the
+ * gateway; the raw wire for the pinning refusals.
+ */
+import assert from "node:assert/strict";
+import { spawn, type ChildProcessByStdio } from "node:child_process";
+import { createInterface } from "node:readline";
+import type { Readable, Writable } from "node:stream";
+import { after, describe, it } from "node:test";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { Client as ModernClient } from "@modelcontextprotocol/client";
+import { StdioClientTransport as ModernStdioTransport } from "@modelcontextprotocol/client/stdio";
+import { ROOT } from "../helpers/gateway.js";
+import { CLI_ARGS, cliEnv } from "../helpers/core-extra.js";
+
+const MODERN = "2026-07-28";
+const T = { timeout: 120_000 };
+const CAPS = { elicitation: { form: {} }, sampling: {}, roots: {} };
+const ENVELOPE = {
+  "io.modelcontextprotocol/protocolVersion": MODERN,
+  "io.modelcontextprotocol/clientCapabilities": {},
+  "io.modelcontextprotocol/clientInfo": { name: "era-stdio", version: "1" },
+};
+
+interface Reply {
+  id: number;
+  result?: Record<string, any>;
+  error?: { code: number; message: string; data?: any };
+}
+
+/** The CLI child's environment (its own state folder), as the stdio transports take it. */
+const childEnv = () => Object.fromEntries(Object.entries(cliEnv()).filter((e): e is [string, string] => e[1] !== undefined));
+
+const cleanups: Array<() => Promise<unknown>> = [];
+after(() => Promise.allSettled(cleanups.map((c) => c())));
+
+/** `emceepee stdio` on raw pipes: one JSON-RPC message a line each way. */
+function spawnRaw(args: string[] = []) {
+  const child: ChildProcessByStdio<Writable, Readable, null> = spawn(process.execPath, [...CLI_ARGS, "stdio", ...args], {
+    cwd: ROOT,
+    env: cliEnv(),
+    stdio: ["pipe", "pipe", "ignore"],
+  });
+  const waiting = new Map<number, (reply: Reply) => void>();
+  createInterface({ input: child.stdout }).on("line", (line) => {
+    const message = JSON.parse(line) as Reply & { method?: string };
+    if (message.method === undefined) waiting.get(message.id)?.(message);
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  cleanups.push(async () => {
+    child.stdin.end();
+    child.kill("SIGTERM");
+    await exited;
+  });
+  const write = (message: Record<string, unknown>) => child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...message })}\n`);
+  return {
+    notify: (method: string, params: Record<string, unknown> = {}) => write({ method, params }),
+    request(id: number, method: string, params: Record<string, unknown> = {}): Promise<Reply> {
+      const replied = new Promise<Reply>((resolve) => waiting.set(id, resolve));
+      write({ id, method, params });
+      return replied;
+    },
+  };
+}
+
+const withEnvelope = (params: Record<string, unknown> = {}, version = MODERN) => ({
+  ...params,
+  _meta: { ...ENVELOPE, "io.modelcontextprotocol/protocolVersion": version },
+});
+const INITIALIZE = { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "era-stdio-legacy", version: "1" } };
+/** A reply, short enough for an assertion message. */
+const brief = (value: unknown) => JSON.stringify(value)?.slice(0, 400);
+const textOf = (result: unknown) => JSON.stringify((result as { content?: unknown }).content);
+
+describe("the stdio face in both eras", () => {
+  it("an SDK v2 client pinned to 2026-07-28 lists and calls server-everything's tools, and answers its elicitation through input_required", T, async () => {
+    const asked: string[] = [];
+    const client = new ModernClient({ name: "era-stdio-modern", version: "1" }, { capabilities: CAPS, versionNegotiation: { mode: { pin: MODERN } } });
+    client.setRequestHandler("elicitation/create", (request) => {
+      asked.push(`elicitation: ${request.params.message}`);
+      return { action: "accept", content: { name: "Alice", check: true } };
+    });
+    client.setRequestHandler("roots/list", () => {
+      asked.push("roots");
+      return { roots: [{ uri: "file:///work/stdio-project", name: "project" }] };
+    });
+    // The SDK probes with server/discover on a sibling spawn, then starts this one: two gateways.
+    await client.connect(
+      new ModernStdioTransport({
+        command: process.execPath,
+        args: [...CLI_ARGS, "stdio", "--face", "server:everything"],
+        cwd: ROOT,
+        env: childEnv(),
+        stderr: "ignore",
+      }),
+    );
+    cleanups.push(() => client.close());
+    assert.equal(client.getNegotiatedProtocolVersion(), MODERN);
+    const names = (await client.listTools()).tools.map((t) => t.name);
+    assert.ok(names.includes("echo") && names.includes("trigger-elicitation-request"), names.join(","));
+    const echoed = await client.callTool({ name: "echo", arguments: { message: "modern over stdio" } });
+    assert.match(textOf(echoed), /modern over stdio/);
+    const elicited = await client.callTool({ name: "trigger-elicitation-request", arguments: {} });
+    assert.match(textOf(elicited), /Alice/);
+    const roots = await client.callTool({ name: "get-roots-list", arguments: {} });
+    assert.match(textOf(roots), /file:\/\/\/work\/stdio-project/);
+    assert.ok(asked.some((a) => a.startsWith("elicitation")) && asked.includes("roots"), asked.join(", "));
+  });
+
+  it("an SDK 1.32 client gets the 2025-11-25 session, unchanged", T, async () => {
+    const client = new Client({ name: "era-stdio-legacy", version: "1" }, { capabilities: { elicitation: { form: {} } } });
+    client.setRequestHandler((await import("@modelcontextprotocol/sdk/types.js")).ElicitRequestSchema, () => ({
+      action: "accept",
+      content: { name: "Bob", check: true },
+    }));
+    await client.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [...CLI_ARGS, "stdio", "--face", "server:everything"],
+        cwd: ROOT,
+        env: childEnv(),
+        stderr: "ignore",
+      }),
+    );
+    cleanups.push(() => client.close());
+    assert.equal(client.getServerVersion()?.name, "mcp-servers/everything");
+    await client.ping();
+    const echoed = await client.callTool({ name: "echo", arguments: { message: "legacy over stdio" } });
+    assert.match(textOf(echoed), /legacy over stdio/);
+    assert.equal((echoed as Record<string, unknown>).resultType, undefined, "no 2026-07-28 result fields on the 2025 path");
+    const elicited = await client.callTool({ name: "trigger-elicitation-request", arguments: {} });
+    assert.match(textOf(elicited), /Bob/);
+  });
+
+  it("a first modern request pins the connection: initialize and envelope-less requests are refused, modern ones still served", T, async () => {
+    const wire = spawnRaw();
+    // A refused envelope and server/discover do not pin.
+    const unsupported = await wire.request(1, "tools/list", withEnvelope({}, "2099-01-01"));
+    assert.equal(unsupported.error?.code, -32022, brief(unsupported));
+    assert.deepEqual(unsupported.error?.data?.supported, ["2026-07-28", "2025-11-25"]);
+    const discover = await wire.request(2, "server/discover", withEnvelope());
+    assert.deepEqual(discover.result?.supportedVersions, ["2026-07-28", "2025-11-25"], brief(discover));
+    assert.ok(discover.result?.capabilities?.tools, brief(discover.result));
+    // The meta face, stateless.
+    const list = await wire.request(3, "tools/list", withEnvelope());
+    const names = (list.result?.tools as Array<{ name: string }> | undefined)?.map((t) => t.name) ?? [];
+    assert.ok(names.includes("execute_tool"), brief(list));
+    assert.equal(list.result?.resultType, "complete");
+    const initialize = await wire.request(4, "initialize", INITIALIZE);
+    assert.equal(initialize.error?.code, -32022, brief(initialize));
+    assert.deepEqual(initialize.error?.data, { supported: ["2026-07-28"], requested: "2025-11-25" });
+    assert.match(initialize.error?.message ?? "", /new connection/);
+    const bare = await wire.request(5, "tools/list");
+    assert.equal(bare.error?.code, -32602, brief(bare));
+    const modernInitialize = await wire.request(6, "initialize", withEnvelope(INITIALIZE));
+    assert.equal(modernInitialize.error?.code, -32601, brief(modernInitialize));
+    const call = await wire.request(7, "tools/call", withEnvelope({ name: "list_servers", arguments: {} }));
+    assert.match(JSON.stringify(call.result?.content), /everything/, brief(call));
+  });
+
+  it("a first initialize pins the 2025 session after a server/discover probe; later envelopes change nothing", T, async () => {
+    const wire = spawnRaw(["--face", "server:everything"]);
+    const discover = await wire.request(1, "server/discover", withEnvelope());
+    assert.ok(discover.result?.capabilities?.tools, brief(discover));
+    const initialized = await wire.request(2, "initialize", INITIALIZE);
+    assert.equal(initialized.result?.protocolVersion, "2025-11-25", brief(initialized));
+    wire.notify("notifications/initialized");
+    const again = await wire.request(3, "server/discover", withEnvelope());
+    assert.equal(again.error?.code, -32601, brief(again));
+    const call = await wire.request(4, "tools/call", withEnvelope({ name: "echo", arguments: { message: "still 2025" } }));
+    assert.match(JSON.stringify(call.result?.content), /still 2025/, brief(call));
+    assert.equal(call.result?.resultType, undefined, "answered on the 2025 path");
+  });
+});
