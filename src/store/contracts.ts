@@ -609,6 +609,19 @@ export interface OAuthFlowStore {
   count(): Promise<number>;
 }
 
+// ---------------------------------------------------------------- leases
+
+/**
+ * Short exclusive holds on named jobs, shared by replicas: one refresh of a person's upstream grant at a time
+ * (src/upstream/auth/upstream-oauth.ts, docs/adr/0027 §16). A holder that dies lets it lapse at its expiry.
+ */
+export interface LeaseStore {
+  /** Takes `key` for `holder` until `now + ttlMs` when nobody holds it or the last hold has lapsed; true when taken. (Redis times it on its own clock.) */
+  acquire(key: string, holder: string, now: number, ttlMs: number): Promise<boolean>;
+  /** Gives `key` back when `holder` still holds it; true when it did. */
+  release(key: string, holder: string): Promise<boolean>;
+}
+
 // ---------------------------------------------------------------- approvals
 
 /** Where a human approval stands (docs/adr/0025-approvals.md). */
@@ -743,6 +756,7 @@ export interface Store {
   readonly rateLimits: RateLimitStore;
   readonly credentials: CredentialStore;
   readonly oauthFlows: OAuthFlowStore;
+  readonly leases: LeaseStore;
   readonly pins: PinStore;
   /** False when the backend cannot serve (closed, file gone bad, disk full); never throws. */
   healthy(): Promise<boolean>;

@@ -30,6 +30,8 @@ export interface OidcOptions {
   accountClaims?: (id: string) => Record<string, unknown>;
   /** Loopback port to listen on (examples/oauth/provider.ts uses a fixed one). @default 0, any free port */
   port?: number;
+  /** Awaited before the provider sees each request (a test's gate, e.g. holding token requests to order a race). */
+  intercept?: (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>;
 }
 
 export interface TestOidcProvider {
@@ -40,7 +42,10 @@ export interface TestOidcProvider {
 
 export async function startOidcProvider(o: OidcOptions = {}): Promise<TestOidcProvider> {
   let handler: http.RequestListener = (_req, res) => res.writeHead(503).end();
-  const server = http.createServer((req, res) => handler(req, res));
+  const server = http.createServer((req, res) => {
+    if (!o.intercept) return handler(req, res);
+    void o.intercept(req, res).then(() => handler(req, res));
+  });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject); // e.g. a fixed port already in use
     server.listen(o.port ?? 0, "127.0.0.1", resolve);
@@ -207,6 +212,8 @@ export interface IdentityStackOptions {
   deps?: GatewayDeps;
   /** Other gateways' bases (another replica) whose /console/callback the provider also accepts. */
   alsoConsoleAt?: string[];
+  /** The provider's request gate (OidcOptions.intercept). */
+  intercept?: OidcOptions["intercept"];
 }
 
 /** The identity test stack: oidc-provider (with the console's client), an OAuth-protected upstream and a gateway in front. */
@@ -229,6 +236,7 @@ export async function startIdentityStack(o: IdentityStackOptions = {}): Promise<
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const idp = await startOidcProvider({
+    ...(o.intercept ? { intercept: o.intercept } : {}),
     scopes: [IDENTITY_SCOPE],
     clients: [
       {

@@ -10,7 +10,7 @@
  * cases live per kind of state in the files next to this one: tasks; events
  * and SSE replay; sessions, pending requests, runtime-added servers and the
  * store's lifecycle; started console logins; governance decisions; pinned tool definitions; rate-limit buckets; the
- * vault's credentials and started upstream OAuth flows; activity.
+ * vault's credentials and started upstream OAuth flows; leases; activity.
  */
 import { describe } from "node:test";
 import type { Store } from "../../src/store/contracts.js";
@@ -20,6 +20,7 @@ import { approvalContract } from "./contract-approvals.js";
 import { credentialContract } from "./contract-credentials.js";
 import { decisionContract } from "./contract-decisions.js";
 import { eventContract } from "./contract-events.js";
+import { leaseContract } from "./contract-leases.js";
 import { loginContract } from "./contract-logins.js";
 import { pinContract } from "./contract-pins.js";
 import { rateLimitContract } from "./contract-rate-limits.js";
@@ -45,6 +46,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
     decisionContract(factory);
     rateLimitContract(factory);
     credentialContract(factory);
+    leaseContract(factory);
     approvalContract(factory);
     pinContract(factory);
     activityContract(factory);

@@ -9,6 +9,7 @@ import { MemoryActivityStore } from "./activity.js";
 import { MemoryApprovalStore } from "./approvals.js";
 import { MemoryPinStore } from "./pins.js";
 import { MemoryCredentialStore, MemoryOAuthFlowStore } from "./credentials.js";
+import { MemoryLeaseStore } from "./leases.js";
 import { MemoryDecisionStore } from "./decisions.js";
 import { MemoryEventStore } from "./events.js";
 import { MemoryGuard } from "./guard.js";
@@ -33,6 +34,7 @@ export function createMemoryStore(clock: Clock): Store {
     rateLimits: new MemoryRateLimitStore(guard),
     credentials: new MemoryCredentialStore(guard),
     oauthFlows: new MemoryOAuthFlowStore(guard),
+    leases: new MemoryLeaseStore(guard),
     decisions: new MemoryDecisionStore(guard),
     approvals: new MemoryApprovalStore(guard),
     pins: new MemoryPinStore(guard),

@@ -11,6 +11,7 @@ import { RedisActivityStore } from "./activity.js";
 import { RedisApprovalStore } from "./approvals.js";
 import { RedisPinStore } from "./pins.js";
 import { RedisCredentialStore, RedisOAuthFlowStore } from "./credentials.js";
+import { RedisLeaseStore } from "./leases.js";
 import { RedisDecisionStore } from "./decisions.js";
 import { RedisEventStore, RedisReplayStore } from "./events.js";
 import { RedisLoginStateStore } from "./logins.js";
@@ -35,6 +36,7 @@ export async function openRedisStore(url: string, clock: Clock, options: OpenRed
     rateLimits: new RedisRateLimitStore(conn),
     credentials: new RedisCredentialStore(conn),
     oauthFlows: new RedisOAuthFlowStore(conn),
+    leases: new RedisLeaseStore(conn),
     decisions: new RedisDecisionStore(conn),
     approvals: new RedisApprovalStore(conn),
     pins: new RedisPinStore(conn),

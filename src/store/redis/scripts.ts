@@ -386,6 +386,12 @@ redis.call('DEL', key)
 redis.call('ZREM', P .. 'lexp', ARGV[2])
 if expires and expires <= tonumber(ARGV[3]) then return false end
 return r`,
+  /** ARGV: P, lease key, holder → 1 released, 0 not held by them. */
+  leaseRelease: `
+local key = P .. 'ls:' .. ARGV[2]
+if redis.call('GET', key) ~= ARGV[3] then return 0 end
+redis.call('DEL', key)
+return 1`,
   /** ARGV: P, credential hash (full key), field, expected sealed, record JSON → 1 when replaced (the stored one was still sealed as expected), else 0. */
   credentialReplaceIf: `
 local r = redis.call('HGET', ARGV[2], ARGV[3])

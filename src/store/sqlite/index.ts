@@ -13,6 +13,7 @@ import { SqliteActivityStore } from "./activity.js";
 import { SqliteApprovalStore } from "./approvals.js";
 import { SqlitePinStore } from "./pins.js";
 import { SqliteCredentialStore, SqliteOAuthFlowStore } from "./credentials.js";
+import { SqliteLeaseStore } from "./leases.js";
 import { SqliteEventStore } from "./events.js";
 import { SqliteDecisionStore } from "./decisions.js";
 import { SqliteLoginStateStore } from "./logins.js";
@@ -59,6 +60,7 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
     rateLimits: new SqliteRateLimitStore(db),
     credentials: new SqliteCredentialStore(db),
     oauthFlows: new SqliteOAuthFlowStore(db),
+    leases: new SqliteLeaseStore(db),
     decisions: new SqliteDecisionStore(db),
     approvals: new SqliteApprovalStore(db),
     pins: new SqlitePinStore(db),

@@ -217,6 +217,13 @@ export const MIGRATIONS: readonly Migration[] = [
       `);
     },
   },
+  {
+    version: 14,
+    description: "leases: short exclusive holds shared by replicas (one refresh of an upstream grant at a time)",
+    up(db) {
+      db.exec(`CREATE TABLE leases (key TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;`);
+    },
+  },
 ];
 
 /** The version a fully migrated file has. */

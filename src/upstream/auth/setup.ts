@@ -88,6 +88,7 @@ export function createUpstreamAuth(
     (oauth ??= new UpstreamOAuth({
       vault: credentials(),
       flows: deps.store().oauthFlows,
+      leases: deps.store().leases,
       clock: deps.clock,
       redirectUrl: `${base()}${CALLBACK_PATH}`,
       clientMetadataUrl: documentUrl(),

@@ -3,17 +3,19 @@
  * (principal, upstream), an access token from the vault, refreshed ahead of
  * expiry and on a 401, or else an authorization to start (CONSENT_REQUIRED
  * carrying its URL); and the callback's completion from the flow store, so it
- * works on any replica. The protocol is the SDK's `auth()` (discovery,
+ * works on any replica; a refresh runs on one replica at a time (a store
+ * lease), the others wait for its grant. The protocol is the SDK's `auth()` (discovery,
  * registration, PKCE S256, RFC 8707 resource, code exchange, refresh); the
  * checks it leaves out are in provider.ts and complete().
  */
+import { randomBytes } from "node:crypto";
 import { auth, extractWWWAuthenticateParams } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { OAuthDiscoveryState } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { Clock } from "../../clock.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../../errors.js";
-import type { OAuthFlowStore } from "../../store/contracts.js";
-import { GatewayOAuthProvider, authFailed, flowAad, type ProviderContext, type UpstreamOAuthConfig } from "./provider.js";
+import type { LeaseStore, OAuthFlowStore } from "../../store/contracts.js";
+import { GatewayOAuthProvider, authFailed, flowAad, type ProviderContext, type StoredTokens, type UpstreamOAuthConfig } from "./provider.js";
 import type { CredentialVault } from "./vault.js";
 
 export interface UpstreamOAuthOptions {
@@ -34,7 +36,14 @@ export interface UpstreamOAuthOptions {
   maxStepUps?: number;
   /** For discovery, registration and token requests. @default globalThis.fetch */
   fetch?: FetchLike;
+  /** Replicas' shared leases: one refresh of a grant at a time across them (absent: one at a time in this process only). */
+  leases?: LeaseStore | undefined;
 }
+
+/** How long a replica holds a grant's refresh lease (it lapses if the replica dies meanwhile). */
+const REFRESH_LEASE_MS = 30_000;
+/** How often a replica waiting for another's refresh reads the store. */
+const REFRESH_POLL_MS = 200;
 
 /** What an upstream's 401 or 403 asked for (WWW-Authenticate, RFC 6750 / RFC 9728): where its resource metadata is, which scope. */
 export interface AuthChallenge {
@@ -58,6 +67,9 @@ export class UpstreamOAuth {
   private readonly maxStepUps: number;
   /** Step-ups in a row per (principal, upstream) (this process's) and the scopes the last asked for: reset once the grant holds them. */
   private readonly stepUps = new Map<string, { count: number; wanted: string[] }>();
+  private readonly leases: LeaseStore | undefined;
+  /** This replica as a lease holder. */
+  private readonly holder = randomBytes(12).toString("base64url");
 
   constructor(options: UpstreamOAuthOptions) {
     this.ctx = {
@@ -73,6 +85,7 @@ export class UpstreamOAuth {
     this.refreshAheadMs = options.refreshAheadMs ?? 60_000;
     this.maxStepUps = options.maxStepUps ?? 2;
     this.fetchFn = options.fetch ?? ((url, init) => fetch(url, init));
+    this.leases = options.leases;
   }
 
   private provider(t: UpstreamAuthTarget, flow?: { verifier: string; redirectUri: string }, stepUp = false): GatewayOAuthProvider {
@@ -95,13 +108,48 @@ export class UpstreamOAuth {
     const key = JSON.stringify([t.owner.issuer, t.owner.subject, t.upstream]);
     let pending = this.inflight.get(key);
     if (!pending) {
-      pending = this.run(t, tokens?.refresh_token !== undefined, options.challenge ?? {}).finally(() => this.inflight.delete(key));
+      pending = this.renew(t, key, tokens, options.challenge ?? {}).finally(() => this.inflight.delete(key));
       this.inflight.set(key, pending);
     }
     await pending;
     const fresh = await this.provider(t).tokens();
     if (!fresh) throw new GatewayError(ErrorCodes.INTERNAL, "an authorization ended without tokens");
     return fresh.access_token;
+  }
+
+  /**
+   * Renews `seen` (the grant read before, if any) across replicas: the replica that takes the grant's lease refreshes
+   * (unless the grant changed meanwhile: then it is used); another waits for the grant it saves and uses that, so two
+   * replicas never send one refresh token twice (a server that rotates them refuses the second and revokes the grant).
+   * Without a refresh token (or shared leases) it runs here at once.
+   */
+  private async renew(t: UpstreamAuthTarget, key: string, seen: StoredTokens | undefined, challenge: AuthChallenge): Promise<void> {
+    const leases = this.leases;
+    if (!leases || seen?.refresh_token === undefined) return this.run(t, seen?.refresh_token !== undefined, challenge);
+    const lease = `oauth-refresh:${key}`;
+    const changed = async () => {
+      const now = await this.provider(t).tokens();
+      return now?.access_token === seen.access_token ? undefined : { now };
+    };
+    const deadline = this.ctx.clock.now() + 2 * REFRESH_LEASE_MS;
+    for (;;) {
+      if (await leases.acquire(lease, this.holder, this.ctx.clock.now(), REFRESH_LEASE_MS)) {
+        try {
+          const moved = await changed();
+          // Another replica renewed it while this one waited: used as it is (or, forgotten there, asked for again).
+          if (moved) return moved.now ? undefined : this.run(t, false, challenge);
+          return await this.run(t, true, challenge);
+        } finally {
+          await leases.release(lease, this.holder).catch(() => undefined);
+        }
+      }
+      const moved = await changed();
+      if (moved) return moved.now ? undefined : this.run(t, false, challenge);
+      if (this.ctx.clock.now() > deadline) {
+        throw authFailed(t.upstream, `another replica's renewal of the grant did not finish within ${(2 * REFRESH_LEASE_MS) / 1000} s; call again`);
+      }
+      await new Promise<void>((resolve) => this.ctx.clock.setTimeout(resolve, REFRESH_POLL_MS));
+    }
   }
 
   /** Runs the SDK's auth(): a refresh when a refresh token is kept, else (or when it is refused) a new authorization, which ends in CONSENT_REQUIRED. */
