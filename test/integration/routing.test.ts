@@ -1,7 +1,9 @@
 /**
  * Where an upstream's server→client requests go, and what the task that
- * waits on them shows (ADR 0002 §7, §8), against real server-everything
- * (stdio and Streamable HTTP) and real SDK clients:
+ * waits on them shows (ADR 0002 §7, §8), against server-everything (its own
+ * code in this process over the SDK's in-memory transport, which the gateway
+ * treats as stdio: no per-request streams; and a real Streamable HTTP process)
+ * and real SDK clients:
  * - two concurrent calls on one upstream: over Streamable HTTP the first
  *   call's elicitation arrives on the first call's stream; over stdio (no way
  *   to tell) on the standalone stream; one call alone, on its stream;
@@ -25,10 +27,11 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { CallToolResultSchema, RELATED_TASK_META_KEY, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
+import type { TransportFactory } from "../../src/upstream/transports.js";
 import { allText, errorCodeOf, field, pendingAction } from "../helpers/async-extra.js";
 import { MCP_POST_HEADERS, jsonRpcMessages, rawRequest, startEverythingHttp, type ChildServer } from "../helpers/core-extra.js";
-import { ROOT, call, connectClient, everythingStdio, fixtureArgs, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { ROOT, call, connectClient, fixtureArgs, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { inProcess, inProcessTransportFactory, startInProcessGateway } from "../helpers/in-process.js";
 import { LONG, getTask, pollTask, sessionOf, startTask, streamedResult, taskResult, text, waitFor } from "../helpers/tasks.js";
 import { DroppingFetch, FULL_CAPABILITIES, connectFace, type Peer, type SseStreamLog, type WireMessage } from "../helpers/transparent.js";
 
@@ -42,9 +45,9 @@ const closing: Array<{ close(): Promise<void> }> = [];
 
 before(async () => {
   web = await startEverythingHttp();
-  gw = await startGateway({
+  gw = await startInProcessGateway({
     mcpServers: {
-      everything: everythingStdio(),
+      everything: inProcess("everything"),
       web: { url: web.url },
       tasks: { command: process.execPath, args: fixtureArgs("task-server"), cwd: ROOT },
     },
@@ -108,10 +111,16 @@ describe("which stream carries an upstream's elicitation", () => {
   test("stdio upstream, two calls in flight: nobody can tell whose it is, so it goes on the standalone stream", async () => {
     const { peer, net } = await peerOn("everything");
     await standaloneOpen(net);
-    // The second call runs 10 s: still in flight when the elicitation comes back on a loaded machine.
-    const [first] = await Promise.all([peer.callTool(ELICIT), peer.callTool("trigger-long-running-operation", { duration: 10, steps: 10 })]);
+    // The 10 s call is in flight upstream before the elicitation's call is sent (an in-process upstream answers at
+    // once: sent together, the elicitation could come back before the other call left), and still is when it comes.
+    const conn = await sessionOf(gw, peer).connection("everything");
+    const sent = conn.requestCount;
+    const long = peer.callTool("trigger-long-running-operation", { duration: 10, steps: 10 });
+    await waitFor(() => (conn.idleSince(sent) ? undefined : true), "the long call in flight upstream");
+    const first = await peer.callTool(ELICIT);
     assert.match(text(first), /declined/);
     assert.equal(elicitationStream(net).kind, "get");
+    assert.match(text(await long), /Long running operation completed/);
   });
 
   test("stdio upstream, one call in flight: the elicitation is that call's and rides its stream", async () => {
@@ -262,8 +271,9 @@ describe("closing a session", () => {
     const log: string[] = [];
     let cancelId: unknown;
     let resultAwaited = false;
-    const recording: TransportFactory = (name, config) => {
-      const created = defaultTransportFactory(name, config);
+    const inProcessFactory = inProcessTransportFactory();
+    const recording: TransportFactory = (name, config, options) => {
+      const created = inProcessFactory(name, config, options);
       const { transport } = created;
       const send = transport.send.bind(transport);
       transport.send = (message, options) => {
@@ -276,7 +286,8 @@ describe("closing a session", () => {
       };
       const close = transport.close.bind(transport);
       transport.close = () => {
-        log.push("closed");
+        // (In process, closing one end closes the pair: the gateway's own close can come a second time.)
+        if (!log.includes("closed")) log.push("closed");
         return close();
       };
       // The SDK installs its onmessage on connect: record responses as they arrive through it.
@@ -296,7 +307,7 @@ describe("closing a session", () => {
       });
       return created;
     };
-    const own = await startGateway({ mcpServers: { everything: everythingStdio() } }, { transportFactory: recording });
+    const own = await startGateway({ mcpServers: { everything: inProcess("everything") } }, { transportFactory: recording });
     try {
       const client: Client = await connectClient(own.url, { name: "routing-close" });
       const call = client
