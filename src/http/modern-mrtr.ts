@@ -38,7 +38,8 @@ const sealers = new WeakMap<GatewayContext, RequestStateSealer>();
  * The gateway's requestState sealer. Its key is derived from a secret every
  * replica with the same config shares: the vault's current key, else
  * cluster.secret; with neither, a random one (this process only: a restart or
- * another replica cannot open what it sealed).
+ * another replica cannot open what it sealed). Single use is marked in the
+ * gateway's store (shared by the replicas).
  */
 export function sealerFor(gateway: GatewayContext): RequestStateSealer {
   let sealer = sealers.get(gateway);
@@ -46,7 +47,7 @@ export function sealerFor(gateway: GatewayContext): RequestStateSealer {
     const { settings } = gateway;
     const secret =
       loadKeys(settings.vault)?.[0]?.key ?? (settings.cluster.secret !== undefined ? Buffer.from(settings.cluster.secret, "utf8") : randomBytes(32));
-    sealer = new RequestStateSealer(secret, { ttlMs: settings.mrtr.stateTtlMs, clock: gateway.clock });
+    sealer = new RequestStateSealer(secret, { ttlMs: settings.mrtr.stateTtlMs, clock: gateway.clock, used: gateway.store.singleUse });
     sealers.set(gateway, sealer);
   }
   return sealer;

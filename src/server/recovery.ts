@@ -112,20 +112,24 @@ export function runtimeServerRefusal(settings: GatewaySettings, record: ServerRe
   return undefined;
 }
 
-/** Deletes tasks past `retainUntil`, pending requests, started console logins and started upstream OAuth flows past `expiresAt`; returns how many. */
-export async function sweepStore(store: Store, now: number): Promise<{ tasks: number; pending: number; logins: number; oauthFlows: number }> {
+/** Deletes tasks past `retainUntil`, pending requests, started console logins, started upstream OAuth flows and single-use marks past `expiresAt`; returns how many. */
+export async function sweepStore(
+  store: Store,
+  now: number,
+): Promise<{ tasks: number; pending: number; logins: number; oauthFlows: number; singleUse: number }> {
   const tasks = await store.tasks.deleteExpired(now);
   const pending = await store.pending.deleteExpired(now);
   const logins = await store.logins.deleteExpired(now);
   const oauthFlows = await store.oauthFlows.deleteExpired(now);
-  return { tasks: tasks.length, pending: pending.length, logins, oauthFlows };
+  const singleUse = await store.singleUse.deleteExpired(now);
+  return { tasks: tasks.length, pending: pending.length, logins, oauthFlows, singleUse };
 }
 
 /** sweepStore() for a timer: a failure is logged, never thrown. */
 export async function sweepStoreLogged(store: Store, now: number, logger: Logger): Promise<void> {
   try {
     const deleted = await sweepStore(store, now);
-    if (deleted.tasks || deleted.pending || deleted.logins || deleted.oauthFlows) logger.debug(deleted, "store_swept");
+    if (deleted.tasks || deleted.pending || deleted.logins || deleted.oauthFlows || deleted.singleUse) logger.debug(deleted, "store_swept");
   } catch (err) {
     logger.error({ err: errorMessage(err) }, "store_sweep_failed");
   }

@@ -386,6 +386,21 @@ export interface LoginStateStore {
   count(): Promise<number>;
 }
 
+// ---------------------------------------------------------------- single-use marks
+
+/**
+ * Keys that may be used once until they expire, across replicas: a sealed
+ * MRTR requestState of a modern upstream (docs/adr/0032, "MRTR bridges"), so
+ * that replaying it on any replica is refused. A mark is kept until its
+ * expiry, then forgotten (the state itself is refused as expired by then).
+ */
+export interface SingleUseStore {
+  /** Marks `key` used until `expiresAt`; true for the first use, false while an earlier mark is live (a replay). An expiry at or before `now` marks nothing. */
+  use(key: string, expiresAt: number, now: number): Promise<boolean>;
+  /** Deletes the marks whose expiresAt ≤ now; returns how many (Redis expires them itself: 0). */
+  deleteExpired(now: number): Promise<number>;
+}
+
 // ---------------------------------------------------------------- governance decisions
 
 /** What a governance decision did (docs/adr/0022-decision-pipeline.md). */
@@ -750,6 +765,7 @@ export interface Store {
   readonly replay: ReplayStore;
   readonly servers: ServerStore;
   readonly logins: LoginStateStore;
+  readonly singleUse: SingleUseStore;
   readonly decisions: DecisionStore;
   readonly approvals: ApprovalStore;
   readonly activity: ActivityStore;

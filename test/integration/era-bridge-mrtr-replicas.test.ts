@@ -6,7 +6,10 @@
  * parks the call) and sends its retry to replica 2, which passes it to
  * replica 1 and streams back the result. Then the owner is SIGKILLed with a
  * call parked: the retry on replica 2 is refused at once, naming the dead
- * replica, without waiting for its lease to run out.
+ * replica, without waiting for its lease to run out. Bridge 1 (a modern
+ * upstream, the dual-era reference server over HTTP): its sealed
+ * requestState used on replica 2 is refused as a replay on replica 1 (the
+ * single-use mark is in Redis).
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -18,6 +21,7 @@ import { ROOT, everythingStdio } from "../helpers/gateway.js";
 import { freePort, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
 import { MODERN, modernRequest } from "../helpers/modern-requests.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
+import { startModernReferenceServer, type ModernReferenceServer } from "../fixtures/modern-reference-server.js";
 
 const SECRET = "mrtr-replicas-secret-0123456789";
 /** Long, so that "refused at once" is told apart from "refused once the dead owner's heartbeat ran out". */
@@ -32,6 +36,7 @@ if (skip !== undefined) {
   describe("a parked call's retry on another replica", () => {
     let tmp: string;
     let redis: RedisServer;
+    let upstream: ModernReferenceServer;
     const replicas: Array<{ id: string; base: string; served: RunningCli }> = [];
 
     async function startReplica(id: string): Promise<{ id: string; base: string; served: RunningCli }> {
@@ -40,7 +45,7 @@ if (skip !== undefined) {
       await writeFile(
         config,
         JSON.stringify({
-          mcpServers: { everything: everythingStdio() },
+          mcpServers: { everything: everythingStdio(), modern: { url: upstream.url } },
           gateway: {
             store: { kind: "redis", url: redis.url },
             cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: LEASE_MS },
@@ -56,11 +61,13 @@ if (skip !== undefined) {
     before(async () => {
       tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-mrtr-replicas-"));
       redis = await startRedis();
+      upstream = await startModernReferenceServer();
       replicas.push(...(await Promise.all(["r1", "r2"].map((id) => startReplica(id)))));
     });
     after(async () => {
       await Promise.allSettled(replicas.map((r) => stopChild(r.served.child)));
       await redis?.stop();
+      await upstream?.close();
       if (tmp) await rm(tmp, { recursive: true, force: true });
     });
 
@@ -89,6 +96,20 @@ if (skip !== undefined) {
       } finally {
         await client.close();
       }
+    });
+
+    it("bridge 1: a modern upstream's sealed state used on replica 2 is refused as a replay on replica 1", T, async () => {
+      const modernFace = (i: number) => `${replicas[i]!.base}/servers/modern/mcp`;
+      const call = { name: "test_input_required_result_request_state", arguments: {} };
+      const first = await modernRequest(modernFace(0), "tools/call", call, { capabilities: CAPS });
+      assert.equal(first.body.result?.resultType, "input_required", JSON.stringify(first.body));
+      const key = Object.keys(first.body.result.inputRequests as object)[0]!;
+      const retry = { ...call, inputResponses: { [key]: { action: "accept", content: { ok: true } } }, requestState: first.body.result.requestState };
+      const used = await modernRequest(modernFace(1), "tools/call", retry, { capabilities: CAPS });
+      assert.equal(used.body.result?.resultType, "complete", JSON.stringify(used.body));
+      const replay = await modernRequest(modernFace(0), "tools/call", retry, { capabilities: CAPS });
+      assert.equal(replay.body.error?.data?.code, "EMCP_BAD_REQUEST_STATE", JSON.stringify(replay.body));
+      assert.match(replay.body.error.message, /used already/);
     });
 
     it("with the owner killed, the retry on replica 2 is refused at once, naming it", T, async () => {

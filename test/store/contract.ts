@@ -24,6 +24,7 @@ import { leaseContract } from "./contract-leases.js";
 import { loginContract } from "./contract-logins.js";
 import { pinContract } from "./contract-pins.js";
 import { rateLimitContract } from "./contract-rate-limits.js";
+import { singleUseContract } from "./contract-single-use.js";
 import { recordContract } from "./contract-records.js";
 import { taskContract } from "./contract-tasks.js";
 
@@ -45,6 +46,7 @@ export function storeContract(name: string, factory: StoreFactory): void {
     loginContract(factory);
     decisionContract(factory);
     rateLimitContract(factory);
+    singleUseContract(factory);
     credentialContract(factory);
     leaseContract(factory);
     approvalContract(factory);

@@ -1,7 +1,8 @@
 /**
  * Bridge 1's sealed requestState (src/upstream/modern/sealed-state.ts): what
  * the gateway seals opens only for the same upstream, principal, method and
- * arguments, unchanged, before its expiry, on any holder of the same secret.
+ * arguments, unchanged, before its expiry, on any holder of the same secret;
+ * opened once, it is refused by every sealer marking uses in the same store.
  */
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
@@ -9,6 +10,7 @@ import { test } from "node:test";
 import { RequestStateSealer, type StateBinding } from "../../src/upstream/modern/sealed-state.js";
 import { GatewayError } from "../../src/errors.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
+import { createMemoryStore } from "../../src/store/memory/index.js";
 
 const binding: StateBinding = { upstream: "modern", principal: "alice", method: "tools/call", params: { name: "deploy", arguments: { env: "prod", n: 1 } } };
 const refusedWith = (fn: () => unknown, words: RegExp) =>
@@ -44,11 +46,15 @@ test("a changed, foreign, replayed-elsewhere or expired state is refused", () =>
   refusedWith(() => sealer.open(sealed, binding), /expired/);
 });
 
-test("a state opened once is refused the second time, and a parked handle is not an upstream state", () => {
-  const sealer = new RequestStateSealer(randomBytes(32));
+test("a state opened once is refused the second time, by any sealer sharing the store, and a parked handle is not an upstream state", async () => {
+  const secret = randomBytes(32);
+  const used = createMemoryStore(new ManualClock()).singleUse;
+  const sealer = new RequestStateSealer(secret, { used });
   const sealed = sealer.seal(binding, "s");
-  assert.equal(sealer.open(sealed, binding, { once: true }), "s");
-  refusedWith(() => sealer.open(sealed, binding, { once: true }), /used already/);
+  assert.equal(await sealer.openOnce(sealed, binding), "s");
+  await assert.rejects(sealer.openOnce(sealed, binding), /used already/);
+  await assert.rejects(new RequestStateSealer(secret, { used }).openOnce(sealed, binding), /used already/, "another replica on the same store");
+  await assert.rejects(new RequestStateSealer(secret).openOnce(sealer.seal(binding, "t"), binding), /without a store/);
   const parked = sealer.seal(binding, "handle-1", "parked");
   assert.equal(RequestStateSealer.kindOf(parked), "parked");
   assert.equal(RequestStateSealer.kindOf(sealed), "upstream");

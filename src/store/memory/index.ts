@@ -14,6 +14,7 @@ import { MemoryDecisionStore } from "./decisions.js";
 import { MemoryEventStore } from "./events.js";
 import { MemoryGuard } from "./guard.js";
 import { MemoryLoginStateStore } from "./logins.js";
+import { MemorySingleUseStore } from "./single-use.js";
 import { MemoryRateLimitStore } from "./rate-limits.js";
 import { MemoryPendingRequestStore, MemoryServerStore, MemorySessionStore } from "./records.js";
 import { MemoryReplayStore } from "./replay.js";
@@ -31,6 +32,7 @@ export function createMemoryStore(clock: Clock): Store {
     replay: new MemoryReplayStore(guard),
     servers: new MemoryServerStore(guard),
     logins: new MemoryLoginStateStore(guard),
+    singleUse: new MemorySingleUseStore(guard),
     rateLimits: new MemoryRateLimitStore(guard),
     credentials: new MemoryCredentialStore(guard),
     oauthFlows: new MemoryOAuthFlowStore(guard),

@@ -15,6 +15,7 @@ import { RedisLeaseStore } from "./leases.js";
 import { RedisDecisionStore } from "./decisions.js";
 import { RedisEventStore, RedisReplayStore } from "./events.js";
 import { RedisLoginStateStore } from "./logins.js";
+import { RedisSingleUseStore } from "./single-use.js";
 import { RedisRateLimitStore } from "./rate-limits.js";
 import { RedisPendingRequestStore, RedisServerStore, RedisSessionStore } from "./records.js";
 import { RedisTaskStore } from "./tasks.js";
@@ -33,6 +34,7 @@ export async function openRedisStore(url: string, clock: Clock, options: OpenRed
     replay: new RedisReplayStore(conn),
     servers: new RedisServerStore(conn),
     logins: new RedisLoginStateStore(conn),
+    singleUse: new RedisSingleUseStore(conn),
     rateLimits: new RedisRateLimitStore(conn),
     credentials: new RedisCredentialStore(conn),
     oauthFlows: new RedisOAuthFlowStore(conn),

@@ -17,6 +17,7 @@ import { SqliteLeaseStore } from "./leases.js";
 import { SqliteEventStore } from "./events.js";
 import { SqliteDecisionStore } from "./decisions.js";
 import { SqliteLoginStateStore } from "./logins.js";
+import { SqliteSingleUseStore } from "./single-use.js";
 import { SqliteRateLimitStore } from "./rate-limits.js";
 import { StoreOwnership } from "./owner.js";
 import { SqlitePendingRequestStore, SqliteServerStore, SqliteSessionStore } from "./records.js";
@@ -57,6 +58,7 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
     replay,
     servers: new SqliteServerStore(db),
     logins: new SqliteLoginStateStore(db),
+    singleUse: new SqliteSingleUseStore(db),
     rateLimits: new SqliteRateLimitStore(db),
     credentials: new SqliteCredentialStore(db),
     oauthFlows: new SqliteOAuthFlowStore(db),

@@ -218,6 +218,16 @@ export const MIGRATIONS: readonly Migration[] = [
     },
   },
   {
+    version: 13,
+    description: "single_use: marks of keys used once until their expiry (a modern upstream's sealed requestState, across replicas)",
+    up(db) {
+      db.exec(`
+        CREATE TABLE single_use (key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE INDEX single_use_by_expiry ON single_use (expires_at);
+      `);
+    },
+  },
+  {
     version: 14,
     description: "leases: short exclusive holds shared by replicas (one refresh of an upstream grant at a time)",
     up(db) {

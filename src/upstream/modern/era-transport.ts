@@ -270,7 +270,7 @@ export class EraTransport implements Transport {
     let retried = false;
     // Bridge 1: the seal binds the state to this upstream, the caller, the method and the arguments as sent upstream.
     const binding = call && { upstream: this.o.name, principal: call.principal, method, params: original };
-    if (call && binding) params = retryParams(original, call, binding);
+    if (call && binding) params = await retryParams(original, call, binding);
     const capabilities = call ? declaredBoth(this.capabilities, call.capabilities) : this.capabilities;
     const abort = new AbortController();
     this.inflight.set(id, abort);
@@ -371,9 +371,9 @@ export class EraTransport implements Transport {
   }
 }
 
-/** Bridge 1: a retry's params upstream, its answers and the upstream's own state (opened once: a replay is refused). */
-function retryParams(original: Json, call: ModernCall, binding: StateBinding): Json {
-  const state = call.requestState !== undefined ? call.sealer.open(call.requestState, binding, { once: true }) : undefined;
+/** Bridge 1: a retry's params upstream, its answers and the upstream's own state (opened once, on any replica: a replay is refused). */
+async function retryParams(original: Json, call: ModernCall, binding: StateBinding): Promise<Json> {
+  const state = call.requestState !== undefined ? await call.sealer.openOnce(call.requestState, binding) : undefined;
   return {
     ...original,
     ...(call.inputResponses !== undefined ? { inputResponses: call.inputResponses } : {}),

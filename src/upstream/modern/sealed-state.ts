@@ -8,19 +8,18 @@
  * be replayed into another call); any replica with the same secret opens it.
  * Two kinds, told apart by a prefix the cipher authenticates: an upstream's
  * own state (bridge 1) and a handle of a request parked in this gateway
- * (bridge 3). open() with `once` refuses a state it opened before (bounded
- * memory of this process until each expiry). See
+ * (bridge 3). openOnce() also marks the state used in the store until its
+ * expiry, so a replay is refused on every replica that shares it. See
  * docs/design/protocol-eras-upstream.md.
  */
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from "node:crypto";
 import { systemClock, type Clock } from "../../clock.js";
 import { ErrorCodes, GatewayError } from "../../errors.js";
+import type { SingleUseStore } from "../../store/contracts.js";
 
 /** What a sealed state stands for: the upstream's requestState, or a gateway handle of a parked request. */
 export type SealedKind = "upstream" | "parked";
 const PREFIXES: Record<SealedKind, string> = { upstream: "emcp1.", parked: "emcp1p." };
-/** Bound on remembered opened states (the oldest are forgotten first). */
-const MAX_OPENED = 100_000;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
@@ -38,6 +37,8 @@ export interface SealerOptions {
   /** How long a sealed state may be presented. @default 600000 (10 min) */
   ttlMs?: number | undefined;
   clock?: Clock | undefined;
+  /** Where openOnce() marks a state used (the gateway's store: shared by the replicas). */
+  used?: SingleUseStore | undefined;
 }
 
 interface Sealed {
@@ -53,14 +54,14 @@ export class RequestStateSealer {
   private readonly key: Buffer;
   private readonly ttlMs: number;
   private readonly clock: Clock;
-  /** States opened with `once`, by IV, with their expiry (insertion order = oldest first). */
-  private readonly opened = new Map<string, number>();
+  private readonly used: SingleUseStore | undefined;
 
   /** `secret`: a gateway secret every replica shares (e.g. the vault or cluster key); a purpose-bound key is derived from it. */
   constructor(secret: Uint8Array, options: SealerOptions = {}) {
     this.key = Buffer.from(hkdfSync("sha256", secret, Buffer.alloc(0), "emceepee mrtr requestState v1", 32));
     this.ttlMs = options.ttlMs ?? 600_000;
     this.clock = options.clock ?? systemClock;
+    this.used = options.used;
   }
 
   /** The gateway's requestState standing for the upstream's `state` (undefined: the upstream sent none). */
@@ -80,27 +81,34 @@ export class RequestStateSealer {
 
   /**
    * The sealed state back from a client's retry (undefined: none was sealed);
-   * throws EMCP_BAD_REQUEST_STATE when refused. `once`: a state opened
-   * before (in this process) is refused as a replay.
+   * throws EMCP_BAD_REQUEST_STATE when refused.
    */
-  open(sealed: string, binding: StateBinding, options: { once?: boolean } = {}): string | undefined {
+  open(sealed: string, binding: StateBinding): string | undefined {
+    return this.verify(sealed, binding).body.s ?? undefined;
+  }
+
+  /**
+   * open(), once: the state is marked used in the store until its expiry, and
+   * a state marked before (on any replica sharing the store) is refused as a
+   * replay. Throws EMCP_INTERNAL without a store to mark it in.
+   */
+  async openOnce(sealed: string, binding: StateBinding): Promise<string | undefined> {
+    const { body, iv } = this.verify(sealed, binding);
+    if (!this.used) throw new GatewayError(ErrorCodes.INTERNAL, "a single-use requestState was opened by a sealer without a store to mark it used in");
+    if (!(await this.used.use(`mrtr:${iv}`, body.exp, this.clock.now()))) {
+      throw refused("it was used already (a replay); retry the call without requestState to start again");
+    }
+    return body.s ?? undefined;
+  }
+
+  private verify(sealed: string, binding: StateBinding): { body: Sealed; iv: string } {
     const { body, iv } = this.decrypt(sealed);
     const want = bound(binding);
     if (body.u !== want.u || body.p !== want.p || body.m !== want.m || body.d !== want.d) {
       throw refused("it was issued for another call (upstream, principal, method or arguments differ); retry the call without requestState");
     }
-    const now = this.clock.now();
-    if (now > body.exp) throw refused("it has expired; retry the call without requestState to start again");
-    if (options.once) {
-      if (this.opened.has(iv)) throw refused("it was used already (a replay); retry the call without requestState to start again");
-      // Expiries come in seal order (one ttl): forget from the oldest until one is still live.
-      for (const [seen, exp] of this.opened) {
-        if (exp >= now && this.opened.size < MAX_OPENED) break;
-        this.opened.delete(seen);
-      }
-      this.opened.set(iv, body.exp);
-    }
-    return body.s ?? undefined;
+    if (this.clock.now() > body.exp) throw refused("it has expired; retry the call without requestState to start again");
+    return { body, iv };
   }
 
   private decrypt(sealed: string): { body: Sealed; iv: string } {
