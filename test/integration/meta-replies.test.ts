@@ -143,9 +143,12 @@ describe("structured replies", SLOW, () => {
     const client = await open();
     // timeout_ms 10 s: the upstream's request has arrived by the promotion even on a loaded machine (nobody answers it).
     type Promotion = { task_id: string; pending_on_server: { sampling_requests_for_server: unknown[]; elicitations_for_server: unknown[] } };
-    const sampling = ok(
-      await call(client, "execute_tool", { server: "one", tool: "trigger-sampling-request", args: { prompt: "hi", maxTokens: 8 }, timeout_ms: 10_000 }),
-    );
+    // Both at once: each waits out its own 10 s.
+    const [samplingReply, elicitationReply] = await Promise.all([
+      call(client, "execute_tool", { server: "one", tool: "trigger-sampling-request", args: { prompt: "hi", maxTokens: 8 }, timeout_ms: 10_000 }),
+      call(client, "execute_tool", { server: "two", tool: "trigger-elicitation-request", args: {}, timeout_ms: 10_000 }),
+    ]);
+    const sampling = ok(samplingReply);
     const samplingText = allText(sampling).split("\n")[0]!;
     assert.match(samplingText, /Promoted to task/);
     assert.match(samplingText, /respond_to_sampling/);
@@ -153,7 +156,7 @@ describe("structured replies", SLOW, () => {
     const samplingTask = sampling.structuredContent as Promotion;
     assert.equal(samplingTask.pending_on_server.sampling_requests_for_server.length, 1);
 
-    const elicitation = ok(await call(client, "execute_tool", { server: "two", tool: "trigger-elicitation-request", args: {}, timeout_ms: 10_000 }));
+    const elicitation = ok(elicitationReply);
     const elicitationText = allText(elicitation).split("\n")[0]!;
     assert.match(elicitationText, /respond_to_elicitation/);
     assert.doesNotMatch(elicitationText, /respond_to_sampling/);
