@@ -3,8 +3,9 @@
  * builds the parts — membership (owner records, heartbeat), the forwarding
  * router the MCP endpoints ask about sessions they do not hold, the store
  * wrapper and pub/sub bridge for server changes, and the scoped start-up
- * recovery view, and the peers the web console reads and answers through
- * (peers.ts) — on two Redis connections of its own (commands; pub/sub).
+ * recovery view, the peers the web console reads and answers through
+ * (peers.ts), and a person's changed secrets (secret-sync.ts) — on two Redis
+ * connections of its own (commands; pub/sub).
  * start() after the store is open, close() before it is closed.
  */
 import { createRequire } from "node:module";
@@ -22,6 +23,7 @@ import { Membership } from "./membership.js";
 import { createPeers, type Peers } from "./peers.js";
 import { orphansOnly } from "./recovery-view.js";
 import { ClusterRouter } from "./router.js";
+import { SecretSync } from "./secret-sync.js";
 import { ServerSync } from "./server-sync.js";
 
 export { FORWARDED_HEADER } from "./forward.js";
@@ -44,6 +46,10 @@ export interface Cluster {
   wrap(store: Store): Store;
   /** What start-up recovery may settle: orphaned sessions only. */
   recoveryView(store: Store): Store;
+  /** Tells the other replicas that `person`'s secret for `server` was replaced or removed (they end that person's connections to it). */
+  secretChanged(server: string, person: { issuer: string; subject: string }): void;
+  /** What this replica does when another tells it so (set before start()). */
+  onSecretChanged(handler: (server: string, person: { issuer: string; subject: string }) => void): void;
   /** Heartbeat and subscription; `store` is the raw (unwrapped) store. */
   start(store: Store, sessions: SessionManager): Promise<void>;
   close(): Promise<void>;
@@ -94,6 +100,7 @@ export function createCluster(deps: ClusterDeps): Cluster {
   });
   const forwarder = createForwarder(c.secret, membership.incarnation);
   const sync = new ServerSync({ redis, subscriber, channel: `${prefix}cluster:servers`, incarnation: membership.incarnation, logger });
+  const secrets = new SecretSync({ redis, subscriber, channel: `${prefix}cluster:secrets`, incarnation: membership.incarnation, logger });
   let rawStore: Store | undefined;
   const router = new ClusterRouter({
     membership,
@@ -123,12 +130,17 @@ export function createCluster(deps: ClusterDeps): Cluster {
     peers,
     wrap: (s) => sync.wrap(s),
     recoveryView: (s) => orphansOnly(s, membership),
+    secretChanged: (server, person) => {
+      if (started) secrets.announce(server, person);
+    },
+    onSecretChanged: (handler) => secrets.onChanged(handler),
     async start(s, sessions) {
       rawStore = s;
       try {
         await Promise.all([redis.connect(), subscriber.connect()]);
         await membership.start();
         await sync.start(s, deps.registry, sessions);
+        await secrets.start();
       } catch (err) {
         redis.disconnect();
         subscriber.disconnect();
@@ -147,6 +159,7 @@ export function createCluster(deps: ClusterDeps): Cluster {
       router.close();
       await membership.close();
       await sync.close();
+      secrets.close();
       forwarder.close();
       if (started) await Promise.allSettled([redis.quit(), subscriber.quit()]);
       redis.disconnect();

@@ -125,8 +125,11 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     clock,
     store: openedStore,
     base: () => listenedBase,
-    // Called only after start (a person saved a secret): `upstreams` is made just below.
-    secretChanged: (server, person) => upstreams.renew(server, person),
+    // Called only after start (a person saved a secret): `upstreams` is made just below. The other replicas end theirs too.
+    secretChanged: (server, person) => {
+      upstreams.renew(server, person);
+      cluster?.secretChanged(server, person);
+    },
   });
   let listenedBase: string | undefined;
   const upstreams = createUpstreams({
@@ -145,6 +148,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     toolReview: (server, tools) => (governance ? governance.pins.review(server, tools) : Promise.resolve(tools)),
   });
   parts.add("upstreams", () => upstreams.close());
+  cluster?.onSecretChanged((server, person) => upstreams.renew(server, person));
   const sessions = new SessionManager({
     registry,
     settings,
