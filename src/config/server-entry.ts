@@ -63,6 +63,8 @@ export interface RemoteServerConfig {
   auth?: UpstreamAuthConfig;
   /** `auth: { type: "passthrough" }`: the caller's own inbound bearer token is forwarded (opt-in, warned at start; docs/adr/0027). */
   passthrough?: true;
+  /** `auth: { type: "token_exchange" }`: the caller's inbound token is exchanged at the identity provider (RFC 8693; docs/adr/0027 §16). */
+  tokenExchange?: TokenExchangeConfig;
   /** Per-person values sent as headers (docs/config.md "Per-user secrets"). */
   secrets?: Record<string, SecretSlot>;
   /** Absent: gateway.upstream.sharing.remote. */
@@ -75,6 +77,27 @@ export interface UpstreamAuthConfig {
   clientId?: string;
   clientSecret?: string;
   scopes?: string[];
+}
+
+/**
+ * `auth: { type: "token_exchange" }` (RFC 8693): the gateway, as client `clientId` of the identity provider (found at
+ * `issuer` by discovery, or its `tokenEndpoint` named), exchanges each caller's inbound access token for one meant for
+ * this upstream (`resource`, default the server's URL, and/or `audience`), with `scopes`, as `requestedTokenType`.
+ */
+export interface TokenExchangeConfig {
+  issuer?: string;
+  tokenEndpoint?: string;
+  clientId: string;
+  /** The gateway's client secret at the identity provider (write `"${ENV_VAR}"`), or `clientSecretFile`, read at first use. */
+  clientSecret?: string;
+  clientSecretFile?: string;
+  /** How the client authenticates at the token endpoint. @default "client_secret_basic" */
+  clientAuth?: "client_secret_basic" | "client_secret_post";
+  audience?: string;
+  resource?: string;
+  scopes?: string[];
+  /** @default "urn:ietf:params:oauth:token-type:access_token" */
+  requestedTokenType?: string;
 }
 
 /**
@@ -263,6 +286,45 @@ const remoteSecrets = z
   .superRefine(slotNames)
   .optional();
 
+/** The keys only `"type": "token_exchange"` takes (with clientId, clientSecret and scopes, which "oauth" takes too). */
+const tokenExchangeFields = {
+  issuer: httpUrl.optional(),
+  tokenEndpoint: httpUrl.optional(),
+  clientSecretFile: z.string().min(1).optional(),
+  clientAuth: z
+    .enum(["client_secret_basic", "client_secret_post"], { error: 'must be "client_secret_basic" (the default) or "client_secret_post"' })
+    .optional(),
+  audience: z.string().min(1).optional(),
+  resource: z.url({ error: 'must be an absolute URI naming the upstream, e.g. "https://mcp.example.com/mcp"' }).optional(),
+  requestedTokenType: z.string().min(1).optional(),
+};
+
+function tokenExchangeProblems(
+  a: { type: string } & { [K in keyof typeof tokenExchangeFields | "clientId" | "clientSecret"]?: unknown },
+  ctx: z.RefinementCtx,
+) {
+  const own = (Object.keys(tokenExchangeFields) as (keyof typeof tokenExchangeFields)[]).filter((k) => a[k] !== undefined);
+  if (a.type !== "token_exchange") {
+    if (own.length) {
+      ctx.addIssue({
+        code: "custom",
+        message: `${own.join(", ")} ${own.length > 1 ? "are" : "is"} for "type": "token_exchange"; remove ${own.length > 1 ? "them" : "it"} or use "token_exchange"`,
+      });
+    }
+    return;
+  }
+  const need = (ok: boolean, message: string) => ok || ctx.addIssue({ code: "custom", message });
+  need(a.clientId !== undefined, 'token_exchange needs "clientId": the gateway\'s own client at the identity provider, allowed the token-exchange grant');
+  need(
+    (a.issuer === undefined) !== (a.tokenEndpoint === undefined),
+    'token_exchange needs exactly one of "issuer" (the identity provider, found by discovery) and "tokenEndpoint" (its token endpoint)',
+  );
+  need(
+    (a.clientSecret === undefined) !== (a.clientSecretFile === undefined),
+    'token_exchange needs exactly one of "clientSecret" (write "${ENV_VAR}", not the secret itself) and "clientSecretFile" (a file holding it)',
+  );
+}
+
 const stdioSchema = z.strictObject({
   command: z
     .string(mustBeString(() => `put the program in "command" and its arguments in "args"`))
@@ -284,18 +346,21 @@ const remoteSchema = z.strictObject({
   headers: stringRecord(`"Authorization": "Bearer \${TOKEN}"`).optional(),
   auth: z
     .strictObject({
-      type: z.enum(["oauth", "passthrough"], {
-        error: 'must be "oauth" (each person\'s own grant) or "passthrough" (forward the caller\'s own token), e.g. "auth": { "type": "oauth" }',
+      type: z.enum(["oauth", "passthrough", "token_exchange"], {
+        error:
+          'must be "oauth" (each person\'s own grant), "passthrough" (forward the caller\'s own token) or "token_exchange" (exchange the caller\'s token at the identity provider, RFC 8693), e.g. "auth": { "type": "oauth" }',
       }),
       clientId: z.string().min(1).optional(),
       clientSecret: z.string().min(1).optional(),
       scopes: z.array(z.string().regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, "a scope is one token without spaces or quotes")).optional(),
+      ...tokenExchangeFields,
     })
     .refine((a) => a.clientSecret === undefined || a.clientId !== undefined, { message: "clientSecret needs clientId (a pre-registered client)" })
-    .refine((a) => a.type === "oauth" || (a.clientId === undefined && a.clientSecret === undefined && a.scopes === undefined), {
+    .refine((a) => a.type !== "passthrough" || (a.clientId === undefined && a.clientSecret === undefined && a.scopes === undefined), {
       message:
         'passthrough forwards the caller\'s own token and cannot be combined with OAuth: clientId, clientSecret and scopes are for "type": "oauth"; remove them or use "oauth"',
     })
+    .superRefine(tokenExchangeProblems)
     .optional(),
   secrets: remoteSecrets,
   sharing: sharingMode.optional(),
@@ -371,11 +436,21 @@ export function parseServerEntry(input: unknown): EntryResult {
       const message = `auth "passthrough" forwards the caller's own token and cannot be combined with per-user secrets on the same server; remove "secrets" or the passthrough`;
       return { ok: false, issues: [{ path: ["auth"], message }] };
     }
+    if (data.auth?.type === "token_exchange") {
+      const authorization = Object.keys(data.headers ?? {}).find((h) => h.toLowerCase() === "authorization");
+      const clash = data.secrets ? `per-user secrets ("secrets")` : authorization ? `a static ${q(authorization)} header` : undefined;
+      if (clash) {
+        const message = `auth "token_exchange" sends each caller's exchanged token as Authorization and cannot be combined with ${clash} on the same server; remove one of them`;
+        return { ok: false, issues: [{ path: ["auth"], message }] };
+      }
+    }
     config = { url: (data.url ?? data.serverUrl)! };
     if (markers.transport) config.transport = markers.transport;
     if (data.headers) config.headers = data.headers;
     if (data.auth?.type === "passthrough") config.passthrough = true;
-    else if (data.auth) config.auth = stripUndefined({ ...data.auth, type: "oauth" });
+    else if (data.auth?.type === "token_exchange") config.tokenExchange = tokenExchangeOf(data.auth);
+    else if (data.auth)
+      config.auth = stripUndefined({ type: "oauth", clientId: data.auth.clientId, clientSecret: data.auth.clientSecret, scopes: data.auth.scopes });
     if (data.secrets) config.secrets = slotsOf(data.secrets);
   }
   if (data.sharing !== undefined) config.sharing = data.sharing;
@@ -520,6 +595,23 @@ export const serverEntryShapes = { stdio: stdioSchema, remote: remoteSchema } as
 
 function slotsOf(slots: Record<string, Record<string, unknown>>): Record<string, SecretSlot> {
   return Object.fromEntries(Object.entries(slots).map(([k, v]) => [k, Object.fromEntries(Object.entries(v).filter(([, x]) => x !== undefined)) as SecretSlot]));
+}
+
+/** The token_exchange block in a fixed key order (sameServerConfig compares its JSON), without absent keys. */
+function tokenExchangeOf(a: { [K in keyof TokenExchangeConfig]?: TokenExchangeConfig[K] | undefined }): TokenExchangeConfig {
+  const keys = [
+    "issuer",
+    "tokenEndpoint",
+    "clientId",
+    "clientSecret",
+    "clientSecretFile",
+    "clientAuth",
+    "audience",
+    "resource",
+    "scopes",
+    "requestedTokenType",
+  ] as const;
+  return Object.fromEntries(keys.flatMap((k) => (a[k] === undefined ? [] : [[k, a[k]]]))) as unknown as TokenExchangeConfig;
 }
 
 function stripUndefined(a: {

@@ -219,10 +219,10 @@ export function sameServerConfig(a: ServerConfig, b: ServerConfig): boolean {
 }
 
 function canonicalConfig(c: ServerConfig): string {
-  // Secret slots and passthrough change what a connection carries: a reload that changes them reconnects (issue 23).
+  // Secret slots, passthrough and token exchange change what a connection carries: a reload that changes them reconnects (issue 23).
   const slots = Object.entries(c.secrets ?? {}).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
   if (isStdioConfig(c)) return JSON.stringify(["stdio", c.command, c.args, sortedEntries(c.env), c.cwd ?? null, c.sharing ?? null, slots]);
-  return JSON.stringify([remoteTransportOf(c), c.url, sortedEntries(c.headers), c.sharing ?? null, slots, c.passthrough ?? false]);
+  return JSON.stringify([remoteTransportOf(c), c.url, sortedEntries(c.headers), c.sharing ?? null, slots, c.passthrough ?? false, c.tokenExchange ?? null]);
 }
 
 function sortedEntries(record: Record<string, string> | undefined): [string, string][] {

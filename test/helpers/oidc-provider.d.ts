@@ -29,9 +29,20 @@ declare module "oidc-provider" {
       };
     };
   }
+  /** A token endpoint request's context, as a registered grant's handler sees it. */
+  export interface KoaContextWithOIDC {
+    oidc: { params: Record<string, unknown>; client?: unknown };
+    body: unknown;
+  }
+  /** OAuth errors a grant handler throws (the token endpoint answers them as `error` / `error_description`). */
+  export const errors: Record<"InvalidRequest" | "InvalidGrant" | "InvalidTarget", new (description?: string) => Error>;
   export default class Provider {
     constructor(issuer: string, configuration?: Configuration);
     callback(): RequestListener;
     on(event: string, listener: (...args: unknown[]) => void): this;
+    /** An extension grant at the token endpoint (e.g. RFC 8693 token exchange): its parameters, and those that may repeat. */
+    registerGrantType(name: string, handler: (ctx: KoaContextWithOIDC) => Promise<void>, params?: string[], dupes?: string[]): void;
+    /** The access token model: `save()` gives the token's value (a JWT for a resource server with accessTokenFormat "jwt"). */
+    AccessToken: new (o: Record<string, unknown>) => { save(): Promise<string> };
   }
 }

@@ -24,6 +24,7 @@ import type { TransportFactory } from "../transports.js";
 import { SharedUpstreams } from "./shared-upstreams.js";
 import { ANONYMOUS, withPrincipalAuth } from "../auth/connect.js";
 import { isPassthrough, warnPassthrough, withPassthrough } from "../auth/passthrough.js";
+import { isTokenExchange, TokenExchanges, withTokenExchange } from "../auth/token-exchange.js";
 import { hasSecrets, type UpstreamSecrets } from "../auth/secrets.js";
 import { inboundTokenOf } from "../../auth/principal.js";
 import { ErrorCodes, GatewayError } from "../../errors.js";
@@ -105,7 +106,7 @@ export type PrincipalRef = { issuer: string; subject: string };
  * connection is never used for another principal, in session and shared mode, and never comes from the warm pool.
  */
 export function principalBound(config: ServerConfig): boolean {
-  return hasSecrets(config) || isPassthrough(config) || (!isStdioConfig(config) && config.auth !== undefined);
+  return hasSecrets(config) || isPassthrough(config) || isTokenExchange(config) || (!isStdioConfig(config) && config.auth !== undefined);
 }
 
 /**
@@ -160,6 +161,9 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     if (e && !isRuntime(e) && isPassthrough(e.config)) warnPassthrough(logger, name);
   });
 
+  /** Exchanged tokens of servers with `auth: token_exchange`, per principal (memory, bounded: docs/adr/0027 §16). */
+  const exchanges = new TokenExchanges({ clock, logger, refreshAheadMs: settings.vault.refreshAheadMs });
+
   /** A principal's credentials on a transport factory (OAuth token, forwarded token) and in the config (secrets). */
   const credentialed = (
     name: string,
@@ -171,7 +175,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
   ) => {
     const owner = principal ? { issuer: principal.issuer, subject: principal.subject } : ANONYMOUS;
     // Runtime servers cannot set passthrough or secrets (add_server has no such keys); refused here too, as a second wall.
-    const passthrough = runtime ? base : withPassthrough(base, config, name, bearer);
+    const passthrough = runtime ? base : withTokenExchange(withPassthrough(base, config, name, bearer), config, name, principal, bearer, exchanges);
     const secrets = o.secrets;
     const resolveConfig =
       hasSecrets(config) && !runtime
