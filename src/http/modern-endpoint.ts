@@ -39,6 +39,7 @@ import { runAsModernCall } from "../upstream/modern/modern-call.js";
 import { RequestStateSealer } from "../upstream/modern/sealed-state.js";
 import { TASKS_EXTENSION } from "../mcp/modern/tasks-extension.js";
 import { TASK_METHODS, answerModernTask } from "./modern-tasks.js";
+import { serveListen } from "./modern-subscriptions.js";
 
 export interface ModernEndpointOptions {
   face(session: Session, init: InitializeRequest["params"]): FaceServer | Promise<FaceServer>;
@@ -128,6 +129,7 @@ export async function handleModern(
     res.writeHead(202).end();
     return;
   }
+  if (classified.method === "subscriptions/listen") return listen(gateway, options, classified, req, res);
   return answerModern(gateway, options, classified, {
     principal: principalOf(req),
     closed: new Promise<void>((resolve) => res.once("close", resolve)),
@@ -135,6 +137,23 @@ export async function handleModern(
     toReplica: (owner) =>
       options.router && !options.router.fromReplica(req) ? options.router.toReplica(req, res, owner, JSON.stringify(body)) : Promise.resolve("gone"),
   });
+}
+
+/** subscriptions/listen over HTTP: the response becomes a stream fed by the principal's host on this face (modern-subscriptions.ts). */
+function listen(
+  gateway: GatewayContext,
+  options: ModernEndpointOptions,
+  { id, params }: Extract<ModernClassification, { kind: "request" }>,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  const meta = (params._meta ?? {}) as Record<string, unknown>;
+  const capabilities = (meta[CLIENT_CAPABILITIES_META_KEY] ?? {}) as { extensions?: Record<string, unknown> };
+  const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
+  const tasksDeclared = capabilities.extensions?.[TASKS_EXTENSION] !== undefined;
+  return serveListen(gateway, options, { id, params, principal: principalOf(req), clientInfo, tasksDeclared }, res).catch((err: unknown) =>
+    sendError(res, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) }),
+  );
 }
 
 /** What the transport of one modern request gives answerModern: the caller, when it is gone, where the answer goes. */

@@ -12,7 +12,10 @@
  * tasks/cancel. What the face asks of the client for a task (elicitation,
  * sampling: a 2025 upstream's side-channel requests, delivered while the
  * host's tasks/result waits) is held as the task's `inputRequests` until
- * tasks/update answers it.
+ * tasks/update answers it. The host is also where a principal's
+ * `subscriptions/listen` streams on the face listen (modern-subscriptions.ts):
+ * the face's list changes, resource updates and task statuses reach the host's
+ * client, and the host hands them to its listeners.
  */
 import { createHash, randomUUID } from "node:crypto";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
@@ -46,6 +49,20 @@ export const IMMEDIATE_RESULT_MS = 200;
 const HOST_CAPABILITIES = { elicitation: { form: {}, url: {} }, sampling: {} };
 const INPUT_METHODS = new Set(["elicitation/create", "sampling/createMessage", "roots/list"]);
 const INNER_VERSION = "2025-11-25";
+
+/** What the host hears for its listeners: a notification of the face, or a task's new state (a 2026-07-28 DetailedTask). */
+export type HostEvent =
+  | { kind: "notification"; method: string; params?: Record<string, unknown> }
+  | { kind: "task"; taskId: string; task: Record<string, unknown> }
+  /** The host closed (its session ended): nothing more comes. */
+  | { kind: "closed" };
+export type HostListener = (event: HostEvent) => void;
+const LIST_CHANGES = new Set([
+  "notifications/tools/list_changed",
+  "notifications/prompts/list_changed",
+  "notifications/resources/list_changed",
+  "notifications/resources/updated",
+]);
 
 interface HeldInput {
   request: InputRequest;
@@ -89,6 +106,15 @@ export class TaskHost {
    */
   private readonly watching = new Map<string, Promise<TaskOutcome | undefined>>();
   private closed = false;
+  /** The principal's open subscriptions/listen streams on this face. */
+  private readonly listeners = new Set<HostListener>();
+  /** Resource URIs subscribed on the face for the listeners, with how many listeners want each. */
+  private readonly subscriptions = new Map<string, number>();
+  /** The last status announced of each running task (so a change is announced once); gone when the task ends. */
+  private readonly announced = new Map<string, string>();
+  private announcing: Promise<void> = Promise.resolve();
+  /** The face's 2025 capabilities (its initialize answer): what a listen filter may be honored for. */
+  capabilities: Record<string, unknown> = {};
   /** The face serves task-augmented tools/call (the transparent faces; the meta face promotes inside execute_tool instead). */
   supportsTasks = false;
 
@@ -122,6 +148,7 @@ export class TaskHost {
         const start = { face: face.kind, protocolVersion: INNER_VERSION, clientInfo, clientCapabilities: HOST_CAPABILITIES, ...(owner ? { owner } : {}) };
         await gateway.sessions.persist(session, start);
       }
+      host.capabilities = (initialized.result.capabilities ?? {}) as Record<string, unknown>;
       const tasks = (initialized.result.capabilities as { tasks?: { requests?: { tools?: { call?: unknown } } } } | undefined)?.tasks;
       host.supportsTasks = tasks?.requests?.tools?.call !== undefined;
       return host;
@@ -154,7 +181,8 @@ export class TaskHost {
       resolve?.("result" in message ? { result: message.result } : { error: message.error });
       return;
     }
-    if (!("id" in message && "method" in message)) return; // notifications: progress and list changes have no modern stream to go to here
+    if (!("id" in message) && "method" in message) return this.onNotification(message.method, message.params);
+    if (!("id" in message && "method" in message)) return;
     const params = (message.params ?? {}) as Record<string, unknown> & { _meta?: Record<string, unknown> };
     const related = params._meta?.[RELATED_TASK_META_KEY] as { taskId?: unknown } | undefined;
     const taskId = typeof related?.taskId === "string" ? related.taskId : undefined;
@@ -169,6 +197,80 @@ export class TaskHost {
     let held = this.inputs.get(taskId);
     if (!held) this.inputs.set(taskId, (held = new Map<string, HeldInput>()));
     held.set(randomUUID(), { id: message.id, request: { method: message.method, params: stripRelated(params) } });
+    this.announce(taskId);
+  }
+
+  /** A notification of the face: list changes and resource updates go to the listeners as they are, a task's status as its new state. */
+  private onNotification(method: string, params: Record<string, unknown> | undefined): void {
+    if (this.listeners.size === 0) return;
+    if (method === "notifications/tasks/status") {
+      const { taskId, status } = params ?? {};
+      // A task's end is announced by its watch, with the outcome, when one runs.
+      if (typeof taskId === "string" && !(isTerminal(status as Task["status"]) && this.watching.has(taskId))) this.announce(taskId);
+      return;
+    }
+    if (!LIST_CHANGES.has(method)) return; // progress and log messages belong to requests, which the host's are not a client's
+    const event: HostEvent = { kind: "notification", method, ...(params !== undefined ? { params: stripRelated(params) } : {}) };
+    for (const listener of [...this.listeners]) listener(event);
+  }
+
+  /**
+   * Tells the listeners a task's state once it changed (its status, or what it
+   * waits for), in order: read with tasks/get, the result or error inlined once it ended.
+   */
+  private announce(taskId: string): void {
+    if (this.listeners.size === 0 || this.closed) return;
+    this.announcing = this.announcing.then(async () => {
+      if (this.listeners.size === 0 || this.closed) return;
+      const detailed = await this.getTask(taskId);
+      if (!("result" in detailed)) return;
+      const { resultType: _hint, ...task } = detailed.result;
+      const status = String(task.status);
+      const seen = `${status}:${Object.keys((task.inputRequests as object | undefined) ?? {}).join(",")}`;
+      if (this.announced.get(taskId) === seen) return;
+      if (["completed", "failed", "cancelled"].includes(status)) this.announced.delete(taskId);
+      else this.announced.set(taskId, seen);
+      const event: HostEvent = { kind: "task", taskId, task };
+      for (const listener of [...this.listeners]) listener(event);
+    });
+  }
+
+  /**
+   * Adds a listener; with `uris`, those resources are subscribed on the face
+   * (once for all listeners) and unsubscribed when the last listener that wanted
+   * them leaves. Resolves with the URIs the face took and the function that
+   * removes the listener (and its subscriptions).
+   */
+  async listen(listener: HostListener, uris: readonly string[]): Promise<{ subscribed: string[]; stop: () => void }> {
+    this.listeners.add(listener);
+    const subscribed: string[] = [];
+    for (const uri of new Set(uris)) {
+      const count = this.subscriptions.get(uri) ?? 0;
+      if (count === 0) {
+        const answer = await this.request("resources/subscribe", { uri });
+        if ("error" in answer) continue;
+      }
+      this.subscriptions.set(uri, count + 1);
+      subscribed.push(uri);
+    }
+    let live = true;
+    const stop = () => {
+      if (!live) return;
+      live = false;
+      this.listeners.delete(listener);
+      for (const uri of subscribed) {
+        const left = (this.subscriptions.get(uri) ?? 1) - 1;
+        if (left > 0) {
+          this.subscriptions.set(uri, left);
+          continue;
+        }
+        this.subscriptions.delete(uri);
+        void this.request("resources/unsubscribe", { uri });
+      }
+      if (this.listeners.size === 0) this.announced.clear();
+    };
+    if (this.closed) stop();
+    return { subscribed, stop };
   }
 
   /** Runs a tools/call as a task: the created task, or the result when it ended within IMMEDIATE_RESULT_MS. */
@@ -178,7 +280,7 @@ export class TaskHost {
     if ("error" in created) return created;
     const task = created.result.task as Task | undefined;
     if (task === undefined) return { result: { ...stripRelated(created.result), resultType: "complete" } };
-    const ended = this.watch(task.taskId);
+    const ended = this.watch(task.taskId, true);
     const outcome = await this.within(ended, IMMEDIATE_RESULT_MS);
     if (outcome !== undefined && "result" in outcome) return { result: { ...outcome.result, resultType: "complete" } };
     if (outcome !== undefined) return { error: outcome.error };
@@ -191,8 +293,8 @@ export class TaskHost {
     if ("error" in answer) return answer;
     const task = answer.result as unknown as Task;
     let outcome: TaskOutcome | undefined;
-    if (isTerminal(task.status) && task.status !== "cancelled") outcome = await this.watch(taskId);
-    if (!isTerminal(task.status)) void this.watch(taskId);
+    if (isTerminal(task.status) && task.status !== "cancelled") outcome = await this.watch(taskId, false);
+    if (!isTerminal(task.status)) void this.watch(taskId, true);
     const inputs = Object.fromEntries([...(this.inputs.get(taskId) ?? [])].map(([key, held]) => [key, held.request]));
     return { result: detailedTask(task, inputs, outcome) };
   }
@@ -226,9 +328,10 @@ export class TaskHost {
   /**
    * Watches the task to its end with a 2025 tasks/result (which delivers the
    * requests it waits for); one in flight per task. For a task that ended it
-   * is answered at once from the task store.
+   * is answered at once from the task store. `running`: the task was running
+   * when the watch began, so its end is news for the listeners.
    */
-  private watch(taskId: string): Promise<TaskOutcome | undefined> {
+  private watch(taskId: string, running: boolean): Promise<TaskOutcome | undefined> {
     let watching = this.watching.get(taskId);
     if (!watching) {
       watching = this.request("tasks/result", { taskId }).then((answer) => {
@@ -236,6 +339,7 @@ export class TaskHost {
         if (this.closed) return undefined;
         const outcome: TaskOutcome = "result" in answer ? { result: stripRelated(answer.result) } : { error: answer.error };
         this.withdraw(taskId);
+        if (running) this.announce(taskId);
         return outcome;
       });
       this.watching.set(taskId, watching);
@@ -264,8 +368,15 @@ export class TaskHost {
   }
 
   /** What the host holds now, per kind (read-only, for tests and diagnostics): all zero once its tasks ended and nobody asks. */
-  retained(): { watching: number; inputs: number; pending: number } {
-    return { watching: this.watching.size, inputs: this.inputs.size, pending: this.pending.size };
+  retained(): { watching: number; inputs: number; pending: number; listeners: number; subscriptions: number; announced: number } {
+    return {
+      watching: this.watching.size,
+      inputs: this.inputs.size,
+      pending: this.pending.size,
+      listeners: this.listeners.size,
+      subscriptions: this.subscriptions.size,
+      announced: this.announced.size,
+    };
   }
 
   /** Ends the host's in-memory connection (its session is ended by the caller, or ended already). */
@@ -275,6 +386,11 @@ export class TaskHost {
     for (const resolve of this.pending.values()) resolve({ error: { code: -32000, message: "the task host closed (its session ended); ask again" } });
     this.pending.clear();
     this.inputs.clear();
+    this.announced.clear();
+    this.subscriptions.clear();
+    // The listeners' streams end with the host (modern-subscriptions.ts ends them gracefully).
+    for (const listener of [...this.listeners]) listener({ kind: "closed" });
+    this.listeners.clear();
     await this.server?.close().catch(() => undefined);
     await this.client.close().catch(() => undefined);
   }
@@ -310,19 +426,8 @@ export async function liveTaskHosts(gateway: GatewayContext): Promise<TaskHost[]
 /** Faces found to run no tasks (the meta face), per gateway: no host is kept for them. */
 const taskless = new WeakMap<GatewayContext, Set<string>>();
 
-/**
- * The task host of `principal` on the face, opened on first use; each use
- * counts as the session's activity. Undefined when the face runs no tasks
- * (learnt once per face; that host is closed at once).
- */
-export async function taskHostFor(
-  gateway: GatewayContext,
-  face: TaskHostFace,
-  principal: Principal | undefined,
-  clientInfo: Implementation,
-): Promise<TaskHost | undefined> {
-  const faceKey = JSON.stringify(face.kind);
-  if (taskless.get(gateway)?.has(faceKey)) return undefined;
+/** The host of `principal` on the face, opened on first use (whether the face runs tasks or not); each use counts as the session's activity. */
+export async function hostFor(gateway: GatewayContext, face: TaskHostFace, principal: Principal | undefined, clientInfo: Implementation): Promise<TaskHost> {
   const hosts = registryOf(gateway);
   const id = taskHostSessionId(face.kind, principal);
   let host = hosts.get(id);
@@ -332,14 +437,31 @@ export async function taskHostFor(
     host.catch(() => hosts.delete(id));
   }
   const opened = await host;
+  opened.session.touch();
+  return opened;
+}
+
+/**
+ * The task host of `principal` on the face, opened on first use; each use
+ * counts as the session's activity. Undefined when the face runs no tasks
+ * (learnt once per face; that host is closed at once unless a listen stream uses it).
+ */
+export async function taskHostFor(
+  gateway: GatewayContext,
+  face: TaskHostFace,
+  principal: Principal | undefined,
+  clientInfo: Implementation,
+): Promise<TaskHost | undefined> {
+  const faceKey = JSON.stringify(face.kind);
+  if (taskless.get(gateway)?.has(faceKey)) return undefined;
+  const opened = await hostFor(gateway, face, principal, clientInfo);
   if (!opened.supportsTasks) {
     let known = taskless.get(gateway);
     if (!known) taskless.set(gateway, (known = new Set()));
     known.add(faceKey);
-    await gateway.sessions.destroy(opened.session.id, "the face runs no tasks");
+    if (opened.retained().listeners === 0) await gateway.sessions.destroy(opened.session.id, "the face runs no tasks");
     return undefined;
   }
-  opened.session.touch();
   return opened;
 }
 

@@ -152,12 +152,12 @@ describe("the tasks extension for 2026-07-28 clients", () => {
     assert.ok(host, "the aggregated face's task host is open");
     const deadline = Date.now() + 30_000;
     while (Date.now() < deadline && (host.retained().watching > 0 || host.retained().pending > 0)) await new Promise((r) => setTimeout(r, 50));
-    assert.deepEqual(host.retained(), { watching: 0, inputs: 0, pending: 0 });
+    assert.deepEqual(host.retained(), { watching: 0, inputs: 0, pending: 0, listeners: 0, subscriptions: 0, announced: 0 });
     // A finished task's result is still there when asked again (from the durable task store, through the 2025 face).
     const again = await modern(all, "tasks/get", { taskId });
     assert.equal(again.body.result?.status, "completed", JSON.stringify(again.body));
     assert.match(again.body.result?.result.content[0].text as string, /Research Report: retention/);
-    assert.deepEqual(host.retained(), { watching: 0, inputs: 0, pending: 0 });
+    assert.deepEqual(host.retained(), { watching: 0, inputs: 0, pending: 0, listeners: 0, subscriptions: 0, announced: 0 });
   });
 
   it("an SDK v2 client pinned to 2026-07-28 gets simulate-research-query's task result through @modelcontextprotocol/ext-tasks", async () => {
