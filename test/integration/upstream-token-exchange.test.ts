@@ -78,7 +78,7 @@ function registerTokenExchange(gatewayResource: string): void {
         accessTokenFormat: "jwt",
         jwt: { sign: { alg: "ES256" } },
         identifier: () => resource,
-      } as never,
+      },
     });
     ctx.body = { access_token: await at.save(), issued_token_type: ACCESS_TOKEN_TYPE, token_type: "Bearer", expires_in: TTL_S, scope: IDENTITY_SCOPE };
   };
