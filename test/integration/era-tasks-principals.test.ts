@@ -14,6 +14,7 @@ import type { TestGateway } from "../helpers/gateway.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
 import { startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
 import { modernRequest, pollModernTask } from "../helpers/modern-requests.js";
+import { openListen } from "../helpers/listen.js";
 
 const SCOPE = "mcp:tools";
 const STATIC_TOKEN = "static-operator-token-0123456789";
@@ -73,5 +74,34 @@ describe("tasks-extension tasks are the principal's", { timeout: 300_000 }, () =
     assert.match(done.result.content[0].text as string, /Research Report: whose task/);
     const cancelled = await modernRequest(face, "tasks/get", { taskId: theirTask }, as(STATIC_TOKEN));
     assert.equal(cancelled.body.result?.status, "cancelled", JSON.stringify(cancelled.body));
+  });
+
+  it("subscriptions/listen carries each principal's own task statuses only", async () => {
+    const aliceToken = aliceLogin.saved!.access_token;
+    const call = { name: "simulate-research-query", arguments: { topic: "whose status" } };
+    const herTask = (await modernRequest(face, "tools/call", call, as(aliceToken))).body.result?.taskId as string;
+    const theirTask = (await modernRequest(face, "tools/call", call, as(STATIC_TOKEN))).body.result?.taskId as string;
+    assert.ok(herTask && theirTask);
+    const hers = await openListen(face, { taskIds: [herTask, theirTask] }, as(aliceToken));
+    const theirs = await openListen(face, { taskIds: [herTask, theirTask] }, as(STATIC_TOKEN));
+    try {
+      const ack = (m: { method?: string }) => m.method === "notifications/subscriptions/acknowledged";
+      assert.deepEqual((await hers.next(ack, "alice's acknowledgement")).params?.notifications, { taskIds: [herTask] });
+      assert.deepEqual((await theirs.next(ack, "the operator's acknowledgement")).params?.notifications, { taskIds: [theirTask] });
+      await modernRequest(face, "tasks/cancel", { taskId: theirTask }, as(STATIC_TOKEN));
+      await theirs.next(
+        (m) => m.method === "notifications/tasks" && m.params?.taskId === theirTask && m.params?.status === "cancelled",
+        "the operator's cancelled task",
+      );
+      const done = await hers.next((m) => m.method === "notifications/tasks" && m.params?.status === "completed", "alice's completed task", 60_000);
+      assert.equal(done.params?.taskId, herTask);
+      assert.match(done.params?.result.content[0].text as string, /Research Report: whose status/);
+      // Neither stream ever carried the other principal's task.
+      assert.ok(!hers.messages.some((m) => m.params?.taskId === theirTask), JSON.stringify(hers.messages));
+      assert.ok(!theirs.messages.some((m) => m.params?.taskId === herTask), JSON.stringify(theirs.messages));
+    } finally {
+      hers.close();
+      theirs.close();
+    }
   });
 });
