@@ -12,36 +12,20 @@
  * REPEAT_WINDOW_MS as the same signal (a second Ctrl-C later still forces).
  *
  * Up to date means: the list of inputs (path, size, mtime of src/** and the
- * tsconfig files) equals the one recorded after the last successful build
- * here, and dist/cli/program.js exists; otherwise the message names what
- * changed. The record lives in node_modules/.cache/emceepee/ (not in dist/,
- * which is published). The first `npm start` after `npm ci` builds once.
+ * tsconfig files; scripts/build-inputs.mjs) equals the one recorded after the
+ * last successful build here, and dist/cli/program.js exists; otherwise the
+ * message names what changed. The first `npm start` after `npm ci` builds once.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { buildInputs, recordBuild, stampPath } from "./build-inputs.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const ENTRY = path.join(ROOT, "dist/cli/program.js");
-const STAMP = path.join(ROOT, "node_modules/.cache/emceepee/build-inputs");
+const STAMP = stampPath(ROOT);
 const REPEAT_WINDOW_MS = 1000;
-
-function files(dir) {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    const p = path.join(dir, e.name);
-    return e.isDirectory() ? files(p) : [p];
-  });
-}
-
-/** One line per input: path, size, mtime. */
-function inputs() {
-  const list = [...files(path.join(ROOT, "src")), path.join(ROOT, "tsconfig.json"), path.join(ROOT, "tsconfig.build.json")].sort();
-  return list.map((file) => {
-    const { size, mtimeMs } = statSync(file);
-    return `${path.relative(ROOT, file)}\t${size}\t${mtimeMs}`;
-  });
-}
 
 /** Why a build is needed, or undefined when dist/ is current. */
 function staleness(now, before) {
@@ -53,7 +37,7 @@ function staleness(now, before) {
   return before.length !== now.length ? "a source file was removed" : undefined;
 }
 
-const current = inputs();
+const current = buildInputs(ROOT);
 const recorded = existsSync(STAMP) ? readFileSync(STAMP, "utf8").split("\n") : undefined;
 const why = staleness(current, recorded);
 if (why) {
@@ -70,8 +54,7 @@ if (why) {
     process.exit(2);
   }
   process.stderr.write(`emceepee: compiled in ${((Date.now() - started) / 1000).toFixed(1)} s; starting\n`);
-  mkdirSync(path.dirname(STAMP), { recursive: true });
-  writeFileSync(STAMP, current.join("\n"));
+  recordBuild(ROOT, current);
 }
 
 const { run } = await import(pathToFileURL(ENTRY).href);

@@ -4,15 +4,18 @@
  * a shutdown held up by a slow upstream), the start-up check of each
  * upstream (logged, processes gone), what /all and /servers/<broken>/mcp
  * say about a broken upstream, SIGHUP reloading the config (and keeping it
- * on a bad one), and `npm start`: the gateway is the process npm signals.
+ * on a bad one), and `npm start`: the gateway is the process npm signals
+ * (in a copy of the repository with the dist/ test/helpers/dist-build.ts built
+ * once for the run, recorded as current: no build of the repository's dist/).
  */
-import { test, describe, after } from "node:test";
+import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { everythingServerEntry } from "../../src/config/demo.js";
 import { UNAVAILABLE_META_KEY } from "../../src/faces/transparent/handlers.js";
@@ -33,6 +36,7 @@ import {
   waitExit,
   type RunningCli,
 } from "../helpers/core-extra.js";
+import { stageRepository } from "../helpers/dist-build.js";
 import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
 
 const SLOW = { timeout: 180_000 };
@@ -267,10 +271,27 @@ describe("SIGHUP reloads the config", () => {
 });
 
 describe("npm start", () => {
-  /** `npm start -- <args>` in its own process group (as a terminal would run it). */
-  function npmStart(args: string[]) {
+  /**
+   * A checkout whose dist/ is current and recorded so (scripts/build-inputs.mjs), as after an `npm start` that built:
+   * a copy of the repository with the run's shared build (test/helpers/dist-build.ts), not a build of the repository's dist/.
+   */
+  async function checkout(): Promise<string> {
+    tmp ??= await mkdtemp(path.join(os.tmpdir(), "emceepee-ops-test-"));
+    const dir = path.join(tmp, "checkout");
+    await stageRepository(dir, { nodeModules: true });
+    const { recordBuild } = (await import(pathToFileURL(path.join(dir, "scripts/build-inputs.mjs")).href)) as { recordBuild: (root: string) => void };
+    recordBuild(dir);
+    return dir;
+  }
+
+  let cwd = "";
+  // Waits for the run's build of dist/ when it is still under way (run-all starts it): a bound for a loaded machine.
+  before(async () => (cwd = await checkout()), { timeout: 900_000 });
+
+  /** `npm start -- <args>` in `cwd`, in its own process group (as a terminal would run it). */
+  function npmStart(cwd: string, args: string[]) {
     // Its own state file (serve keeps state in SQLite by default), never the user's.
-    const child = spawn("npm", ["start", "--", ...args], { cwd: ROOT, env: cliEnv(), detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("npm", ["start", "--", ...args], { cwd, env: cliEnv(), detached: true, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
@@ -301,9 +322,10 @@ describe("npm start", () => {
       });
       const args = ["--config", file, "--port", "0", "--log-level", "info", "--no-upstream-check"];
 
-      const first = npmStart(args);
+      const first = npmStart(cwd, args);
       try {
         const url = await first.listening;
+        assert.doesNotMatch(first.stderr(), /compiling TypeScript/, "dist/ was recorded as current");
         const gateway = gatewayPid(marker, first.child.pid!);
         const c = await client(url);
         await echo(c, "wrapped");
@@ -318,10 +340,10 @@ describe("npm start", () => {
         if (first.child.exitCode === null) process.kill(-first.child.pid!, "SIGKILL");
       }
 
-      const second = npmStart(args);
+      const second = npmStart(cwd, args);
       try {
         const url = await second.listening;
-        assert.doesNotMatch(second.stderr(), /compiling TypeScript/, "dist/ was current (unless a source file changed between the two starts)");
+        assert.doesNotMatch(second.stderr(), /compiling TypeScript/, "dist/ is still current");
         const c = await client(url);
         await echo(c, "wrapped");
         process.kill(-second.child.pid!, "SIGINT"); // Ctrl-C: the terminal signals the whole group, and npm forwards it again

@@ -1,12 +1,13 @@
 /**
- * The package as a user gets it: `npm pack` (its prepack builds a clean dist/)
- * into a temp folder, the tarball installed into an empty project, then
+ * The package as a user gets it: `npm pack` of a copy of the repository whose
+ * dist/ is what `npm run build` (the prepack script) makes, shared with
+ * ops.test.ts through test/helpers/dist-build.ts instead of a build of the
+ * repository's dist/ per file (issue 21), the tarball installed into an empty project, then
  * `npx emceepee --help`, `npx emceepee serve --port 0` on the embedded demo
  * config (server-everything resolved from the install folder, not the repo),
  * and the public API imported by name, at run time and by TypeScript through
  * `exports`/`types`. Everything shares one pack and one install (the slow
- * part, reported as test diagnostics); nothing is written into the repo but
- * dist/ (the build output). The install runs with --ignore-scripts and then
+ * part, reported as test diagnostics); nothing is written into the repo. The install runs with --ignore-scripts and then
  * takes the SQLite binding's native module that `npm ci` already compiled in
  * the repo (same version, same Node): compiling it again took minutes on a
  * busy machine and told nothing about the package. Which installed packages
@@ -21,6 +22,7 @@ import os from "node:os";
 import path from "node:path";
 import { ROOT, call, connectClient, waitConnected } from "../helpers/gateway.js";
 import { cliEnv, firstText, listServers, pollFor, stopChild, waitExit } from "../helpers/core-extra.js";
+import { stageRepository } from "../helpers/dist-build.js";
 import { processesWith, waitForNoProcesses } from "../helpers/processes.js";
 
 const SLOW = { timeout: 120_000 };
@@ -74,8 +76,14 @@ let timings: string;
 before(
   async () => {
     tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-package-test-"));
-    // Bounds for a loaded 2-core machine (the build and the install), not a speed.
-    const pack = await run("npm", ["pack", "--json", "--pack-destination", tmp], { cwd: ROOT, timeoutMs: 600_000 });
+    // The repository with a current dist/ (prepack's `npm run build`, made once per content of src/ and shared); its
+    // scripts are not run again (the "prepack builds dist/" test below checks that they are that build).
+    const checkout = path.join(tmp, "checkout");
+    const staged = Date.now();
+    await stageRepository(checkout);
+    const stageMs = Date.now() - staged;
+    // Bounds for a loaded 2-core machine (the install), not a speed.
+    const pack = await run("npm", ["pack", "--json", "--ignore-scripts", "--pack-destination", tmp], { cwd: checkout, timeoutMs: 600_000 });
     ok(pack, "npm pack");
     packed = (JSON.parse(pack.stdout) as Array<typeof packed>)[0]!;
     app = path.join(tmp, "app");
@@ -88,7 +96,7 @@ before(
     ok(install, "npm install of the tarball");
     installScripts = await packagesWithInstallScripts(path.join(app, "node_modules"));
     await useBuiltSqliteBinding(path.join(app, "node_modules"));
-    timings = `npm pack (incl. build): ${pack.ms} ms; npm install of the tarball: ${install.ms} ms`;
+    timings = `dist/ built or reused and the repository copied: ${stageMs} ms; npm pack: ${pack.ms} ms; npm install of the tarball: ${install.ms} ms`;
   },
   { timeout: 900_000 },
 );
@@ -144,6 +152,16 @@ after(async () => {
 });
 
 describe("the tarball", () => {
+  test("prepack builds dist/ from empty with tsconfig.build.json (what test/helpers/dist-build.ts runs for the pack)", async () => {
+    const { scripts } = JSON.parse(await readFile(path.join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> };
+    assert.equal(scripts.prepack, "npm run build", "npm pack and npm publish build first");
+    assert.match(
+      scripts.build ?? "",
+      /rmSync\('dist'.*&& tsc -p tsconfig\.build\.json$/,
+      "the build starts from an empty dist/ and is tsc -p tsconfig.build.json",
+    );
+  });
+
   test("holds dist/ (built from the current src, no source maps), README, LICENSE and package.json only", (t) => {
     t.diagnostic(timings);
     const paths = packed.files.map((f) => f.path);
