@@ -10,7 +10,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { startInProcessGateway } from "../helpers/in-process.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import type { TestGateway } from "../helpers/gateway.js";
 import { openListen, type ListenMessage } from "../helpers/listen.js";
 import { modernRequest } from "../helpers/modern-requests.js";
@@ -106,5 +106,49 @@ describe("subscriptions/listen for 2026-07-28 clients", { timeout: 300_000 }, ()
   it("modern resources/subscribe stays -32601: the listen filter is how a modern client asks for updates", async () => {
     const refused = await modernRequest(face, "resources/subscribe", { uri: URI });
     assert.equal(refused.body.error?.code, -32601, JSON.stringify(refused.body));
+  });
+});
+
+describe("a 2026-07-28 client hanging up", { timeout: 120_000 }, () => {
+  let gw: TestGateway;
+  let face: string;
+  before(async () => {
+    // Shared: one upstream connection outlives each modern request's ephemeral session, so only a notifications/cancelled can end its call.
+    gw = await startInProcessGateway({ mcpServers: { slow: { ...inProcess("slow"), sharing: "shared" } } });
+    face = gw.url.replace(/\/mcp$/, "/servers/slow/mcp");
+  });
+  after(() => gw.close());
+
+  const slowCalls = async (): Promise<{ running: number; cancelled: number }> => {
+    const answer = await modernRequest(face, "tools/call", { name: "slow-calls", arguments: {} }, { capabilities: {} });
+    return JSON.parse(answer.body.result?.content[0].text as string) as { running: number; cancelled: number };
+  };
+
+  it("closing a plain call's response cancels the upstream call (notifications/cancelled to the legacy upstream)", async () => {
+    const abort = new AbortController();
+    const envelope = {
+      "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+      "io.modelcontextprotocol/clientCapabilities": {},
+      "io.modelcontextprotocol/clientInfo": { name: "hang-up", version: "1" },
+    };
+    const call = fetch(face, {
+      method: "POST",
+      signal: abort.signal,
+      headers: {
+        "Content-Type": "application/json",
+        Accept: "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "slow",
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "slow", arguments: { ms: 600_000 }, _meta: envelope } }),
+    }).catch((err: unknown) => err);
+    await until("the slow call runs upstream", async () => (await slowCalls()).running === 1);
+    abort.abort();
+    await call;
+    await until("the upstream call is cancelled", async () => {
+      const now = await slowCalls();
+      return now.running === 0 && now.cancelled === 1;
+    });
   });
 });
