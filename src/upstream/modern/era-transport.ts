@@ -11,13 +11,18 @@
  * upstream as `inputResponses` with the echoed `requestState`, for a bounded
  * number of rounds (bridge 2). A request that serves a 2026-07-28 client
  * (modern-call.ts) gets its `input_required` relayed instead, the upstream's
- * requestState sealed, and its retry's sealed state opened (bridge 1). See
+ * requestState sealed, and its retry's sealed state opened (bridge 1). A
+ * gateway session's `tools/call` declares the tasks extension upstream; a
+ * task the upstream makes of it is driven here to its end (tasks/get polling,
+ * its inputRequests asked of the client as in bridge 2 and answered with
+ * tasks/update, tasks/cancel when the call is cancelled), so the 2025 side
+ * sees a call that returns the task's result (bridge 4). See
  * docs/design/protocol-eras-upstream.md.
  */
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Implementation, JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
-import type { Clock } from "../../clock.js";
+import { systemClock, type Clock } from "../../clock.js";
 import { ErrorCodes, GatewayError } from "../../errors.js";
 import { errorResponseFor } from "../../mcp/error-response.js";
 import type { FetchLike } from "../../mcp/sse-request-tap.js";
@@ -39,6 +44,7 @@ import {
   toLegacyResult,
   type Json,
 } from "./wire.js";
+import { TASKS_EXTENSION } from "../../mcp/modern/tasks-extension.js";
 
 export interface EraTransportOptions {
   name: string;
@@ -271,7 +277,12 @@ export class EraTransport implements Transport {
     // Bridge 1: the seal binds the state to this upstream, the caller, the method and the arguments as sent upstream.
     const binding = call && { upstream: this.o.name, principal: call.principal, method, params: original };
     if (call && binding) params = await retryParams(original, call, binding);
-    const capabilities = call ? declaredBoth(this.capabilities, call.capabilities) : this.capabilities;
+    // A gateway session's tools/call may become the upstream's task (bridge 4, driveTask); a modern client's is its own affair.
+    const capabilities = call
+      ? declaredBoth(this.capabilities, call.capabilities)
+      : method === "tools/call"
+        ? { ...this.capabilities, extensions: { ...(this.capabilities.extensions as Json | undefined), [TASKS_EXTENSION]: {} } }
+        : this.capabilities;
     const abort = new AbortController();
     this.inflight.set(id, abort);
     try {
@@ -289,6 +300,7 @@ export class EraTransport implements Transport {
           throw new UpstreamAnswer(reply.error);
         }
         const result = reply.result ?? {};
+        if (result.resultType === "task" && method === "tools/call" && !call) return await this.driveTask(id, result, version, abort.signal, capabilities);
         if (result.resultType !== "input_required" || !MRTR_METHODS.has(method)) return toLegacyResult(result);
         if (call && binding)
           return relayed(method, result, call.sealer.seal(binding, typeof result.requestState === "string" ? result.requestState : undefined));
@@ -340,6 +352,56 @@ export class EraTransport implements Transport {
     });
   }
 
+  /**
+   * Bridge 4: the upstream made a task of a gateway session's tools/call.
+   * Polls tasks/get (at the upstream's pollIntervalMs, within bounds) until it
+   * ends; what it waits for (`inputRequests`) is asked of the client as in
+   * bridge 2 and answered with tasks/update. Resolves with the inlined result;
+   * a failed or cancelled task is the call's error. A cancelled call cancels
+   * the task upstream.
+   */
+  private async driveTask(owner: RequestId, created: Json, version: string, signal: AbortSignal, capabilities: Json): Promise<Json> {
+    const taskId = created.taskId;
+    if (typeof taskId !== "string") throw new UpstreamAnswer({ code: -32603, message: `upstream '${this.o.name}' answered with a task without a taskId` });
+    const ask = async (method: string, params: Json): Promise<Json> => {
+      const reply = await this.post(owner, method, version, { taskId, ...params }, signal, capabilities);
+      if (reply.error) throw new UpstreamAnswer(reply.error);
+      return reply.result ?? {};
+    };
+    let task = created;
+    try {
+      for (let round = 0; ;) {
+        if (task.status === "completed") return toLegacyResult((task.result as Json | undefined) ?? {});
+        if (task.status === "failed") {
+          throw new UpstreamAnswer((task.error as Json | undefined) ?? { code: -32603, message: `upstream '${this.o.name}' task ${taskId} failed` });
+        }
+        if (task.status === "cancelled") throw new UpstreamAnswer({ code: -32603, message: `upstream '${this.o.name}' cancelled its task ${taskId}` });
+        const inputs = task.status === "input_required" ? (task.inputRequests as Json | undefined) : undefined;
+        if (inputs && Object.keys(inputs).length > 0) {
+          if (++round > this.o.maxInputRounds) {
+            throw new GatewayError(
+              ErrorCodes.LIMIT_REACHED,
+              `upstream '${this.o.name}' task ${taskId} still asked for input after ${this.o.maxInputRounds} rounds; the gateway gave up`,
+              { details: { server: this.o.name, rounds: this.o.maxInputRounds } },
+            );
+          }
+          await ask("tasks/update", { inputResponses: await this.askClient(owner, inputs, signal) });
+        } else {
+          const interval = typeof task.pollIntervalMs === "number" ? task.pollIntervalMs : 1_000;
+          await pause(this.o.clock ?? systemClock, Math.min(Math.max(interval, 50), 5_000), signal);
+        }
+        task = await ask("tasks/get", {});
+      }
+    } catch (err) {
+      if (signal.aborted && !this.closed) {
+        // The call was cancelled (or the connection closes): the upstream's task goes with it.
+        const id = `emceepee-cancel-${++this.nextBridgeId}`;
+        void this.post(id, "tasks/cancel", version, { taskId }, new AbortController().signal, capabilities).catch(() => undefined);
+      }
+      throw err;
+    }
+  }
+
   /** Bridge 2: each input request becomes a real request to the gateway's client; resolves with the answers by key. */
   private async askClient(owner: RequestId, inputRequests: Json, signal: AbortSignal): Promise<Json> {
     const entries = Object.entries(inputRequests).filter((e): e is [string, Json] => typeof e[1] === "object" && e[1] !== null);
@@ -379,6 +441,22 @@ async function retryParams(original: Json, call: ModernCall, binding: StateBindi
     ...(call.inputResponses !== undefined ? { inputResponses: call.inputResponses } : {}),
     ...(state !== undefined ? { requestState: state } : {}),
   };
+}
+
+/** Waits `ms` on `clock`, or until `signal` aborts (then rejects with its reason). */
+function pause(clock: Clock, ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clock.clearTimeout(timer);
+      reject(signal.reason instanceof Error ? signal.reason : new Error("aborted"));
+    };
+    const timer = clock.setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  });
 }
 
 /** What both the gateway and the modern client declared of elicitation, sampling and roots (the upstream asks only for those). */
