@@ -5,7 +5,8 @@
  * issuer and audience and answers the subject. Each person's calls carry their own exchanged token (own and shared
  * connections), never the inbound one; an exchanged token is reused until shortly before it expires, then exchanged
  * again; a 401 from the upstream exchanges once more; the provider's refusal and a static-token caller get
- * EMCP_UPSTREAM_AUTH_FAILED naming the server and the fix; no token is ever logged; bad config is refused at load.
+ * EMCP_UPSTREAM_AUTH_FAILED naming the server and the fix; no token is ever logged; concurrent calls make one exchange and
+ * the cache is bounded; bad config is refused at load.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -19,7 +20,8 @@ import { createRemoteJWKSet, decodeJwt, jwtVerify } from "jose";
 import { errors, type KoaContextWithOIDC } from "oidc-provider";
 import { parseConfig } from "../../src/config/load.js";
 import { createLogger } from "../../src/logging.js";
-import { ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT } from "../../src/upstream/auth/token-exchange.js";
+import { systemClock } from "../../src/clock.js";
+import { ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT, TokenExchanges, type ExchangeTarget } from "../../src/upstream/auth/token-exchange.js";
 import { startProtectedServer, type ProtectedServer } from "../fixtures/oauth-protected-server.js";
 import { freePort } from "../helpers/core-extra.js";
 import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
@@ -233,6 +235,22 @@ describe("token exchange (RFC 8693) per upstream", { timeout: 180_000 }, () => {
     const text = logText.join("");
     assert.match(text, /upstream_token_exchanged/);
     for (const secret of [...Object.values(inbound), ...upstream.tokens, CLIENT_SECRET]) assert.ok(!text.includes(secret));
+  });
+
+  test("concurrent calls of one person make one exchange; the cache keeps at most maxCached tokens, least recently used out", async () => {
+    const cache = new TokenExchanges({ clock: systemClock, logger: createLogger("silent"), refreshAheadMs: AHEAD_MS, maxCached: 1 });
+    const config = { issuer: idp.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, resource: upstream.url };
+    const target = (subject: string): ExchangeTarget => ({ server: "direct", config, owner: { issuer: idp.issuer, subject } });
+    const count = exchanges.length;
+    const tokens = await Promise.all([1, 2, 3].map(() => cache.token(target("alice"), () => inbound.alice)));
+    assert.equal(new Set(tokens).size, 1);
+    assert.equal(exchanges.length, count + 1, "one exchange for three concurrent calls");
+    assert.equal(await cache.token(target("alice"), () => inbound.alice), tokens[0], "reused");
+    assert.equal(exchanges.length, count + 1);
+    await cache.token(target("bob"), () => inbound.bob);
+    assert.equal(cache.size, 1, "bounded");
+    assert.notEqual(await cache.token(target("alice"), () => inbound.alice), tokens[0], "alice's token was pushed out: exchanged again");
+    assert.equal(exchanges.length, count + 3);
   });
 
   test("bad token_exchange config is refused at load, naming what to write", () => {
