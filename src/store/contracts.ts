@@ -607,6 +607,8 @@ export interface OAuthFlowRecord {
   redirectUri: string;
   /** The RFC 8707 resource (the upstream's URL as its metadata names it). */
   resource: string;
+  /** The Protected Resource Metadata URL the upstream's 401 named (any path): the callback, on any replica, discovers from it, not from the well-known ones. */
+  resourceMetadataUrl?: string;
   scopes: string[];
   createdAt: number;
   expiresAt: number;

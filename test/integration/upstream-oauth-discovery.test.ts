@@ -29,6 +29,7 @@ let as: TestOidcProvider;
 let upstream: ProtectedServer;
 let store: Store;
 let oauth: UpstreamOAuth;
+let vault: CredentialVault;
 
 before(async () => {
   as = await startOidcProvider({ scopes: ["mcp:tools", "mcp:admin"] });
@@ -39,7 +40,7 @@ before(async () => {
     challengeScope: "mcp:tools",
   });
   store = await openStore({ kind: "memory" }, { clock: systemClock });
-  const vault = new CredentialVault(new Vault(parseKeys(randomBytes(32).toString("base64"), "test")), store.credentials, () => Date.now());
+  vault = new CredentialVault(new Vault(parseKeys(randomBytes(32).toString("base64"), "test")), store.credentials, () => Date.now());
   oauth = new UpstreamOAuth({ vault, flows: store.oauthFlows, clock: systemClock, redirectUrl: REDIRECT });
 });
 
@@ -67,6 +68,29 @@ test("the authorization starts from the 401's resource_metadata (a custom path) 
   assert.deepEqual(await oauth.complete(back.searchParams, ALICE, () => target), { upstream: "remote" });
   const again = new Client({ name: "t", version: "1" });
   await again.connect(new StreamableHTTPClientTransport(new URL(upstream.url), { fetch: oauth.fetchFor(target, (u, i) => fetch(u, i)) }));
+  try {
+    const r = await again.callTool({ name: "whoami", arguments: {} });
+    assert.equal((r.content as Array<{ text: string }>)[0]!.text, "alice");
+  } finally {
+    await again.close();
+  }
+});
+
+test("a callback completed on another replica (its own discovery state) finds the custom-path metadata the flow was started from", async () => {
+  const target: UpstreamAuthTarget = { owner: ALICE, upstream: "remote-other", url: upstream.url, config: { type: "oauth" } };
+  const client = new Client({ name: "t", version: "1" });
+  const err = await client.connect(new StreamableHTTPClientTransport(new URL(upstream.url), { fetch: oauth.fetchFor(target, (u, i) => fetch(u, i)) })).then(
+    () => assert.fail("expected EMCP_CONSENT_REQUIRED"),
+    (e: unknown) => e,
+  );
+  await client.close();
+  assert.ok(err instanceof GatewayError && err.code === "EMCP_CONSENT_REQUIRED", String(err));
+  const back = await followAuthorization(new URL(String(err.details?.["authorizationUrl"])), "alice", REDIRECT);
+  // Replica 2: the same store and vault, nothing discovered in this process.
+  const replica2 = new UpstreamOAuth({ vault, flows: store.oauthFlows, clock: systemClock, redirectUrl: REDIRECT });
+  assert.deepEqual(await replica2.complete(back.searchParams, ALICE, () => target), { upstream: "remote-other" });
+  const again = new Client({ name: "t", version: "1" });
+  await again.connect(new StreamableHTTPClientTransport(new URL(upstream.url), { fetch: replica2.fetchFor(target, (u, i) => fetch(u, i)) }));
   try {
     const r = await again.callTool({ name: "whoami", arguments: {} });
     assert.equal((r.content as Array<{ text: string }>)[0]!.text, "alice");

@@ -191,6 +191,7 @@ export class GatewayOAuthProvider implements OAuthClientProvider {
         keyId: sealed.keyId,
         redirectUri: this.ctx.redirectUrl,
         resource: url.searchParams.get("resource") ?? "",
+        ...(discovered.resourceMetadataUrl !== undefined ? { resourceMetadataUrl: discovered.resourceMetadataUrl } : {}),
         scopes: (url.searchParams.get("scope") ?? "").split(" ").filter(Boolean),
         createdAt: now,
         expiresAt: now + this.ctx.flowTtlMs,

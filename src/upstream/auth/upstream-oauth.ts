@@ -218,8 +218,11 @@ export class UpstreamOAuth {
     if (code === null) throw callbackRefused("the callback carries no code");
     const verifier = this.ctx.vault.vault.open({ keyId: flow.keyId, sealed: flow.verifierSealed }, flowAad(state));
     const provider = this.provider({ ...target, owner: person }, { verifier, redirectUri: flow.redirectUri });
+    // The metadata URL the flow was started from (a 401 may name any path): this replica may never have seen it.
+    const resourceMetadataUrl =
+      flow.resourceMetadataUrl !== undefined && URL.canParse(flow.resourceMetadataUrl) ? new URL(flow.resourceMetadataUrl) : undefined;
     try {
-      await auth(provider, { serverUrl: target.url, authorizationCode: code, fetchFn: this.fetchFn });
+      await auth(provider, { serverUrl: target.url, authorizationCode: code, fetchFn: this.fetchFn, ...(resourceMetadataUrl ? { resourceMetadataUrl } : {}) });
     } catch (err) {
       if (err instanceof GatewayError) throw err;
       throw authFailed(flow.upstream, `the code was not redeemed: ${errorMessage(err)}`, err);
