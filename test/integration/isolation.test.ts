@@ -617,7 +617,10 @@ describe("id guessing: neighbouring, mutated and hostile ids get clean not-found
     assert.ok(nativeNow.status === "working" || nativeNow.status === "input_required" || nativeNow.status === "completed", nativeNow.status);
     for (const id of [running.taskId, twice.taskId, sampling.taskId]) {
       const r = await call(a, "cancel_task", { task_id: id });
-      assert.equal(field(r, "success"), true, `A cancels its own task: ${allText(r)}`);
+      // The upstreams' own elicitation and sampling requests time out after the SDK's 60 s: on a loaded machine (load
+      // 25-40) the guessing outlasted them and those two tasks completed by themselves (never cancelled: B could not).
+      const endedByItself = id !== running.taskId && /is already (completed|failed)/.test(String(field(r, "message")));
+      assert.ok(field(r, "success") === true || endedByItself, `A cancels its own task: ${allText(r)}`);
     }
     if (nativeNow.status !== "completed") {
       assert.equal((await pa.client.experimental.tasks.cancelTask(native.taskId, LONG)).status, "cancelled");
