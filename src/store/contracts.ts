@@ -630,7 +630,7 @@ export interface OAuthFlowStore {
 
 /**
  * Short exclusive holds on named jobs, shared by replicas: one refresh of a person's upstream grant at a time
- * (src/upstream/auth/upstream-oauth.ts, docs/adr/0027 §16). A holder that dies lets it lapse at its expiry.
+ * (src/upstream/auth/upstream-oauth.ts, docs/adr/0027 §17). A holder that dies lets it lapse at its expiry.
  */
 export interface LeaseStore {
   /** Takes `key` for `holder` until `now + ttlMs` when nobody holds it or the last hold has lapsed; true when taken. (Redis times it on its own clock.) */

@@ -1,5 +1,5 @@
 /**
- * Upstream OAuth across replicas (issue 23, docs/adr/0027 §16): two gateways on one real redis-server, one person's
+ * Upstream OAuth across replicas (issue 23, docs/adr/0027 §17): two gateways on one real redis-server, one person's
  * grant, and an authorization server (oidc-provider) that rotates refresh tokens and revokes the grant when a used one
  * comes again. Both replicas' calls need a refresh at once (vault.refreshAheadMs beyond the token's lifetime: every
  * use renews); the token endpoint holds the first refresh until a second arrives (bounded), and lets the second in
