@@ -70,11 +70,6 @@ export function buildProgram(options: RunOptions = {}): Command {
     .addOption(logFormatOption())
     .action(async (opts: ServeOptions) => {
       const { loadConfig } = await import("../config/load.js");
-      const { createLogger, defaultLogFormat } = await import("../logging.js");
-      const { createGateway } = await import("../server/gateway.js");
-      const { GatewayError } = await import("../errors.js");
-      const { banner, exposureWarning, listenFailure } = await import("./banner.js");
-      const { installExitPaths, reportConfig } = await import("./lifecycle.js");
       const load: LoadConfigOptions = {
         file: opts.config,
         overrides: {
@@ -90,7 +85,13 @@ export function buildProgram(options: RunOptions = {}): Command {
         // A served gateway keeps its state across restarts unless the file or --store says otherwise.
         defaults: { store: { kind: "sqlite" } },
       };
+      // The config first: a bad one is reported before the gateway's modules load (about 1 s of CPU).
       const config = await loadConfig(load);
+      const { createLogger, defaultLogFormat } = await import("../logging.js");
+      const { createGateway } = await import("../server/gateway.js");
+      const { GatewayError } = await import("../errors.js");
+      const { banner, exposureWarning, listenFailure } = await import("./banner.js");
+      const { installExitPaths, reportConfig } = await import("./lifecycle.js");
       const logger = createLogger(config.gateway.logLevel, undefined, opts.logFormat ?? defaultLogFormat());
       reportConfig(config, logger);
       const exposed = exposureWarning(config.gateway);
@@ -130,13 +131,11 @@ export function buildProgram(options: RunOptions = {}): Command {
     .addOption(logFormatOption())
     .action(async (opts: StdioCommandOptions) => {
       const { loadConfig } = await import("../config/load.js");
-      const { createLogger, defaultLogFormat } = await import("../logging.js");
-      const { createGateway } = await import("../server/gateway.js");
-      const { installExitPaths, reportConfig } = await import("./lifecycle.js");
       const load: LoadConfigOptions = {
         file: opts.config,
         overrides: { logLevel: opts.logLevel, accessLog: opts.accessLog ? undefined : false, store: opts.store },
       };
+      // As serve: the config before the gateway's modules.
       const config = await loadConfig(load);
       if (opts.face.kind === "server" && !(opts.face.server in config.mcpServers)) {
         throw new InvalidArgumentError(
@@ -149,6 +148,9 @@ export function buildProgram(options: RunOptions = {}): Command {
           `--face virtual:${virtualName}: no such virtual server in gateway.governance.virtualServers (have: ${config.gateway.governance.virtualServers.map((v) => v.name).join(", ") || "none"})`,
         );
       }
+      const { createLogger, defaultLogFormat } = await import("../logging.js");
+      const { createGateway } = await import("../server/gateway.js");
+      const { installExitPaths, reportConfig } = await import("./lifecycle.js");
       const logger = createLogger(config.gateway.logLevel, undefined, opts.logFormat ?? defaultLogFormat());
       reportConfig(config, logger);
       const gateway = createGateway(config, { logger });

@@ -35,7 +35,7 @@ import {
   type RunningCli,
 } from "../helpers/core-extra.js";
 
-/** Each test spawns the CLI through tsx, some several times: a bound for a loaded machine, far above the sum of their waits. */
+/** Each test spawns the CLI (compiled: test/helpers/cli-build.ts), some several times: a bound for a loaded machine, far above the sum of their waits. */
 const SLOW = { timeout: 600_000 };
 
 let tmp: string | undefined;
@@ -58,9 +58,17 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/** `emceepee <args>` run once for the file (the help texts several tests read: one process each, not one per test). */
+const once = new Map<string, ReturnType<typeof runCli>>();
+function runCliOnce(args: string[]): ReturnType<typeof runCli> {
+  const key = JSON.stringify(args);
+  if (!once.has(key)) once.set(key, runCli(ROOT, args));
+  return once.get(key)!;
+}
+
 describe("emceepee --help", () => {
   test("the top-level help lists the serve and stdio commands", SLOW, async () => {
-    const run = await runCli(ROOT, ["--help"]);
+    const run = await runCliOnce(["--help"]);
     assert.equal(run.code, 0, run.stderr);
     assert.match(run.stdout, /Usage: emceepee/);
     assert.match(run.stdout, /^\s+serve\b/m);
@@ -68,7 +76,7 @@ describe("emceepee --help", () => {
   });
 
   test("serve --help documents --config, --host, --port, --token and --log-level", SLOW, async () => {
-    const run = await runCli(ROOT, ["serve", "--help"]);
+    const run = await runCliOnce(["serve", "--help"]);
     assert.equal(run.code, 0, run.stderr);
     assert.match(run.stdout, /Usage: emceepee serve/);
     for (const flag of [/-c, --config <file>/, /--host <host>/, /-p, --port <port>/, /--token <token>/, /--log-level <level>/]) {
@@ -78,7 +86,7 @@ describe("emceepee --help", () => {
   });
 
   test("stdio --help documents --config and --log-level", SLOW, async () => {
-    const run = await runCli(ROOT, ["stdio", "--help"]);
+    const run = await runCliOnce(["stdio", "--help"]);
     assert.equal(run.code, 0, run.stderr);
     assert.match(run.stdout, /Usage: emceepee stdio/);
     assert.match(run.stdout, /-c, --config <file>/);
@@ -87,16 +95,16 @@ describe("emceepee --help", () => {
   });
 
   test("--help shows the real defaults, not objects", SLOW, async () => {
-    const stdio = await runCli(ROOT, ["stdio", "--help"]);
+    const stdio = await runCliOnce(["stdio", "--help"]);
     assert.match(stdio.stdout.replace(/\s+/g, " "), /server:<name> \(one upstream as is\) or virtual:<name> \(a virtual server\) \(default: meta\)/);
     assert.doesNotMatch(stdio.stdout, /\{"kind"|\[object/);
-    const serve = await runCli(ROOT, ["serve", "--help"]);
+    const serve = await runCliOnce(["serve", "--help"]);
     const flat = serve.stdout.replace(/\s+/g, " ");
     assert.match(flat, /--host <host> interface to bind \(default: gateway\.host, else 127\.0\.0\.1;/);
     assert.match(flat, /--port <port> port to listen on \(default: gateway\.port, else 8808;/);
     assert.match(flat, /--log-level <level> log level of the JSON logs on stderr \(default: gateway\.logLevel, else info\)/);
     for (const flag of ["--allowed-hosts <hosts>", "--allowed-origins <origins>", "--no-upstream-check"]) assert.ok(flat.includes(flag), flag);
-    const top = await runCli(ROOT, ["--help"]);
+    const top = await runCliOnce(["--help"]);
     assert.match(top.stdout, /^\s+check\b/m);
     assert.match(top.stdout, /-V, --version/);
   });
@@ -275,6 +283,16 @@ describe("emceepee serve: start-up messages and flags", () => {
   after(async () => {
     await Promise.all(running.map((r) => stopChild(r.child)));
   });
+  /** `serve` on loopback with no token and no flags: one process for the two tests that look at it. */
+  let loopback: Promise<RunningCli> | undefined;
+  const loopbackServe = (): Promise<RunningCli> => {
+    loopback ??= tempConfig("empty.json", { mcpServers: {} }).then(async (empty) => {
+      const served = await startCliServe(ROOT, ["--config", empty, "--port", "0"]);
+      running.push(served);
+      return served;
+    });
+    return loopback;
+  };
 
   test("the banner lists every endpoint: /mcp, /all/mcp, /servers/<name>/mcp for each server, /healthz and /readyz", SLOW, async () => {
     // Nothing connects to these servers (no session, no start-up check): they need not exist.
@@ -319,9 +337,7 @@ describe("emceepee serve: start-up messages and flags", () => {
     const tokened = await startCliServe(ROOT, ["--config", empty, "--host", "0.0.0.0", "--port", "0", "--token", "a-token-of-16-chars-or-more"]);
     running.push(tokened);
     assert.doesNotMatch(tokened.stderr(), /WARNING/);
-    const loopback = await startCliServe(ROOT, ["--config", empty, "--port", "0"]);
-    running.push(loopback);
-    assert.doesNotMatch(loopback.stderr(), /WARNING/);
+    assert.doesNotMatch((await loopbackServe()).stderr(), /WARNING/);
   });
 
   test("--allowed-hosts and --allowed-origins widen the Host/Origin checks (and bad values are refused)", SLOW, async () => {
@@ -349,8 +365,7 @@ describe("emceepee serve: start-up messages and flags", () => {
     assert.equal((await init({ Origin: "https://app.example.com" })).status, 200, "an allowed origin");
     assert.equal((await init({ Origin: "https://evil.example.com" })).status, 403);
 
-    const without = await startCliServe(ROOT, ["--config", empty, "--port", "0", "--log-level", "silent"]);
-    running.push(without);
+    const without = await loopbackServe();
     assert.equal((await rawRequest(without.url, { headers: { ...MCP_POST_HEADERS, Host: "gw.example" }, body: initializeBody() })).status, 403);
 
     const badOrigin = await runCli(ROOT, ["serve", "--config", empty, "--allowed-origins", "https://app.example.com/path"], { stopWhenStdout: /listening on/ });

@@ -90,6 +90,7 @@ interface Reply {
 
 const REQUEST_TIMEOUT_MS = 60_000;
 const MAX_BODY = 4 * 1024 * 1024; // gateway.http.maxBodyBytes default
+const PADDING = "p".repeat(MAX_BODY);
 const MAX_JSON_DEPTH = DEFAULT_SETTINGS.http.maxJsonDepth; // a deeper body is refused at the edge (400)
 const PROTOCOL = "2025-06-18";
 
@@ -623,9 +624,9 @@ const GENERATORS: Record<string, Gen> = {
   },
   overLimit(rng) {
     const extra = rng.int(1, 1024);
-    const body = rpc({ id: nextId(), method: "ping", params: { pad: "" } })
-      .replace('"pad":""', `"pad":"${"p".repeat(MAX_BODY)}"`)
-      .slice(0, MAX_BODY + extra);
+    // The same bytes as rpc() with a MAX_BODY pad, cut at MAX_BODY + extra; the padding is made once, not per case.
+    const head = rpc({ id: nextId(), method: "ping", params: { pad: "" } }).replace(/""\}\}$/, '"');
+    const body = `${head}${PADDING}"}}`.slice(0, MAX_BODY + extra);
     return { label: `body of ${body.length} bytes (over the ${MAX_BODY} limit)`, body, expect: "malformed" };
   },
   hostileToolCall(rng) {
