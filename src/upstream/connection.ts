@@ -11,6 +11,7 @@ import { isStdioConfig, type ServerConfig } from "../config/server-entry.js";
 import type { ChildProcessLimiter } from "./children.js";
 import { ErrorCodes, GatewayError, errorMessage, isUpstreamAnswer, mcpErrorCode } from "../errors.js";
 import { installOrderedProgress } from "../mcp/ordered-progress.js";
+import { isStandaloneStreamError } from "../mcp/standalone-stream.js";
 import { RequestAttribution } from "../mcp/request-attribution.js";
 import { newUpstreamClient, type UpstreamHandlers } from "./client-handlers.js";
 import type { CallOrigin } from "./origin.js";
@@ -506,8 +507,3 @@ function transportFailure(err: unknown): boolean {
 
 /** Failures of the caller's upstream authorization, passed through as they are. */
 const AUTH_CODES: ReadonlySet<string> = new Set([ErrorCodes.CONSENT_REQUIRED, ErrorCodes.UPSTREAM_AUTH_FAILED, ErrorCodes.VAULT_UNAVAILABLE]);
-
-/** The SDK transport's failure to open the standalone GET stream (its message, the only mark it carries). */
-function isStandaloneStreamError(err: unknown): boolean {
-  return err instanceof Error && err.message.includes(": Failed to open SSE stream: ");
-}

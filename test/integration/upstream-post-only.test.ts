@@ -10,9 +10,13 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { isStandaloneStreamError } from "../../src/mcp/standalone-stream.js";
 import { block, call, connectClient, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { waitFor } from "../helpers/tasks.js";
 
 let server: http.Server;
 let gw: TestGateway;
@@ -55,6 +59,22 @@ test("a 404 on the standalone GET stream does not lose the session: calls go on 
     assert.ok(seen.includes("GET"), "the gateway tried the GET stream");
     const servers = block<Array<{ name: string; status: string }>>(await call(client, "list_servers"), "servers") ?? [];
     assert.equal(servers.find((s) => s.name === "post")?.status, "connected");
+  } finally {
+    await client.close();
+  }
+});
+
+test("canary: the SDK's failure to open the standalone GET stream is a StreamableHTTPError with code 404 that isStandaloneStreamError knows", async () => {
+  const errors: unknown[] = [];
+  const client = new Client({ name: "canary", version: "1" });
+  client.onerror = (err) => errors.push(err);
+  await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`)));
+  try {
+    const err = await waitFor(() => errors.find((e) => e instanceof StreamableHTTPError), "the GET stream's error");
+    assert.ok(err instanceof StreamableHTTPError);
+    assert.equal(err.code, 404);
+    assert.equal(isStandaloneStreamError(err), true, err.message);
+    assert.equal(isStandaloneStreamError(new StreamableHTTPError(404, "Error POSTing to endpoint: gone")), false, "a POST's 404 is not it");
   } finally {
     await client.close();
   }
