@@ -16,6 +16,7 @@ import { Client as ModernClient } from "@modelcontextprotocol/client";
 import { StdioClientTransport as ModernStdioTransport } from "@modelcontextprotocol/client/stdio";
 import { ROOT } from "../helpers/gateway.js";
 import { CLI_ARGS, cliEnv } from "../helpers/core-extra.js";
+import { waitFor } from "../helpers/tasks.js";
 
 const MODERN = "2026-07-28";
 const T = { timeout: 120_000 };
@@ -40,11 +41,13 @@ after(() => Promise.allSettled(cleanups.map((c) => c())));
 
 /** `emceepee stdio` on raw pipes: one JSON-RPC message a line each way. */
 function spawnRaw(args: string[] = []) {
-  const child: ChildProcessByStdio<Writable, Readable, null> = spawn(process.execPath, [...CLI_ARGS, "stdio", ...args], {
+  const child: ChildProcessByStdio<Writable, Readable, Readable> = spawn(process.execPath, [...CLI_ARGS, "stdio", ...args], {
     cwd: ROOT,
     env: cliEnv(),
-    stdio: ["pipe", "pipe", "ignore"],
+    stdio: ["pipe", "pipe", "pipe"],
   });
+  let stderr = "";
+  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
   const waiting = new Map<number, (reply: Reply) => void>();
   createInterface({ input: child.stdout }).on("line", (line) => {
     const message = JSON.parse(line) as Reply & { method?: string };
@@ -58,6 +61,8 @@ function spawnRaw(args: string[] = []) {
   });
   const write = (message: Record<string, unknown>) => child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...message })}\n`);
   return {
+    /** The gateway's log so far (JSON lines on stderr). */
+    log: () => stderr,
     notify: (method: string, params: Record<string, unknown> = {}) => write({ method, params }),
     request(id: number, method: string, params: Record<string, unknown> = {}): Promise<Reply> {
       const replied = new Promise<Reply>((resolve) => waiting.set(id, resolve));
@@ -174,5 +179,31 @@ describe("the stdio face in both eras", () => {
     const call = await wire.request(4, "tools/call", withEnvelope({ name: "echo", arguments: { message: "still 2025" } }));
     assert.match(JSON.stringify(call.result?.content), /still 2025/, brief(call));
     assert.equal(call.result?.resultType, undefined, "answered on the 2025 path");
+  });
+
+  it("a notifications/cancelled for a modern request in flight ends its call, unanswered", T, async () => {
+    const wire = spawnRaw(["--face", "server:everything"]);
+    const count = (pattern: RegExp) =>
+      wire
+        .log()
+        .split("\n")
+        .filter((line) => pattern.test(line)).length;
+    const created = /"msg":"session_created"/;
+    const ended = /"reason":"modern request answered"/;
+    const discover = await wire.request(1, "server/discover", withEnvelope());
+    assert.ok(discover.result, brief(discover));
+    await waitFor(() => count(ended) === 1 || undefined, "the discover request's session ends");
+    const before = count(created);
+    let answered = false;
+    void wire
+      .request(2, "tools/call", withEnvelope({ name: "trigger-long-running-operation", arguments: { duration: 120, steps: 120 } }))
+      .then(() => (answered = true));
+    await waitFor(() => count(created) > before || undefined, "the call's session is made");
+    wire.notify("notifications/cancelled", { requestId: 2, reason: "the user stopped it" });
+    // Its session ends (face closed, upstream call cancelled) long before the two-minute operation could.
+    await waitFor(() => count(ended) === 2 || undefined, "the cancelled call's session ends");
+    const next = await wire.request(3, "tools/call", withEnvelope({ name: "echo", arguments: { message: "after the cancel" } }));
+    assert.match(JSON.stringify(next.result?.content), /after the cancel/, brief(next));
+    assert.equal(answered, false, "a cancelled request is not answered");
   });
 });
