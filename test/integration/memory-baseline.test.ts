@@ -245,8 +245,10 @@ for (const store of ["memory", "sqlite"] as const) {
       const baseline = await settled("the warm-up sessions to end");
       const seriesBefore = await metricSeries(tg.url);
       const before = sessions.length;
-      await lifetimes(tg, 2, 10);
-      assert.equal(sessions.length - before, 20, "20 more sessions started");
+      // Five more of each kind (both parities: DELETE and drop): a Session kept past its end fails this with 5 as with 10
+      // (a deliberate leak in SessionManager.destroy, tried 27 Nov 2026: "14 of 14 ended sessions are still in memory").
+      await lifetimes(tg, 2, 5);
+      assert.equal(sessions.length - before, 10, "10 more sessions started");
       await settled("sessions, timers, listeners, handles and map entries back at their baseline", baseline);
       // Metrics' label sets do not grow with sessions (no session or task id in a label): the same series as after the warm-up.
       // A store operation seen for the first time later (sessions.touch is throttled by time) is one more series of a fixed
@@ -255,7 +257,7 @@ for (const store of ["memory", "sqlite"] as const) {
       const fixedSet =
         /^(emceepee_store_operation_duration_seconds_(bucket|sum|count)\{store="[a-z]+",operation="[a-z.]+"(,le="[^"]+")?\}|emceepee_store_errors_total\{store="[a-z]+",operation="[a-z.]+"\}|nodejs_gc_duration_seconds_(bucket|sum|count)\{(le="[^"]+",)?kind="[a-z]+"\})$/;
       const grown = [...(await metricSeries(tg.url))].filter((l) => !seriesBefore.has(l) && !fixedSet.test(l));
-      assert.deepEqual(grown, [], "no new metric series after 10 more lifetimes of the same kinds");
+      assert.deepEqual(grown, [], "no new metric series after 5 more lifetimes of the same kinds");
       exporter.reset();
       await pollFor(
         async () => {
