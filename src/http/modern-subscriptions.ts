@@ -22,6 +22,8 @@ const SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo";
 export const LISTEN_KEEPALIVE_MS = 15_000;
 /** Open listen streams one principal may hold on one face. */
 export const MAX_LISTENS_PER_HOST = 16;
+/** URIs or task ids one listen request may name (each costs the face a request). */
+export const MAX_LISTEN_ENTRIES = 100;
 
 /** SEP-2575's SubscriptionFilter, with the tasks extension's `taskIds`. */
 export interface ListenFilter {
@@ -57,6 +59,9 @@ export function parseListenFilter(params: Record<string, unknown>): ListenFilter
   for (const flag of FLAGS) if (filter[flag] !== undefined && typeof filter[flag] !== "boolean") throw bad(`${flag} must be a boolean`);
   for (const list of ["resourceSubscriptions", "taskIds"] as const) {
     if (filter[list] !== undefined && !isStringArray(filter[list])) throw bad(`${list} must be an array of strings`);
+    if (((filter[list] as unknown[] | undefined)?.length ?? 0) > MAX_LISTEN_ENTRIES) {
+      throw bad(`${list} names more than ${MAX_LISTEN_ENTRIES} entries; open a second stream for the rest`);
+    }
   }
   return filter;
 }
@@ -118,7 +123,15 @@ export interface ListenRequest {
  */
 export async function serveListen(gateway: GatewayContext, face: TaskHostFace, request: ListenRequest, res: ServerResponse): Promise<void> {
   const requested = parseListenFilter(request.params);
+  // A client that hangs up while the host opens is seen here: nothing is kept for it.
+  let gone = false;
+  const onGone = () => (gone = true);
+  res.once("close", onGone);
   const host = await hostFor(gateway, face, request.principal, request.clientInfo);
+  const taskIds = request.tasksDeclared ? await ownTasks(host, requested.taskIds ?? []) : [];
+  res.off("close", onGone);
+  if (gone) return;
+  // From the count to streams.add() below nothing awaits, so concurrent listens cannot pass the limit together.
   const streams = openOf(gateway, host.session.id);
   if (streams.size >= MAX_LISTENS_PER_HOST) {
     throw new GatewayError(
@@ -127,7 +140,6 @@ export async function serveListen(gateway: GatewayContext, face: TaskHostFace, r
     );
   }
   const honored = honoredFlags(requested, host.capabilities);
-  const taskIds = request.tasksDeclared ? await ownTasks(host, requested.taskIds ?? []) : [];
   const resources = host.capabilities.resources as { subscribe?: boolean } | undefined;
   const wantedUris = resources?.subscribe === true ? (requested.resourceSubscriptions ?? []) : [];
   const wantedTasks = new Set(taskIds);
@@ -177,13 +189,13 @@ export async function serveListen(gateway: GatewayContext, face: TaskHostFace, r
   res.once("close", () => teardown(false));
   try {
     const listening = await host.listen(onEvent, wantedUris);
+    if (closed) return listening.stop(); // the client went away while the host subscribed
     stop = listening.stop;
     subscribedUris = new Set(listening.subscribed);
   } catch (err) {
     teardown(false);
     throw err;
   }
-  if (closed) return; // the client went away while the host subscribed
   // The host's session connects an upstream on first use: a list makes it connect, so its list changes can come.
   for (const flag of FLAGS) {
     if (honored[flag] === true) void host.request(LIST_METHOD[flag].replace(/^notifications\/(\w+)\/list_changed$/, "$1/list"), {});

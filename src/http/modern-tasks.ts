@@ -20,8 +20,9 @@
 import { createHash, randomUUID } from "node:crypto";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { RELATED_TASK_META_KEY, type Implementation, type JSONRPCMessage, type Task } from "@modelcontextprotocol/sdk/types.js";
-import type { Principal } from "../auth/principal.js";
+import { refreshInboundToken, type Principal } from "../auth/principal.js";
 import type { TimerHandle } from "../clock.js";
+import { errorMessage } from "../errors.js";
 import { createTaskResult, detailedTask, type InputRequest, type TaskOutcome } from "../mcp/modern/tasks-extension.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
@@ -109,7 +110,7 @@ export class TaskHost {
   /** The principal's open subscriptions/listen streams on this face. */
   private readonly listeners = new Set<HostListener>();
   /** Resource URIs subscribed on the face for the listeners, with how many listeners want each. */
-  private readonly subscriptions = new Map<string, number>();
+  private readonly subscriptions = new Map<string, { count: number; ready: Promise<boolean> }>();
   /** The last status announced of each running task (so a change is announced once); gone when the task ends. */
   private readonly announced = new Map<string, string>();
   private announcing: Promise<void> = Promise.resolve();
@@ -233,6 +234,10 @@ export class TaskHost {
       const event: HostEvent = { kind: "task", taskId, task };
       for (const listener of [...this.listeners]) listener(event);
     });
+    // One failed announcement must not end the chain (nor be an unhandled rejection): later ones still go out.
+    this.announcing = this.announcing.catch((err: unknown) => {
+      this.gateway.logger.warn({ taskId, err: errorMessage(err) }, "task_announce_failed");
+    });
   }
 
   /**
@@ -245,13 +250,22 @@ export class TaskHost {
     this.listeners.add(listener);
     const subscribed: string[] = [];
     for (const uri of new Set(uris)) {
-      const count = this.subscriptions.get(uri) ?? 0;
-      if (count === 0) {
-        const answer = await this.request("resources/subscribe", { uri });
-        if ("error" in answer) continue;
+      // Counted before the await, so that two listens for one URI subscribe it once and the first to leave does not unsubscribe the other's.
+      let entry = this.subscriptions.get(uri);
+      if (!entry) {
+        const ready = this.request("resources/subscribe", { uri }).then(
+          (answer) => !("error" in answer),
+          () => false,
+        );
+        this.subscriptions.set(uri, (entry = { count: 0, ready }));
       }
-      this.subscriptions.set(uri, count + 1);
-      subscribed.push(uri);
+      entry.count += 1;
+      if (await entry.ready) {
+        subscribed.push(uri);
+        continue;
+      }
+      entry.count -= 1;
+      if (entry.count === 0 && this.subscriptions.get(uri) === entry) this.subscriptions.delete(uri);
     }
     let live = true;
     const stop = () => {
@@ -259,11 +273,8 @@ export class TaskHost {
       live = false;
       this.listeners.delete(listener);
       for (const uri of subscribed) {
-        const left = (this.subscriptions.get(uri) ?? 1) - 1;
-        if (left > 0) {
-          this.subscriptions.set(uri, left);
-          continue;
-        }
+        const entry = this.subscriptions.get(uri);
+        if (entry && --entry.count > 0) continue;
         this.subscriptions.delete(uri);
         void this.request("resources/unsubscribe", { uri });
       }
@@ -438,6 +449,7 @@ export async function hostFor(gateway: GatewayContext, face: TaskHostFace, princ
   }
   const opened = await host;
   opened.session.touch();
+  refreshInboundToken(opened.session.principal, principal); // the host outlives the token it was opened with (docs/adr/0027 §14)
   return opened;
 }
 

@@ -13,7 +13,7 @@ import { after, before, describe, it } from "node:test";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import type { TestGateway } from "../helpers/gateway.js";
 import { openListen, type ListenMessage } from "../helpers/listen.js";
-import { modernRequest } from "../helpers/modern-requests.js";
+import { MODERN, TASKS_EXTENSION, modernRequest } from "../helpers/modern-requests.js";
 import { liveTaskHosts, taskHostSessionId } from "../../src/http/modern-tasks.js";
 import { SUBSCRIPTION_ID_META_KEY, openListenCount } from "../../src/http/modern-subscriptions.js";
 
@@ -101,6 +101,51 @@ describe("subscriptions/listen for 2026-07-28 clients", { timeout: 300_000 }, ()
     assert.equal(done.params?.resultType, undefined, "a notification is no result");
     stream.close();
     await until("the stream is released", () => openListenCount(gw.gateway.context) === 0);
+  });
+
+  it("a filter naming more than 100 task ids or URIs is -32602; concurrent listens of one principal stop at the limit", async () => {
+    const many = await openListen(face, { taskIds: Array.from({ length: 101 }, (_, i) => `t${i}`) });
+    await many.ended;
+    assert.match(many.messages[0]?.error?.message ?? "", /taskIds names more than 100 entries/, JSON.stringify(many.messages));
+    const streams = await Promise.all(Array.from({ length: 20 }, (_, i) => openListen(face, { toolsListChanged: true }, { id: `c${i}` })));
+    const first = await Promise.all(
+      streams.map((s) => s.next((m) => m.method === "notifications/subscriptions/acknowledged" || m.error !== undefined, "an acknowledgement or an error")),
+    );
+    assert.equal(first.filter((m) => m.error === undefined).length, 16, JSON.stringify(first));
+    assert.ok(
+      first.filter((m) => m.error !== undefined).every((m) => /EMCP_LIMIT_REACHED/.test(m.error!.message)),
+      JSON.stringify(first),
+    );
+    for (const s of streams) s.close();
+    await until("the streams are released", () => openListenCount(gw.gateway.context) === 0);
+  });
+
+  it("a client that hangs up while its listen is being set up leaves no stream, listener or timer", async () => {
+    const envelope = {
+      "io.modelcontextprotocol/protocolVersion": MODERN,
+      "io.modelcontextprotocol/clientCapabilities": { extensions: { [TASKS_EXTENSION]: {} } },
+      "io.modelcontextprotocol/clientInfo": { name: "listen-test", version: "1" },
+    };
+    // 100 task ids: the gateway reads each before it answers, and the client leaves at some point of that.
+    const notifications = { toolsListChanged: true, taskIds: Array.from({ length: 100 }, (_, i) => `unknown-${i}`) };
+    for (const leaveAfterMs of [0, 5, 20, 50, 100]) {
+      const abort = new AbortController();
+      const sent = fetch(face, {
+        method: "POST",
+        signal: abort.signal,
+        headers: {
+          "Content-Type": "application/json",
+          Accept: "application/json, text/event-stream",
+          "MCP-Protocol-Version": MODERN,
+          "Mcp-Method": "subscriptions/listen",
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: `gone-${leaveAfterMs}`, method: "subscriptions/listen", params: { notifications, _meta: envelope } }),
+      }).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, leaveAfterMs));
+      abort.abort();
+      await sent;
+    }
+    await until("every stream is released", async () => openListenCount(gw.gateway.context) === 0 && (await host())?.retained().listeners === 0);
   });
 
   it("modern resources/subscribe stays -32601: the listen filter is how a modern client asks for updates", async () => {
