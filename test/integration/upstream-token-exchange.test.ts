@@ -253,6 +253,22 @@ describe("token exchange (RFC 8693) per upstream", { timeout: 180_000 }, () => {
     assert.equal(exchanges.length, count + 3);
   });
 
+  test("one person's two inbound tokens (two clients) never share an exchanged token", async () => {
+    const cache = new TokenExchanges({ clock: systemClock, logger: createLogger("silent"), refreshAheadMs: AHEAD_MS });
+    const config = { issuer: idp.issuer, clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, resource: upstream.url };
+    const target: ExchangeTarget = { server: "direct", config, owner: { issuer: idp.issuer, subject: "alice" } };
+    const oauth = new MemoryOAuthClient(REDIRECT);
+    const second = await loginAndConnect(gw.url, "alice", oauth);
+    await second.client.close();
+    const other = oauth.saved!.access_token;
+    assert.notEqual(other, inbound.alice);
+    const count = exchanges.length;
+    const first = await cache.token(target, () => inbound.alice);
+    assert.notEqual(await cache.token(target, () => other), first, "the other client's token is its own exchange");
+    assert.equal(exchanges.length, count + 2);
+    assert.equal(await cache.token(target, () => inbound.alice), first, "each is reused for its own inbound token");
+  });
+
   test("bad token_exchange config is refused at load, naming what to write", () => {
     const load = (auth: Record<string, unknown>, more: Record<string, unknown> = {}) =>
       parseConfig({ mcpServers: { x: { url: "http://127.0.0.1:1/mcp", auth: { type: "token_exchange", ...auth }, ...more } } });

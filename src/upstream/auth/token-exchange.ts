@@ -5,6 +5,7 @@
  * sent as Bearer; a 401 from the upstream drops it and exchanges once more. The request and its response go through
  * oauth4webapi. No token (inbound or exchanged) is ever put in a message or a log line.
  */
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import * as oauth from "oauth4webapi";
 import { principalHash, STATIC_ISSUER } from "../../auth/principal.js";
@@ -75,7 +76,7 @@ export class TokenExchanges {
       if (res.status !== 401) return res;
       // Refused (revoked, or the upstream's keys changed): exchanged once more, and the request sent again once.
       await res.body?.cancel();
-      this.drop(t, token);
+      this.drop(token);
       return send(await this.token(t, subjectToken));
     };
   }
@@ -83,7 +84,7 @@ export class TokenExchanges {
   /** The owner's exchanged token for the server: from the cache, else exchanged now. */
   async token(t: ExchangeTarget, subjectToken: () => string | undefined): Promise<string> {
     const subject = this.subjectOf(t, subjectToken);
-    const key = cacheKey(t);
+    const key = cacheKey(t, subject);
     const hit = this.cache.get(key);
     if (hit && this.o.clock.now() < hit.renewAt) {
       this.cache.delete(key); // most recently used last
@@ -98,10 +99,9 @@ export class TokenExchanges {
     return running;
   }
 
-  /** Forgets `token` for the target (the upstream refused it); a newer one stays. */
-  drop(t: ExchangeTarget, token: string): void {
-    const key = cacheKey(t);
-    if (this.cache.get(key)?.token === token) this.cache.delete(key);
+  /** Forgets `token` (the upstream refused it); a newer one stays. */
+  drop(token: string): void {
+    for (const [key, hit] of this.cache) if (hit.token === token) this.cache.delete(key);
   }
 
   private subjectOf(t: ExchangeTarget, subjectToken: () => string | undefined): string {
@@ -226,9 +226,11 @@ export function isTokenExchange(config: ServerConfig): boolean {
   return !isStdioConfig(config) && config.tokenExchange !== undefined;
 }
 
-function cacheKey(t: ExchangeTarget): string {
-  // The config is part of the key: a reload that changes the audience or scopes never reuses an older token.
-  return JSON.stringify([t.server, t.owner?.issuer ?? "", t.owner?.subject ?? "", t.config]);
+function cacheKey(t: ExchangeTarget, subjectToken: string): string {
+  // The config is part of the key: a reload that changes the audience or scopes never reuses an older token. So is the
+  // inbound token (hashed): one person's low-scope client never gets what the provider granted their high-scope one.
+  const inbound = createHash("sha256").update(subjectToken).digest("base64url");
+  return JSON.stringify([t.server, t.owner?.issuer ?? "", t.owner?.subject ?? "", inbound, t.config]);
 }
 
 function clientSecretOf(t: ExchangeTarget): string {
