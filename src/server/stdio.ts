@@ -145,6 +145,12 @@ export async function serveStdioSession(
       void serveModern(message).catch((err: unknown) => context.logger.warn({ err, method: message.method }, "stdio_modern_request_failed"));
     },
   });
+  // The wire's end ends every modern request in flight (one waiter for all: a per-request race on ended() would keep a reaction per request until then).
+  let wireGone = false;
+  void transport.ended().then(() => {
+    wireGone = true;
+    for (const end of inFlight.values()) end();
+  });
   const reply = (message: Record<string, unknown>) => void transport.send({ jsonrpc: "2.0", ...message } as JSONRPCMessage).catch(() => undefined);
 
   async function serveModern(message: Message): Promise<void> {
@@ -162,11 +168,12 @@ export async function serveStdioSession(
       return reply({ id, error });
     }
     if (classified.kind !== "request") return;
-    const cancelled = new Promise<void>((resolve) => inFlight.set(id, resolve));
+    const closed = new Promise<void>((resolve) => inFlight.set(id, resolve));
+    if (wireGone) inFlight.get(id)?.();
     try {
       await answerModern(context, modernOptions, classified, {
         principal: undefined,
-        closed: Promise.race([transport.ended(), cancelled]),
+        closed,
         send: (_status, answer) => reply(answer),
       });
     } finally {
