@@ -1,0 +1,43 @@
+/**
+ * The peer relays the benches compare with: supergateway@4 (stdio → Streamable
+ * HTTP, `--stateful`) and mcp-proxy@6 (stream endpoint), each in front of a
+ * stdio server per session. Installed on first use into
+ * node_modules/.cache/emceepee-bench-peers (`npm install --prefix`, never
+ * package.json), as bench/relay.bench.ts does.
+ */
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+
+export type Peer = "supergateway" | "mcp-proxy";
+
+const PEERS_DIR = path.resolve("node_modules/.cache/emceepee-bench-peers");
+const PEER_BINS: Record<Peer, string> = { supergateway: "supergateway/dist/index.js", "mcp-proxy": "mcp-proxy/dist/bin/mcp-proxy.mjs" };
+
+/** The peer's entry point (node runs it), installed the first time it is asked for. */
+export function peerBin(peer: Peer, log: (msg: string) => void): string {
+  const bin = path.join(PEERS_DIR, "node_modules", PEER_BINS[peer]);
+  if (!fs.existsSync(bin)) {
+    log(`installing supergateway@4 and mcp-proxy@6 into ${PEERS_DIR}`);
+    fs.mkdirSync(PEERS_DIR, { recursive: true });
+    execFileSync("npm", ["install", "--prefix", PEERS_DIR, "--no-audit", "--no-fund", "--no-save", "supergateway@4", "mcp-proxy@6"], { stdio: "inherit" });
+  }
+  return bin;
+}
+
+/** The peer's arguments: Streamable HTTP at http://127.0.0.1:<port>/mcp in front of `server` (command and arguments) over stdio. */
+export function peerArgs(peer: Peer, port: number, server: readonly string[]): string[] {
+  return peer === "supergateway"
+    ? [
+        "--stdio",
+        server.map((a) => JSON.stringify(a)).join(" "),
+        "--outputTransport",
+        "streamableHttp",
+        "--stateful",
+        "--port",
+        String(port),
+        "--logLevel",
+        "none",
+      ]
+    : ["--port", String(port), "--host", "127.0.0.1", "--server", "stream", "--", ...server];
+}
