@@ -61,8 +61,8 @@ export class PendingRequests {
   private readonly entries = new Map<string, Entry<PendingKind>>();
   /** Store deletes nobody awaits (expiry, upstream cancel, server gone): close() waits for them. */
   private readonly writes = new Set<Promise<void>>();
-  /** Recently answered ids → who answered (oldest first; bounded by ANSWERED_MEMORY). */
-  private readonly answered = new Map<string, { kind: PendingKind; by: AnsweredBy; outcome: string }>();
+  /** Recently answered ids → who answered, or "server" for those their upstream withdrew (oldest first; bounded by ANSWERED_MEMORY). */
+  private readonly answered = new Map<string, { kind: PendingKind; by: AnsweredBy | "server"; outcome: string }>();
   /** Requests the session's client holds natively (read-only here). */
   private readonly forwardedEntries = new Map<string, PendingInfo>();
 
@@ -95,14 +95,18 @@ export class PendingRequests {
       // Deferred: when the connection drops, the SDK aborts handlers just before
       // reporting the close, and a server-gone request must read as rejected.
       const onAbort = () =>
-        queueMicrotask(() =>
+        queueMicrotask(() => {
+          const withdrawn = signal?.reason instanceof Withdrawn;
+          // The upstream gave up on its request (cancelled, or timed out on its side): an answer now would go nowhere.
+          const entry = this.entries.get(requestId);
+          if (!withdrawn && entry) this.remember(entry, "server", upstreamReason(signal?.reason));
           this.settle(
             requestId,
             `${kind}_expired`,
-            { reason: signal?.reason instanceof Withdrawn ? signal.reason.message : "cancelled by the upstream" },
+            { reason: withdrawn ? signal.reason.message : "cancelled by the upstream" },
             new Error("cancelled"),
-          ),
-        );
+          );
+        });
       const entry: Entry<K> = {
         requestId,
         kind,
@@ -263,18 +267,31 @@ export class PendingRequests {
 
   /** Who answered `requestId`, while it is remembered. */
   answeredBy(requestId: string): AnsweredBy | undefined {
-    return this.answered.get(requestId)?.by;
+    const by = this.answered.get(requestId)?.by;
+    return by === "server" ? undefined : by;
   }
 
   private markAnswered(entry: Entry<PendingKind>, by: AnsweredBy, outcome: string): void {
+    this.remember(entry, by, outcome);
+    this.events.announce({ type: `${entry.kind}_answered`, server: entry.server, data: { requestId: entry.requestId, by, outcome } });
+  }
+
+  private remember(entry: Entry<PendingKind>, by: AnsweredBy | "server", outcome: string): void {
     this.answered.set(entry.requestId, { kind: entry.kind, by, outcome });
     if (this.answered.size > ANSWERED_MEMORY) this.answered.delete(this.answered.keys().next().value!);
-    this.events.announce({ type: `${entry.kind}_answered`, server: entry.server, data: { requestId: entry.requestId, by, outcome } });
   }
 
   private unknown(kind: PendingKind, requestId: string): GatewayError {
     const answered = this.answered.get(requestId);
     if (!answered || answered.kind !== kind) return unknownRequest(kind, requestId);
+    if (answered.by === "server") {
+      return new GatewayError(
+        ErrorCodes.UNKNOWN_REQUEST,
+        `${kind} request '${requestId}' was withdrawn by its server before it was answered (${answered.outcome}); nothing was sent. ` +
+          "Its call got the server's own outcome (see get_task / get_task_result); call the tool again to be asked again.",
+        { details: { requestId, withdrawn: true } },
+      );
+    }
     const where = answered.by === "console" ? "by a person in the web console" : "by this session's client";
     return new GatewayError(
       ErrorCodes.UNKNOWN_REQUEST,
@@ -323,6 +340,14 @@ export class PendingRequests {
 
 function publicInfo<K extends PendingKind>(e: Entry<K>): PendingInfo<K> {
   return { requestId: e.requestId, kind: e.kind, server: e.server, receivedAt: e.receivedAt, expiresAt: e.expiresAt, params: e.params };
+}
+
+/** The upstream's reason for cancelling its request (notifications/cancelled's `reason`), as it may be shown: one line, at most 200 characters. */
+function upstreamReason(reason: unknown): string {
+  const text = typeof reason === "string" ? reason : reason instanceof Error ? reason.message : "";
+  const line = text.replace(/[\p{Cc}\p{Cf}]/gu, " ").trim();
+  if (!line) return "it cancelled its request";
+  return `it cancelled its request: ${line.length > 200 ? `${line.slice(0, 200)}…` : line}`;
 }
 
 function unknownRequest(kind: PendingKind, requestId: string): GatewayError {

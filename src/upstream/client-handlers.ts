@@ -29,6 +29,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import { errorMessage } from "../errors.js";
+import { acceptCancelOfRequestZero } from "../mcp/cancel-request-zero.js";
 import { jsonSchemaValidator } from "../mcp/json-schema-validator.js";
 import type { RequestAttribution } from "../mcp/request-attribution.js";
 import { relatedTaskId } from "../mcp/task-object.js";
@@ -80,6 +81,8 @@ export function newUpstreamClient(options: UpstreamClientOptions): { client: Cli
   }
   // The shared validator: the SDK client would build an Ajv of its own, compiling every output schema again at each tools/list.
   const client = new Client(options.clientInfo, { capabilities, jsonSchemaValidator, ...(receiver ? { taskStore: receiver } : {}) });
+  // The upstream's first request has id 0: its cancellation (or timeout on its side) must still end the wait here.
+  acceptCancelOfRequestZero(client);
   if (options.roots) {
     client.setRequestHandler(ListRootsRequestSchema, (req, extra) => handlers.onListRoots(extra.signal, originOf(extra.requestId, req.params?._meta)));
   }
