@@ -630,11 +630,14 @@ export interface OAuthFlowStore {
 
 /**
  * Short exclusive holds on named jobs, shared by replicas: one refresh of a person's upstream grant at a time
- * (src/upstream/auth/upstream-oauth.ts, docs/adr/0027 §17). A holder that dies lets it lapse at its expiry.
+ * (src/upstream/auth/upstream-oauth.ts, docs/adr/0027 §17). A holder renews it while its job runs; one that dies
+ * (stops renewing) lets it lapse at its expiry.
  */
 export interface LeaseStore {
   /** Takes `key` for `holder` until `now + ttlMs` when nobody holds it or the last hold has lapsed; true when taken. (Redis times it on its own clock.) */
   acquire(key: string, holder: string, now: number, ttlMs: number): Promise<boolean>;
+  /** Extends `holder`'s hold of `key` to `now + ttlMs` (a heartbeat while the job runs); false when it no longer holds it (lapsed, taken, given back). */
+  renew(key: string, holder: string, now: number, ttlMs: number): Promise<boolean>;
   /** Gives `key` back when `holder` still holds it; true when it did. */
   release(key: string, holder: string): Promise<boolean>;
 }

@@ -15,6 +15,14 @@ export class MemoryLeaseStore implements LeaseStore {
     return true;
   }
 
+  async renew(key: string, holder: string, now: number, ttlMs: number): Promise<boolean> {
+    this.guard.check();
+    const cur = this.held.get(key);
+    if (cur?.holder !== holder || cur.expiresAt <= now) return false;
+    cur.expiresAt = now + ttlMs;
+    return true;
+  }
+
   async release(key: string, holder: string): Promise<boolean> {
     this.guard.check();
     if (this.held.get(key)?.holder !== holder) return false;

@@ -10,6 +10,10 @@ export class RedisLeaseStore implements LeaseStore {
     return set === "OK";
   }
 
+  async renew(key: string, holder: string, _now: number, ttlMs: number): Promise<boolean> {
+    return (await this.conn.script("renew a lease", "leaseRenew", key, holder, Math.max(1, Math.ceil(ttlMs)))) === 1;
+  }
+
   async release(key: string, holder: string): Promise<boolean> {
     return (await this.conn.script("give a lease back", "leaseRelease", key, holder)) === 1;
   }

@@ -386,6 +386,12 @@ redis.call('DEL', key)
 redis.call('ZREM', P .. 'lexp', ARGV[2])
 if expires and expires <= tonumber(ARGV[3]) then return false end
 return r`,
+  /** ARGV: P, lease key, holder, ttl ms → 1 extended to ttl from now, 0 not held by them (lapsed, taken). */
+  leaseRenew: `
+local key = P .. 'ls:' .. ARGV[2]
+if redis.call('GET', key) ~= ARGV[3] then return 0 end
+redis.call('PEXPIRE', key, ARGV[4])
+return 1`,
   /** ARGV: P, lease key, holder → 1 released, 0 not held by them. */
   leaseRelease: `
 local key = P .. 'ls:' .. ARGV[2]

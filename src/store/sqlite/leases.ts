@@ -17,6 +17,13 @@ export class SqliteLeaseStore implements LeaseStore {
     });
   }
 
+  async renew(key: string, holder: string, now: number, ttlMs: number): Promise<boolean> {
+    return this.db.write(
+      "renew a lease",
+      () => this.db.stmt("UPDATE leases SET expires_at = ? WHERE key = ? AND holder = ? AND expires_at > ?").run(now + ttlMs, key, holder, now).changes > 0,
+    );
+  }
+
   async release(key: string, holder: string): Promise<boolean> {
     return this.db.write("give a lease back", () => this.db.stmt("DELETE FROM leases WHERE key = ? AND holder = ?").run(key, holder).changes > 0);
   }
