@@ -38,7 +38,7 @@ import {
 import { runAsModernCall } from "../upstream/modern/modern-call.js";
 import { RequestStateSealer } from "../upstream/modern/sealed-state.js";
 import { TASKS_EXTENSION } from "../mcp/modern/tasks-extension.js";
-import { TASK_METHODS, answerModernTask } from "./modern-tasks.js";
+import { TASK_METHODS, answerModernTask, hostFor, taskHostSessionId } from "./modern-tasks.js";
 import { serveListen } from "./modern-subscriptions.js";
 
 export interface ModernEndpointOptions {
@@ -89,10 +89,14 @@ function idOf(body: unknown): string | number | null {
   return typeof id === "string" || typeof id === "number" ? id : null;
 }
 
-/** A face's 2025 capabilities as 2026-07-28 ones: task-augmented tools/call becomes the tasks extension (modern-tasks.ts). */
-function modernCapabilities(capabilities: Record<string, unknown>): Record<string, unknown> {
+/**
+ * A face's 2025 capabilities as 2026-07-28 ones: task-augmented tools/call
+ * becomes the tasks extension (modern-tasks.ts), as do the meta face's
+ * promotions (`promotes`: modern-meta-tasks.ts).
+ */
+function modernCapabilities(capabilities: Record<string, unknown>, promotes: boolean): Record<string, unknown> {
   const { tasks, ...rest } = capabilities as { tasks?: { requests?: { tools?: { call?: unknown } } } } & Record<string, unknown>;
-  if (tasks?.requests?.tools?.call === undefined) return rest;
+  if (tasks?.requests?.tools?.call === undefined && !promotes) return rest;
   return { ...rest, extensions: { ...(rest.extensions as Record<string, unknown> | undefined), [TASKS_EXTENSION]: {} } };
 }
 
@@ -136,6 +140,8 @@ export async function handleModern(
     send: (status, message) => send(res, status, message),
     toReplica: (owner) =>
       options.router && !options.router.fromReplica(req) ? options.router.toReplica(req, res, owner, JSON.stringify(body)) : Promise.resolve("gone"),
+    toTaskHost: (sessionId) =>
+      options.router && !options.router.fromReplica(req) ? options.router.toTaskHost(req, res, sessionId, JSON.stringify(body)) : Promise.resolve("local"),
   });
 }
 
@@ -166,6 +172,8 @@ export interface ModernExchange {
   send(httpStatus: number, message: Record<string, unknown>): void;
   /** Replicas (HTTP only): passes a parked call's retry to the replica that holds it. */
   toReplica?(owner: string): Promise<"answered" | "gone">;
+  /** Replicas (HTTP only): passes a task request to the replica that holds the caller's task host, or holds it here. */
+  toTaskHost?(sessionId: string): Promise<"answered" | "local">;
 }
 
 /**
@@ -214,16 +222,25 @@ export async function answerModern(
       const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
       const inner = Object.fromEntries(Object.entries(meta).filter(([key]) => !(ENVELOPE_KEYS as readonly string[]).includes(key)));
       const { _meta: _envelope, ...rest } = params;
-      const answer = await answerModernTask(gateway, options, exchange.principal, clientInfo, method, {
-        ...rest,
-        ...(Object.keys(inner).length > 0 ? { _meta: inner } : {}),
-      });
+      // The caller's task host lives on one replica (its held inputRequests are there): the request goes there.
+      if ((await exchange.toTaskHost?.(taskHostSessionId(options.kind, exchange.principal))) === "answered") return;
+      const answer = await answerModernTask(
+        gateway,
+        options,
+        exchange.principal,
+        clientInfo,
+        method,
+        { ...rest, ...(Object.keys(inner).length > 0 ? { _meta: inner } : {}) },
+        exchange.closed,
+      );
+      if (answer === "gone") return; // the caller hung up: its call was cancelled
       if (answer !== undefined) return send(exchange, 200, { id, ...answer });
     } catch (err) {
       gateway.logger.warn({ err, method }, "modern_task_request_failed");
       return sendError(exchange, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) });
     }
   }
+  if (options.kind.kind === "meta" && method === "tools/call") return answerMetaTool(gateway, options, request, exchange);
   let session: Session;
   // MRTR (modern-mrtr.ts): what the client may be asked mid-call comes back to it as input_required.
   const askable = askableCapabilities(capabilities);
@@ -308,7 +325,7 @@ export async function answerModern(
         id,
         result: {
           supportedVersions: [...MODERN_VERSIONS, ...LEGACY_VERSIONS],
-          capabilities: modernCapabilities(result.capabilities),
+          capabilities: modernCapabilities(result.capabilities, options.kind.kind === "meta"),
           serverInfo: result.serverInfo,
           ...(result.instructions !== undefined ? { instructions: result.instructions } : {}),
           ...hint,
@@ -347,5 +364,36 @@ export async function answerModern(
     return sendError(exchange, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) });
   } finally {
     if (!handedOver) await dispose();
+  }
+}
+
+/**
+ * A meta tool called by a 2026-07-28 client (ADR 0032, "The meta face across
+ * eras"): it runs in the principal's host session on the meta face rather than
+ * in a session of its own, so what it leaves behind — a call promoted to a
+ * task, an elicitation waiting in the queue, a timer, events — is there for the
+ * same principal's later requests, and for no one else's. A caller that hangs
+ * up cancels its call (the face's handler is aborted).
+ */
+async function answerMetaTool(
+  gateway: GatewayContext,
+  options: ModernEndpointOptions,
+  { id, params }: Extract<ModernClassification, { kind: "request" }>,
+  exchange: ModernExchange,
+): Promise<void> {
+  const meta = (params._meta ?? {}) as Record<string, unknown>;
+  const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
+  const inner = Object.fromEntries(Object.entries(meta).filter(([key]) => !(ENVELOPE_KEYS as readonly string[]).includes(key)));
+  const { _meta: _envelope, inputResponses: _responses, requestState: _state, ...rest } = params;
+  try {
+    const host = await hostFor(gateway, options, exchange.principal, clientInfo);
+    const answer = await host.requestUntil("tools/call", { ...rest, ...(Object.keys(inner).length > 0 ? { _meta: inner } : {}) }, exchange.closed);
+    if (answer === undefined) return; // the caller hung up: its call was cancelled
+    if ("error" in answer) return send(exchange, 200, { id, error: answer.error });
+    return send(exchange, 200, { id, result: modernResult(answer.result, { resultType: "complete", ttlMs: 0, cacheScope: "private" }) });
+  } catch (err) {
+    const own = err instanceof GatewayError && err.code === ErrorCodes.PRINCIPAL_LIMIT;
+    gateway.logger.warn({ err, method: "tools/call" }, "modern_request_failed");
+    return sendError(exchange, id, { httpStatus: own ? 429 : 200, ...jsonRpcErrorOf(err, gateway) });
   }
 }

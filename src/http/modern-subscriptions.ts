@@ -80,7 +80,7 @@ function honoredFlags(requested: ListenFilter, capabilities: Record<string, unkn
 async function ownTasks(host: TaskHost, taskIds: readonly string[]): Promise<string[]> {
   if (!host.supportsTasks) return [];
   const own: string[] = [];
-  for (const taskId of new Set(taskIds)) if ("result" in (await host.request("tasks/get", { taskId }))) own.push(taskId);
+  for (const taskId of new Set(taskIds)) if (await host.owns(taskId)) own.push(taskId);
   return own;
 }
 

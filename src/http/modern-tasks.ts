@@ -28,6 +28,7 @@ import type { GatewayContext } from "../session/gateway-context.js";
 import type { Session } from "../session/session.js";
 import type { FaceRecord } from "../store/contracts.js";
 import type { FaceServer } from "./face-server.js";
+import { MetaTasks, cancelledNotification } from "./modern-meta-tasks.js";
 
 export interface TaskHostFace {
   face(
@@ -116,8 +117,10 @@ export class TaskHost {
   private announcing: Promise<void> = Promise.resolve();
   /** The face's 2025 capabilities (its initialize answer): what a listen filter may be honored for. */
   capabilities: Record<string, unknown> = {};
-  /** The face serves task-augmented tools/call (the transparent faces; the meta face promotes inside execute_tool instead). */
+  /** The face serves task-augmented tools/call (the transparent faces), or this host maps its promotions onto tasks (the meta face). */
   supportsTasks = false;
+  /** The meta face's tasks (its promotions and approvals, in this host's session), served directly (modern-meta-tasks.ts). */
+  private meta: MetaTasks | undefined;
 
   private constructor(
     private readonly gateway: GatewayContext,
@@ -152,6 +155,10 @@ export class TaskHost {
       host.capabilities = (initialized.result.capabilities ?? {}) as Record<string, unknown>;
       const tasks = (initialized.result.capabilities as { tasks?: { requests?: { tools?: { call?: unknown } } } } | undefined)?.tasks;
       host.supportsTasks = tasks?.requests?.tools?.call !== undefined;
+      if (face.kind.kind === "meta") {
+        host.meta = new MetaTasks(gateway, session, (taskId) => host.announce(taskId));
+        host.supportsTasks = true;
+      }
       return host;
     } catch (err) {
       await host.close();
@@ -164,10 +171,24 @@ export class TaskHost {
 
   /** A JSON-RPC request to the face; resolves with its answer (or an error once the host closes). */
   request(method: string, params: Record<string, unknown>): Promise<RpcAnswer> {
+    return this.requestUntil(method, params, undefined) as Promise<RpcAnswer>;
+  }
+
+  /**
+   * A request to the face on behalf of a caller that may hang up: once `closed`
+   * settles first, the face is sent notifications/cancelled for it (its handler's
+   * signal aborts, as when a 2025 client cancels) and this resolves undefined.
+   */
+  requestUntil(method: string, params: Record<string, unknown>, closed: Promise<void> | undefined): Promise<RpcAnswer | undefined> {
     if (this.closed) return Promise.resolve({ error: { code: -32000, message: "the task host closed (its session ended); ask again" } });
     const id = `h${++this.nextId}`;
     return new Promise((resolve) => {
       this.pending.set(id, resolve);
+      void closed?.then(() => {
+        if (!this.pending.delete(id)) return;
+        void this.client.send(cancelledNotification(id, "the 2026-07-28 caller closed its request")).catch(() => undefined);
+        resolve(undefined);
+      });
       this.client.send({ jsonrpc: "2.0", id, method, params }).catch((err: unknown) => {
         this.pending.delete(id);
         resolve({ error: { code: -32603, message: `the task host could not reach its face: ${String(err)}` } });
@@ -285,8 +306,16 @@ export class TaskHost {
   }
 
   /** Runs a tools/call as a task: the created task, or the result when it ended within IMMEDIATE_RESULT_MS. */
-  async callTool(params: Record<string, unknown>): Promise<RpcAnswer> {
+  async callTool(params: Record<string, unknown>, closed?: Promise<void>): Promise<RpcAnswer | undefined> {
     const { task: _hint, ...plain } = params; // a legacy client's hint: tolerated, the gateway decides (SEP-2663)
+    if (this.meta) {
+      // A meta tool: execute_tool and run_code promote after IMMEDIATE_RESULT_MS unless the caller chose its timeout_ms.
+      const args = (plain.arguments ?? {}) as Record<string, unknown>;
+      const promoting = (plain.name === "execute_tool" || plain.name === "run_code") && args.timeout_ms === undefined;
+      const call = promoting ? { ...plain, arguments: { ...args, timeout_ms: IMMEDIATE_RESULT_MS } } : plain;
+      const answer = await this.requestUntil("tools/call", call, closed);
+      return answer && this.meta.answer(plain.name, answer);
+    }
     const created = await this.request("tools/call", { ...plain, task: {} });
     if ("error" in created) return created;
     const task = created.result.task as Task | undefined;
@@ -300,6 +329,7 @@ export class TaskHost {
 
   /** tasks/get: the 2025 task, with what it waits for and, once it ended, its result or error inlined. */
   async getTask(taskId: string): Promise<RpcAnswer> {
+    if (this.meta) return this.meta.getTask(taskId);
     const answer = await this.request("tasks/get", { taskId });
     if ("error" in answer) return answer;
     const task = answer.result as unknown as Task;
@@ -312,6 +342,7 @@ export class TaskHost {
 
   /** tasks/update: answers the held requests named in `inputResponses` (unknown keys are ignored). */
   async updateTask(taskId: string, inputResponses: Record<string, unknown>): Promise<RpcAnswer> {
+    if (this.meta) return this.meta.updateTask(taskId, inputResponses);
     const answer = await this.request("tasks/get", { taskId });
     if ("error" in answer) return answer;
     const held = this.inputs.get(taskId);
@@ -326,6 +357,7 @@ export class TaskHost {
 
   /** tasks/cancel: the 2025 face's cancel (a task that ended already: acknowledged too); the requests the task waited for are withdrawn. */
   async cancelTask(taskId: string): Promise<RpcAnswer> {
+    if (this.meta) return this.meta.cancelTask(taskId);
     const answer = await this.request("tasks/cancel", { taskId });
     if ("error" in answer) {
       // A task that ended already is acknowledged as a running one is (SEP-2663: idempotent); only an unknown one is an error.
@@ -334,6 +366,12 @@ export class TaskHost {
     }
     this.withdraw(taskId);
     return { result: { resultType: "complete" } };
+  }
+
+  /** Whether `taskId` is one of this host's tasks (the principal's on this face). */
+  async owns(taskId: string): Promise<boolean> {
+    if (this.meta) return this.meta.owns(taskId);
+    return "result" in (await this.request("tasks/get", { taskId }));
   }
 
   /**
@@ -394,6 +432,7 @@ export class TaskHost {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.meta?.close();
     for (const resolve of this.pending.values()) resolve({ error: { code: -32000, message: "the task host closed (its session ended); ask again" } });
     this.pending.clear();
     this.inputs.clear();
@@ -491,7 +530,8 @@ function isObject(value: unknown): value is Record<string, unknown> {
 /**
  * A modern tools/call of a client that declared the tasks extension, or one of
  * TASK_METHODS, answered through the principal's task host. Undefined: a
- * tools/call this face runs no tasks for (the caller answers it as a plain call).
+ * tools/call this face runs no tasks for (the caller answers it as a plain call);
+ * "gone": the caller hung up (`closed`) before the answer, and its call was cancelled.
  * `params` are the request's without the envelope.
  */
 export async function answerModernTask(
@@ -501,7 +541,8 @@ export async function answerModernTask(
   clientInfo: Implementation,
   method: string,
   params: Record<string, unknown>,
-): Promise<RpcAnswer | undefined> {
+  closed?: Promise<void>,
+): Promise<RpcAnswer | undefined | "gone"> {
   const host = await taskHostFor(gateway, face, principal, clientInfo);
   if (!host) {
     if (method === "tools/call") return undefined;
@@ -512,7 +553,7 @@ export async function answerModernTask(
       },
     };
   }
-  if (method === "tools/call") return host.callTool(params);
+  if (method === "tools/call") return (await host.callTool(params, closed)) ?? "gone";
   const { taskId } = params;
   if (typeof taskId !== "string" || taskId === "") return invalid(`${method} needs params.taskId, the id tools/call answered with`);
   if (method === "tasks/get") return host.getTask(taskId);
