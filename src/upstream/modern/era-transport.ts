@@ -45,6 +45,7 @@ import {
   type Json,
 } from "./wire.js";
 import { TASKS_EXTENSION } from "../../mcp/modern/tasks-extension.js";
+import { listenCapabilities, UpstreamListen } from "./upstream-listen.js";
 
 export interface EraTransportOptions {
   name: string;
@@ -85,6 +86,8 @@ export class EraTransport implements Transport {
   /** Server→client requests made from input requests, waiting for the client's answer. */
   private readonly waiting = new Map<RequestId, (message: Message) => void>();
   private nextBridgeId = 0;
+  /** The connection's own subscriptions/listen upstream (modern only; upstream-listen.ts). */
+  private listen: UpstreamListen | undefined;
 
   constructor(private readonly o: EraTransportOptions) {
     this.mode = o.continuing ? "legacy" : (o.verdicts.get(o.url.href) ?? "undecided");
@@ -117,6 +120,7 @@ export class EraTransport implements Transport {
     for (const abort of this.inflight.values()) abort.abort(new Error("the connection closed"));
     this.inflight.clear();
     this.waiting.clear();
+    this.listen?.close();
     await this.o.legacy.close();
   }
 
@@ -204,6 +208,7 @@ export class EraTransport implements Transport {
     if (method === "initialize") {
       this.remember(params);
       const discovered = this.discovered ?? (await this.rediscover());
+      this.listening(discovered);
       return this.initializeResult(params, discovered);
     }
     if (method === "ping") {
@@ -215,6 +220,12 @@ export class EraTransport implements Transport {
       // Logging is opted into per request (the envelope's logLevel).
       this.logLevel = typeof params.level === "string" ? params.level : undefined;
       return {};
+    }
+    if ((method === "resources/subscribe" || method === "resources/unsubscribe") && this.listen && typeof params.uri === "string") {
+      // Bridged onto the connection's listen stream (its resourceSubscriptions).
+      if (method === "resources/unsubscribe") await this.listen.unsubscribe(params.uri);
+      if (method === "resources/unsubscribe" || (await this.listen.subscribe(params.uri))) return {};
+      throw new UpstreamAnswer({ code: -32602, message: `upstream '${this.o.name}' did not take ${params.uri} into its subscriptions/listen filter` });
     }
     if (method === "resources/subscribe" || method === "resources/unsubscribe") {
       throw new UpstreamAnswer({
@@ -244,19 +255,26 @@ export class EraTransport implements Transport {
     );
   }
 
+  /** Opens the connection's listen stream once the upstream's capabilities are known (upstream-listen.ts). */
+  private listening(discovered: Discovered): void {
+    if (this.listen || this.closed) return;
+    this.listen = new UpstreamListen({
+      name: this.o.name,
+      clock: this.o.clock ?? systemClock,
+      deliver: (message) => this.deliver(message),
+      post: async (id, params, signal) => this.postRaw(id, "subscriptions/listen", discovered.version, params, signal, this.capabilities),
+    });
+    this.listen.start(listenCapabilities(discovered.result.capabilities as Json | undefined, TASKS_EXTENSION));
+  }
+
   /** The InitializeResult the SDK client expects, from what `server/discover` said. */
   private initializeResult(params: Json, discovered: Discovered): Json {
     const result = discovered.result;
     const meta = (result._meta as Json | undefined) ?? {};
     const serverInfo = (result.serverInfo ?? meta[SERVER_INFO_KEY] ?? { name: this.o.name, version: "unknown" }) as Json;
-    // 2025 tasks are not spoken to a modern upstream, and resources/subscribe is not bridged (subscriptions/listen).
-    const { tasks, resources, ...capabilities } = (result.capabilities as Json | undefined) ?? {};
+    // 2025 tasks are not spoken to a modern upstream; resources/subscribe is bridged onto the listen stream.
+    const { tasks, ...capabilities } = (result.capabilities as Json | undefined) ?? {};
     void tasks;
-    if (resources && typeof resources === "object") {
-      const { subscribe, ...rest } = resources as Json;
-      void subscribe;
-      capabilities.resources = rest;
-    }
     return {
       protocolVersion: typeof params.protocolVersion === "string" ? params.protocolVersion : "2025-11-25",
       capabilities,
@@ -324,20 +342,7 @@ export class EraTransport implements Transport {
 
   /** POSTs one request with the envelope; relays notifications on its stream; resolves with its response. */
   private async post(id: RequestId, method: string, version: string, params: Json, signal: AbortSignal, capabilities = this.capabilities): Promise<Message> {
-    const meta = {
-      ...((params._meta as Json | undefined) ?? {}),
-      [PROTOCOL_VERSION_KEY]: version,
-      [CLIENT_CAPABILITIES_KEY]: capabilities,
-      [CLIENT_INFO_KEY]: this.clientInfo,
-      ...(this.logLevel !== undefined ? { [LOG_LEVEL_KEY]: this.logLevel } : {}),
-    };
-    const body = { ...params, _meta: meta };
-    const response = await this.o.fetch(this.o.url, {
-      method: "POST",
-      headers: modernHeaders(version, method, body, this.o.headers),
-      body: JSON.stringify({ jsonrpc: "2.0", id, method, params: body }),
-      signal,
-    });
+    const response = await this.postRaw(id, method, version, params, signal, capabilities);
     let reply: Message | undefined;
     await readMessages(response, (message) => {
       const msg = message as Message;
@@ -349,6 +354,24 @@ export class EraTransport implements Transport {
     if (reply) return reply;
     throw new GatewayError(ErrorCodes.UPSTREAM_ERROR, `upstream '${this.o.name}' answered '${method}' with HTTP ${response.status} and no JSON-RPC response`, {
       details: { server: this.o.name, status: response.status },
+    });
+  }
+
+  /** POSTs one request with the envelope; the response unread. */
+  private postRaw(id: RequestId, method: string, version: string, params: Json, signal: AbortSignal, capabilities: Json): Promise<Response> {
+    const meta = {
+      ...((params._meta as Json | undefined) ?? {}),
+      [PROTOCOL_VERSION_KEY]: version,
+      [CLIENT_CAPABILITIES_KEY]: capabilities,
+      [CLIENT_INFO_KEY]: this.clientInfo,
+      ...(this.logLevel !== undefined ? { [LOG_LEVEL_KEY]: this.logLevel } : {}),
+    };
+    const body = { ...params, _meta: meta };
+    return this.o.fetch(this.o.url, {
+      method: "POST",
+      headers: modernHeaders(version, method, body, this.o.headers),
+      body: JSON.stringify({ jsonrpc: "2.0", id, method, params: body }),
+      signal,
     });
   }
 
@@ -369,6 +392,9 @@ export class EraTransport implements Transport {
       return reply.result ?? {};
     };
     let task = created;
+    // With the tasks extension's notifications/tasks on the listen stream, a status change ends the wait between polls early.
+    let wake: (() => void) | undefined;
+    const unwatch = this.listen?.watchTask(taskId, () => wake?.());
     try {
       for (let round = 0; ;) {
         if (task.status === "completed") return toLegacyResult((task.result as Json | undefined) ?? {});
@@ -388,7 +414,7 @@ export class EraTransport implements Transport {
           await ask("tasks/update", { inputResponses: await this.askClient(owner, inputs, signal) });
         } else {
           const interval = typeof task.pollIntervalMs === "number" ? task.pollIntervalMs : 1_000;
-          await pause(this.o.clock ?? systemClock, Math.min(Math.max(interval, 50), 5_000), signal);
+          await pause(this.o.clock ?? systemClock, Math.min(Math.max(interval, 50), 5_000), signal, (w) => (wake = w));
         }
         task = await ask("tasks/get", {});
       }
@@ -399,6 +425,8 @@ export class EraTransport implements Transport {
         void this.post(id, "tasks/cancel", version, { taskId }, new AbortController().signal, capabilities).catch(() => undefined);
       }
       throw err;
+    } finally {
+      unwatch?.();
     }
   }
 
@@ -443,9 +471,14 @@ async function retryParams(original: Json, call: ModernCall, binding: StateBindi
   };
 }
 
-/** Waits `ms` on `clock`, or until `signal` aborts (then rejects with its reason). */
-function pause(clock: Clock, ms: number, signal: AbortSignal): Promise<void> {
+/** Waits `ms` on `clock` (or until woken through `onWake`), or until `signal` aborts (then rejects with its reason). */
+function pause(clock: Clock, ms: number, signal: AbortSignal, onWake?: (wake: () => void) => void): Promise<void> {
   return new Promise((resolve, reject) => {
+    onWake?.(() => {
+      clock.clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    });
     const onAbort = () => {
       clock.clearTimeout(timer);
       reject(signal.reason instanceof Error ? signal.reason : new Error("aborted"));
