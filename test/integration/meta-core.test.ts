@@ -44,8 +44,14 @@ import {
 const CRASHY = path.join(FIXTURES, "crashy-server.mjs");
 const crashyStdio = (mode = "exit-at-start") => ({ command: process.execPath, args: [CRASHY, mode] });
 const SLOW = { timeout: 120_000 };
-/** Per-session upstreams only: a shared one sends its notifications and logs to every session (docs/adr/0010; test/integration/sharing.test.ts). */
-const PER_SESSION = { ...SLOW, skip: TEST_SHARING === "shared" && "a shared upstream's notifications and logs reach every session" };
+/**
+ * Suites about per-session upstreams only, skipped whole in the shared pass (a skipped test would still run its
+ * suite's before(): a gateway and an upstream for nothing). docs/adr/0010; test/integration/sharing.test.ts.
+ */
+const PER_SESSION_EVENTS = { skip: TEST_SHARING === "shared" && "a shared upstream's notifications and logs reach every session" };
+const PER_SESSION_PROCESS = {
+  skip: TEST_SHARING === "shared" && "a shared upstream's process outlives a session (sharing.test.ts: its life follows its config)",
+};
 
 function assertIsError(result: CallToolResult, startsWith?: string): string {
   const text = firstText(result);
@@ -297,7 +303,7 @@ describe("add_server / remove_server at runtime", () => {
   });
 });
 
-describe("session isolation: notifications, logs and events stay in their session", () => {
+describe("session isolation: notifications, logs and events stay in their session", PER_SESSION_EVENTS, () => {
   let gw: TestGateway | undefined;
   let a!: Client;
   let b!: Client;
@@ -337,7 +343,7 @@ describe("session isolation: notifications, logs and events stay in their sessio
 
   const isResourcesChanged = (n: { method?: string }) => n.method === "notifications/resources/list_changed";
 
-  test("an upstream notification caused by session A reaches A only", PER_SESSION, async () => {
+  test("an upstream notification caused by session A reaches A only", SLOW, async () => {
     // gzip-file-as-resource registers a session resource: server-everything sends resources/list_changed.
     const made = await callA("execute_tool", {
       server: "everything",
@@ -363,7 +369,7 @@ describe("session isolation: notifications, logs and events stay in their sessio
     assert.ok(!seenB.some((e) => e.data.method === "notifications/resources/list_changed"), "B's responses carry A's notification event");
   });
 
-  test("upstream log messages of session A reach A's get_logs only", PER_SESSION, async () => {
+  test("upstream log messages of session A reach A's get_logs only", SLOW, async () => {
     const simulated = (l: { logger?: string; data: unknown }) =>
       l.logger !== "stderr" && typeof l.data === "string" && /level message|level-message/.test(l.data);
 
@@ -387,7 +393,7 @@ describe("session isolation: notifications, logs and events stay in their sessio
     assert.equal(startLines.length, 1, `B's logs: ${JSON.stringify(bLogs)}`);
   });
 
-  test("no event delivered to A ever appears in B's responses", PER_SESSION, async () => {
+  test("no event delivered to A ever appears in B's responses", SLOW, async () => {
     await callA("list_servers");
     await callB("list_servers");
     assert.ok(seenA.length > 0, "A saw events (server_connected, notifications)");
@@ -532,7 +538,7 @@ describe("raw HTTP on /mcp: malformed requests and session lifecycle", () => {
   });
 });
 
-describe("DELETE through the SDK client ends the session and its upstream processes", () => {
+describe("DELETE through the SDK client ends the session and its upstream processes", PER_SESSION_PROCESS, () => {
   let gw: TestGateway | undefined;
   let client: Client | undefined;
 
@@ -544,7 +550,7 @@ describe("DELETE through the SDK client ends the session and its upstream proces
     await closeAll(client && (() => client!.close()), gw && (() => gw!.close()));
   });
 
-  test("terminateSession → 404 for that session id, session destroyed, upstream child gone", PER_SESSION, async () => {
+  test("terminateSession → 404 for that session id, session destroyed, upstream child gone", SLOW, async () => {
     client = await connectClient(gw!.url);
     await waitConnected(client, "everything");
     const transport = client.transport as StreamableHTTPClientTransport;
