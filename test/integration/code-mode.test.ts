@@ -13,10 +13,9 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import path from "node:path";
 import { SpanKind } from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
-import { call, connectClient, FIXTURES, ROOT, type TestGateway } from "../helpers/gateway.js";
+import { call, connectClient, fixtureArgs, ROOT, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 
 const CODE_MODE = { cpuTimeMs: 500, memoryBytes: 16 * 1024 * 1024, maxCalls: 20, maxOutputBytes: 64 * 1024, wallTimeMs: 8_000 };
@@ -308,7 +307,7 @@ test("gateway.codeMode.enabled false: the meta face has no run_code", async () =
 });
 
 test("a tool result larger than the script's memory ends the run at the memory bound; the gateway goes on", async () => {
-  const big = { command: process.execPath, args: ["--import", "tsx", path.join(FIXTURES, "big-result-server.ts")], cwd: ROOT };
+  const big = { command: process.execPath, args: fixtureArgs("big-result-server"), cwd: ROOT };
   const small = await startInProcessGateway({ mcpServers: { big }, gateway: { codeMode: { memoryBytes: 1024 * 1024 } } });
   try {
     const c = await connectClient(small.url);

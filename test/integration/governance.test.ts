@@ -17,6 +17,7 @@ import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { parseConfig } from "../../src/config/load.js";
 import { openStore } from "../../src/store/open.js";
+import { CLI_ARGS } from "../helpers/core-extra.js";
 import { block, call, connectClient, ROOT } from "../helpers/gateway.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 
@@ -189,11 +190,10 @@ test("emceepee audit export writes the decision records of a SQLite store as JSO
     ] as const)
       await store.decisions.append({ id, at, ...base }, { maxAgeMs: 1e12, maxRecords: 100 });
     await store.close();
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      ["--import", "tsx", path.join(ROOT, "src/cli/main.ts"), "audit", "export", "--store", `sqlite:${dbPath}`, "--since", "2000"],
-      { cwd: ROOT, timeout: 90_000 },
-    );
+    const { stdout } = await promisify(execFile)(process.execPath, [...CLI_ARGS, "audit", "export", "--store", `sqlite:${dbPath}`, "--since", "2000"], {
+      cwd: ROOT,
+      timeout: 90_000,
+    });
     const lines = stdout
       .trim()
       .split("\n")
@@ -206,11 +206,10 @@ test("emceepee audit export writes the decision records of a SQLite store as JSO
       ],
     );
     await assert.rejects(
-      promisify(execFile)(
-        process.execPath,
-        ["--import", "tsx", path.join(ROOT, "src/cli/main.ts"), "audit", "export", "--store", `sqlite:${dbPath}`, "--since", "yesterday"],
-        { cwd: ROOT, timeout: 90_000 },
-      ),
+      promisify(execFile)(process.execPath, [...CLI_ARGS, "audit", "export", "--store", `sqlite:${dbPath}`, "--since", "yesterday"], {
+        cwd: ROOT,
+        timeout: 90_000,
+      }),
       /--since "yesterday" is neither/,
     );
   } finally {
