@@ -10,6 +10,7 @@ import type { Clock } from "../clock.js";
 import { ErrorCodes, GatewayError, errorMessage, isUpstreamAnswer, rpcErrorFromRecord, rpcErrorRecordOf } from "../errors.js";
 import type { TaskRecord } from "../store/contracts.js";
 import type { UpstreamHandle } from "../upstream/handle.js";
+import { runMappingExtensionTask } from "../upstream/modern/extension-task.js";
 import { CallOrigin } from "../upstream/origin.js";
 import { cancelUpstream } from "./emulation.js";
 import { DEFAULT_POLL_INTERVAL_MS, toMcpTask, withRelatedTask } from "../mcp/task-object.js";
@@ -73,7 +74,9 @@ export async function startToolTask(
 /**
  * The call starts once its task is stored (a task the client learns about
  * exists, also after a restart); its result is stored before anyone is told
- * the task completed.
+ * the task completed. A call a 2026-07-28 upstream makes its extension task
+ * (bridge 4) maps the task onto it, so a restart keeps it; while the call
+ * runs here it settles the task (settledByCall: nobody else asks upstream).
  */
 async function startGatewayTask(
   ctx: NativeTaskContext,
@@ -85,10 +88,11 @@ async function startGatewayTask(
 ): Promise<TaskRecord> {
   conn.assertConnected(); // throws now, before a record exists, if the connection just dropped
   const abort = new AbortController();
-  const record = await ctx.tasks.create({ server: conn.name, toolName: call.name, toolArgs: call.arguments ?? {}, ttlMs, abort });
+  const record = await ctx.tasks.create({ server: conn.name, toolName: call.name, toolArgs: call.arguments ?? {}, ttlMs, abort, settledByCall: true });
   attachTask(ctx.tasks, origin, record.taskId);
+  const run = () => conn.callTool(call.name, call.arguments, { signal: abort.signal, timeoutMs: ttlMs, onprogress, _meta: call._meta, origin });
   // complete()/fail() never reject (a store failure is logged there).
-  void conn.callTool(call.name, call.arguments, { signal: abort.signal, timeoutMs: ttlMs, onprogress, _meta: call._meta, origin }).then(
+  void runMappingExtensionTask((mapping) => ctx.tasks.mapUpstream(record.taskId, mapping), run).then(
     (result) => ctx.tasks.complete(record.taskId, result),
     (err) => ctx.tasks.fail(record.taskId, `upstream '${conn.name}': ${errorMessage(err)}`, rpcErrorRecordOf(err)),
   );
@@ -138,7 +142,7 @@ export async function getToolTask(
   signal?: AbortSignal,
 ): Promise<Task> {
   const record = await lookup(ctx, taskId);
-  if (record.upstreamTaskId === undefined || record.status !== "working") return toMcpTask(record);
+  if (record.upstreamTaskId === undefined || record.status !== "working" || ctx.tasks.settledByCall(taskId)) return toMcpTask(record);
   const conn = await connect(record.server);
   let upstream: Task;
   try {
@@ -202,7 +206,9 @@ export async function getToolTaskResult(
   const record = await lookup(ctx, taskId);
   const remaining = Math.max(1, record.expiresAt - ctx.clock.now());
   // Upstream tasks: whatever the upstream returns for its task (result or JSON-RPC error) is the answer.
-  if (record.upstreamTaskId !== undefined && (record.status === "working" || record.resultUpstream === true)) {
+  // (A mapped task whose call runs here is waited for below: its call settles it.)
+  const running = record.status === "working" && !ctx.tasks.settledByCall(taskId);
+  if (record.upstreamTaskId !== undefined && (running || record.resultUpstream === true)) {
     const conn = await connect(record.server);
     const timeoutMs = record.status === "working" ? remaining : ctx.settings.upstream.requestTimeoutMs;
     const origin = new CallOrigin({ downstream: ctx.downstream, requestId: o.requestId });

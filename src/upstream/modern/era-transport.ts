@@ -45,6 +45,7 @@ import {
   type Json,
 } from "./wire.js";
 import { TASKS_EXTENSION } from "../../mcp/modern/tasks-extension.js";
+import { LEGACY_TASK_METHODS, answerLegacyTaskMethod, takeExtensionTaskListener } from "./extension-task.js";
 import { listenCapabilities, UpstreamListen } from "./upstream-listen.js";
 
 export interface EraTransportOptions {
@@ -233,7 +234,28 @@ export class EraTransport implements Transport {
         message: `upstream '${this.o.name}' speaks MCP 2026-07-28, which has no ${method} (subscriptions/listen replaces it; the gateway does not bridge it yet)`,
       });
     }
+    // A gateway task mapped onto this upstream's extension task, asked about after a restart or on another replica (bridge 4).
+    if (!call && LEGACY_TASK_METHODS.has(method) && typeof params.taskId === "string") return this.legacyTask(m.id!, method, params.taskId);
     return this.exchange(m.id!, method, params, call);
+  }
+
+  /** The 2025 task methods for an extension task (extension-task.ts); an abort (a tasks/result cut short) leaves the task running. */
+  private async legacyTask(id: RequestId, method: string, taskId: string): Promise<Json> {
+    const version = this.discovered?.version ?? MODERN_UPSTREAM_VERSIONS[0]!;
+    const capabilities = { ...this.capabilities, extensions: { ...(this.capabilities.extensions as Json | undefined), [TASKS_EXTENSION]: {} } };
+    const abort = new AbortController();
+    this.inflight.set(id, abort);
+    const ask = async (m: string, params: Json): Promise<Json> => {
+      const reply = await this.post(id, m, version, params, abort.signal, capabilities);
+      if (reply.error) throw new UpstreamAnswer(reply.error);
+      return reply.result ?? {};
+    };
+    const drive = (task: Json) => this.driveTask(id, task, version, abort.signal, capabilities, false);
+    try {
+      return await answerLegacyTaskMethod(method, taskId, { ask, drive }, new Date((this.o.clock ?? systemClock).now()).toISOString());
+    } finally {
+      this.inflight.delete(id);
+    }
   }
 
   private async rediscover(): Promise<Discovered> {
@@ -381,11 +403,18 @@ export class EraTransport implements Transport {
    * ends; what it waits for (`inputRequests`) is asked of the client as in
    * bridge 2 and answered with tasks/update. Resolves with the inlined result;
    * a failed or cancelled task is the call's error. A cancelled call cancels
-   * the task upstream.
+   * the task upstream, unless the task was not `started` by this call (a
+   * tasks/result for a mapped task, extension-task.ts: its end leaves it be).
    */
-  private async driveTask(owner: RequestId, created: Json, version: string, signal: AbortSignal, capabilities: Json): Promise<Json> {
+  private async driveTask(owner: RequestId, created: Json, version: string, signal: AbortSignal, capabilities: Json, started = true): Promise<Json> {
     const taskId = created.taskId;
     if (typeof taskId !== "string") throw new UpstreamAnswer({ code: -32603, message: `upstream '${this.o.name}' answered with a task without a taskId` });
+    // The gateway task this call runs (if any) keeps the upstream task's id: it can be asked about after a restart (extension-task.ts).
+    if (started)
+      takeExtensionTaskListener()?.({
+        upstreamTaskId: taskId,
+        pollIntervalMs: typeof created.pollIntervalMs === "number" ? created.pollIntervalMs : undefined,
+      });
     const ask = async (method: string, params: Json): Promise<Json> => {
       const reply = await this.post(owner, method, version, { taskId, ...params }, signal, capabilities);
       if (reply.error) throw new UpstreamAnswer(reply.error);
@@ -419,7 +448,7 @@ export class EraTransport implements Transport {
         task = await ask("tasks/get", {});
       }
     } catch (err) {
-      if (signal.aborted && !this.closed) {
+      if (started && signal.aborted && !this.closed) {
         // The call was cancelled (or the connection closes): the upstream's task goes with it.
         const id = `emceepee-cancel-${++this.nextBridgeId}`;
         void this.post(id, "tasks/cancel", version, { taskId }, new AbortController().signal, capabilities).catch(() => undefined);
