@@ -5,7 +5,10 @@
  * fails what ran there with a reason, emits server_disconnected, shows the
  * server as not connected, and reconnects (a new upstream session:
  * restarted: true). An upstream that is only busy (a synchronous handler
- * outlasting one ping) is not lost.
+ * outlasting one ping) is not lost. A test whose upstream still runs at its
+ * end closes its gateway and hands the process to the next test (four
+ * server-everything spawns instead of seven; each test still starts its own
+ * gateway and upstream session).
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
@@ -28,10 +31,24 @@ after(async () => {
   await Promise.allSettled(servers.map((s) => s.close()));
 });
 
+/** A live server-everything that a finished test handed on (its gateway closed): the next test's upstream, one spawn fewer. */
+let handedOn: ChildServer | undefined;
+
+/** server-everything over Streamable HTTP: on `port` (a restart), else the one handed on if it still runs, else a new one. */
 async function server(port?: number): Promise<ChildServer> {
+  const spare = port === undefined ? handedOn : undefined;
+  if (spare) handedOn = undefined;
+  if (spare && spare.child.exitCode === null && spare.child.signalCode === null) return spare;
   const s = await startEverythingHttp(30_000, port);
   servers.push(s);
   return s;
+}
+
+/** Ends a test's gateway and client and hands its still-running upstream to the next test (after() stops it if none takes it). */
+async function handOn(s: ChildServer, gw: TestGateway, c: Client): Promise<void> {
+  await c.close();
+  await gw.close();
+  handedOn = s;
 }
 
 /** A gateway with one remote upstream, reconnecting quickly and long enough to outlast a restart on a loaded machine. */
@@ -64,7 +81,7 @@ const reconnected = (e: WireEvent) => e.type === "server_reconnected" && e.serve
 
 test("a killed Streamable HTTP upstream fails the call running there with the reason, is shown disconnected, and after a restart on the same port the next call succeeds (restarted: true)", async () => {
   const first = await server();
-  const { c } = await gatewayFor(first.url);
+  const { gw, c } = await gatewayFor(first.url);
   const ledger = new EventLedger();
   // A 60 s call, promoted to a task after 200 ms: it runs on the upstream when it dies.
   const { taskId } = await promote(c, "remote", "trigger-long-running-operation", { duration: 60, steps: 60 }, 200, {}, ledger);
@@ -90,12 +107,12 @@ test("a killed Streamable HTTP upstream fails the call running there with the re
   assert.notEqual(again.isError, true, allText(again));
   assert.match(allText(again), /Echo: back/);
   assert.equal((await remoteStatus(c, ledger)).connected, true);
-  await second.close();
+  await handOn(second, gw, c);
 });
 
 test("a Streamable HTTP upstream killed while idle is noticed through its GET stream: server_disconnected, then a blocking call fails with EMCP_UPSTREAM_UNAVAILABLE naming the server until it is back", async () => {
   const first = await server();
-  const { c } = await gatewayFor(first.url);
+  const { gw, c } = await gatewayFor(first.url);
   const ledger = new EventLedger();
   await kill(first);
   await awaitUntil(c, ledger, (l) => l.has(disconnected));
@@ -111,7 +128,7 @@ test("a Streamable HTTP upstream killed while idle is noticed through its GET st
   assert.equal(ledger.all.find(reconnected)!.data.restarted, true);
   const again = await ledger.call(c, "execute_tool", { server: "remote", tool: "echo", args: { message: "again" } });
   assert.match(allText(again), /Echo: again/);
-  await second.close();
+  await handOn(second, gw, c);
 });
 
 test("a blocking call in flight when the Streamable HTTP upstream dies fails at once with EMCP_UPSTREAM_UNAVAILABLE and the reason", async () => {
@@ -156,6 +173,7 @@ test("an upstream that forgets the gateway's MCP session (it was ended upstream)
   const again = await ledger.call(c, "execute_tool", { server: "remote", tool: "echo", args: { message: "new session" } });
   assert.match(allText(again), /Echo: new session/);
   assert.notEqual((await sessionOf(gw, c).connection("remote")).upstreamSessionId, old);
+  await handOn(up, gw, c);
 });
 
 test("an upstream that stops answering without any error (SIGSTOP) is found by the liveness ping while a call is in flight", async () => {
