@@ -146,7 +146,9 @@ export class MetaTasks {
     if (record.status === "completed" && record.resultUpstream !== true && record.result !== undefined) return { result: withoutRelated(record.result) };
     if (record.status === "completed") {
       try {
-        const result = await getToolTaskResult(this.native(), record.taskId, (server) => this.session.connection(server), { waitMs: 0 });
+        const result = await getToolTaskResult(this.native(), record.taskId, (server) => this.session.connection(server), {
+          waitMs: this.gateway.settings.upstream.taskPollTimeoutMs,
+        });
         return { result: withoutRelated(result) };
       } catch (err) {
         return { error: { code: -32603, message: `the task completed upstream, but its result could not be fetched: ${errorMessage(err)}` } };
