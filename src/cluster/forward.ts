@@ -26,7 +26,12 @@ const HOP = new Set([
   FORWARDED_HEADER,
 ]);
 
-export type ForwardOutcome = "answered" | "unreachable";
+/**
+ * "refused": nothing listens at the target's address (ECONNREFUSED, before
+ * anything was sent back): its process is gone, whatever its heartbeat still
+ * says. "unreachable": any other failure before an answer began.
+ */
+export type ForwardOutcome = "answered" | "unreachable" | "refused";
 
 /** A replica's own JSON request to another replica (not a client's request passed on). */
 export interface CallOptions {
@@ -92,12 +97,12 @@ export function createForwarder(secret: string, from: string): Forwarder {
             resolve("answered");
           });
         });
-        out.on("error", () => {
+        out.on("error", (err: NodeJS.ErrnoException) => {
           // Answered: the stream was under way, or the client itself went away (nothing left to answer).
           if (res.headersSent || res.destroyed) {
             res.destroy();
             resolve("answered");
-          } else resolve("unreachable");
+          } else resolve(err.code === "ECONNREFUSED" ? "refused" : "unreachable");
         });
         // The client went away: the owner's side of this request ends too (an SSE GET closes there).
         res.on("close", () => {

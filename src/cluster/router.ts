@@ -6,9 +6,12 @@
  * again. Failures of Redis answer 503 with the store's error. An owner's URL
  * is reused for a second without asking Redis again; a forward that finds it
  * gone falls back to the full lookup (and adoption). An id with no owner and
- * no stored session is claimed by no one: nothing is written for it. A
- * modern retry of a call parked on another replica is forwarded to it
- * (toReplica).
+ * no stored session is claimed by no one: nothing is written for it. An
+ * owner whose address refuses the connection is gone (its process ended; a
+ * SIGKILL leaves its heartbeat for up to a lease): its session is adopted at
+ * once. A modern retry of a call parked on another replica is forwarded to it
+ * (toReplica), and a modern caller's task request to the replica that holds
+ * its task host (toTaskHost).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Clock, TimerHandle } from "../clock.js";
@@ -107,9 +110,7 @@ export class ClusterRouter implements SessionRouter {
         }
         const url = await membership.urlOf(owner);
         if (url === undefined) {
-          if (!(await membership.adopt(sessionId, owner))) continue;
-          logger.warn({ sessionHash: sessionHash(sessionId), from: owner }, "cluster_session_adopted");
-          await settleAdopted(this.o.adopt, sessionId, owner);
+          if (!(await this.adoptFrom(sessionId, owner))) continue;
           return { kind: "local", body };
         }
         if (forwarded) {
@@ -118,9 +119,14 @@ export class ClusterRouter implements SessionRouter {
         }
         if (req.method === "POST" && body === undefined) body = await readBody(req, this.o.maxBodyBytes);
         this.remember(sessionId, url);
-        if ((await this.o.forwarder.forward(req, res, url, body)) === "answered") return { kind: "answered" };
+        const outcome = await this.o.forwarder.forward(req, res, url, body);
+        if (outcome === "answered") return { kind: "answered" };
         this.owners.delete(sessionId);
-        logger.warn({ sessionHash: sessionHash(sessionId), owner, url }, "cluster_owner_unreachable");
+        logger.warn({ sessionHash: sessionHash(sessionId), owner, url, outcome }, "cluster_owner_unreachable");
+        if (outcome === "refused") {
+          if (await this.adoptFrom(sessionId, owner)) return { kind: "local", body };
+          continue;
+        }
         if (!(await this.waitGone(owner))) {
           sendJsonRpcError(
             res,
@@ -138,6 +144,62 @@ export class ClusterRouter implements SessionRouter {
       else sendErrorReply(res, 503, err, logger);
       return { kind: "answered" };
     }
+  }
+
+  /**
+   * A 2026-07-28 caller's task request (ADR 0032, "Tasks across eras"): its
+   * task host is a session one replica holds, as a 2025 session is. Passed to
+   * the live holder ("answered"); held here ("local") when no one holds it
+   * (claimed), or when its holder is gone — its heartbeat expired, or nothing
+   * listens at its address — adopted at once with the calls that ran there
+   * failed (settleAdopted), so the caller's next tasks/get says so rather
+   * than `working` until the task's TTL.
+   */
+  async toTaskHost(req: IncomingMessage, res: ServerResponse, sessionId: string, body: string): Promise<"answered" | "local"> {
+    const { membership, logger } = this.o;
+    try {
+      for (let hop = 0; hop < MAX_HOPS; hop++) {
+        const owner = await membership.ownerOf(sessionId);
+        if (owner === membership.incarnation) {
+          membership.seen(sessionId);
+          return "local";
+        }
+        if (owner === undefined) {
+          if (!(await membership.claim(sessionId))) continue;
+          if ((await this.o.adopt.store.sessions.get(sessionId)) !== undefined) await settleAdopted(this.o.adopt, sessionId, undefined);
+          return "local";
+        }
+        const url = await membership.urlOf(owner);
+        const outcome = url === undefined ? "refused" : await this.o.forwarder.forward(req, res, url, body);
+        if (outcome === "answered") return "answered";
+        if (outcome === "unreachable") {
+          logger.warn({ sessionHash: sessionHash(sessionId), owner, url }, "cluster_owner_unreachable");
+          if (!(await this.waitGone(owner))) {
+            sendJsonRpcError(
+              res,
+              502,
+              -32000,
+              `The tasks of this caller are held by replica ${owner} at ${url}, which this replica cannot reach while it still reports itself alive; check the network between replicas (gateway.cluster.advertiseUrl)`,
+            );
+            return "answered";
+          }
+        }
+        if (await this.adoptFrom(sessionId, owner)) return "local";
+      }
+      sendJsonRpcError(res, 503, -32000, `The tasks of this caller changed owner replica repeatedly; send the request again`, { "Retry-After": "1" });
+      return "answered";
+    } catch (err) {
+      sendErrorReply(res, 503, err, logger);
+      return "answered";
+    }
+  }
+
+  /** Moves a session from its gone owner to this replica and settles what died there; false when another replica took it first. */
+  private async adoptFrom(sessionId: string, owner: string): Promise<boolean> {
+    if (!(await this.o.membership.adopt(sessionId, owner))) return false;
+    this.o.logger.warn({ sessionHash: sessionHash(sessionId), from: owner }, "cluster_session_adopted");
+    await settleAdopted(this.o.adopt, sessionId, owner);
+    return true;
   }
 
   /** A live owner's URL seen less than CACHE_MS ago (a dead one is found out by the failed forward). */

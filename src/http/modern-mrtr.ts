@@ -127,8 +127,9 @@ export interface ModernFlight {
 /**
  * Replicas (ADR 0032, "MRTR bridges" §5): a parked call lives in the replica
  * that parked it, so its handle names that replica and a retry that reaches
- * another one is passed there. Implemented by the cluster's router; absent
- * for a single gateway.
+ * another one is passed there; a caller's task host is held by one replica
+ * too (toTaskHost). Implemented by the cluster's router; absent for a single
+ * gateway.
  */
 export interface ParkedCallRouter {
   /** This replica's incarnation (sealed into the handles it issues). */
@@ -137,6 +138,13 @@ export interface ParkedCallRouter {
   fromReplica(req: IncomingMessage): boolean;
   /** Passes the request to the live replica `owner` and pipes its answer back; "gone" (nothing sent to the client) when it is dead or unreachable. */
   toReplica(req: IncomingMessage, res: ServerResponse, owner: string, body: string): Promise<"answered" | "gone">;
+  /**
+   * A task request (ADR 0032, "Tasks across eras"): passed to the live replica
+   * that holds task host session `sessionId` ("answered"), or that host is held
+   * here from now on ("local"; taken over at once from a replica that is gone,
+   * the calls that ran there failed).
+   */
+  toTaskHost(req: IncomingMessage, res: ServerResponse, sessionId: string, body: string): Promise<"answered" | "local">;
 }
 
 /** A parked call's handle as sealed: the registry key and, with replicas, the replica that holds it. */

@@ -1,0 +1,143 @@
+/**
+ * Tasks of both eras across a replica's death (issue 25, "Durability"; ADR
+ * 0032, "Tasks across eras"): a redis-server of the test's own and
+ * `emceepee serve` replicas with `gateway.cluster` on and a long lease, so
+ * "at once" is told apart from "once the dead replica's heartbeat ran out".
+ * (a) A 2026-07-28 client's extension tasks made on replica 1, which is then
+ * SIGKILLed: on replica 2 the first tasks/get of a gateway-owned call that ran
+ * there reads failed, naming the dead replica (never `working` until its TTL),
+ * and a legacy HTTP upstream's own task goes on to its result. (b) A
+ * 2025-11-25 client's task on a 2026-07-28 upstream's extension task (bridge
+ * 4; test/fixtures/modern-tasks-server.ts, in this process) made on a replica
+ * that is then SIGKILLed: the client's tasks/result on another replica gets
+ * the upstream's result, its input request asked again there.
+ */
+import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { after, before, describe, it } from "node:test";
+import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { startModernTasksServer, type ModernTasksServer } from "../fixtures/modern-tasks-server.js";
+import { ROOT, everythingStdio } from "../helpers/gateway.js";
+import { freePort, startCliServe, startEverythingHttp, stopChild, waitExit, type ChildServer, type RunningCli } from "../helpers/core-extra.js";
+import { modernRequest, pollModernTask } from "../helpers/modern-requests.js";
+import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
+import { connectFace, getTask, startTask, taskResult, text, waitFor, type Peer, type PeerOptions } from "../helpers/tasks.js";
+
+const SECRET = "era-tasks-replicas-secret-0123456789";
+/** Long, so that "at once" is told apart from "once the dead replica's heartbeat ran out" (asserted: the heartbeat is still there). */
+const LEASE_MS = 120_000;
+const T = { timeout: 300_000 };
+const skip = redisSkipReason();
+
+interface Replica {
+  id: string;
+  base: string;
+  served: RunningCli;
+}
+
+if (skip !== undefined) {
+  it("tasks across a replica's death", { skip }, () => undefined);
+} else {
+  describe("tasks of both eras across a replica's death", () => {
+    let tmp: string;
+    let redis: RedisServer;
+    let remote: ChildServer;
+    let modern: ModernTasksServer;
+    const replicas = new Map<string, Replica>();
+    const peers: Peer[] = [];
+
+    async function startReplica(id: string): Promise<Replica> {
+      const port = await freePort();
+      const config = path.join(tmp, `${id}.json`);
+      await writeFile(
+        config,
+        JSON.stringify({
+          mcpServers: { everything: everythingStdio(), remote: { url: remote.url }, tasks: { url: modern.url } },
+          gateway: {
+            store: { kind: "redis", url: redis.url },
+            cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: LEASE_MS },
+          },
+        }),
+      );
+      const served = await startCliServe(ROOT, ["--config", config, "--port", String(port), "--no-upstream-check", "--log-level", "info"], 120_000, {
+        EMCEEPEE_CLUSTER_SECRET: SECRET,
+      });
+      const replica = { id, base: `http://127.0.0.1:${port}`, served };
+      replicas.set(id, replica);
+      return replica;
+    }
+
+    async function kill(replica: Replica): Promise<void> {
+      replica.served.child.kill("SIGKILL");
+      await waitExit(replica.served.child, 60_000);
+    }
+
+    /** Whether the replica's heartbeat is still in Redis (a SIGKILLed replica's stays until its lease runs out). */
+    async function heartbeatLeft(id: string): Promise<boolean> {
+      const client = redis.client();
+      const [named] = await client.keys(`*replica-of:${id}`);
+      const incarnation = named === undefined ? null : await client.get(named);
+      return incarnation !== null && (await client.keys(`*replica:${incarnation}`)).length > 0;
+    }
+
+    before(async () => {
+      tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-era-tasks-replicas-"));
+      redis = await startRedis();
+      [remote, modern] = await Promise.all([startEverythingHttp(), startModernTasksServer()]);
+      await Promise.all(["r1", "r2"].map((id) => startReplica(id)));
+    });
+    after(async () => {
+      for (const p of peers) await p.client.close().catch(() => undefined);
+      await Promise.allSettled([...replicas.values()].map((r) => stopChild(r.served.child)));
+      await redis?.stop();
+      await remote?.close();
+      await modern?.close();
+      if (tmp) await rm(tmp, { recursive: true, force: true });
+    });
+
+    it("a 2026-07-28 client's tasks on a replica that dies: a call that ran there fails at once on another, an upstream task goes on", T, async () => {
+      const r1 = replicas.get("r1")!;
+      const r2 = replicas.get("r2")!;
+      const start = async (base: string, server: string, name: string, args: Record<string, unknown>) => {
+        const created = await modernRequest(`${base}/servers/${server}/mcp`, "tools/call", { name, arguments: args });
+        assert.equal(created.body.result?.resultType, "task", `${name}: ${JSON.stringify(created.body)}`);
+        return created.body.result.taskId as string;
+      };
+      const long = await start(r1.base, "everything", "trigger-long-running-operation", { duration: 120, steps: 120 });
+      const research = await start(r1.base, "remote", "simulate-research-query", { topic: "replicas" });
+      // Replica 2 has heard of the caller's tasks before replica 1 dies (its host is open there too).
+      const seen = await modernRequest(`${r2.base}/servers/everything/mcp`, "tasks/get", { taskId: long });
+      assert.equal(seen.body.result?.status, "working", JSON.stringify(seen.body));
+      await kill(r1);
+
+      const cut = await modernRequest(`${r2.base}/servers/everything/mcp`, "tasks/get", { taskId: long });
+      assert.equal(cut.body.result?.status, "failed", `the first tasks/get after the death: ${JSON.stringify(cut.body)}`);
+      assert.match(JSON.stringify(cut.body.result?.error), /replica r1/);
+      assert.ok(await heartbeatLeft("r1"), "answered before the dead replica's heartbeat ran out");
+      const report = await pollModernTask(`${r2.base}/servers/remote/mcp`, research, (t) => t.status !== "working" && t.status !== "input_required", "ended");
+      assert.equal(report.status, "completed", JSON.stringify(report));
+      assert.match(report.result.content[0].text as string, /Research Report: replicas/);
+    });
+
+    it("bridge 4: a 2025 client's task on a modern upstream's extension task, its replica killed, ends with the result on another", T, async () => {
+      const r3 = await startReplica("r3");
+      const r2 = replicas.get("r2")!;
+      const asker = (name: string): PeerOptions => ({ capabilities: { elicitation: { form: {} } }, elicit: () => ({ action: "accept", content: { name } }) });
+      const before = await connectFace(`${r3.base}/servers/tasks/mcp`, asker("nobody"));
+      peers.push(before);
+      const task = await startTask(before.client, "ask_then_answer", {});
+      await waitFor(async () => ((await getTask(before.client, task.taskId)).status === "input_required" ? true : undefined), "the task waits for input");
+      await kill(r3);
+
+      const after = await connectFace(`${r2.base}/servers/tasks/mcp`, { ...asker("Bob"), http: { sessionId: before.sessionId } });
+      peers.push(after);
+      (after.transport as StreamableHTTPClientTransport).setProtocolVersion((before.transport as StreamableHTTPClientTransport).protocolVersion!);
+      const result = await taskResult(after.client, task.taskId);
+      assert.equal(text(result), "Hello, Bob!", JSON.stringify(result));
+      assert.equal(after.elicitations.length, 1, "the input request is asked again on replica 2");
+      assert.ok(await heartbeatLeft("r3"), "answered before the dead replica's heartbeat ran out (taken over at once)");
+    });
+  });
+}
