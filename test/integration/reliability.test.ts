@@ -3,7 +3,10 @@
  * is reconnected with backoff and reconciled; wrapper upstreams leave no
  * orphans when a session ends or the gateway shuts down; the child-process
  * cap refuses clearly; hanging and garbage-speaking upstreams fail with
- * precise reasons while other sessions keep being served.
+ * precise reasons while other sessions keep being served. Where the
+ * process is not the point (a session's close cancelling its upstream tasks,
+ * oversized arguments, the server that keeps serving beside broken ones),
+ * server-everything runs in this process (test/helpers/in-process.ts).
  */
 import { test, describe, after } from "node:test";
 import assert from "node:assert/strict";
@@ -18,7 +21,8 @@ import { call, connectClient, everythingStdio, FIXTURES, startGateway, TEST_SHAR
 import { allText, awaitUntil, errorCodeOf, eventually, EventLedger, promote, sessionOf, waitTerminal } from "../helpers/async-extra.js";
 import { initializeBody, MCP_POST_HEADERS, pollFor } from "../helpers/core-extra.js";
 import { connectFace, startTask, upstreamIdOf } from "../helpers/tasks.js";
-import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
+import { inProcess, inProcessTransportFactory, startInProcessGateway } from "../helpers/in-process.js";
+import type { TransportFactory } from "../../src/upstream/transports.js";
 import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
 
 /** The tests that count a session's processes run without the warm pool (its own tests: warm-pool.test.ts, processes.test.ts). */
@@ -165,11 +169,13 @@ describe("limits and broken upstreams", () => {
   );
 
   test("a hanging upstream times out with a reason; a garbage-speaking one fails; other servers keep serving", async () => {
-    const gw = await gatewayWith({
-      mcpServers: { everything: everythingStdio(), hang: crashy("hang"), garbage: crashy("garbage") },
-      // One connect timeout for all three: long enough for server-everything to start on a loaded machine.
-      gateway: { upstream: { connectTimeoutMs: 20_000, reconnect: { maxAttempts: 0 } } },
+    // server-everything (the one that keeps serving) in this process; the broken ones are processes. One connect timeout
+    // for all: the hanging one waits it out; nothing else has a process start to wait for but garbage, which fails either way.
+    const gw = await startInProcessGateway({
+      mcpServers: { everything: inProcess("everything"), hang: crashy("hang"), garbage: crashy("garbage") },
+      gateway: { upstream: { connectTimeoutMs: 5_000, reconnect: { maxAttempts: 0 } } },
     });
+    gateways.push(gw);
     const c = await client(gw);
     const [hang, garbage] = await Promise.all([
       call(c, "execute_tool", { server: "hang", tool: "anything", args: {} }),
@@ -188,8 +194,10 @@ describe("limits and broken upstreams", () => {
 describe("shutdown, idle expiry and churn", () => {
   test("closing a session cancels its upstream tasks (tasks/cancel is sent before the connection closes)", async () => {
     const sent: Array<{ method: string; params?: Record<string, unknown> }> = [];
-    const recording: TransportFactory = (name, config) => {
-      const created = defaultTransportFactory(name, config);
+    // server-everything in this process (test/helpers/in-process.ts): what is asserted is the order of the gateway's messages.
+    const inProcessFactory = inProcessTransportFactory();
+    const recording: TransportFactory = (name, config, options) => {
+      const created = inProcessFactory(name, config, options);
       const send = created.transport.send.bind(created.transport);
       created.transport.send = (message, options) => {
         if ("method" in message) sent.push({ method: message.method, ...(message.params ? { params: message.params } : {}) });
@@ -197,7 +205,7 @@ describe("shutdown, idle expiry and churn", () => {
       };
       return created;
     };
-    const gw = await startGateway({}, { transportFactory: recording });
+    const gw = await startGateway({ mcpServers: { everything: inProcess("everything") } }, { transportFactory: recording });
     gateways.push(gw);
     const peer = await connectFace(gw.url.replace(/\/mcp$/, "/servers/everything/mcp"));
     const task = await startTask(peer.client, "simulate-research-query", { topic: "shutdown" });
@@ -212,7 +220,8 @@ describe("shutdown, idle expiry and churn", () => {
   });
 
   test("oversized tool arguments are refused with a clear error on both faces", async () => {
-    const gw = await gatewayWith({ mcpServers: { everything: everythingStdio() }, gateway: { tools: { maxArgumentsBytes: 1000 } } });
+    const gw = await startInProcessGateway({ gateway: { tools: { maxArgumentsBytes: 1000 } } });
+    gateways.push(gw);
     const c = await client(gw);
     const big = { message: "x".repeat(2000) };
     const meta = await call(c, "execute_tool", { server: "everything", tool: "echo", args: big });
