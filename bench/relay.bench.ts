@@ -15,7 +15,8 @@
  * e.g. `git archive <commit> | tar -x -C <dir>` plus a node_modules symlink,
  * so a change's before/after alternate in one run).
  * `-json` modes (session-json, shared-json, meta-json) set gateway.http.plainJsonResponses (on the transparent
- * faces through the relay fast path, docs/adr/0037); `session-json-sdk`, `shared-json-sdk` turn the fast path off.
+ * faces through the relay fast path, docs/adr/0037); `session-json-sdk`, `shared-json-sdk` turn the fast path off;
+ * `session-sdk`, `shared-sdk` are the default SSE answers with the fast path off (through the SDK's HTTP transport).
  * Peers (modes `supergateway`, `mcp-proxy`, in the default set): installed on
  * demand into node_modules/.cache/emceepee-bench-peers (`npm install --prefix`,
  * never package.json), each fronting server-everything over stdio with one
@@ -59,7 +60,9 @@ type Mode =
   | "shared-json"
   | "meta-json"
   | "session-json-sdk"
-  | "shared-json-sdk";
+  | "shared-json-sdk"
+  | "session-sdk"
+  | "shared-sdk";
 const ALL_MODES: Mode[] = [
   "direct",
   "supergateway",
@@ -72,6 +75,8 @@ const ALL_MODES: Mode[] = [
   "meta-json",
   "session-json-sdk",
   "shared-json-sdk",
+  "session-sdk",
+  "shared-sdk",
 ];
 const MODES = opts.modes as Mode[];
 for (const m of MODES) if (!ALL_MODES.includes(m)) throw new Error(`--modes: unknown '${m}'`);

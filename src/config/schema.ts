@@ -414,8 +414,8 @@ export const gatewaySettingsSchema = z.strictObject({
        */
       lazyInitialize: z.boolean().default(true),
       /**
-       * The relay fast path (docs/adr/0037): with http.plainJsonResponses, a plain request
-       * is answered without the SDK's HTTP transport (same handlers, same answer).
+       * The relay fast path (docs/adr/0037): a plain request is answered without the SDK's
+       * HTTP transport — one JSON body with http.plainJsonResponses, else one stored SSE event.
        */
       fastPath: z.boolean().default(true),
     })

@@ -12,7 +12,8 @@ import { isInitializeRequest, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIO
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { primeServerTransport, type StoredInitialize } from "../mcp/resume-session.js";
 import { onResponseSent } from "../mcp/response-sent.js";
-import { answerPlainWithJson, DirectJsonAnswers, isPlainRequest } from "../mcp/json-answers.js";
+import { answerPlainWithJson, isPlainRequest } from "../mcp/json-answers.js";
+import { DirectAnswers } from "../mcp/direct-answers.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 import { mayUseOwned } from "../auth/ownership.js";
 import type { Session } from "../session/session.js";
@@ -74,7 +75,7 @@ interface Binding {
   /** SSE messages kept for Last-Event-ID replay (in the store for an owner, in memory for an attachment). */
   replay: SseReplayStore;
   /** Plain requests answered without the SDK's HTTP transport (transparent faces, docs/adr/0037). */
-  direct?: DirectJsonAnswers | undefined;
+  direct?: DirectAnswers | undefined;
   /** An attachment's own activity (its requests are not the session's): last request or response end, responses open. */
   guest?: { lastActivityAt: number; open: number };
 }
@@ -189,7 +190,7 @@ export class McpEndpoint {
       res.once("close", () => {
         if (res.statusCode >= 400) ids.forEach((id) => binding.inflight.delete(id));
       });
-      // The relay fast path (docs/adr/0037): a plain request answered with JSON skips the SDK's HTTP transport.
+      // The relay fast path (docs/adr/0037): a plain request skips the SDK's HTTP transport (answered with JSON or one SSE event).
       if (binding.direct && isPlainRequest(parsed, clientCapabilities(binding.server)) && binding.direct.answer(req, res, parsed)) return;
       binding.direct?.cancelling(parsed);
       await binding.transport.handleRequest(req, res, parsed);
@@ -321,7 +322,15 @@ export class McpEndpoint {
     // First: its send wrapper must be the innermost (docs/adr/0037).
     const { http, transparent } = this.gateway.settings;
     const direct =
-      transparent.fastPath && http.plainJsonResponses && this.options.kind.kind !== "meta" ? new DirectJsonAnswers(transport, transportId) : undefined;
+      transparent.fastPath && this.options.kind.kind !== "meta"
+        ? new DirectAnswers(transport, {
+            sessionId: transportId,
+            json: http.plainJsonResponses,
+            replay,
+            keepAliveMs: http.sseKeepAliveMs,
+            clock: this.gateway.clock,
+          })
+        : undefined;
     onResponseSent(transport, (id) => inflight.delete(JSON.stringify(id)));
     // Plain requests answered with one JSON body: no SSE stream, nothing stored for replay (docs/adr/0035).
     if (http.plainJsonResponses) answerPlainWithJson(transport, (body) => isPlainRequest(body, clientCapabilities(server)));

@@ -17,8 +17,7 @@
  * The transparent faces go further (docs/adr/0037): such a POST skips the
  * SDK's HTTP transport altogether (direct-answers.ts).
  */
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
+import type { IncomingMessage } from "node:http";
 import type { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { SUPPORTED_PROTOCOL_VERSIONS, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { accepts, isMediaType } from "./media-type.js";

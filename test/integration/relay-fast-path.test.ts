@@ -11,7 +11,9 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { hasResumedStreams } from "../../src/mcp/direct-answers.js";
 import { startGateway, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
 import { pollFor } from "../helpers/core-extra.js";
@@ -172,4 +174,123 @@ describe("relay fast path on", () => {
     assert.equal(answer.id, 8);
     assert.match(answer.error?.message ?? "", /session ended/);
   });
+});
+
+/** Reads an SSE response until its text matches `until` (bounded); the text so far. `keep`: leave the stream open. */
+async function readUntil(res: Response, until: RegExp, what: string, keep = false): Promise<string> {
+  const reader = res.body!.getReader();
+  let text = "";
+  const timer = setTimeout(() => void reader.cancel().catch(() => undefined), 60_000);
+  try {
+    while (!until.test(text)) {
+      const { value, done } = await reader.read();
+      assert.ok(!done, `the stream ended before ${what}: ${text}`);
+      text += new TextDecoder().decode(value);
+    }
+    return text;
+  } finally {
+    clearTimeout(timer);
+    if (!keep) await reader.cancel().catch(() => undefined);
+    else reader.releaseLock();
+  }
+}
+
+/** The JSON-RPC messages of an SSE text's `data:` lines (the priming event's empty data left out). */
+const events = (text: string): Array<{ id?: unknown; result?: { content: Array<{ text: string }> }; error?: { code: number; message: string } }> =>
+  [...text.matchAll(/^data: ?(\S.*)$/gm)].map((m) => JSON.parse(m[1]!));
+
+describe("relay fast path with SSE answers (the default)", () => {
+  let gw: TestGateway;
+  const faceOf = () => new URL("/servers/slow/mcp", gw.url).href;
+  before(async () => {
+    gw = await startGateway(
+      { mcpServers: { slow: inProcess("slow") }, gateway: { http: { sseKeepAliveMs: 200 } } },
+      { transportFactory: inProcessTransportFactory() },
+    );
+  });
+  after(() => gw.close());
+
+  test("a plain call is one SSE event after a priming event, stored: a GET with the priming id replays the answer", LIMIT, async () => {
+    const face = faceOf();
+    const s = await open(face);
+    const res = await post(face, { id: 1, method: "tools/call", params: { name: "slow", arguments: { ms: 0 } } }, s);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get("content-type") ?? "", /^text\/event-stream/);
+    assert.equal(res.headers.get("mcp-session-id"), s);
+    const text = await res.text();
+    const primingId = /^id: ?(\S+)\ndata: ?\n/m.exec(text)?.[1];
+    assert.ok(primingId, `a priming event first: ${text}`);
+    assert.deepEqual(
+      events(text).map((e) => [e.id, e.result?.content[0]?.text]),
+      [[1, "slept 0ms"]],
+    );
+    assert.match(text, /^event: message\nid: ?\S+\ndata: /m, "the answer has an event id");
+    const replayed = await fetch(face, {
+      headers: { accept: "text/event-stream", "mcp-session-id": s, "mcp-protocol-version": "2025-11-25", "last-event-id": primingId },
+    });
+    assert.equal(replayed.status, 200);
+    assert.match(await readUntil(replayed, /"id":1/, "the replayed answer"), /slept 0ms/);
+  });
+
+  test("a POST stream cut after its priming event and resumed with GET while the call runs gets the answer on the resumed stream", LIMIT, async () => {
+    const face = faceOf();
+    const s = await open(face);
+    const abort = new AbortController();
+    const cut = await fetch(face, {
+      method: "POST",
+      signal: abort.signal,
+      headers: { ...HEADERS, "mcp-session-id": s, "mcp-protocol-version": "2025-11-25" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "slow", arguments: { ms: 1_500 } } }),
+    });
+    const primingId = /^id: ?(\S+)$/m.exec(await readUntil(cut, /^id: ?\S+$/m, "the priming event"))![1]!;
+    abort.abort();
+    const resumed = await fetch(face, {
+      headers: { accept: "text/event-stream", "mcp-session-id": s, "mcp-protocol-version": "2025-11-25", "last-event-id": primingId },
+    });
+    assert.equal(resumed.status, 200);
+    const text = await readUntil(resumed, /"id":2/, "the answer on the resumed stream");
+    assert.deepEqual(
+      events(text).map((e) => [e.id, e.result?.content[0]?.text]),
+      [[2, "slept 1500ms"]],
+    );
+  });
+
+  test("a waiting SSE answer gets keep-alive comments; a cancelled one ends with -32800; a session's end answers what waits", LIMIT, async () => {
+    const face = faceOf();
+    const s = await open(face);
+    const waiting = await post(face, { id: 3, method: "tools/call", params: { name: "slow", arguments: { ms: 60_000 } } }, s);
+    assert.match(await readUntil(waiting, /: keepalive\n\n/, "a keep-alive comment", true), /^id: /m);
+    assert.equal((await post(face, { method: "notifications/cancelled", params: { requestId: 3 } }, s)).status, 202);
+    const cancelled = events(await readUntil(waiting, /"id":3/, "the cancel's answer"));
+    assert.equal(cancelled.at(-1)?.error?.code, -32800);
+    // The id is free again: the session answers a new call with it.
+    const again = await post(face, { id: 3, method: "tools/call", params: { name: "slow", arguments: { ms: 0 } } }, s);
+    assert.match(await again.text(), /slept 0ms/);
+    const pending = await post(face, { id: 4, method: "tools/call", params: { name: "slow", arguments: { ms: 60_000 } } }, s);
+    const ended = await fetch(face, { method: "DELETE", headers: { "mcp-session-id": s, "mcp-protocol-version": "2025-11-25" } });
+    assert.equal(ended.status, 200);
+    const last = events(await pending.text()).at(-1);
+    assert.equal(last?.id, 4);
+    assert.match(last?.error?.message ?? "", /session ended/);
+  });
+
+  test("the SDK client gets every answer of concurrent calls once", LIMIT, async () => {
+    const client = new Client({ name: "sdk", version: "1" });
+    const transport = new StreamableHTTPClientTransport(new URL(faceOf()));
+    await client.connect(transport);
+    try {
+      const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => client.callTool({ name: "slow", arguments: { ms: i * 10 } })));
+      assert.deepEqual(
+        answers.map((a) => (a.content as Array<{ text: string }>)[0]!.text),
+        Array.from({ length: 8 }, (_, i) => `slept ${i * 10}ms`),
+      );
+    } finally {
+      await transport.terminateSession().catch(() => undefined);
+      await client.close();
+    }
+  });
+});
+
+test("canary: the SDK transport has the members a resumed stream is reached through (direct-answers.ts)", () => {
+  assert.ok(hasResumedStreams(new StreamableHTTPServerTransport({ sessionIdGenerator: () => "x" })));
 });
