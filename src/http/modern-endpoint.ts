@@ -39,7 +39,7 @@ import { runAsModernCall } from "../upstream/modern/modern-call.js";
 import { RequestStateSealer } from "../upstream/modern/sealed-state.js";
 import { TASKS_EXTENSION } from "../mcp/modern/tasks-extension.js";
 import { TASK_METHODS, answerModernTask, hostFor, taskHostSessionId } from "./modern-tasks.js";
-import { serveListen } from "./modern-subscriptions.js";
+import { listenRequestOf, serveListen, sseListenSink } from "./modern-subscriptions.js";
 
 export interface ModernEndpointOptions {
   face(session: Session, init: InitializeRequest["params"]): FaceServer | Promise<FaceServer>;
@@ -149,16 +149,12 @@ export async function handleModern(
 function listen(
   gateway: GatewayContext,
   options: ModernEndpointOptions,
-  { id, params }: Extract<ModernClassification, { kind: "request" }>,
+  request: Extract<ModernClassification, { kind: "request" }>,
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
-  const meta = (params._meta ?? {}) as Record<string, unknown>;
-  const capabilities = (meta[CLIENT_CAPABILITIES_META_KEY] ?? {}) as { extensions?: Record<string, unknown> };
-  const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
-  const tasksDeclared = capabilities.extensions?.[TASKS_EXTENSION] !== undefined;
-  return serveListen(gateway, options, { id, params, principal: principalOf(req), clientInfo, tasksDeclared }, res).catch((err: unknown) =>
-    sendError(res, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) }),
+  return serveListen(gateway, options, listenRequestOf(request, principalOf(req)), sseListenSink(res)).catch((err: unknown) =>
+    sendError(res, request.id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) }),
   );
 }
 

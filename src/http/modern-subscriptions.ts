@@ -6,13 +6,16 @@
  * connections, so list changes and resource updates of both kinds of upstream
  * reach it as they reach a 2025 session, and its tasks are the principal's
  * only. Closing the response ends the listener, its subscriptions and its
- * keep-alive timer.
+ * keep-alive timer. The stdio face serves the same listen through a sink of
+ * its own (notifications on the wire, ended by the request's cancellation).
  */
 import type { ServerResponse } from "node:http";
 import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
 import type { Principal } from "../auth/principal.js";
 import type { TimerHandle } from "../clock.js";
 import { ErrorCodes, GatewayError } from "../errors.js";
+import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY } from "../mcp/modern/envelope.js";
+import { TASKS_EXTENSION } from "../mcp/modern/tasks-extension.js";
 import type { GatewayContext } from "../session/gateway-context.js";
 import { hostFor, type HostEvent, type TaskHost, type TaskHostFace } from "./modern-tasks.js";
 
@@ -88,6 +91,50 @@ function frame(message: Record<string, unknown>): string {
   return `event: message\ndata: ${JSON.stringify({ jsonrpc: "2.0", ...message })}\n\n`;
 }
 
+/** Where a listen's messages go: an SSE response (HTTP) or the stdio wire. */
+export interface ListenSink {
+  /** The stream has begun (HTTP: its headers are sent); until then an error is answered by the caller instead. */
+  readonly started: boolean;
+  /** The transport is gone or ended: nothing more can be written. */
+  readonly finished: boolean;
+  /** Begins the stream (before its first message). */
+  start(): void;
+  /** One JSON-RPC message (without `jsonrpc`). */
+  write(message: Record<string, unknown>): void;
+  /** The keep-alive's write, if the transport has one (an SSE comment line). */
+  keepAlive?(): void;
+  /** Ends the stream (after its last message). */
+  end(): void;
+  /** Calls `gone` once the client is gone (closed the response, cancelled the request, the wire ended); returns the function that stops watching. */
+  onGone(gone: () => void): () => void;
+}
+
+/** An SSE response as a listen sink. */
+export function sseListenSink(res: ServerResponse): ListenSink {
+  return {
+    get started() {
+      return res.headersSent;
+    },
+    get finished() {
+      return res.writableEnded || res.destroyed;
+    },
+    start: () =>
+      void res.writeHead(200, {
+        "Content-Type": "text/event-stream",
+        "Cache-Control": "no-cache, no-transform",
+        Connection: "keep-alive",
+        "X-Accel-Buffering": "no",
+      }),
+    write: (message) => void res.write(frame(message)),
+    keepAlive: () => void res.write(": keepalive\n\n"),
+    end: () => void res.end(),
+    onGone(gone) {
+      res.once("close", gone);
+      return () => res.off("close", gone);
+    },
+  };
+}
+
 /** Open listen streams per host (by host session id), for the per-host bound and for tests. */
 const open = new WeakMap<GatewayContext, Map<string, Set<() => void>>>();
 
@@ -115,21 +162,28 @@ export interface ListenRequest {
   tasksDeclared: boolean;
 }
 
+/** A classified 2026-07-28 subscriptions/listen request (whatever carried it) as the listen it asks for. */
+export function listenRequestOf(request: { id: string | number; params: Record<string, unknown> }, principal: Principal | undefined): ListenRequest {
+  const meta = (request.params._meta ?? {}) as Record<string, unknown>;
+  const capabilities = (meta[CLIENT_CAPABILITIES_META_KEY] ?? {}) as { extensions?: Record<string, unknown> };
+  const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
+  return { id: request.id, params: request.params, principal, clientInfo, tasksDeclared: capabilities.extensions?.[TASKS_EXTENSION] !== undefined };
+}
+
 /**
  * Answers a subscriptions/listen: throws (a GatewayError) before anything is
  * written when the filter is bad or the principal has too many streams open;
- * otherwise the response becomes the stream, ended when the client closes it
- * or the host's session ends.
+ * otherwise the sink becomes the stream, ended when the client goes away or
+ * the host's session ends.
  */
-export async function serveListen(gateway: GatewayContext, face: TaskHostFace, request: ListenRequest, res: ServerResponse): Promise<void> {
+export async function serveListen(gateway: GatewayContext, face: TaskHostFace, request: ListenRequest, sink: ListenSink): Promise<void> {
   const requested = parseListenFilter(request.params);
   // A client that hangs up while the host opens is seen here: nothing is kept for it.
   let gone = false;
-  const onGone = () => (gone = true);
-  res.once("close", onGone);
+  const offGone = sink.onGone(() => (gone = true));
   const host = await hostFor(gateway, face, request.principal, request.clientInfo);
   const taskIds = request.tasksDeclared ? await ownTasks(host, requested.taskIds ?? []) : [];
-  res.off("close", onGone);
+  offGone();
   if (gone) return;
   // From the count to streams.add() below nothing awaits, so concurrent listens cannot pass the limit together.
   const streams = openOf(gateway, host.session.id);
@@ -153,7 +207,7 @@ export async function serveListen(gateway: GatewayContext, face: TaskHostFace, r
   let timer: TimerHandle | undefined;
   let stop: (() => void) | undefined;
   const write = (message: Record<string, unknown>) => {
-    if (!closed && res.headersSent && !res.writableEnded) res.write(frame(message));
+    if (!closed && sink.started && !sink.finished) sink.write(message);
   };
   const teardown = (graceful: boolean) => {
     if (closed) return;
@@ -170,7 +224,7 @@ export async function serveListen(gateway: GatewayContext, face: TaskHostFace, r
     stop?.();
     streams.delete(close);
     if (streams.size === 0) open.get(gateway)?.delete(host.session.id);
-    if (res.headersSent && !res.writableEnded) res.end(); // before the headers, the caller answers with the error
+    if (sink.started && !sink.finished) sink.end(); // before the start, the caller answers with the error
   };
   const close = () => teardown(true);
   const onEvent = (event: HostEvent) => {
@@ -186,7 +240,7 @@ export async function serveListen(gateway: GatewayContext, face: TaskHostFace, r
   };
   let subscribedUris = new Set<string>();
   streams.add(close);
-  res.once("close", () => teardown(false));
+  sink.onGone(() => teardown(false));
   try {
     const listening = await host.listen(onEvent, wantedUris);
     if (closed) return listening.stop(); // the client went away while the host subscribed
@@ -203,14 +257,14 @@ export async function serveListen(gateway: GatewayContext, face: TaskHostFace, r
   const acknowledged: ListenFilter = { ...honored };
   if (subscribedUris.size > 0) acknowledged.resourceSubscriptions = [...subscribedUris];
   if (request.tasksDeclared && requested.taskIds !== undefined) acknowledged.taskIds = taskIds;
-  res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache, no-transform", Connection: "keep-alive", "X-Accel-Buffering": "no" });
+  sink.start();
   write({ method: "notifications/subscriptions/acknowledged", params: stamp({ notifications: acknowledged }) });
   if (Object.keys(acknowledged).length === 0 || (acknowledged.taskIds?.length === 0 && Object.keys(acknowledged).length === 1)) {
     return teardown(true); // nothing it asked for can come
   }
   const keepAlive = () => {
     if (closed) return;
-    res.write(": keepalive\n\n");
+    if (!sink.finished) sink.keepAlive?.();
     host.session.touch(); // an open stream is the principal's activity on the face
     timer = gateway.clock.setTimeout(keepAlive, LISTEN_KEEPALIVE_MS);
   };

@@ -6,14 +6,18 @@
  * session, unchanged; a request with the 2026-07-28 envelope makes every later
  * request a stateless one, answered by the same code as the HTTP endpoint's
  * modern path. `server/discover` is answered without pinning (a client may
- * probe, then initialize).
+ * probe, then initialize). A modern `subscriptions/listen` is the HTTP one
+ * with the wire as its stream: the acknowledgement and notifications on
+ * stdout, ended by the request's `notifications/cancelled` or the wire's end.
  */
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { InitializeRequest, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { createMetaServer } from "../faces/meta/server.js";
 import { createTransparentServer } from "../faces/transparent/server.js";
+import { toJsonRpcError } from "../errors.js";
 import { answerModern, type ModernEndpointOptions } from "../http/modern-endpoint.js";
+import { listenRequestOf, serveListen, type ListenSink } from "../http/modern-subscriptions.js";
 import type { FaceServer } from "../http/face-server.js";
 import { MODERN_VERSIONS, PROTOCOL_VERSION_META_KEY, classifyModernMessage, hasEnvelopeClaim } from "../mcp/modern/envelope.js";
 import type { Observability } from "../observability/observability.js";
@@ -170,6 +174,7 @@ export async function serveStdioSession(
     if (classified.kind !== "request") return;
     const closed = new Promise<void>((resolve) => inFlight.set(id, resolve));
     if (wireGone) inFlight.get(id)?.();
+    if (classified.method === "subscriptions/listen") return listenOnWire(classified, closed);
     try {
       await answerModern(context, modernOptions, classified, {
         principal: undefined,
@@ -178,6 +183,44 @@ export async function serveStdioSession(
       });
     } finally {
       inFlight.delete(id);
+    }
+  }
+
+  /** A listen lives past this call: its entry in `inFlight` goes when the listen ends (its cancellation, the wire's end, the host's end). */
+  async function listenOnWire(request: Parameters<typeof listenRequestOf>[0], closed: Promise<void>): Promise<void> {
+    let started = false;
+    let finished = false;
+    const done = () => {
+      finished = true;
+      inFlight.delete(request.id);
+    };
+    const sink: ListenSink = {
+      get started() {
+        return started;
+      },
+      get finished() {
+        return finished || wireGone;
+      },
+      start: () => (started = true),
+      write: (message) => reply(message),
+      end: done, // the graceful end's result is the last message written
+      onGone(gone) {
+        let watching = true;
+        void closed.then(() => {
+          if (!watching) return;
+          done();
+          gone();
+        });
+        return () => (watching = false);
+      },
+    };
+    try {
+      await serveListen(context, modernOptions, listenRequestOf(request, undefined), sink);
+      if (finished) inFlight.delete(request.id);
+    } catch (err) {
+      done();
+      const { code, message, data } = toJsonRpcError(err, context.logger);
+      reply({ id: request.id, error: { code, message, ...(data !== undefined ? { data } : {}) } });
     }
   }
 

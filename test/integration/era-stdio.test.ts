@@ -3,7 +3,8 @@
  * face"): `emceepee stdio` as a real child process pins its connection to the
  * era of the first request. An SDK v2 client pinned to 2026-07-28 and an SDK
  * 1.32 client each on their own spawn, against server-everything behind the
- * gateway; the raw wire for the pinning refusals.
+ * gateway; the raw wire for the pinning refusals and `subscriptions/listen`
+ * (the acknowledgement and notifications on stdout, ended by its cancellation).
  */
 import assert from "node:assert/strict";
 import { spawn, type ChildProcessByStdio } from "node:child_process";
@@ -28,13 +29,20 @@ const ENVELOPE = {
 };
 
 interface Reply {
-  id: number;
+  id: number | string;
   result?: Record<string, any>;
   error?: { code: number; message: string; data?: any };
 }
+type WireMessage = Reply & { method?: string; params?: Record<string, any> };
 
-/** The CLI child's environment (its own state folder), as the stdio transports take it. */
-const childEnv = () => Object.fromEntries(Object.entries(cliEnv()).filter((e): e is [string, string] => e[1] !== undefined));
+/** What an SDK stdio client transport (either SDK) needs to spawn `emceepee stdio --face server:everything`, with its own state folder. */
+const everythingOverStdio = () => ({
+  command: process.execPath,
+  args: [...CLI_ARGS, "stdio", "--face", "server:everything"],
+  cwd: ROOT,
+  env: Object.fromEntries(Object.entries(cliEnv()).filter((e): e is [string, string] => e[1] !== undefined)),
+  stderr: "ignore" as const,
+});
 
 const cleanups: Array<() => Promise<unknown>> = [];
 after(() => Promise.allSettled(cleanups.map((c) => c())));
@@ -48,9 +56,11 @@ function spawnRaw(args: string[] = []) {
   });
   let stderr = "";
   child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
-  const waiting = new Map<number, (reply: Reply) => void>();
+  const waiting = new Map<number | string, (reply: Reply) => void>();
+  const messages: WireMessage[] = [];
   createInterface({ input: child.stdout }).on("line", (line) => {
-    const message = JSON.parse(line) as Reply & { method?: string };
+    const message = JSON.parse(line) as WireMessage;
+    messages.push(message);
     if (message.method === undefined) waiting.get(message.id)?.(message);
   });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
@@ -63,11 +73,24 @@ function spawnRaw(args: string[] = []) {
   return {
     /** The gateway's log so far (JSON lines on stderr). */
     log: () => stderr,
+    /** Every message read from stdout, in order. */
+    messages,
+    /** The first message so far that matches (polled). */
+    next: (match: (m: WireMessage) => boolean, what: string) =>
+      waitFor(() => messages.find(match), `${what} on stdout; it carried: ${brief(messages.slice(-5))}`),
     notify: (method: string, params: Record<string, unknown> = {}) => write({ method, params }),
-    request(id: number, method: string, params: Record<string, unknown> = {}): Promise<Reply> {
+    /** Sends a request without waiting for its answer. */
+    send: (id: number | string, method: string, params: Record<string, unknown> = {}) => write({ id, method, params }),
+    request(id: number | string, method: string, params: Record<string, unknown> = {}): Promise<Reply> {
       const replied = new Promise<Reply>((resolve) => waiting.set(id, resolve));
       write({ id, method, params });
       return replied;
+    },
+    /** Ends stdin; resolves with the exit code. */
+    end: async () => {
+      child.stdin.end();
+      await exited;
+      return child.exitCode;
     },
   };
 }
@@ -76,6 +99,7 @@ const withEnvelope = (params: Record<string, unknown> = {}, version = MODERN) =>
   ...params,
   _meta: { ...ENVELOPE, "io.modelcontextprotocol/protocolVersion": version },
 });
+const RESOURCE = "demo://resource/dynamic/text/1";
 const INITIALIZE = { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "era-stdio-legacy", version: "1" } };
 /** A reply, short enough for an assertion message. */
 const brief = (value: unknown) => JSON.stringify(value)?.slice(0, 400);
@@ -94,15 +118,7 @@ describe("the stdio face in both eras", () => {
       return { roots: [{ uri: "file:///work/stdio-project", name: "project" }] };
     });
     // The SDK probes with server/discover on a sibling spawn, then starts this one: two gateways.
-    await client.connect(
-      new ModernStdioTransport({
-        command: process.execPath,
-        args: [...CLI_ARGS, "stdio", "--face", "server:everything"],
-        cwd: ROOT,
-        env: childEnv(),
-        stderr: "ignore",
-      }),
-    );
+    await client.connect(new ModernStdioTransport(everythingOverStdio()));
     cleanups.push(() => client.close());
     assert.equal(client.getNegotiatedProtocolVersion(), MODERN);
     const names = (await client.listTools()).tools.map((t) => t.name);
@@ -122,15 +138,7 @@ describe("the stdio face in both eras", () => {
       action: "accept",
       content: { name: "Bob", check: true },
     }));
-    await client.connect(
-      new StdioClientTransport({
-        command: process.execPath,
-        args: [...CLI_ARGS, "stdio", "--face", "server:everything"],
-        cwd: ROOT,
-        env: childEnv(),
-        stderr: "ignore",
-      }),
-    );
+    await client.connect(new StdioClientTransport(everythingOverStdio()));
     cleanups.push(() => client.close());
     assert.equal(client.getServerVersion()?.name, "mcp-servers/everything");
     await client.ping();
@@ -205,5 +213,36 @@ describe("the stdio face in both eras", () => {
     const next = await wire.request(3, "tools/call", withEnvelope({ name: "echo", arguments: { message: "after the cancel" } }));
     assert.match(JSON.stringify(next.result?.content), /after the cancel/, brief(next));
     assert.equal(answered, false, "a cancelled request is not answered");
+  });
+
+  it("subscriptions/listen over stdio: the acknowledgement, the face's notifications stamped with its id, and its cancellation ends it", T, async () => {
+    const wire = spawnRaw(["--face", "server:everything"]);
+    const tasks = { "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } } };
+    const onHost = (params: Record<string, unknown>) => ({ ...params, _meta: { ...ENVELOPE, ...tasks } });
+    const bad = await wire.request("bad", "subscriptions/listen", withEnvelope({ notifications: "all" }));
+    assert.equal(bad.error?.code, -32602, brief(bad));
+    assert.match(bad.error?.message ?? "", /EMCP_BAD_ARGUMENTS: subscriptions\/listen needs params.notifications/);
+    const of = (id: string) => (m: WireMessage) => m.params?._meta?.["io.modelcontextprotocol/subscriptionId"] === id;
+    wire.send("first", "subscriptions/listen", withEnvelope({ notifications: { resourcesListChanged: true, resourceSubscriptions: [RESOURCE] } }));
+    const ack = await wire.next((m) => m.method === "notifications/subscriptions/acknowledged" && of("first")(m), "the acknowledgement");
+    assert.deepEqual(ack.params?.notifications, { resourcesListChanged: true, resourceSubscriptions: [RESOURCE] });
+    // On the principal's host, as the stream (a call that declares the tasks extension).
+    const toggled = await wire.request(1, "tools/call", onHost({ name: "toggle-subscriber-updates", arguments: {} }));
+    assert.match(brief(toggled.result), /Started simulated resource updated/);
+    const updated = await wire.next((m) => m.method === "notifications/resources/updated" && of("first")(m), "a resource update");
+    assert.equal(updated.params?.uri, RESOURCE);
+    await wire.request(2, "tools/call", onHost({ name: "toggle-subscriber-updates", arguments: {} }));
+    // A second stream; the first is cancelled: the next list change reaches the second only.
+    wire.send("second", "subscriptions/listen", withEnvelope({ notifications: { resourcesListChanged: true } }));
+    await wire.next((m) => m.method === "notifications/subscriptions/acknowledged" && of("second")(m), "the second acknowledgement");
+    wire.notify("notifications/cancelled", { requestId: "first", reason: "done listening" });
+    const cut = wire.messages.length;
+    const gzip = { name: "listen.gz", data: `data:text/plain;base64,${Buffer.from("stdio").toString("base64")}`, outputType: "resourceLink" };
+    await wire.request(3, "tools/call", onHost({ name: "gzip-file-as-resource", arguments: gzip }));
+    await wire.next((m) => m.method === "notifications/resources/list_changed" && of("second")(m), "the second stream's list change");
+    await wire.request(4, "tools/list", withEnvelope()); // everything written before this answer has been read
+    const late = wire.messages.slice(cut).filter((m) => of("first")(m) || m.id === "first");
+    assert.deepEqual(late, [], "a cancelled listen gets nothing more, not even a result");
+    assert.equal(await wire.end(), 0, "the wire's end ends the open stream and the process");
   });
 });
