@@ -44,8 +44,9 @@ after(async () => {
   await rm(tmp, { recursive: true, force: true });
 });
 
+/** `emceepee serve` on `config`; no upstream check at start (a slow-server spawn each that no claim here needs: the calls start their own). */
 async function serve(env: NodeJS.ProcessEnv, extra: string[] = []): Promise<RunningCli> {
-  const served = await startCliServe(ROOT, ["--config", config, "--port", "0", "--log-format", "json", ...extra], 60_000, env);
+  const served = await startCliServe(ROOT, ["--config", config, "--port", "0", "--log-format", "json", "--no-upstream-check", ...extra], 60_000, env);
   running.add(served);
   return served;
 }

@@ -4,7 +4,8 @@
  * carry the gateway's id; an isError result is a failed task; progress keeps
  * flowing under the client's token after CreateTaskResult; ended tasks live
  * at least their TTL, and per-session retention is bounded; a connection
- * closing under an emulated call never crashes the gateway.
+ * closing under an emulated call never crashes the gateway. The tests on the
+ * task-server fixture share one gateway (a session, so an upstream, each).
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
@@ -32,6 +33,12 @@ async function gateway(
   return { gw, store };
 }
 
+let taskServerGateway: ReturnType<typeof gateway> | undefined;
+/** One gateway on the task-server fixture for the tests that need nothing else of it (each opens its own session, so its own upstream). */
+function onTaskServer(): ReturnType<typeof gateway> {
+  return (taskServerGateway ??= gateway({ mcpServers: { tasks: taskServer } }));
+}
+
 async function face(gw: TestGateway, server: string): Promise<Peer> {
   const peer = await connectFace(gw.url.replace(/\/mcp$/, `/servers/${server}/mcp`));
   peers.push(peer);
@@ -39,7 +46,7 @@ async function face(gw: TestGateway, server: string): Promise<Peer> {
 }
 
 test("an upstream task that fails: tasks/get says failed, tasks/result returns the upstream's own result under the gateway's id", async () => {
-  const { gw } = await gateway({ mcpServers: { tasks: taskServer } });
+  const { gw } = await onTaskServer();
   const peer = await face(gw, "tasks");
   const task = await startTask(peer.client, "fail-task", { ms: 200 });
   await pollTask(peer.client, task.taskId, (t) => t.status === "failed", "failed");
@@ -49,7 +56,7 @@ test("an upstream task that fails: tasks/get says failed, tasks/result returns t
 });
 
 test("a task-related upstream notification names the gateway's task id, never the upstream's", async () => {
-  const { gw, store } = await gateway({ mcpServers: { tasks: taskServer } });
+  const { gw, store } = await onTaskServer();
   const peer = await face(gw, "tasks");
   const task = await startTask(peer.client, "log-task", {});
   await taskResult(peer.client, task.taskId);
@@ -141,7 +148,7 @@ test("a server removed while an emulated task-only call polls it: the call fails
 });
 
 test("progress of an upstream task reaches the client under its token while the task runs, and stops when it ends", async () => {
-  const { gw } = await gateway({ mcpServers: { tasks: taskServer } });
+  const { gw } = await onTaskServer();
   const peer = await face(gw, "tasks");
   const created = await peer.client.request(
     { method: "tools/call", params: { name: "progress-task", arguments: { ms: 30_000 }, _meta: { progressToken: "tok-up" } } },
