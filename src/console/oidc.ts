@@ -12,7 +12,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { IncomingMessage } from "node:http";
-import * as client from "openid-client";
+import type * as OpenId from "openid-client";
 import type { Clock } from "../clock.js";
 import type { GatewaySettings } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
@@ -37,13 +37,17 @@ interface ConsoleSession {
 
 const RANK: Record<ConsoleRole, number> = { viewer: 1, answerer: 2, admin: 3 };
 
+/** openid-client, loaded at the first login (docs/adr/0039): a console without OIDC, or not yet used, never loads it. */
+let openIdClient: Promise<typeof OpenId> | undefined;
+const loadOpenId = (): Promise<typeof OpenId> => (openIdClient ??= import("openid-client"));
+
 export class ConsoleOidc {
   readonly #settings: ConsoleOidcSettings;
   readonly #issuer: string;
   readonly #clock: Clock;
   /** The store's started logins (a getter: the store opens at the gateway's start, after this is made). */
   readonly #logins: () => LoginStateStore;
-  #config: Promise<client.Configuration> | undefined;
+  #config: Promise<OpenId.Configuration> | undefined;
   /** Insertion order is age order: the first entry is the oldest. */
   readonly #sessions = new Map<string, ConsoleSession>();
 
@@ -62,11 +66,13 @@ export class ConsoleOidc {
   }
 
   /** Discovery, once (again after a failure). */
-  #configuration(): Promise<client.Configuration> {
-    this.#config ??= client
-      .discovery(new URL(this.#issuer), this.#settings.clientId!, this.#settings.clientSecret, undefined, {
-        execute: new URL(this.#issuer).protocol === "http:" ? [client.allowInsecureRequests] : [],
-      })
+  #configuration(): Promise<OpenId.Configuration> {
+    this.#config ??= loadOpenId()
+      .then((client) =>
+        client.discovery(new URL(this.#issuer), this.#settings.clientId!, this.#settings.clientSecret, undefined, {
+          execute: new URL(this.#issuer).protocol === "http:" ? [client.allowInsecureRequests] : [],
+        }),
+      )
       .catch((err: unknown) => {
         this.#config = undefined;
         throw new GatewayError(
@@ -87,6 +93,7 @@ export class ConsoleOidc {
    */
   async start(redirectUri: string, next: string): Promise<{ url: URL; binding: string }> {
     const config = await this.#configuration();
+    const client = await loadOpenId();
     const now = this.#clock.now();
     this.#sweep(now);
     const verifier = client.randomPKCECodeVerifier();
@@ -140,8 +147,9 @@ export class ConsoleOidc {
     // openid-client compares the callback URL's origin and path with the redirect_uri sent: give it that one (the request's own may be behind a proxy).
     const current = new URL(started.redirectUri);
     current.search = callbackUrl.search;
-    let claims: client.IDToken | undefined;
+    let claims: OpenId.IDToken | undefined;
     try {
+      const client = await loadOpenId();
       const tokens = await client.authorizationCodeGrant(config, current, {
         pkceCodeVerifier: started.verifier,
         expectedState: state,

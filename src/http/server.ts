@@ -14,7 +14,7 @@ import type { AddressInfo } from "node:net";
 import type { GatewaySettings } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
-import { Authenticator } from "../auth/authenticator.js";
+import type { Authenticator } from "../auth/authenticator.js";
 import { serveMetadata } from "../auth/metadata.js";
 import { withPrincipalLogFields } from "../auth/log-fields.js";
 import { attachPrincipal, OPERATOR } from "../auth/principal.js";
@@ -80,7 +80,14 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
       return a !== null && typeof a === "object" ? `${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}` : undefined;
     },
   };
-  const authenticator = oauth && new Authenticator({ token: settings.token, oauth, urls, isFace, clock: options.clock ?? systemClock, fetch: options.fetch });
+  // Loaded only with OAuth: it brings jose (JWTs, key sets), about 60 ms of CPU at start otherwise (docs/adr/0039).
+  const authenticator: Promise<Authenticator> | undefined =
+    oauth &&
+    import("../auth/authenticator.js").then(
+      ({ Authenticator }) => new Authenticator({ token: settings.token, oauth, urls, isFace, clock: options.clock ?? systemClock, fetch: options.fetch }),
+    );
+  // A failed load is each request's 500 (below), never an unhandled rejection.
+  authenticator?.catch(() => undefined);
   const server = http.createServer((req, res) => {
     try {
       route(req, res);
@@ -115,23 +122,25 @@ export function createHttpServer(settings: GatewaySettings, routes: Routes, logg
     }
     const failure = checkRequest(req, guard);
     if (failure) return sendJsonRpcError(res, failure.status, -32000, failure.message, failure.headers);
-    if (!authenticator || isConsolePath(path)) {
+    if (!authenticator || !oauth || isConsolePath(path)) {
       // The static token (if any) passed checkRequest: its one principal.
       if (settings.token !== undefined && !isConsolePath(path)) attachPrincipal(req, OPERATOR, settings.token);
       return dispatch(req, res, path);
     }
     if (serveMetadata(req, res, path, { oauth, urls, isFace })) return;
-    authenticator.authenticate(req, path).then(
-      (outcome) => {
-        if (!("principal" in outcome)) return sendJsonRpcError(res, outcome.status, -32000, outcome.message, outcome.headers);
-        attachPrincipal(req, outcome.principal, outcome.token);
-        dispatch(req, res, path);
-      },
-      (err: unknown) => {
-        logger.error({ err: errorMessage(err), path }, "http_handler_failed");
-        if (!res.headersSent) sendErrorReply(res, 500, err);
-      },
-    );
+    authenticator
+      .then((a) => a.authenticate(req, path))
+      .then(
+        (outcome) => {
+          if (!("principal" in outcome)) return sendJsonRpcError(res, outcome.status, -32000, outcome.message, outcome.headers);
+          attachPrincipal(req, outcome.principal, outcome.token);
+          dispatch(req, res, path);
+        },
+        (err: unknown) => {
+          logger.error({ err: errorMessage(err), path }, "http_handler_failed");
+          if (!res.headersSent) sendErrorReply(res, 500, err);
+        },
+      );
   }
 
   /** After the guards (and, with OAuth, the principal): pages, then the MCP endpoints. */

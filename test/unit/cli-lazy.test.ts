@@ -110,3 +110,16 @@ test("a gateway without tracing, Redis, SQLite or pretty logs loads none of them
     assert.ok(traced.packages.has(name), `tracing on did not load ${name}`);
   assert.ok(!traced.packages.has("ioredis") && !traced.packages.has("better-sqlite3"));
 });
+
+/** Packages of inbound OAuth (jose) and the console's OIDC login (openid-client): loaded only when configured and used (docs/adr/0039). */
+const LOGIN = ["jose", "openid-client"];
+
+test("a gateway without inbound OAuth or console login loads neither jose nor openid-client; with OAuth, jose is loaded", async () => {
+  const plain = await loadedBy(["--input-type=module", "-e", START_AND_CLOSE]);
+  assert.ok(plain.sources.has("src/console/index.ts"), "the module log sees the console");
+  for (const name of LOGIN) assert.ok(!plain.packages.has(name), `a gateway without OAuth loaded ${name}`);
+  const withOAuth = START_AND_CLOSE.replace('store: { kind: "memory" }', 'store: { kind: "memory" }, auth: { oauth: { issuers: ["https://login.example"] } }');
+  assert.notEqual(withOAuth, START_AND_CLOSE);
+  const oauth = await loadedBy(["--input-type=module", "-e", withOAuth]);
+  assert.ok(oauth.packages.has("jose"), "a gateway with OAuth did not load jose");
+});
