@@ -2,6 +2,8 @@
  * A raw 2026-07-28 `subscriptions/listen` stream for tests (issue 25): opens
  * the POST, reads its SSE frames as they come, waits for a message that
  * matches, and closes it (the client hanging up, as a modern client does).
+ * With `signal`, the client may hang up before the answer's headers (while
+ * the gateway sets the stream up): openListen then rejects with the abort.
  */
 import { MODERN, TASKS_EXTENSION } from "./modern-requests.js";
 
@@ -30,10 +32,14 @@ export interface ListenOptions {
   capabilities?: object;
   headers?: Record<string, string>;
   id?: string | number;
+  /** Hangs up when it aborts, also before the headers came. */
+  signal?: AbortSignal;
 }
 
 export async function openListen(url: string, notifications: unknown, o: ListenOptions = {}): Promise<ListenStream> {
   const abort = new AbortController();
+  if (o.signal?.aborted) abort.abort(o.signal.reason);
+  o.signal?.addEventListener("abort", () => abort.abort(o.signal?.reason), { once: true });
   const envelope = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
     "io.modelcontextprotocol/clientCapabilities": o.capabilities ?? { extensions: { [TASKS_EXTENSION]: {} } },
