@@ -12,7 +12,7 @@ import { randomBytes } from "node:crypto";
 import { auth, extractWWWAuthenticateParams } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { OAuthDiscoveryState } from "@modelcontextprotocol/sdk/client/auth.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { Clock } from "../../clock.js";
+import type { Clock, TimerHandle } from "../../clock.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../../errors.js";
 import type { LeaseStore, OAuthFlowStore } from "../../store/contracts.js";
 import { GatewayOAuthProvider, authFailed, flowAad, type ProviderContext, type StoredTokens, type UpstreamOAuthConfig } from "./provider.js";
@@ -38,10 +38,11 @@ export interface UpstreamOAuthOptions {
   fetch?: FetchLike;
   /** Replicas' shared leases: one refresh of a grant at a time across them (absent: one at a time in this process only). */
   leases?: LeaseStore | undefined;
+  /** How long a refresh lease lasts unrenewed: the holder renews it every third of this while it refreshes; a holder that died lets it lapse. @default 30_000 */
+  refreshLeaseMs?: number;
+  /** How long one renewal's requests (discovery, registration, token) may take in all before they are aborted and the call fails. @default 60_000 */
+  refreshTimeoutMs?: number;
 }
-
-/** How long a replica holds a grant's refresh lease (it lapses if the replica dies meanwhile). */
-const REFRESH_LEASE_MS = 30_000;
 /** How often a replica waiting for another's refresh reads the store. */
 const REFRESH_POLL_MS = 200;
 
@@ -70,6 +71,8 @@ export class UpstreamOAuth {
   private readonly leases: LeaseStore | undefined;
   /** This replica as a lease holder. */
   private readonly holder = randomBytes(12).toString("base64url");
+  private readonly leaseMs: number;
+  private readonly renewalTimeoutMs: number;
 
   constructor(options: UpstreamOAuthOptions) {
     this.ctx = {
@@ -86,6 +89,8 @@ export class UpstreamOAuth {
     this.maxStepUps = options.maxStepUps ?? 2;
     this.fetchFn = options.fetch ?? ((url, init) => fetch(url, init));
     this.leases = options.leases;
+    this.leaseMs = options.refreshLeaseMs ?? 30_000;
+    this.renewalTimeoutMs = options.refreshTimeoutMs ?? 60_000;
   }
 
   private provider(t: UpstreamAuthTarget, flow?: { verifier: string; redirectUri: string }, stepUp = false): GatewayOAuthProvider {
@@ -121,57 +126,106 @@ export class UpstreamOAuth {
    * Renews `seen` (the grant read before, if any) across replicas: the replica that takes the grant's lease refreshes
    * (unless the grant changed meanwhile: then it is used); another waits for the grant it saves and uses that, so two
    * replicas never send one refresh token twice (a server that rotates them refuses the second and revokes the grant).
-   * Without a refresh token (or shared leases) it runs here at once.
+   * Without a refresh token (or shared leases) it runs here at once. The holder renews its lease while it refreshes
+   * (heartbeat), so a slow token endpoint does not let another replica in; only a holder that died (stopped
+   * renewing) lets it lapse. Every renewal is bounded by refreshTimeoutMs.
    */
   private async renew(t: UpstreamAuthTarget, key: string, seen: StoredTokens | undefined, challenge: AuthChallenge): Promise<void> {
     const leases = this.leases;
-    if (!leases || seen?.refresh_token === undefined) return this.run(t, seen?.refresh_token !== undefined, challenge);
+    if (!leases || seen?.refresh_token === undefined)
+      return this.bounded(undefined, (signal) => this.run(t, seen?.refresh_token !== undefined, challenge, signal));
     const lease = `oauth-refresh:${key}`;
     const changed = async () => {
       const now = await this.provider(t).tokens();
       return now?.access_token === seen.access_token ? undefined : { now };
     };
-    const deadline = this.ctx.clock.now() + 2 * REFRESH_LEASE_MS;
+    // A live holder ends within refreshTimeoutMs; a dead one's lease lapses within refreshLeaseMs of its last renewal.
+    const waitMs = this.renewalTimeoutMs + 2 * this.leaseMs;
+    const deadline = this.ctx.clock.now() + waitMs;
     for (;;) {
-      if (await leases.acquire(lease, this.holder, this.ctx.clock.now(), REFRESH_LEASE_MS)) {
-        try {
+      if (await leases.acquire(lease, this.holder, this.ctx.clock.now(), this.leaseMs)) {
+        return this.bounded({ leases, lease }, async (signal) => {
           const moved = await changed();
           // Another replica renewed it while this one waited: used as it is (or, forgotten there, asked for again).
-          if (moved) return moved.now ? undefined : this.run(t, false, challenge);
-          return await this.run(t, true, challenge);
-        } finally {
-          await leases.release(lease, this.holder).catch(() => undefined);
-        }
+          if (moved) return moved.now ? undefined : this.run(t, false, challenge, signal);
+          return this.run(t, true, challenge, signal);
+        });
       }
       const moved = await changed();
-      if (moved) return moved.now ? undefined : this.run(t, false, challenge);
+      if (moved) return moved.now ? undefined : this.bounded(undefined, (signal) => this.run(t, false, challenge, signal));
       if (this.ctx.clock.now() > deadline) {
-        throw authFailed(t.upstream, `another replica's renewal of the grant did not finish within ${(2 * REFRESH_LEASE_MS) / 1000} s; call again`);
+        throw authFailed(t.upstream, `another replica's renewal of the grant did not finish within ${Math.round(waitMs / 1000)} s; call again`);
       }
       await new Promise<void>((resolve) => this.ctx.clock.setTimeout(resolve, REFRESH_POLL_MS));
     }
   }
 
-  /** Runs the SDK's auth(): a refresh when a refresh token is kept, else (or when it is refused) a new authorization, which ends in CONSENT_REQUIRED. */
-  private async run(t: UpstreamAuthTarget, canRefresh: boolean, challenge: AuthChallenge): Promise<void> {
+  /**
+   * Runs `job` with a signal aborted after refreshTimeoutMs, and with `held` (a lease this replica took) renewed every
+   * third of refreshLeaseMs until the job ends, then given back. Every timer is cleared on every outcome.
+   */
+  private async bounded(held: { leases: LeaseStore; lease: string } | undefined, job: (signal: AbortSignal) => Promise<void>): Promise<void> {
+    const clock = this.ctx.clock;
+    const abort = new AbortController();
+    let ended = false;
+    let beat: TimerHandle | undefined;
+    const heartbeat = () => {
+      if (!held || ended) return;
+      beat = clock.setTimeout(
+        () => {
+          held.leases.renew(held.lease, this.holder, clock.now(), this.leaseMs).then(
+            // Not held any more (it lapsed: renewals failed for a whole lease): nothing to renew; the job goes on (ADR 0027 §17, limits).
+            (kept) => kept && heartbeat(),
+            () => heartbeat(), // the store failed this once: the next beat tries again while the hold lasts
+          );
+        },
+        Math.max(1, Math.floor(this.leaseMs / 3)),
+      );
+    };
+    const timeout = clock.setTimeout(() => abort.abort(new RenewalTimeout(this.renewalTimeoutMs)), this.renewalTimeoutMs);
+    heartbeat();
+    try {
+      await job(abort.signal);
+    } finally {
+      ended = true;
+      clock.clearTimeout(beat);
+      clock.clearTimeout(timeout);
+      if (held) await held.leases.release(held.lease, this.holder).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Runs the SDK's auth(): a refresh when a refresh token is kept, else (or when it is refused) a new authorization,
+   * which ends in CONSENT_REQUIRED. `signal` ends its requests (refreshTimeoutMs): then the call fails and a kept grant stays.
+   */
+  private async run(t: UpstreamAuthTarget, canRefresh: boolean, challenge: AuthChallenge, signal: AbortSignal): Promise<void> {
     const provider = this.provider(t);
     let result: "AUTHORIZED" | "REDIRECT";
     const scope = challenge.scope ? unionScopes(t.config.scopes ?? [], challenge.scope.split(" ")) : undefined;
+    const timedOut = () =>
+      signal.reason instanceof RenewalTimeout
+        ? authFailed(t.upstream, `its authorization server did not answer within ${signal.reason.ms / 1000} s (nothing stored was changed); call again`)
+        : undefined;
     try {
       result = await auth(provider, {
         serverUrl: t.url,
-        fetchFn: this.fetchFn,
+        fetchFn: (url, init) => this.fetchFn(url, { ...init, signal: init?.signal ? AbortSignal.any([init.signal, signal]) : signal }),
         ...(challenge.resourceMetadataUrl ? { resourceMetadataUrl: challenge.resourceMetadataUrl } : {}),
         ...(scope ? { scope } : {}),
       });
     } catch (err) {
       if (err instanceof GatewayError) throw err;
+      const late = timedOut();
+      if (late) throw late;
       if (!canRefresh) throw authFailed(t.upstream, errorMessage(err), err);
       // The refresh was refused (revoked, expired): forget the grant and ask the person again.
       await provider.invalidateCredentials("tokens");
-      return this.run(t, false, challenge);
+      return this.run(t, false, challenge, signal);
     }
     if (result === "AUTHORIZED") return;
+    // The SDK answers a refresh that failed without a refusal (here: aborted) with a new authorization: not that.
+    const late = timedOut();
+    if (late) throw late;
     const url = provider.authorizationUrl;
     throw new GatewayError(
       ErrorCodes.CONSENT_REQUIRED,
@@ -329,6 +383,13 @@ export class UpstreamOAuth {
 function challengeOf(res: Response): AuthChallenge {
   const { resourceMetadataUrl, scope } = extractWWWAuthenticateParams(res);
   return { resourceMetadataUrl, scope };
+}
+
+/** Why a renewal's requests were aborted: they took longer than refreshTimeoutMs. */
+class RenewalTimeout extends Error {
+  constructor(readonly ms: number) {
+    super(`the renewal took longer than ${ms} ms`);
+  }
 }
 
 function unionScopes(...lists: string[][]): string {
