@@ -7,16 +7,18 @@
  * tasks: tools/call of execute_tool answers a task, tasks/get inlines the
  * result, the elicitation it waits for is an inputRequest answered with
  * tasks/update, tasks/cancel ends it, and its status reaches
- * subscriptions/listen. server-everything in process (simulate-research-query
- * is a slow tool that may ask which topic was meant).
+ * subscriptions/listen; a caller that hangs up cancels its call.
+ * server-everything in process (simulate-research-query is a slow tool that
+ * may ask which topic was meant), the slow fixture for the hang-up.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from "@modelcontextprotocol/client";
-import { startInProcessGateway } from "../helpers/in-process.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import type { TestGateway } from "../helpers/gateway.js";
 import { openListen } from "../helpers/listen.js";
 import { MODERN, TASKS_EXTENSION, modernRequest, pollModernTask } from "../helpers/modern-requests.js";
+import { waitFor } from "../helpers/tasks.js";
 import { taskHostSessionId } from "../../src/http/modern-tasks.js";
 
 const CLIENT_INFO = { name: "era-meta-test", version: "1" };
@@ -165,5 +167,50 @@ describe("the meta face for 2026-07-28 clients", { timeout: 180_000 }, () => {
     assert.equal(cancelled.body.result?.status, "cancelled", JSON.stringify(cancelled.body));
     const unknown = await modernRequest(meta, "tasks/get", { taskId: "no-such-task" }, EXTENDED);
     assert.equal(unknown.body.error?.code, -32602, JSON.stringify(unknown.body));
+  });
+});
+
+describe("a 2026-07-28 caller hanging up on the meta face", { timeout: 120_000 }, () => {
+  let gw: TestGateway;
+  before(async () => {
+    // Shared: the upstream connection outlives any one request, and the host session outlives it too, so only a cancel ends the call.
+    gw = await startInProcessGateway({ mcpServers: { slow: { ...inProcess("slow"), sharing: "shared" } } });
+  });
+  after(() => gw.close());
+
+  const slowCalls = async (): Promise<{ running: number; cancelled: number }> => {
+    const answer = await modernRequest(gw.url, "tools/call", { name: "execute_tool", arguments: { server: "slow", tool: "slow-calls", args: {} } }, PLAIN);
+    return JSON.parse(answer.body.result?.content[0].text as string) as { running: number; cancelled: number };
+  };
+
+  it("closing an execute_tool's response cancels the upstream call, and nothing is promoted", async () => {
+    const abort = new AbortController();
+    const envelope = {
+      "io.modelcontextprotocol/protocolVersion": MODERN,
+      "io.modelcontextprotocol/clientCapabilities": {},
+      "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+    };
+    const params = { name: "execute_tool", arguments: { server: "slow", tool: "slow", args: { ms: 600_000 }, timeout_ms: 600_000 }, _meta: envelope };
+    const call = fetch(gw.url, {
+      method: "POST",
+      signal: abort.signal,
+      headers: {
+        "Content-Type": "application/json",
+        Accept: "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "execute_tool",
+      },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params }),
+    }).catch((err: unknown) => err);
+    await waitFor(async () => ((await slowCalls()).running === 1 ? true : undefined), "the slow call runs upstream");
+    abort.abort();
+    await call;
+    await waitFor(async () => {
+      const now = await slowCalls();
+      return now.running === 0 && now.cancelled === 1 ? true : undefined;
+    }, "the upstream call is cancelled");
+    const tasks = await modernRequest(gw.url, "tools/call", { name: "list_tasks", arguments: { include_completed: true } }, PLAIN);
+    assert.deepEqual(tasks.body.result?.structuredContent?.tasks, [], JSON.stringify(tasks.body));
   });
 });
