@@ -11,13 +11,14 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { systemClock } from "../../src/clock.js";
+import { systemClock, type Clock } from "../../src/clock.js";
 import { GatewayError } from "../../src/errors.js";
 import type { Store } from "../../src/store/contracts.js";
 import { openStore } from "../../src/store/open.js";
 import { parseKeys } from "../../src/upstream/auth/keyring.js";
 import { UpstreamOAuth, type UpstreamAuthTarget } from "../../src/upstream/auth/upstream-oauth.js";
 import { CredentialVault, Vault } from "../../src/upstream/auth/vault.js";
+import { ManualClock } from "../fixtures/manual-clock.js";
 import { startProtectedServer, type ProtectedServer } from "../fixtures/oauth-protected-server.js";
 import { eventually } from "../helpers/async-extra.js";
 import { followAuthorization, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
@@ -61,15 +62,15 @@ before(async () => {
 const KEYS = randomBytes(32).toString("base64");
 
 /** A replica: its own connection to the shared SQLite file, the same vault keys. */
-async function replica(refreshTimeoutMs: number): Promise<UpstreamOAuth> {
-  const store = await openStore({ kind: "sqlite", path: path.join(dir, "store.db") }, { clock: systemClock });
+async function replica(refreshTimeoutMs: number, clock: Clock = systemClock): Promise<UpstreamOAuth> {
+  const store = await openStore({ kind: "sqlite", path: path.join(dir, "store.db") }, { clock });
   stores.push(store);
-  const vault = new CredentialVault(new Vault(parseKeys(KEYS, "test")), store.credentials, () => Date.now());
+  const vault = new CredentialVault(new Vault(parseKeys(KEYS, "test")), store.credentials, () => clock.now());
   // Every use renews: the provider's access tokens live 600 s.
   return new UpstreamOAuth({
     vault,
     flows: store.oauthFlows,
-    clock: systemClock,
+    clock,
     redirectUrl: REDIRECT,
     refreshAheadMs: 700_000,
     leases: store.leases,
@@ -152,4 +153,24 @@ test("a token endpoint that never answers: the renewal ends at refreshTimeoutMs 
   await store.leases.release(key, "next");
   // The grant is still there: the next call refreshes with it, no consent asked.
   assert.ok((await oauth.accessToken(target("hung"))).length > 0);
+});
+
+test("no timer is left after a renewal, refreshed or timed out (the heartbeat and the bound on the injected clock)", async () => {
+  const clock = new ManualClock(Date.now());
+  const oauth = await replica(60_000, clock);
+  await grant("timers", oauth);
+  assert.ok((await oauth.accessToken(target("timers"))).length > 0, "refreshed");
+  assert.equal(clock.pendingTimers, 0, "after a refresh");
+  gate.holding = true;
+  const failed = oauth.accessToken(target("timers")).then(
+    () => assert.fail("expected EMCP_UPSTREAM_AUTH_FAILED"),
+    (e: unknown) => e,
+  );
+  await eventually("the refresh held at the token endpoint", () => gate.held[0]);
+  assert.equal(clock.pendingTimers, 2, "the heartbeat and the bound while it runs");
+  clock.advance(60_000);
+  const err = await failed;
+  releaseAll();
+  assert.ok(err instanceof GatewayError && err.code === "EMCP_UPSTREAM_AUTH_FAILED", String(err));
+  await eventually("every timer cleared", () => (clock.pendingTimers === 0 ? true : undefined), 10_000);
 });
