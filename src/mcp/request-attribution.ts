@@ -5,7 +5,7 @@
  * docs/design/upstreams-and-reliability.md, "How the code keeps it".
  */
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { isJSONRPCRequest, type RequestId } from "@modelcontextprotocol/sdk/types.js";
+import type { RequestId } from "@modelcontextprotocol/sdk/types.js";
 import type { SseRequestTap } from "./sse-request-tap.js";
 
 type Token = (resumptionToken: string) => void;
@@ -35,7 +35,8 @@ export class RequestAttribution<O> {
     const send = transport.send.bind(transport);
     transport.send = (message, options) => {
       const call = options?.onresumptiontoken ? this.byToken.get(options.onresumptiontoken) : undefined;
-      if (call && call.id === undefined && isJSONRPCRequest(message)) {
+      // The SDK's own request (the token is ours): a structural check, not its zod guard (issue 27: a parse per call).
+      if (call && call.id === undefined && "method" in message && "id" in message) {
         call.id = message.id;
         this.inflight.set(message.id, call);
       }
