@@ -6,11 +6,17 @@
  * client's session (list_changed refreshes the gateway's tools list;
  * `resources/subscribe` is bridged onto the listen filter) and a modern
  * client's own listen stream through the gateway. A dropped upstream stream
- * is reopened; closing the gateway's connections closes theirs.
+ * is reopened; closing the gateway's connections closes theirs. The listen
+ * itself on a manual clock: its backoff, its filter changes, its end.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { startModernReferenceServer, type ModernReferenceServer } from "../fixtures/modern-reference-server.js";
+import { startModernTasksServer } from "../fixtures/modern-tasks-server.js";
+import { ManualClock } from "../fixtures/manual-clock.js";
+import { listenCapabilities, UpstreamListen } from "../../src/upstream/modern/upstream-listen.js";
+import { modernHeaders } from "../../src/upstream/modern/wire.js";
+import { MODERN, TASKS_EXTENSION } from "../helpers/modern-requests.js";
 import { startInProcessGateway } from "../helpers/in-process.js";
 import type { TestGateway } from "../helpers/gateway.js";
 import { openListen } from "../helpers/listen.js";
@@ -119,5 +125,91 @@ describe("subscriptions/listen fanned in from a 2026-07-28 upstream", () => {
     await until("the closed session's stream ends upstream", () => upstream.openListens() < open);
     await gw.close();
     await until("no stream stays open upstream", () => upstream.openListens() === 0);
+  });
+});
+
+/** An UpstreamListen on `url` (real fetch, the gateway's headers and envelope) on a manual clock. */
+function listenOn(url: string, clock: ManualClock) {
+  const delivered: string[] = [];
+  const listen = new UpstreamListen({
+    name: "ref",
+    clock,
+    backoff: { initialDelayMs: 1_000, maxDelayMs: 8_000, jitter: 0 },
+    deliver: (message) => delivered.push((message as { method: string }).method),
+    post: (id, params, signal) => {
+      const body = {
+        ...params,
+        _meta: {
+          "io.modelcontextprotocol/protocolVersion": MODERN,
+          "io.modelcontextprotocol/clientCapabilities": { extensions: { [TASKS_EXTENSION]: {} } },
+          "io.modelcontextprotocol/clientInfo": { name: "listen-unit", version: "1" },
+        },
+      };
+      return fetch(url, {
+        method: "POST",
+        headers: modernHeaders(MODERN, "subscriptions/listen", body),
+        body: JSON.stringify({ jsonrpc: "2.0", id, method: "subscriptions/listen", params: body }),
+        signal,
+      });
+    },
+  });
+  return { listen, delivered };
+}
+
+describe("the upstream listen on an injected clock", () => {
+  it("opens after its start delay, reopens a dropped stream after a doubling backoff, changes its filter, and leaves nothing when closed", T, async () => {
+    const upstream = await startModernReferenceServer();
+    try {
+      const clock = new ManualClock();
+      const { listen, delivered } = listenOn(upstream.url, clock);
+      listen.start(listenCapabilities({ tools: { listChanged: true }, resources: { subscribe: true } }, TASKS_EXTENSION));
+      assert.equal(upstream.listens.length, 0, "nothing opens before the start delay");
+      clock.advance(1_000);
+      await until("the stream is acknowledged", () => listen.acknowledged !== undefined);
+      assert.deepEqual(upstream.listens, [{ toolsListChanged: true }]);
+      for (const [attempt, delay] of [
+        [1, 1_000],
+        [2, 2_000],
+      ] as const) {
+        upstream.dropListens();
+        await until(`drop ${attempt} is seen (its retry timer set)`, () => listen.acknowledged === undefined && clock.pendingTimers === 1);
+        clock.advance(delay - 1);
+        assert.equal(upstream.listens.length, attempt, `no reopen before ${delay} ms`);
+        clock.advance(1);
+        await until(`reopened after ${delay} ms`, () => listen.acknowledged !== undefined && upstream.openListens() === 1);
+        assert.equal(upstream.listens.length, attempt + 1);
+      }
+      assert.deepEqual(delivered, ["notifications/tools/list_changed", "notifications/tools/list_changed"], "each recovery announces the list");
+      assert.equal(await listen.subscribe("test://watched-resource"), true);
+      assert.deepEqual(upstream.listens.at(-1), { toolsListChanged: true, resourceSubscriptions: ["test://watched-resource"] });
+      await until("the old stream ends once the new one is acknowledged", () => upstream.openListens() === 1);
+      listen.close();
+      assert.equal(clock.pendingTimers, 0);
+      await until("the stream ends upstream", () => upstream.openListens() === 0);
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it("an upstream that answers subscriptions/listen -32601 is not asked again", T, async () => {
+    const upstream = await startModernTasksServer();
+    try {
+      const clock = new ManualClock();
+      const { listen } = listenOn(upstream.url, clock);
+      listen.start(listenCapabilities({ tools: {}, extensions: { [TASKS_EXTENSION]: {} } }, TASKS_EXTENSION));
+      listen.watchTask("task-1", () => undefined);
+      await until("the refusal is seen", () => listen.unservedByUpstream);
+      clock.advance(60_000);
+      // A new need (here a URI) goes through the same step that would open a stream: it opens none.
+      assert.equal(await listen.subscribe("test://any"), false);
+      assert.deepEqual(
+        upstream.methods.filter((m) => m === "subscriptions/listen"),
+        ["subscriptions/listen"],
+      );
+      listen.close();
+      assert.equal(clock.pendingTimers, 0);
+    } finally {
+      await upstream.close();
+    }
   });
 });

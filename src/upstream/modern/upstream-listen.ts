@@ -143,6 +143,11 @@ export class UpstreamListen {
     return this.current?.acked;
   }
 
+  /** The upstream does not serve subscriptions/listen (read-only, for tests and diagnostics). */
+  get unservedByUpstream(): boolean {
+    return this.unserved;
+  }
+
   close(): void {
     if (this.closed) return;
     this.closed = true;
