@@ -16,8 +16,10 @@
  * task the upstream makes of it is driven here to its end (tasks/get polling,
  * its inputRequests asked of the client as in bridge 2 and answered with
  * tasks/update, tasks/cancel when the call is cancelled), so the 2025 side
- * sees a call that returns the task's result (bridge 4). See
- * docs/design/protocol-eras-upstream.md.
+ * sees a call that returns the task's result (bridge 4). The connection
+ * listens upstream (upstream-listen.ts): list changes and resource updates
+ * arrive as 2025 notifications, and resources/subscribe changes the filter.
+ * See docs/design/protocol-eras-upstream.md.
  */
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
