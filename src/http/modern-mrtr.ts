@@ -147,7 +147,10 @@ export interface ParkedCallRouter {
   toTaskHost(req: IncomingMessage, res: ServerResponse, sessionId: string, body: string): Promise<"answered" | "local">;
 }
 
-/** A parked call's handle as sealed: the registry key and, with replicas, the replica that holds it. */
+/** How a handle's owner names a gateway process that runs without replicas (not a replica's incarnation: `gateway.cluster.replicaId` plus a suffix). */
+const UNCLUSTERED = "gateway-process-";
+
+/** A parked call's handle as sealed: the registry key and the replica (with replicas) or gateway process that holds it. */
 function handleText(handle: string, replica: string | undefined): string {
   return replica === undefined ? handle : `${handle}.${replica}`;
 }
@@ -183,6 +186,8 @@ interface Parked {
  */
 export class ParkedCalls {
   private readonly parked = new Map<string, Parked>();
+  /** Names this gateway process in the handles it issues without replicas, so a retry that reaches another process says why it is refused. */
+  private readonly self = `${UNCLUSTERED}${randomBytes(6).toString("hex")}`;
   private readonly unobserve: () => void;
 
   constructor(private readonly gateway: GatewayContext) {
@@ -214,7 +219,15 @@ export class ParkedCalls {
   locate(requestState: string, binding: ParkBinding): ParkedHandle {
     const text = sealerFor(this.gateway).open(requestState, asStateBinding(binding)) ?? "";
     const dot = text.indexOf(".");
-    return dot < 0 ? { handle: text, owner: undefined } : { handle: text.slice(0, dot), owner: text.slice(dot + 1) };
+    const owner = dot < 0 ? undefined : text.slice(dot + 1);
+    if (owner?.startsWith(UNCLUSTERED) && owner !== this.self) {
+      throw new GatewayError(
+        ErrorCodes.BAD_REQUEST_STATE,
+        "Invalid or expired requestState: the parked request it stands for is gone from here: another gateway process parked it (this gateway restarted since, or the retry reached another gateway sharing this endpoint); gateways that serve one endpoint together must run as replicas with gateway.cluster on (docs/adr/0013), which pass a retry to the one that parked its call; call again without requestState",
+        { details: { reason: "parked_elsewhere" } },
+      );
+    }
+    return { handle: dot < 0 ? text : text.slice(0, dot), owner: owner === this.self ? undefined : owner };
   }
 
   /**
@@ -252,7 +265,7 @@ export class ParkedCalls {
       void flight.dispose();
     }, parkTtlMs);
     this.parked.set(handle, { flight, sessionId, timer });
-    const requestState = sealerFor(this.gateway).seal(asStateBinding(binding), handleText(handle, replica), "parked");
+    const requestState = sealerFor(this.gateway).seal(asStateBinding(binding), handleText(handle, replica ?? this.self), "parked");
     return { resultType: "input_required", inputRequests: flight.inputs.asked(), requestState };
   }
 

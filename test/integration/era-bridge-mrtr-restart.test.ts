@@ -5,6 +5,8 @@
  * elicitation for a 2026-07-28 client; SIGTERM ends the gateway promptly with
  * the call parked; after the restart the client's retry is refused at once
  * with EMCP_BAD_REQUEST_STATE saying the parked request is gone, never a hang.
+ * Two gateways sharing one Redis and vault key but not clustered: a retry
+ * that reaches the other one is refused saying to turn on gateway.cluster.
  */
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
@@ -15,8 +17,11 @@ import { after, before, test } from "node:test";
 import { ROOT, everythingStdio } from "../helpers/gateway.js";
 import { freePort, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
 import { modernRequest } from "../helpers/modern-requests.js";
+import { redisSkipReason, startRedis } from "../helpers/redis.js";
 
 const CAPS = { elicitation: { form: {} } };
+const skip = redisSkipReason() ?? false;
+const stops: Array<() => Promise<void>> = [];
 let tmp: string;
 const running = new Set<RunningCli>();
 
@@ -25,6 +30,7 @@ before(async () => {
 });
 after(async () => {
   await Promise.allSettled([...running].map((r) => stopChild(r.child)));
+  for (const stop of stops) await stop();
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
@@ -61,7 +67,39 @@ test("a parked call is lost with a clear error across a restart, and does not ho
   assert.equal(retry.body.error?.code, -32602, JSON.stringify(retry.body));
   assert.equal(retry.body.error?.data?.code, "EMCP_BAD_REQUEST_STATE");
   assert.match(retry.body.error.message, /parked request it stands for is gone/);
+  assert.match(retry.body.error.message, /restarted/);
   // The same client starting again is served as usual.
   const again = await modernRequest(url, "tools/call", call, { capabilities: CAPS });
   assert.equal(again.body.result?.resultType, "input_required", JSON.stringify(again.body));
 });
+
+test(
+  "two gateways on one Redis without gateway.cluster: a retry on the other is refused, saying to turn the cluster on",
+  { timeout: 300_000, skip },
+  async () => {
+    const redis = await startRedis();
+    stops.push(() => redis.stop());
+    const config = path.join(tmp, "shared.json");
+    await writeFile(config, JSON.stringify({ mcpServers: { everything: everythingStdio() }, gateway: { store: { kind: "redis", url: redis.url } } }));
+    const env = { EMCEEPEE_VAULT_KEY: randomBytes(32).toString("base64") };
+    const [one, two] = await Promise.all(
+      [0, 1].map(async () => {
+        const port = await freePort();
+        const served = await startCliServe(ROOT, ["--config", config, "--port", String(port), "--no-upstream-check"], 120_000, env);
+        running.add(served);
+        return `http://127.0.0.1:${port}/servers/everything/mcp`;
+      }),
+    );
+    const call = { name: "trigger-elicitation-request", arguments: {} };
+    const asked = await modernRequest(one!, "tools/call", call, { capabilities: CAPS });
+    assert.equal(asked.body.result?.resultType, "input_required", JSON.stringify(asked.body));
+    const key = Object.keys(asked.body.result.inputRequests as object)[0]!;
+    const answers = { inputResponses: { [key]: { action: "accept", content: { name: "Elsewhere" } } }, requestState: asked.body.result.requestState };
+    const elsewhere = await modernRequest(two!, "tools/call", { ...call, ...answers }, { capabilities: CAPS });
+    assert.equal(elsewhere.body.error?.data?.code, "EMCP_BAD_REQUEST_STATE", JSON.stringify(elsewhere.body));
+    assert.match(elsewhere.body.error.message, /gateway\.cluster/);
+    // The gateway that parked the call still takes the retry.
+    const home = await modernRequest(one!, "tools/call", { ...call, ...answers }, { capabilities: CAPS });
+    assert.match(JSON.stringify(home.body.result?.content), /Elsewhere/, JSON.stringify(home.body));
+  },
+);
