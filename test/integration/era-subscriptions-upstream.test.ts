@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { startModernReferenceServer, type ModernReferenceServer } from "../fixtures/modern-reference-server.js";
 import { startModernTasksServer } from "../fixtures/modern-tasks-server.js";
+import { startListenTasksServer } from "../fixtures/listen-tasks-server.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { listenCapabilities, UpstreamListen } from "../../src/upstream/modern/upstream-listen.js";
 import { modernHeaders } from "../../src/upstream/modern/wire.js";
@@ -206,6 +207,38 @@ describe("the upstream listen on an injected clock", () => {
         upstream.methods.filter((m) => m === "subscriptions/listen"),
         ["subscriptions/listen"],
       );
+      listen.close();
+      assert.equal(clock.pendingTimers, 0);
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it("a watched task's notifications/tasks reach its watcher (its id in the filter, the subscription id removed); an unwatched id is dropped", T, async () => {
+    const upstream = await startListenTasksServer();
+    try {
+      const clock = new ManualClock();
+      const { listen, delivered } = listenOn(upstream.url, clock);
+      listen.start(listenCapabilities({ extensions: { [TASKS_EXTENSION]: {} } }, TASKS_EXTENSION));
+      const heard: Array<Record<string, unknown>> = [];
+      const unwatch = listen.watchTask("task-7", (task) => heard.push(task));
+      listen.watchTask("task-8", (task) => heard.push(task));
+      await until("the stream names both tasks", () => listen.acknowledged?.taskIds?.length === 2);
+      assert.deepEqual(upstream.filters.at(-1), { taskIds: ["task-7", "task-8"] });
+      assert.equal(upstream.publish({ taskId: "task-7", status: "completed", result: { content: [] } }), 1);
+      await until("the watcher hears the task", () => heard.length === 1);
+      assert.deepEqual(heard[0], { taskId: "task-7", status: "completed", result: { content: [] } });
+      // Unwatched, task-7 stays in the filter; what comes for it is dropped (the next message on the same stream shows it was read).
+      unwatch();
+      upstream.publish({ taskId: "task-7", status: "completed" });
+      upstream.publish({ taskId: "task-8", status: "working" });
+      await until("task-8's status arrives", () => heard.some((t) => t.taskId === "task-8"));
+      assert.deepEqual(
+        heard.map((t) => t.taskId),
+        ["task-7", "task-8"],
+        "nothing more for the unwatched task",
+      );
+      assert.deepEqual(delivered, [], "notifications/tasks is no 2025 notification");
       listen.close();
       assert.equal(clock.pendingTimers, 0);
     } finally {
