@@ -20,7 +20,8 @@
  * Options (argv `--name=value` or env `BENCH_NAME=value`): rounds (5),
  * modes (direct,supergateway,mcp-proxy,session,shared,meta),
  * before=<dir> (also run `<dir>/dist/cli/main.js`, a build of another commit
- * beside a node_modules symlink, as "<mode> (before)" in the same rounds),
+ * beside a node_modules symlink, as "<mode> (before)" in the same rounds;
+ * before-label=<word> names them otherwise),
  * profile=<dir> (emceepee runs with `--cpu-prof` into <dir>/<mode>).
  * Markdown on stdout, progress on stderr. Every process it starts is stopped.
  */
@@ -42,13 +43,15 @@ import { option } from "./lib/options.js";
 
 const ROUNDS = option("rounds", 5);
 const arg = (name: string): string | undefined =>
-  process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? process.env[`BENCH_${name.toUpperCase()}`];
+  process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? process.env[`BENCH_${name.toUpperCase().replace(/-/g, "_")}`];
 type Mode = "direct" | "supergateway" | "mcp-proxy" | "session" | "shared" | "meta";
 const ALL_MODES: Mode[] = ["direct", "supergateway", "mcp-proxy", "session", "shared", "meta"];
 const MODES = (arg("modes") ?? ALL_MODES.join(",")).split(",") as Mode[];
 for (const m of MODES) if (!ALL_MODES.includes(m)) throw new Error(`--modes: unknown '${m}' (have ${ALL_MODES.join(", ")})`);
 const BEFORE = arg("before");
 const PROFILE = arg("profile");
+/** How the --before build's rows are named, e.g. `--before-label=bundled`. */
+const BEFORE_LABEL = arg("before-label") ?? "before";
 const EVERYTHING = [process.execPath, everythingServerEntry(), "stdio"];
 
 const began = performance.now();
@@ -146,6 +149,11 @@ function launch(command: string, args: string[], env: NodeJS.ProcessEnv, port: n
 async function stop(s: Started): Promise<void> {
   const pids = descendantPids(s.child.pid!);
   const exited = s.child.exitCode !== null || s.child.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => s.child.once("exit", () => r()));
+  // A CPU profile is written when the process exits on its own: SIGTERM (serve closes and exits) first.
+  if (PROFILE && s.child.exitCode === null) {
+    s.child.kill("SIGTERM");
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 30_000))]);
+  }
   try {
     process.kill(-s.child.pid!, "SIGKILL");
   } catch {
@@ -155,6 +163,9 @@ async function stop(s: Started): Promise<void> {
   await exited;
 }
 
+/** The compiled CLI, built once before the first round (a source edited meanwhile is not rebuilt inside a timing). */
+let cliEntry: string | undefined;
+
 async function start(mode: Mode, before: boolean, tmp: string): Promise<Started> {
   const port = await freePort();
   if (mode === "direct") return launch(process.execPath, [everythingServerEntry(), "streamableHttp"], { PORT: String(port) }, port);
@@ -163,7 +174,7 @@ async function start(mode: Mode, before: boolean, tmp: string): Promise<Started>
   const config = path.join(dir, "config.json");
   const sharing = mode === "shared" ? "shared" : "session";
   fs.writeFileSync(config, JSON.stringify({ mcpServers: { everything: { command: EVERYTHING[0], args: EVERYTHING.slice(1), sharing } } }));
-  const entry = before ? path.resolve(BEFORE!, "dist/cli/main.js") : builtCliEntry();
+  const entry = before ? path.resolve(BEFORE!, "dist/cli/main.js") : (cliEntry ??= builtCliEntry());
   const prof = PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(PROFILE, before ? `${mode}-before` : mode)}`, "--cpu-prof-interval=250"] : [];
   // serve keeps its state in SQLite by default: under this start's own folder.
   return launch(
@@ -212,7 +223,7 @@ function label(mode: Mode, before: boolean): string {
         : mode === "meta"
           ? "emceepee meta"
           : `emceepee transparent ${mode}`;
-  return before ? `${name} (before)` : name;
+  return before ? `${name} (${BEFORE_LABEL})` : name;
 }
 
 async function main(): Promise<void> {
@@ -227,7 +238,7 @@ async function main(): Promise<void> {
   );
   if (!MODES.includes("direct")) throw new Error("--modes must include direct (the ratios are against it)");
   log(`${os.cpus().length} CPUs, node ${process.version}, load ${load0.map((l) => l.toFixed(1)).join(" ")}; ${entries.length} starts × ${ROUNDS} rounds`);
-  builtCliEntry(); // built (or found) before the first round, not inside a timing
+  cliEntry = builtCliEntry(); // built (or found) before the first round, not inside a timing
   for (const m of MODES) if (m === "supergateway" || m === "mcp-proxy") peerBin(m, log);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "emceepee-bench-startup-"));
   // Per round: each entry's sample, and its ratio to direct in the same round.
