@@ -1,10 +1,13 @@
 /**
- * The `emceepee` CLI run from source as a child process: --help, --version,
+ * The `emceepee` CLI (compiled, test/helpers/cli-build.ts): --help, --version,
  * config and flag validation, `check`, `serve` (HTTP) start-up — banner,
  * listen failures, the beyond-loopback warning, --allowed-hosts/-origins —
  * and SIGTERM, and the `stdio` downstream transport against the real
  * server-everything (and its log level). Health probes, reload, the start-up
- * check and `npm start` are in ops.test.ts.
+ * check and `npm start` are in ops.test.ts. Commands that only print and end
+ * (help, schema, check without --connect, config and flag errors) run in one
+ * shared CLI process (test/helpers/cli-host.ts); --version, serving, stdio,
+ * listen failures and exit paths each spawn the real CLI.
  */
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -34,8 +37,9 @@ import {
   waitExit,
   type RunningCli,
 } from "../helpers/core-extra.js";
+import { runCliHosted } from "../helpers/cli-host.js";
 
-/** Each test spawns the CLI (compiled: test/helpers/cli-build.ts), some several times: a bound for a loaded machine, far above the sum of their waits. */
+/** Tests spawn the CLI or ask the shared one, some several times: a bound for a loaded machine, far above the sum of their waits. */
 const SLOW = { timeout: 600_000 };
 
 let tmp: string | undefined;
@@ -58,11 +62,11 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** `emceepee <args>` run once for the file (the help texts several tests read: one process each, not one per test). */
+/** `emceepee <args>` run once for the file (the help texts several tests read: once each, not once per test). */
 const once = new Map<string, ReturnType<typeof runCli>>();
 function runCliOnce(args: string[]): ReturnType<typeof runCli> {
   const key = JSON.stringify(args);
-  if (!once.has(key)) once.set(key, runCli(ROOT, args));
+  if (!once.has(key)) once.set(key, runCliHosted(args));
   return once.get(key)!;
 }
 
@@ -129,7 +133,7 @@ describe("emceepee check", () => {
       },
       gateway: { port: 9123 },
     });
-    const run = await runCli(ROOT, ["check", "--config", file]);
+    const run = await runCliHosted(["check", "--config", file]);
     assert.equal(run.code, 0, run.stderr);
     assert.match(run.stdout, new RegExp(`^config OK: ${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`, "m"));
     assert.match(run.stdout, /^servers \(2\):$/m);
@@ -143,7 +147,7 @@ describe("emceepee check", () => {
 
   test("an invalid config: exit 2 with the message naming the key", SLOW, async () => {
     const file = await tempConfig("check-invalid.json", { mcpServers: { x: { command: "node", args: "a b" } } });
-    const run = await runCli(ROOT, ["check", "--config", file]);
+    const run = await runCliHosted(["check", "--config", file]);
     assert.equal(run.code, 2);
     assert.match(run.stderr, /EMCP_CONFIG_INVALID: .*\n.*mcpServers\.x\.args: must be an array of strings/);
     assert.equal(run.stdout, "");
@@ -179,10 +183,10 @@ describe("emceepee check", () => {
 
   test("the token comes from EMCEEPEE_TOKEN or --token and is validated as serve does", SLOW, async () => {
     const file = await tempConfig("check-token.json", { mcpServers: {} });
-    const fromEnv = await runCli(ROOT, ["check", "--config", file], { env: { EMCEEPEE_TOKEN: "a-token-long-enough-1234" } });
+    const fromEnv = await runCliHosted(["check", "--config", file], { env: { EMCEEPEE_TOKEN: "a-token-long-enough-1234" } });
     assert.equal(fromEnv.code, 0, fromEnv.stderr);
     assert.match(fromEnv.stdout, /\(token: set\)$/m);
-    const short = await runCli(ROOT, ["check", "--config", file, "--token", "short"]);
+    const short = await runCliHosted(["check", "--config", file, "--token", "short"]);
     assert.equal(short.code, 2);
     assert.match(short.stderr, /--token: token must be at least 16 characters/);
     assert.doesNotMatch(short.stderr, /short/);
@@ -191,7 +195,7 @@ describe("emceepee check", () => {
 
 describe("emceepee schema", () => {
   test("prints a JSON Schema of the config file", SLOW, async () => {
-    const run = await runCli(ROOT, ["schema"]);
+    const run = await runCliHosted(["schema"]);
     assert.equal(run.code, 0, run.stderr);
     const schema = JSON.parse(run.stdout) as { $schema: string; properties: Record<string, unknown> };
     assert.equal(schema.$schema, "https://json-schema.org/draft/2020-12/schema");
@@ -202,7 +206,7 @@ describe("emceepee schema", () => {
 describe("config and flag validation", () => {
   test("an unknown key in the gateway section fails at start, naming the key and its path", SLOW, async () => {
     const file = await tempConfig("unknown-gateway-key.json", { mcpServers: {}, gateway: { prot: 8080 } });
-    const run = await runCli(ROOT, ["serve", "--config", file]);
+    const run = await runCliHosted(["serve", "--config", file]);
     assert.notEqual(run.code, 0);
     assert.match(run.stderr, /EMCP_CONFIG_INVALID/);
     assert.match(run.stderr, /gateway/);
@@ -211,11 +215,11 @@ describe("config and flag validation", () => {
   });
 
   test("an unknown top-level key or server key fails at start, naming the key", SLOW, async () => {
-    const top = await runCli(ROOT, ["serve", "--config", await tempConfig("unknown-top-key.json", { mcpServer: {} })]);
+    const top = await runCliHosted(["serve", "--config", await tempConfig("unknown-top-key.json", { mcpServer: {} })]);
     assert.notEqual(top.code, 0);
     assert.match(top.stderr, /'mcpServer'/);
 
-    const server = await runCli(ROOT, [
+    const server = await runCliHosted([
       "serve",
       "--config",
       await tempConfig("unknown-server-key.json", { mcpServers: { x: { command: "node", argz: ["a"] } } }),
@@ -227,7 +231,7 @@ describe("config and flag validation", () => {
 
   test("stdio checks the config the same way", SLOW, async () => {
     const file = await tempConfig("unknown-gateway-key-stdio.json", { mcpServers: {}, gateway: { tasks: { maxTTL: 5 } } });
-    const run = await runCli(ROOT, ["stdio", "--config", file]);
+    const run = await runCliHosted(["stdio", "--config", file]);
     assert.notEqual(run.code, 0);
     assert.match(run.stderr, /gateway\.tasks/);
     assert.match(run.stderr, /'maxTTL'/);
@@ -235,18 +239,18 @@ describe("config and flag validation", () => {
   });
 
   test("a config file that does not exist or is not JSON is reported", SLOW, async () => {
-    const missing = await runCli(ROOT, ["serve", "--config", path.join(os.tmpdir(), "emceepee-no-such-config.json")]);
+    const missing = await runCliHosted(["serve", "--config", path.join(os.tmpdir(), "emceepee-no-such-config.json")]);
     assert.notEqual(missing.code, 0);
     assert.match(missing.stderr, /cannot read config file/);
 
-    const broken = await runCli(ROOT, ["serve", "--config", await tempConfig("broken.json", "{ not json")]);
+    const broken = await runCliHosted(["serve", "--config", await tempConfig("broken.json", "{ not json")]);
     assert.notEqual(broken.code, 0);
     assert.match(broken.stderr, /not valid JSON/);
   });
 
   for (const bad of ["99999", "abc", "-1", "80.5"]) {
     test(`--port ${bad} is rejected`, SLOW, async () => {
-      const run = await runCli(ROOT, ["serve", "--config", await tempConfig("empty.json", { mcpServers: {} }), `--port=${bad}`]);
+      const run = await runCliHosted(["serve", "--config", await tempConfig("empty.json", { mcpServers: {} }), `--port=${bad}`]);
       assert.notEqual(run.code, 0);
       assert.match(run.stderr, /--port/);
       assert.match(run.stderr, /0 to 65535/);
@@ -255,7 +259,7 @@ describe("config and flag validation", () => {
   }
 
   test("a port out of range in the config file is rejected, naming gateway.port", SLOW, async () => {
-    const run = await runCli(ROOT, ["serve", "--config", await tempConfig("bad-port.json", { mcpServers: {}, gateway: { port: 70000 } })]);
+    const run = await runCliHosted(["serve", "--config", await tempConfig("bad-port.json", { mcpServers: {}, gateway: { port: 70000 } })]);
     assert.notEqual(run.code, 0);
     assert.match(run.stderr, /gateway\.port/);
   });
@@ -263,16 +267,14 @@ describe("config and flag validation", () => {
   // Regression: the --port parser used Number(value), and Number("") is 0, so an empty
   // value (e.g. `--port "$PORT"` with PORT unset) silently listened on a random port.
   test("an empty --port value is rejected, not taken as 0", SLOW, async () => {
-    const run = await runCli(ROOT, ["serve", "--config", await tempConfig("empty.json", { mcpServers: {} }), "--port", "", "--log-level", "silent"], {
-      stopWhenStdout: /listening on/,
-    });
+    const run = await runCliHosted(["serve", "--config", await tempConfig("empty.json", { mcpServers: {} }), "--port", "", "--log-level", "silent"]);
     assert.doesNotMatch(run.stdout, /listening on/, "an empty port must not start a server on a random port");
     assert.notEqual(run.code, 0);
     assert.match(run.stderr, /--port/);
   });
 
   test("a --log-level that is not a level is rejected", SLOW, async () => {
-    const run = await runCli(ROOT, ["serve", "--log-level", "loud"]);
+    const run = await runCliHosted(["serve", "--log-level", "loud"]);
     assert.notEqual(run.code, 0);
     assert.match(run.stderr, /loud/);
   });
@@ -368,10 +370,10 @@ describe("emceepee serve: start-up messages and flags", () => {
     const without = await loopbackServe();
     assert.equal((await rawRequest(without.url, { headers: { ...MCP_POST_HEADERS, Host: "gw.example" }, body: initializeBody() })).status, 403);
 
-    const badOrigin = await runCli(ROOT, ["serve", "--config", empty, "--allowed-origins", "https://app.example.com/path"], { stopWhenStdout: /listening on/ });
+    const badOrigin = await runCliHosted(["serve", "--config", empty, "--allowed-origins", "https://app.example.com/path"]);
     assert.notEqual(badOrigin.code, 0);
     assert.match(badOrigin.stderr, /--allowed-origins.*'https:\/\/app\.example\.com\/path' is not an origin; write scheme:\/\/host\[:port\]/);
-    const badHost = await runCli(ROOT, ["serve", "--config", empty, "--allowed-hosts", "http://gw.example"], { stopWhenStdout: /listening on/ });
+    const badHost = await runCliHosted(["serve", "--config", empty, "--allowed-hosts", "http://gw.example"]);
     assert.notEqual(badHost.code, 0);
     assert.match(badHost.stderr, /--allowed-hosts.*'http:\/\/gw\.example' is not a Host header value/);
   });
