@@ -157,6 +157,11 @@ export class ClusterRouter implements SessionRouter {
    */
   async toTaskHost(req: IncomingMessage, res: ServerResponse, sessionId: string, body: string): Promise<"answered" | "local"> {
     const { membership, logger } = this.o;
+    // Passed on by another replica: served here, never passed on again (and it keeps this replica's owner record fresh).
+    if (this.isForwarded(req)) {
+      membership.seen(sessionId);
+      return "local";
+    }
     try {
       for (let hop = 0; hop < MAX_HOPS; hop++) {
         const owner = await membership.ownerOf(sessionId);

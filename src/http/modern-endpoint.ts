@@ -140,8 +140,7 @@ export async function handleModern(
     send: (status, message) => send(res, status, message),
     toReplica: (owner) =>
       options.router && !options.router.fromReplica(req) ? options.router.toReplica(req, res, owner, JSON.stringify(body)) : Promise.resolve("gone"),
-    toTaskHost: (sessionId) =>
-      options.router && !options.router.fromReplica(req) ? options.router.toTaskHost(req, res, sessionId, JSON.stringify(body)) : Promise.resolve("local"),
+    toTaskHost: (sessionId) => (options.router ? options.router.toTaskHost(req, res, sessionId, JSON.stringify(body)) : Promise.resolve("local")),
   });
 }
 

@@ -142,7 +142,8 @@ export interface ParkedCallRouter {
    * A task request (ADR 0032, "Tasks across eras"): passed to the live replica
    * that holds task host session `sessionId` ("answered"), or that host is held
    * here from now on ("local"; taken over at once from a replica that is gone,
-   * the calls that ran there failed).
+   * the calls that ran there failed). A request another replica passed on is
+   * served here ("local").
    */
   toTaskHost(req: IncomingMessage, res: ServerResponse, sessionId: string, body: string): Promise<"answered" | "local">;
 }
