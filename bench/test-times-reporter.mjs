@@ -4,6 +4,7 @@
  * process start). test/run-all.mjs adds it when EMCEEPEE_TEST_TIMES names an
  * output file; bench/test-times.md has the numbers.
  */
+import { readFileSync } from "node:fs";
 import path from "node:path";
 
 /**
@@ -18,17 +19,32 @@ function runnerFile(declared) {
   return rel;
 }
 
+/**
+ * A batch (test/helpers/batch.ts) runs each of its files as a top-level suite named by the file's
+ * path, whose own top-level tests are then at nesting 1: still one row per file, as when it ran alone.
+ */
+const BATCH_HELPER = "test/helpers/batch.ts";
+const batchedFiles = new Set(Object.values(JSON.parse(readFileSync("test/batches/batches.json", "utf8"))).flat());
+
 export default async function* fileTimes(source) {
   const files = new Map();
   for await (const event of source) {
     if (event.type !== "test:pass" && event.type !== "test:fail") continue;
     const { nesting, details } = event.data;
-    if (nesting !== 0 || !event.data.file) continue;
-    const file = runnerFile(event.data.file);
+    if (!event.data.file) continue;
+    const declared = runnerFile(event.data.file);
+    const suiteOfBatch = nesting === 0 && declared === BATCH_HELPER;
+    // In a batch a file's top-level tests are at nesting 1: they count as its tests; its suite's duration is its time.
+    const inBatch = nesting === 1 && batchedFiles.has(declared);
+    if (nesting !== 0 && !inBatch) continue;
+    const file = suiteOfBatch ? event.data.name : declared;
     const row = files.get(file) ?? { tests: 0, failed: 0, ms: 0 };
-    row.tests += 1;
-    if (event.type === "test:fail" && !details?.error?.failureType?.includes?.("cancel")) row.failed += 1;
-    row.ms += details?.duration_ms ?? 0;
+    const failed = event.type === "test:fail" && !details?.error?.failureType?.includes?.("cancel");
+    if (!suiteOfBatch) {
+      row.tests += 1;
+      if (failed) row.failed += 1;
+    } else if (failed && details?.error?.failureType !== "subtestsFailed") row.failed += 1; // the file itself failed (e.g. to load)
+    if (!inBatch) row.ms += details?.duration_ms ?? 0;
     files.set(file, row);
   }
   yield "file\ttests\tfailed\tms\n";

@@ -66,6 +66,16 @@ const files = (dir) =>
     .map((f) => `${dir}/${f}`);
 
 /**
+ * Integration files that share a process (test/batches/batches.json, test/helpers/batch.ts):
+ * each batch is one test file to the runner, test/batches/<name>.ts, and its files are not
+ * run again on their own. A test process costs about 2 s of CPU before its first test (test/README.md, "Batches").
+ */
+const BATCHES = JSON.parse(readFileSync(path.join(ROOT, "test/batches/batches.json"), "utf8"));
+const batched = new Set(Object.values(BATCHES).flat());
+for (const file of batched) if (!files(path.dirname(file)).includes(file)) throw new Error(`test/batches/batches.json: no test file ${file}`);
+const batchEntries = Object.keys(BATCHES).map((name) => `test/batches/${name}.ts`);
+
+/**
  * Longest first, so that no long file starts near the end while the others are done:
  * the per-file times of the last measured run (bench/test-times.tsv, written by
  * EMCEEPEE_TEST_TIMES; the shared pass is one row, split evenly); a file not in it counts as 20 s.
@@ -81,7 +91,9 @@ function longestFirst(list) {
     /* no times recorded: alphabetical */
   }
   const shared = list.filter((f) => f.startsWith("test/shared/"));
-  const guess = (file) => ms.get(file) ?? (file.startsWith("test/shared/") && ms.has("test/shared/*") ? ms.get("test/shared/*") / shared.length : 20_000);
+  const one = (file) => ms.get(file) ?? (file.startsWith("test/shared/") && ms.has("test/shared/*") ? ms.get("test/shared/*") / shared.length : 20_000);
+  // A batch takes as long as its files together (the reporter records them one by one).
+  const guess = (file) => (file.startsWith("test/batches/") ? BATCHES[path.basename(file, ".ts")].reduce((sum, f) => sum + one(f), 0) : one(file));
   return list
     .map((file, i) => ({ file, i, ms: guess(file) }))
     .sort((a, b) => b.ms - a.ms || a.i - b.i)
@@ -126,7 +138,7 @@ const tests = await run(
     `--test-concurrency=${CONCURRENCY}`,
     "--test-timeout=900000",
     ...reporters,
-    ...longestFirst(["test/unit/all.ts", ...files("test/integration"), ...files("test/shared")]),
+    ...longestFirst(["test/unit/all.ts", ...files("test/integration").filter((f) => !batched.has(f)), ...batchEntries, ...files("test/shared")]),
   ],
   false,
 );
