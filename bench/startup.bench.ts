@@ -36,6 +36,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { everythingServerEntry } from "../src/config/demo.js";
 import { builtCliEntry } from "../test/helpers/cli-build.js";
+import { freePort } from "../test/helpers/core-extra.js";
 import { peerArgs, peerBin } from "./lib/peers.js";
 import { alive, descendantPids, threadCpuMs } from "./lib/proc.js";
 import { fmt, percentile, table } from "./lib/stats.js";
@@ -56,17 +57,6 @@ const EVERYTHING = [process.execPath, everythingServerEntry(), "stdio"];
 
 const began = performance.now();
 const log = (msg: string): void => void process.stderr.write(`[startup ${((performance.now() - began) / 1000).toFixed(1)}s] ${msg}\n`);
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /** USER_HZ: /proc's clock ticks per second (100 on Linux everywhere this runs). */
 const TICKS = 100;
