@@ -35,10 +35,11 @@ export interface DirectAnswersOptions {
   clock: Clock;
 }
 
-/** One request answered here: its HTTP response and, for SSE, its stream id in the replay store. */
+/** One request answered here: its HTTP response and, for SSE, its stream id and whether its events are stored for replay. */
 interface Pending {
   res: ServerResponse;
   streamId?: string | undefined;
+  stored?: boolean;
 }
 
 /** The SDK transport's private members a resumed stream is reached through (SDK 1.32). */
@@ -109,13 +110,15 @@ export class DirectAnswers {
       dispatch();
       return true;
     }
-    const pending: Pending = { res, streamId: randomUUID() };
+    const version = req.headers["mcp-protocol-version"];
+    // A client before 2025-11-25 gets no priming event, so it has no cursor to resume this stream with: nothing is stored for it.
+    const stored = (typeof version === "string" ? version : DEFAULT_VERSION) >= PRIMING_VERSION;
+    const pending: Pending = { res, streamId: randomUUID(), stored };
     this.pending.set(m.id, pending);
     this.waitingSse++;
     this.armKeepAlive();
     res.writeHead(200, { ...SSE_HEADERS, "mcp-session-id": this.options.sessionId });
-    const version = req.headers["mcp-protocol-version"];
-    if ((typeof version === "string" ? version : DEFAULT_VERSION) < PRIMING_VERSION) {
+    if (!stored) {
       dispatch();
       return true;
     }
@@ -174,7 +177,7 @@ export class DirectAnswers {
     const streamId = p.streamId!;
     let eventId = "";
     try {
-      eventId = await this.options.replay.storeEvent(streamId, message);
+      if (p.stored) eventId = await this.options.replay.storeEvent(streamId, message);
     } catch {
       // Written without an id: the client cannot resume past it (the store logs its own failures).
     }

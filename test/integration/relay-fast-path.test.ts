@@ -14,6 +14,8 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { hasResumedStreams } from "../../src/mcp/direct-answers.js";
+import { systemClock } from "../../src/clock.js";
+import { createMemoryStore } from "../../src/store/memory/index.js";
 import { startGateway, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
 import { pollFor } from "../helpers/core-extra.js";
@@ -201,11 +203,12 @@ const events = (text: string): Array<{ id?: unknown; result?: { content: Array<{
 
 describe("relay fast path with SSE answers (the default)", () => {
   let gw: TestGateway;
+  const store = createMemoryStore(systemClock);
   const faceOf = () => new URL("/servers/slow/mcp", gw.url).href;
   before(async () => {
     gw = await startGateway(
       { mcpServers: { slow: inProcess("slow") }, gateway: { http: { sseKeepAliveMs: 200 } } },
-      { transportFactory: inProcessTransportFactory() },
+      { transportFactory: inProcessTransportFactory(), store },
     );
   });
   after(() => gw.close());
@@ -272,6 +275,20 @@ describe("relay fast path with SSE answers (the default)", () => {
     const last = events(await pending.text()).at(-1);
     assert.equal(last?.id, 4);
     assert.match(last?.error?.message ?? "", /session ended/);
+  });
+
+  test("a client before 2025-11-25 gets no priming event and nothing is stored for replay (it has no cursor to resume with)", LIMIT, async () => {
+    const face = faceOf();
+    const s = await open(face);
+    const stored = await store.replay.size(s); // the initialize's stream (through the SDK transport)
+    const res = await fetch(face, {
+      method: "POST",
+      headers: { ...HEADERS, "mcp-session-id": s, "mcp-protocol-version": "2025-06-18" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 5, method: "tools/call", params: { name: "slow", arguments: { ms: 0 } } }),
+    });
+    const text = await res.text();
+    assert.equal(text, `event: message\ndata: ${JSON.stringify({ result: { content: [{ type: "text", text: "slept 0ms" }] }, jsonrpc: "2.0", id: 5 })}\n\n`);
+    assert.deepEqual(await store.replay.size(s), stored);
   });
 
   test("the SDK client gets every answer of concurrent calls once", LIMIT, async () => {
