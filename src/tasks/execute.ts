@@ -19,6 +19,7 @@ import type { Clock } from "../clock.js";
 import { ErrorCodes, GatewayError, upstreamCallError } from "../errors.js";
 import type { TaskRecord } from "../store/contracts.js";
 import type { UpstreamHandle } from "../upstream/handle.js";
+import { runMappingExtensionTask, type ExtensionTaskMapping } from "../upstream/modern/extension-task.js";
 import { CallOrigin } from "../upstream/origin.js";
 import type { TaskManager } from "./task-manager.js";
 import type { CreateTaskInput } from "./task-types.js";
@@ -100,7 +101,13 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     origin,
     onTask: (task) => reportTask({ task, at: o.clock.now() }),
   };
-  const call = o.run ? o.run(callOptions) : o.connection.callTool(o.tool, o.args, callOptions);
+  // A 2026-07-28 upstream's extension task the call becomes (bridge 4) is mapped onto the promoted task, once there is one.
+  let extension: ExtensionTaskMapping | undefined;
+  const onExtensionTask = (mapping: ExtensionTaskMapping) => {
+    extension = mapping;
+    if (taskId !== undefined) o.tasks.mapUpstream(taskId, mapping);
+  };
+  const call = o.run ? o.run(callOptions) : runMappingExtensionTask(onExtensionTask, () => o.connection.callTool(o.tool, o.args, callOptions));
   let timer: ReturnType<Clock["setTimeout"]> | undefined;
   const timeout = new Promise<typeof TIMEOUT>((resolve) => {
     timer = o.clock.setTimeout(() => resolve(TIMEOUT), o.timeoutMs);
@@ -151,6 +158,7 @@ export async function executeWithPromotion(o: ExecuteOptions): Promise<ExecuteOu
     release();
   }
   taskId = task.taskId;
+  if (extension !== undefined) o.tasks.mapUpstream(taskId, extension);
   // The upstream named its task after the wait: mapped now (a restart before that loses the call, as an unmapped promotion's).
   if (late) {
     void upstreamTask.then((u) => {

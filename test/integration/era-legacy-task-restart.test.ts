@@ -6,7 +6,8 @@
  * upstream's task waits for a name, starts again on the same port and file,
  * and the client, on the same session, gets the upstream's result from
  * tasks/result — the input request asked again and answered through the
- * 2025 side channel.
+ * 2025 side channel. On the meta face, an `execute_tool` promoted while it
+ * runs as the upstream's extension task gives its result after a restart.
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -15,7 +16,7 @@ import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { startModernTasksServer, type ModernTasksServer } from "../fixtures/modern-tasks-server.js";
-import { ROOT } from "../helpers/gateway.js";
+import { ROOT, block, call } from "../helpers/gateway.js";
 import { freePort, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
 import { openSqliteDatabase } from "../../src/store/sqlite/driver.js";
 import { connectFace, getTask, startTask, taskResult, text, waitFor, type Peer, type PeerOptions } from "../helpers/tasks.js";
@@ -65,8 +66,8 @@ describe("a legacy client's task on a modern upstream's extension task, across a
   }
 
   /** A new client object on the same gateway session (the SDK skips initialize when its transport has a session id). */
-  async function samePeer(previous: Peer, name: string): Promise<Peer> {
-    const peer = await connectFace(face, { ...asker(name), http: { sessionId: previous.sessionId } });
+  async function samePeer(previous: Peer, name: string, url = face): Promise<Peer> {
+    const peer = await connectFace(url, { ...asker(name), http: { sessionId: previous.sessionId } });
     peers.push(peer);
     (peer.transport as StreamableHTTPClientTransport).setProtocolVersion((previous.transport as StreamableHTTPClientTransport).protocolVersion!);
     return peer;
@@ -100,4 +101,20 @@ describe("a legacy client's task on a modern upstream's extension task, across a
       assert.equal((await getTask(after.client, task.taskId)).status, "completed");
     });
   }
+
+  it("the meta face: execute_tool promoted onto the upstream's extension task gives its result after SIGKILL and a new start", T, async () => {
+    const metaUrl = `${new URL(face).origin}/mcp`;
+    const before = await connectFace(metaUrl, {});
+    peers.push(before);
+    const promoted = await call(before.client, "execute_tool", { server: "tasks", tool: "wait_for_release", args: {}, timeout_ms: 100 });
+    const taskId = block<string>(promoted, "task_id");
+    assert.ok(taskId, `promoted to a task: ${JSON.stringify(promoted)}`);
+    await waitFor(() => storedUpstreamId(taskId), "the upstream task id is stored with the promoted task");
+    await restart("SIGKILL");
+
+    const after = await samePeer(before, "unused", metaUrl);
+    upstream.release();
+    const result = await call(after.client, "get_task_result", { task_id: taskId, timeout_ms: 60_000 });
+    assert.match(JSON.stringify(result.content), /released/, JSON.stringify(result));
+  });
 });
