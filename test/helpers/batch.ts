@@ -20,13 +20,18 @@ export function batches(): Record<string, string[]> {
   return JSON.parse(readFileSync(path.join(ROOT, "test/batches/batches.json"), "utf8")) as Record<string, string[]>;
 }
 
-/** Declares one suite per file of batch `name`; a suite imports its file, whose tests and hooks become the suite's. */
+/** Declares one suite per file of batch `name` (runFiles). */
 export function runBatch(name: string): void {
   const files = batches()[name];
   if (!files) throw new Error(`no batch "${name}" in test/batches/batches.json`);
+  runFiles(files);
+}
+
+/** One suite per file (a path from the repository's root, or absolute), in order; a suite imports its file, whose tests and hooks become the suite's. */
+export function runFiles(files: readonly string[]): void {
   for (const file of files) {
     describe(file, async () => {
-      await import(pathToFileURL(path.join(ROOT, file)).href);
+      await import(pathToFileURL(path.resolve(ROOT, file)).href);
     });
   }
 }
