@@ -22,7 +22,8 @@
  * before=<dir> (also run `<dir>/dist/cli/main.js`, a build of another commit
  * beside a node_modules symlink, as "<mode> (before)" in the same rounds;
  * before-label=<word> names them otherwise),
- * profile=<dir> (emceepee runs with `--cpu-prof` into <dir>/<mode>).
+ * profile=<dir> (emceepee runs with `--cpu-prof` into <dir>/<mode>),
+ * check=0 (emceepee with `--no-upstream-check`).
  * Markdown on stdout, progress on stderr. Every process it starts is stopped.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -43,6 +44,8 @@ import { fmt, percentile, table } from "./lib/stats.js";
 import { option } from "./lib/options.js";
 
 const ROUNDS = option("rounds", 5);
+/** 0: emceepee starts with --no-upstream-check (serve's start-up check of each upstream off). */
+const CHECK = option("check", 1, 0) > 0;
 const arg = (name: string): string | undefined =>
   process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? process.env[`BENCH_${name.toUpperCase().replace(/-/g, "_")}`];
 type Mode = "direct" | "supergateway" | "mcp-proxy" | "session" | "shared" | "meta";
@@ -169,7 +172,7 @@ async function start(mode: Mode, before: boolean, tmp: string): Promise<Started>
   // serve keeps its state in SQLite by default: under this start's own folder.
   return launch(
     process.execPath,
-    [...prof, entry, "serve", "--config", config, "--port", String(port), "--log-level", "silent"],
+    [...prof, entry, "serve", "--config", config, "--port", String(port), "--log-level", "silent", ...(CHECK ? [] : ["--no-upstream-check"])],
     { XDG_STATE_HOME: dir },
     port,
     before ? path.resolve(BEFORE!) : undefined,
@@ -288,7 +291,7 @@ async function main(): Promise<void> {
       ],
       rows,
     )}\n\n` +
-      `${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC, ${os.cpus().length} × ${os.cpus()[0]?.model ?? "?"}, node ${process.version}; ${ROUNDS} rounds, starts one at a time in rotating order; ` +
+      `${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC, ${os.cpus().length} × ${os.cpus()[0]?.model ?? "?"}, node ${process.version}; ${ROUNDS} rounds, starts one at a time in rotating order${CHECK ? "" : "; emceepee with --no-upstream-check"}; ` +
       `load average ${load0.map((l) => l.toFixed(1)).join(" ")} before, ${load1.map((l) => l.toFixed(1)).join(" ")} after.\n`,
   );
 }
