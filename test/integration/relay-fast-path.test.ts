@@ -34,13 +34,13 @@ function post(url: string, body: object, session: string): Promise<Response> {
 }
 
 /** A raw session on `url` whose client declares no capabilities (so its plain requests take the fast path). */
-async function open(url: string): Promise<string> {
+async function open(url: string, initializeId: string | number = 0): Promise<string> {
   const init = await fetch(url, {
     method: "POST",
     headers: HEADERS,
     body: JSON.stringify({
       jsonrpc: "2.0",
-      id: 0,
+      id: initializeId,
       method: "initialize",
       params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "fast-path", version: "1" } },
     }),
@@ -96,6 +96,20 @@ describe("relay fast path on", () => {
     // The id is free again: the session answers a new call with it.
     const again = await post(face, { id: 41, method: "tools/call", params: { name: "slow", arguments: { ms: 0 } } }, s);
     assert.match(await again.text(), /slept 0ms/);
+  });
+
+  test("a call numbered 0 is cancelled too (SDK 1.32 drops a cancel of request id 0: src/mcp/cancel-request-zero.ts)", LIMIT, async () => {
+    const face = faceOf("slow");
+    const s = await open(face, "init");
+    const before = sent.length;
+    const call = post(face, { id: 0, method: "tools/call", params: { name: "slow", arguments: { ms: 60_000 } } }, s);
+    const upstreamCall = await pollFor(async () => sent.slice(before).find((m) => m.method === "tools/call"), "the upstream tools/call");
+    assert.equal((await post(face, { method: "notifications/cancelled", params: { requestId: 0 } }, s)).status, 202);
+    const cancelled = await pollFor(async () => sent.slice(before).find((m) => m.method === "notifications/cancelled"), "notifications/cancelled upstream");
+    assert.equal(cancelled.params?.requestId, upstreamCall.id, "the cancel names the upstream's id of the call");
+    const body = (await (await call).json()) as { id: unknown; error?: { code: number } };
+    assert.equal(body.id, 0);
+    assert.equal(body.error?.code, -32800);
   });
 
   test("progress and an elicitation of other sessions' calls reach their own sessions while fast-path calls run", LIMIT, async () => {

@@ -5,6 +5,7 @@
  * Each call is timed for the access log; gateway-made replies declare their
  * `outputSchema` (outputs.ts).
  */
+import { acceptCancelOfRequestZero } from "../../mcp/cancel-request-zero.js";
 import { jsonSchemaValidator } from "../../mcp/json-schema-validator.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
@@ -78,6 +79,7 @@ export function createMetaServer(ctx: MetaContext): McpServer {
     { name: "emceepee", title: "emceepee MCP gateway", version: ctx.gateway.version },
     { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator },
   );
+  acceptCancelOfRequestZero(server.server); // a client may number a call 0 (SDK 1.32 drops its cancel)
   for (const tool of META_TOOLS) {
     if (tool.enabled?.(ctx) === false) continue;
     const outputSchema = META_OUTPUT_SCHEMAS[tool.name];

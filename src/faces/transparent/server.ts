@@ -17,6 +17,7 @@ import {
 import type { GatewayContext } from "../../session/gateway-context.js";
 import { withVisibleRequests } from "../../session/bridge.js";
 import type { Session } from "../../session/session.js";
+import { acceptCancelOfRequestZero } from "../../mcp/cancel-request-zero.js";
 import { jsonSchemaValidator } from "../../mcp/json-schema-validator.js";
 import type { UpstreamHandle } from "../../upstream/handle.js";
 import type { KnownServer } from "../../upstream/known-servers.js";
@@ -67,6 +68,7 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
       : { name: "emceepee", title: "emceepee (all upstreams)", version: gateway.version });
   const instructions = single ? single.instructions : target.kind === "virtual" ? virtual?.instructions : allInstructions(catalog);
   const server = new Server(info, { capabilities, jsonSchemaValidator, ...(instructions ? { instructions } : {}) });
+  acceptCancelOfRequestZero(server); // a client may number a call 0 (SDK 1.32 drops its cancel)
   const routes = new DownstreamRoutes(gateway.clock);
   const joined = registerHandlers({ server, session, catalog, capabilities, routes, gateway, aggregate });
   announceJoin = (name) => {
