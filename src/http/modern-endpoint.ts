@@ -212,6 +212,7 @@ export async function answerModern(
     });
   }
   const taskCall = method === "tools/call" && capabilities.extensions?.[TASKS_EXTENSION] !== undefined && params.requestState === undefined;
+  let atHost = false; // this replica holds the caller's task host (asked once per request)
   if (TASK_METHODS.has(method) || taskCall) {
     try {
       const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
@@ -219,6 +220,7 @@ export async function answerModern(
       const { _meta: _envelope, ...rest } = params;
       // The caller's task host lives on one replica (its held inputRequests are there): the request goes there.
       if ((await exchange.toTaskHost?.(taskHostSessionId(options.kind, exchange.principal))) === "answered") return;
+      atHost = true;
       const answer = await answerModernTask(
         gateway,
         options,
@@ -235,7 +237,7 @@ export async function answerModern(
       return sendError(exchange, id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) });
     }
   }
-  if (options.kind.kind === "meta" && method === "tools/call") return answerMetaTool(gateway, options, request, exchange);
+  if (options.kind.kind === "meta" && method === "tools/call") return answerMetaTool(gateway, options, request, exchange, atHost);
   let session: Session;
   // MRTR (modern-mrtr.ts): what the client may be asked mid-call comes back to it as input_required.
   const askable = askableCapabilities(capabilities);
@@ -368,19 +370,23 @@ export async function answerModern(
  * in a session of its own, so what it leaves behind — a call promoted to a
  * task, an elicitation waiting in the queue, a timer, events — is there for the
  * same principal's later requests, and for no one else's. A caller that hangs
- * up cancels its call (the face's handler is aborted).
+ * up cancels its call (the face's handler is aborted). With replicas the call
+ * goes to the replica holding that host, as the principal's task requests do
+ * (`atHost`: already asked for this request).
  */
 async function answerMetaTool(
   gateway: GatewayContext,
   options: ModernEndpointOptions,
   { id, params }: Extract<ModernClassification, { kind: "request" }>,
   exchange: ModernExchange,
+  atHost: boolean,
 ): Promise<void> {
   const meta = (params._meta ?? {}) as Record<string, unknown>;
   const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
   const inner = Object.fromEntries(Object.entries(meta).filter(([key]) => !(ENVELOPE_KEYS as readonly string[]).includes(key)));
   const { _meta: _envelope, inputResponses: _responses, requestState: _state, ...rest } = params;
   try {
+    if (!atHost && (await exchange.toTaskHost?.(taskHostSessionId(options.kind, exchange.principal))) === "answered") return;
     const host = await hostFor(gateway, options, exchange.principal, clientInfo);
     const answer = await host.requestUntil("tools/call", { ...rest, ...(Object.keys(inner).length > 0 ? { _meta: inner } : {}) }, exchange.closed);
     if (answer === undefined) return; // the caller hung up: its call was cancelled

@@ -10,7 +10,10 @@
  * 2025-11-25 client's task on a 2026-07-28 upstream's extension task (bridge
  * 4; test/fixtures/modern-tasks-server.ts, in this process) made on a replica
  * that is then SIGKILLed: the client's tasks/result on another replica gets
- * the upstream's result, its input request asked again there.
+ * the upstream's result, its input request asked again there. (c) The meta
+ * face (`/mcp`): an SDK v2 client's execute_tool promoted on one replica is
+ * followed with get_task/get_task_result (and tasks/get) on another, and once
+ * that replica is SIGKILLed the next get_task there reads failed at once.
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -18,10 +21,11 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from "@modelcontextprotocol/client";
 import { startModernTasksServer, type ModernTasksServer } from "../fixtures/modern-tasks-server.js";
 import { ROOT, everythingStdio } from "../helpers/gateway.js";
 import { freePort, startCliServe, startEverythingHttp, stopChild, waitExit, type ChildServer, type RunningCli } from "../helpers/core-extra.js";
-import { modernRequest, pollModernTask } from "../helpers/modern-requests.js";
+import { MODERN, TASKS_EXTENSION, modernRequest, pollModernTask } from "../helpers/modern-requests.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
 import { connectFace, getTask, startTask, taskResult, text, waitFor, type Peer, type PeerOptions } from "../helpers/tasks.js";
 
@@ -138,6 +142,53 @@ if (skip !== undefined) {
       assert.equal(text(result), "Hello, Bob!", JSON.stringify(result));
       assert.equal(after.elicitations.length, 1, "the input request is asked again on replica 2");
       assert.ok(await heartbeatLeft("r3"), "answered before the dead replica's heartbeat ran out (taken over at once)");
+    });
+
+    it("the meta face: an execute_tool promoted on a replica is followed on another, and fails there at once when that replica dies", T, async () => {
+      const r4 = await startReplica("r4");
+      const r2 = replicas.get("r2")!;
+      type ToolResult = { content: Array<{ text: string }>; structuredContent?: Record<string, any>; isError?: boolean };
+      const texts = (r: ToolResult) => r.content.map((c) => c.text).join("\n");
+      const clientOf = async (base: string) => {
+        const client = new ModernClient({ name: "era-meta-replicas", version: "1" }, { versionNegotiation: { mode: { pin: MODERN } } });
+        await client.connect(new ModernTransport(new URL(`${base}/mcp`)));
+        return client;
+      };
+      const on4 = await clientOf(r4.base);
+      const on2 = await clientOf(r2.base);
+      try {
+        const call = (client: ModernClient, name: string, args: Record<string, unknown>) =>
+          (client.callTool({ name, arguments: args }, { timeout: 150_000 }) as Promise<ToolResult>).catch((err: unknown) => {
+            throw new Error(`${name} ${JSON.stringify(args)}: ${String(err)}`);
+          });
+        const promote = async (duration: number) => {
+          const args = { server: "everything", tool: "trigger-long-running-operation", args: { duration, steps: duration }, timeout_ms: 50 };
+          const promoted = await call(on4, "execute_tool", args);
+          const taskId = promoted.structuredContent?.task_id as string;
+          assert.ok(taskId, `promoted to a task: ${texts(promoted)}`);
+          return taskId;
+        };
+        const short = await promote(3);
+        const long = await promote(120);
+        // Replica 2 follows the calls that run on replica 4 (the caller's meta host is held there).
+        const got = await call(on2, "get_task", { task_id: long });
+        assert.equal(got.structuredContent?.task?.status, "working", texts(got));
+        const done = await call(on2, "get_task_result", { task_id: short, timeout_ms: 120_000 });
+        assert.equal(done.isError, undefined, texts(done));
+        assert.match(texts(done), /Long running operation completed/);
+        const viaExtension = await modernRequest(`${r2.base}/mcp`, "tasks/get", { taskId: long }, { capabilities: { extensions: { [TASKS_EXTENSION]: {} } } });
+        assert.equal(viaExtension.body.result?.status, "working", JSON.stringify(viaExtension.body));
+        await kill(r4);
+
+        const cut = await call(on2, "get_task", { task_id: long });
+        assert.equal(cut.structuredContent?.task?.status, "failed", `the first get_task after the death: ${texts(cut)}`);
+        assert.match(texts(cut), /replica r4/);
+        const result = await call(on2, "get_task_result", { task_id: long, timeout_ms: 1000 });
+        assert.equal(result.isError, true, texts(result));
+        assert.ok(await heartbeatLeft("r4"), "answered before the dead replica's heartbeat ran out");
+      } finally {
+        await Promise.allSettled([on4.close(), on2.close()]);
+      }
     });
   });
 }
