@@ -100,12 +100,7 @@ export class PendingRequests {
           // The upstream gave up on its request (cancelled, or timed out on its side): an answer now would go nowhere.
           const entry = this.entries.get(requestId);
           if (!withdrawn && entry) this.remember(entry, "server", upstreamReason(signal?.reason));
-          this.settle(
-            requestId,
-            `${kind}_expired`,
-            { reason: withdrawn ? signal.reason.message : "cancelled by the upstream" },
-            new Error("cancelled"),
-          );
+          this.settle(requestId, `${kind}_expired`, { reason: withdrawn ? signal.reason.message : "cancelled by the upstream" }, new Error("cancelled"));
         });
       const entry: Entry<K> = {
         requestId,
