@@ -13,7 +13,9 @@
  * the upstream's result, its input request asked again there. (c) The meta
  * face (`/mcp`): an SDK v2 client's execute_tool promoted on one replica is
  * followed with get_task/get_task_result (and tasks/get) on another, and once
- * that replica is SIGKILLed the next get_task there reads failed at once.
+ * that replica is SIGKILLed the next get_task there reads failed at once; a
+ * caller hanging up on a replica that forwarded its meta call cancels the call
+ * on the holder (test/fixtures/slow-server-tools.ts counts it).
  */
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -23,7 +25,7 @@ import { after, before, describe, it } from "node:test";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from "@modelcontextprotocol/client";
 import { startModernTasksServer, type ModernTasksServer } from "../fixtures/modern-tasks-server.js";
-import { ROOT, everythingStdio } from "../helpers/gateway.js";
+import { ROOT, everythingStdio, slowServerStdio } from "../helpers/gateway.js";
 import { freePort, startCliServe, startEverythingHttp, stopChild, waitExit, type ChildServer, type RunningCli } from "../helpers/core-extra.js";
 import { MODERN, TASKS_EXTENSION, modernRequest, pollModernTask } from "../helpers/modern-requests.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
@@ -58,7 +60,12 @@ if (skip !== undefined) {
       await writeFile(
         config,
         JSON.stringify({
-          mcpServers: { everything: everythingStdio(), remote: { url: remote.url }, tasks: { url: modern.url } },
+          mcpServers: {
+            everything: everythingStdio(),
+            remote: { url: remote.url },
+            tasks: { url: modern.url },
+            slow: { ...slowServerStdio(), sharing: "shared" },
+          },
           gateway: {
             store: { kind: "redis", url: redis.url },
             cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: LEASE_MS },
@@ -189,6 +196,50 @@ if (skip !== undefined) {
       } finally {
         await Promise.allSettled([on4.close(), on2.close()]);
       }
+    });
+
+    it("the meta face: a caller hanging up on a replica that forwarded its call cancels the call on the holder", T, async () => {
+      const r2 = replicas.get("r2")!;
+      const PLAIN = { capabilities: { elicitation: {} } };
+      const slowCalls = async (base: string): Promise<{ running: number; cancelled: number }> => {
+        const answer = await modernRequest(
+          `${base}/mcp`,
+          "tools/call",
+          { name: "execute_tool", arguments: { server: "slow", tool: "slow-calls", args: {} } },
+          PLAIN,
+        );
+        assert.ok(answer.body.result, JSON.stringify(answer.body));
+        return JSON.parse(answer.body.result.content[0].text as string) as { running: number; cancelled: number };
+      };
+      const before = await slowCalls(r2.base); // replica 2 holds the anonymous caller's meta host (claimed or adopted)
+      const r5 = await startReplica("r5");
+      const abort = new AbortController();
+      const envelope = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": { name: "era-meta-replicas", version: "1" },
+      };
+      const params = { name: "execute_tool", arguments: { server: "slow", tool: "slow", args: { ms: 600_000 }, timeout_ms: 600_000 }, _meta: envelope };
+      const call = fetch(`${r5.base}/mcp`, {
+        method: "POST",
+        signal: abort.signal,
+        headers: {
+          "Content-Type": "application/json",
+          Accept: "application/json, text/event-stream",
+          "MCP-Protocol-Version": MODERN,
+          "Mcp-Method": "tools/call",
+          "Mcp-Name": "execute_tool",
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params }),
+      }).catch((err: unknown) => err);
+      // Sent to replica 5, run by replica 2's slow server: the call was forwarded to the holder.
+      await waitFor(async () => ((await slowCalls(r2.base)).running === before.running + 1 ? true : undefined), "the slow call runs on the holder");
+      abort.abort();
+      await call;
+      await waitFor(async () => {
+        const now = await slowCalls(r2.base);
+        return now.running === before.running && now.cancelled === before.cancelled + 1 ? true : undefined;
+      }, "the call is cancelled on the holder");
     });
   });
 }
