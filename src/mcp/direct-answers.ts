@@ -199,7 +199,7 @@ export class DirectAnswers {
   private toResumed(streamId: string, message: JSONRPCMessage, eventId: string, last: boolean): boolean {
     const web = this.resumable;
     const stream = web?._streamMapping?.size ? web._streamMapping.get(streamId) : undefined;
-    if (!stream?.controller || !stream.encoder || typeof web?.writeSSEEvent !== "function") return false;
+    if (!stream?.controller || !stream.encoder || typeof stream.cleanup !== "function" || typeof web?.writeSSEEvent !== "function") return false;
     if (!eventId || !stream.replayedEventIds?.has(eventId)) web.writeSSEEvent(stream.controller, stream.encoder, message, eventId || undefined);
     if (last) stream.cleanup();
     return true;
