@@ -58,8 +58,6 @@ export interface SessionRouter extends ParkedCallRouter {
   route(req: IncomingMessage, res: ServerResponse, sessionId: string): Promise<RouteDecision>;
   /** A session was created here; resolves once other replicas can find it. */
   created(sessionId: string): Promise<void>;
-  /** A request of a session held here arrived (keeps its owner record fresh). */
-  seen(sessionId: string): void;
 }
 
 export type RouteDecision = { kind: "answered" } | { kind: "local"; body?: string | undefined };

@@ -152,7 +152,20 @@ function listen(
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<void> {
-  return serveListen(gateway, options, listenRequestOf(request, principalOf(req)), sseListenSink(res)).catch((err: unknown) =>
+  const principal = principalOf(req);
+  const sink = sseListenSink(res);
+  const router = options.router;
+  if (router !== undefined) {
+    // An open stream is the caller's activity on the face: each keep-alive also keeps this replica's hold on the
+    // caller's task host, so a long task followed only here is not taken over by another replica as abandoned.
+    const hostId = taskHostSessionId(options.kind, principal);
+    const write = sink.keepAlive?.bind(sink);
+    sink.keepAlive = () => {
+      write?.();
+      router.seen(hostId);
+    };
+  }
+  return serveListen(gateway, options, listenRequestOf(request, principal), sink).catch((err: unknown) =>
     sendError(res, request.id, { httpStatus: 200, ...jsonRpcErrorOf(err, gateway) }),
   );
 }

@@ -146,6 +146,8 @@ export interface ParkedCallRouter {
    * served here ("local").
    */
   toTaskHost(req: IncomingMessage, res: ServerResponse, sessionId: string, body: string): Promise<"answered" | "local">;
+  /** A request of a session held here arrived, or a stream of it is still open (keeps its owner record fresh). */
+  seen(sessionId: string): void;
 }
 
 /** How a handle's owner names a gateway process that runs without replicas (not a replica's incarnation: `gateway.cluster.replicaId` plus a suffix). */

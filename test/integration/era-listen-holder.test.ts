@@ -1,0 +1,85 @@
+/**
+ * A 2026-07-28 caller that follows a long task only through its listen stream
+ * (issue 25, ADR 0032 "Tasks across eras"): the replica holding the caller's
+ * task host keeps its hold while the stream is open. Replicas with a short
+ * owner record (sessions.idleTimeoutMs + leaseMs = 22 s): after the record's
+ * time has passed with the stream open and no other request, a tasks/get on
+ * the other replica is passed to the holder and reads `working`, rather than
+ * taking the host over and failing the live call as the leftover of a gone
+ * replica.
+ */
+import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { after, before, describe, it } from "node:test";
+import { ROOT, slowServerStdio } from "../helpers/gateway.js";
+import { freePort, startCliServe, stopChild, type RunningCli } from "../helpers/core-extra.js";
+import { openListen } from "../helpers/listen.js";
+import { modernRequest } from "../helpers/modern-requests.js";
+import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
+
+const SECRET = "era-listen-holder-secret-0123456789";
+const LEASE_MS = 2_000;
+const IDLE_MS = 20_000;
+const T = { timeout: 300_000 };
+const skip = redisSkipReason();
+
+if (skip !== undefined) {
+  it("a listen stream keeps the task host's replica", { skip }, () => undefined);
+} else {
+  describe("a listen stream keeps the task host's replica", () => {
+    let tmp: string;
+    let redis: RedisServer;
+    const served: RunningCli[] = [];
+
+    async function startReplica(id: string): Promise<string> {
+      const port = await freePort();
+      const config = path.join(tmp, `${id}.json`);
+      await writeFile(
+        config,
+        JSON.stringify({
+          mcpServers: { slow: slowServerStdio() },
+          gateway: {
+            store: { kind: "redis", url: redis.url },
+            sessions: { idleTimeoutMs: IDLE_MS },
+            cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: LEASE_MS },
+          },
+        }),
+      );
+      const cli = await startCliServe(ROOT, ["--config", config, "--port", String(port), "--no-upstream-check"], 120_000, { EMCEEPEE_CLUSTER_SECRET: SECRET });
+      served.push(cli);
+      return `http://127.0.0.1:${port}`;
+    }
+
+    before(async () => {
+      tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-era-listen-holder-"));
+      redis = await startRedis();
+    });
+    after(async () => {
+      await Promise.allSettled(served.map((s) => stopChild(s.child)));
+      await redis?.stop();
+      if (tmp) await rm(tmp, { recursive: true, force: true });
+    });
+
+    it("past the owner record's time with only the stream open, another replica passes tasks/get to the holder: working", T, async () => {
+      const [r1, r2] = await Promise.all([startReplica("r1"), startReplica("r2")]);
+      const created = await modernRequest(`${r1}/servers/slow/mcp`, "tools/call", { name: "slow", arguments: { ms: 600_000 } });
+      assert.equal(created.body.result?.resultType, "task", JSON.stringify(created.body));
+      const taskId = created.body.result.taskId as string;
+      const stream = await openListen(`${r1}/servers/slow/mcp`, { taskIds: [taskId] });
+      try {
+        const ack = await stream.next((m) => m.method === "notifications/subscriptions/acknowledged", "the acknowledgement", 60_000);
+        assert.deepEqual(ack.params?.notifications?.taskIds, [taskId]);
+        // The observation window: longer than the owner record lasts (idle + lease = 22 s) unless something renews it.
+        await sleep(IDLE_MS + LEASE_MS + 20_000);
+        const got = await modernRequest(`${r2}/servers/slow/mcp`, "tasks/get", { taskId });
+        assert.equal(got.body.result?.status, "working", `tasks/get on the other replica: ${JSON.stringify(got.body)}`);
+      } finally {
+        stream.close();
+        await modernRequest(`${r1}/servers/slow/mcp`, "tasks/cancel", { taskId }).catch(() => undefined);
+      }
+    });
+  });
+}
