@@ -37,7 +37,7 @@ let replicas: [UpstreamOAuth, UpstreamOAuth];
 /** Token requests the test holds: each waits until released (or the test ends). */
 const gate = {
   holding: false,
-  held: [] as Array<{ at: number; release: () => void }>,
+  held: [] as Array<{ at: number; release: () => void; drop: () => void }>,
   seen: 0,
 };
 
@@ -48,10 +48,11 @@ function target(upstreamName: string): UpstreamAuthTarget {
 before(async () => {
   as = await startOidcProvider({
     scopes: ["mcp:tools"],
-    intercept: async (req) => {
+    intercept: async (req, res) => {
       if (!gate.holding || req.method !== "POST" || !req.url?.startsWith("/token")) return;
       gate.seen++;
-      await new Promise<void>((release) => gate.held.push({ at: Date.now(), release }));
+      // drop(): the provider never sees the request (the connection is cut and the gate never opens).
+      await new Promise<void>((release) => gate.held.push({ at: Date.now(), release, drop: () => res.destroy() }));
     },
   });
   upstream = await startProtectedServer({ issuer: as.issuer, scopes: ["mcp:tools", "offline_access"] });
@@ -104,6 +105,12 @@ function releaseAll(): void {
   for (const h of gate.held.splice(0)) h.release();
 }
 
+/** Cuts the held token requests: an abandoned refresh the provider then processed would redeem the refresh token (ADR 0027 §17, limits). */
+function dropAll(): void {
+  gate.holding = false;
+  for (const h of gate.held.splice(0)) h.drop();
+}
+
 test("a refresh slower than the lease: the holder keeps renewing it, the other replica waits for its grant; one refresh serves both", async () => {
   await grant("slow");
   gate.seen = 0;
@@ -145,7 +152,8 @@ test("a token endpoint that never answers: the renewal ends at refreshTimeoutMs 
     () => assert.fail("expected EMCP_UPSTREAM_AUTH_FAILED"),
     (e: unknown) => e,
   );
-  releaseAll();
+  // Released, the abandoned request would rotate the refresh token at the provider, racing the call below.
+  dropAll();
   assert.ok(err instanceof GatewayError && err.code === "EMCP_UPSTREAM_AUTH_FAILED", String(err));
   assert.match(err.message, /did not answer within 2 s \(nothing stored was changed\)/);
   const key = `oauth-refresh:${JSON.stringify([ALICE.issuer, ALICE.subject, "hung"])}`;
@@ -170,7 +178,7 @@ test("no timer is left after a renewal, refreshed or timed out (the heartbeat an
   assert.equal(clock.pendingTimers, 2, "the heartbeat and the bound while it runs");
   clock.advance(60_000);
   const err = await failed;
-  releaseAll();
+  dropAll();
   assert.ok(err instanceof GatewayError && err.code === "EMCP_UPSTREAM_AUTH_FAILED", String(err));
   await eventually("every timer cleared", () => (clock.pendingTimers === 0 ? true : undefined), 10_000);
 });
