@@ -55,12 +55,16 @@ test("a batch runs each file's before/after with its own tests; a failing file f
       entry,
       `import { runFiles } from ${JSON.stringify(pathToFileURL(path.join(ROOT, "test/helpers/batch.ts")).href)};\nrunFiles(${JSON.stringify(files)});\n`,
     );
-    const child = spawn(process.execPath, ["--import", pathToFileURL(path.join(ROOT, "test/helpers/ts-register.mjs")).href, "--test", entry], {
-      cwd: ROOT,
-      // Its own test run, not a child of this one (node:test marks its children with NODE_TEST_CONTEXT).
-      env: Object.fromEntries(Object.entries(process.env).filter(([key]) => key !== "NODE_TEST_CONTEXT")),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      ["--import", pathToFileURL(path.join(ROOT, "test/helpers/ts-register.mjs")).href, "--test", "--test-reporter=tap", entry],
+      {
+        cwd: ROOT,
+        // Its own test run, not a child of this one (node:test marks its children with NODE_TEST_CONTEXT).
+        env: Object.fromEntries(Object.entries(process.env).filter(([key]) => key !== "NODE_TEST_CONTEXT")),
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let out = "";
     child.stdout.on("data", (c: Buffer) => (out += c.toString("utf8")));
     child.stderr.on("data", (c: Buffer) => (out += c.toString("utf8")));
