@@ -21,14 +21,17 @@
  * demand into node_modules/.cache/emceepee-bench-peers (`npm install --prefix`,
  * never package.json), each fronting server-everything over stdio with one
  * process per session (supergateway `--stateful`, mcp-proxy's stream endpoint);
- * their own process's CPU is reported in the gateway column.
+ * their own process's CPU is reported in the gateway column. `floor` (not in
+ * the default set): bench/lib/floor-relay.ts, the smallest correct Node relay
+ * (node:http, one stdio server-everything, id rewrite, line splitting): the
+ * lower bound for a relay's own CPU per call in the same rounds.
  */
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import fs from "node:fs";
+import { spawn, type ChildProcess } from "node:child_process";
 import net from "node:net";
 import { performance } from "node:perf_hooks";
 import os from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
@@ -37,6 +40,7 @@ import { startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.
 import { descendantPids, threadCpuMs } from "./lib/proc.js";
 import { fmt, percentile, table } from "./lib/stats.js";
 import { option } from "./lib/options.js";
+import { peerArgs, peerBin, type Peer } from "./lib/peers.js";
 
 const opts = {
   sessions: option("sessions", 16),
@@ -51,6 +55,7 @@ const opts = {
 };
 type Mode =
   | "direct"
+  | "floor"
   | "supergateway"
   | "mcp-proxy"
   | "session"
@@ -65,6 +70,7 @@ type Mode =
   | "shared-sdk";
 const ALL_MODES: Mode[] = [
   "direct",
+  "floor",
   "supergateway",
   "mcp-proxy",
   "session",
@@ -80,8 +86,7 @@ const ALL_MODES: Mode[] = [
 ];
 const MODES = opts.modes as Mode[];
 for (const m of MODES) if (!ALL_MODES.includes(m)) throw new Error(`--modes: unknown '${m}'`);
-const PEERS_DIR = path.resolve("node_modules/.cache/emceepee-bench-peers");
-const PEER_BINS = { supergateway: "supergateway/dist/index.js", "mcp-proxy": "mcp-proxy/dist/bin/mcp-proxy.mjs" } as const;
+const FLOOR = fileURLToPath(new URL("./lib/floor-relay.ts", import.meta.url));
 
 const started = performance.now();
 const log = (msg: string): void => void process.stderr.write(`[relay ${((performance.now() - started) / 1000).toFixed(1)}s] ${msg}\n`);
@@ -136,36 +141,15 @@ function gatewayConfig(sharing: "session" | "shared", json: boolean, fastPath = 
   };
 }
 
-/** The peers' entry points, installed into PEERS_DIR the first time they are asked for. */
-function peerBin(peer: keyof typeof PEER_BINS): string {
-  const bin = path.join(PEERS_DIR, "node_modules", PEER_BINS[peer]);
-  if (!fs.existsSync(bin)) {
-    log(`installing supergateway@4 and mcp-proxy@6 into ${PEERS_DIR}`);
-    fs.mkdirSync(PEERS_DIR, { recursive: true });
-    execFileSync("npm", ["install", "--prefix", PEERS_DIR, "--no-audit", "--no-fund", "--no-save", "supergateway@4", "mcp-proxy@6"], { stdio: "inherit" });
-  }
-  return bin;
-}
-
-/** A peer relay (supergateway or mcp-proxy) in front of a stdio server-everything per session, on its Streamable HTTP endpoint. */
-async function startPeer(peer: keyof typeof PEER_BINS): Promise<{ url: string; child: ChildProcess }> {
+/**
+ * A peer relay (supergateway or mcp-proxy, bench/lib/peers.ts) in front of a stdio server-everything per session, or the
+ * floor (bench/lib/floor-relay.ts: the smallest correct Node relay, one stdio server-everything), on its Streamable HTTP endpoint.
+ */
+async function startPeer(peer: Peer | "floor"): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
   const everything = [EVERYTHING.command, ...EVERYTHING.args];
-  const args =
-    peer === "supergateway"
-      ? [
-          "--stdio",
-          everything.map((a) => JSON.stringify(a)).join(" "),
-          "--outputTransport",
-          "streamableHttp",
-          "--stateful",
-          "--port",
-          String(port),
-          "--logLevel",
-          "none",
-        ]
-      : ["--port", String(port), "--host", "127.0.0.1", "--server", "stream", "--", ...everything];
-  const child = spawn(process.execPath, [peerBin(peer), ...args], { stdio: ["ignore", "ignore", "pipe"] });
+  const args = peer === "floor" ? ["--import", "tsx", FLOOR, String(port), ...everything] : [peerBin(peer, log), ...peerArgs(peer, port, everything)];
+  const child = spawn(process.execPath, args, { stdio: ["ignore", "ignore", "pipe"] });
   let err = "";
   child.stderr.on("data", (c: Buffer) => void (err = (err + c.toString()).slice(-4000)));
   const url = `http://127.0.0.1:${port}/mcp`;
@@ -241,7 +225,7 @@ async function open(mode: Mode, before = false): Promise<Target> {
       },
     };
   }
-  if (mode === "supergateway" || mode === "mcp-proxy") {
+  if (mode === "supergateway" || mode === "mcp-proxy" || mode === "floor") {
     const p = await startPeer(mode);
     return {
       mode,
@@ -289,7 +273,7 @@ async function main(): Promise<void> {
   try {
     for (const mode of MODES) {
       targets.push(await open(mode));
-      if (opts.before && !["direct", "supergateway", "mcp-proxy"].includes(mode)) targets.push(await open(mode, true));
+      if (opts.before && !["direct", "floor", "supergateway", "mcp-proxy"].includes(mode)) targets.push(await open(mode, true));
     }
     for (const t of targets) stats.set(t.label, { rounds: [], lat: [] });
     for (const t of targets) {
@@ -343,9 +327,11 @@ async function main(): Promise<void> {
         ? "direct (server-everything HTTP)"
         : m === "supergateway" || m === "mcp-proxy"
           ? `${m} (stdio per session)`
-          : m.startsWith("meta")
-            ? `emceepee ${m} (execute_tool)`
-            : `emceepee transparent ${m}`,
+          : m === "floor"
+            ? "floor (minimal Node relay, one stdio)"
+            : m.startsWith("meta")
+              ? `emceepee ${m} (execute_tool)`
+              : `emceepee transparent ${m}`,
       `${fmt(tp, 0)} (×${fmt(tp / dTp)})`,
       `${fmt(p50, 2)} (×${fmt(p50 / dP50)})`,
       fmt(percentile(r.lat, 99), 2),
