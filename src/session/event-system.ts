@@ -92,6 +92,9 @@ export class EventSystem implements TaskEvents {
   private warned = false;
   private closed = false;
   private readonly observers = new Set<ChangeObserver>();
+  /** Events add()ed so far; `takenUpTo`: the most of them a take found stored when it marked everything delivered (-1: none yet). */
+  private added = 0;
+  private takenUpTo = -1;
 
   constructor(
     private readonly sessionId: string,
@@ -101,12 +104,20 @@ export class EventSystem implements TaskEvents {
     private readonly newId: IdGenerator,
     /** The session's logger (the session's task and request managers log through it too). */
     readonly logger?: Logger,
+    /**
+     * Only this object writes the session's events to `store` (a memory or SQLite store: one process, one
+     * live session object per id). Then a take right after a take, with nothing added between, has nothing
+     * to read and skips the store (the meta face's envelope takes on every call). Redis: false, since
+     * another replica may append (adoption). @default false
+     */
+    private readonly exclusive = false,
   ) {}
 
   /** Stores one event (in the background, in order) and wakes the waiters once it is stored. */
   add(type: EventType, server: string, data: Record<string, unknown> = {}): StoredEvent {
     const event: StoredEvent = { id: this.newId(), type, server, createdAt: this.clock.now(), data };
     if (this.closed) return event; // a closed session stores nothing (nobody can read it)
+    this.added++;
     this.tail = this.tail.then(() => this.append(event));
     this.announce({ type, server, data });
     return event;
@@ -169,8 +180,13 @@ export class EventSystem implements TaskEvents {
 
   /** Returns the undelivered events and marks them delivered (exactly once). */
   async takeNew(): Promise<StoredEvent[]> {
+    const seen = this.added; // stored once settled() resolves (it waits for their appends); later ones may be in this take or not
     await this.settled();
-    return this.withNotice(await this.store.takeUndelivered(this.sessionId));
+    // Every event up to `seen` was delivered by an earlier take, and nobody else writes: nothing to read.
+    if (this.exclusive && this.takenUpTo >= seen) return [];
+    const take = await this.store.takeUndelivered(this.sessionId);
+    this.takenUpTo = Math.max(this.takenUpTo, seen);
+    return this.withNotice(take);
   }
 
   /** Whether a cursor read would return anything (see takeAfter). */
@@ -189,8 +205,10 @@ export class EventSystem implements TaskEvents {
    * says it has them).
    */
   async takeAfter(cursor: string): Promise<{ events: StoredEvent[]; found: boolean }> {
+    const seen = this.added;
     await this.settled();
     const take = await this.store.takeAfter(this.sessionId, cursor);
+    this.takenUpTo = Math.max(this.takenUpTo, seen);
     const events = this.withNotice(take);
     if (!take.found) this.logger?.warn({ sinceEventId: cursor, returned: events.length }, "event_cursor_not_found");
     return { events, found: take.found };

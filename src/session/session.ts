@@ -97,7 +97,8 @@ export class Session {
     this.record = new SessionRecordKeeper(id, deps.store.sessions, this.logger, resumed);
     // Its stored owner: issuer and subject are what ownership compares (scopes and claims came with that request only).
     this.principal = resumed?.owner && makePrincipal({ ...resumed.owner, scopes: [], claims: {} });
-    this.events = new EventSystem(id, settings.events, deps.store.events, clock, newId, this.logger);
+    // A memory or SQLite store is this process's alone (a SQLite file refuses a second gateway); Redis is shared by replicas.
+    this.events = new EventSystem(id, settings.events, deps.store.events, clock, newId, this.logger, deps.store.kind !== "redis");
     this.buffers = new BufferManager(settings.buffers, this.events, clock);
     this.pending = new PendingRequests(id, settings.pendingRequests, deps.store.pending, this.events, clock, newId);
     this.tasks = new TaskManager(id, settings.tasks, deps.store.tasks, this.events, clock, newId);

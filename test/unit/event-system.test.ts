@@ -560,3 +560,82 @@ describe("EventSystem: the gateway-wide bound (events.maxTotal), kept by the sha
     assert.equal(await store.events.total(), 0);
   });
 });
+
+describe("EventSystem: an exclusive store (memory, SQLite: this object is the session's only writer)", () => {
+  /** One session over a memory store whose takes are counted. */
+  function exclusive(maxEvents = 1000, maxTotal = 10_000) {
+    const clock = new ManualClock();
+    const store = createMemoryStore(clock);
+    const reads = { takes: 0 };
+    const counted = new Proxy(store.events, {
+      get: (target, key, receiver) => {
+        const value: unknown = Reflect.get(target, key, receiver);
+        if (key === "takeUndelivered") reads.takes++;
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const events = new EventSystem("s1", { maxEvents, warningThreshold: 0.8, maxTotal }, counted, clock, counterIds(), undefined, true);
+    return { clock, store, events, reads };
+  }
+
+  test("a take right after a take, with nothing added, does not read the store; one after an add does", async () => {
+    const { events, reads } = exclusive();
+    assert.deepEqual(await events.takeNew(), []);
+    assert.equal(reads.takes, 1, "the first take reads (what a resumed session's store holds is unknown)");
+    assert.deepEqual(await events.takeNew(), []);
+    assert.deepEqual(await events.takeNew(), []);
+    assert.equal(reads.takes, 1, "nothing added since: no read");
+    const a = events.add("notification", "s1", { n: 1 });
+    assert.deepEqual(await ids(events.takeNew()), [a.id]);
+    assert.equal(reads.takes, 2);
+    assert.deepEqual(await events.takeNew(), []);
+    assert.equal(reads.takes, 2);
+  });
+
+  test("the first take reads what an earlier process stored for the session", async () => {
+    const { store, clock } = exclusive();
+    const before = new EventSystem("s1", { maxEvents: 1000, warningThreshold: 0.8, maxTotal: 10_000 }, store.events, clock, counterIds("old"));
+    const left = before.add("task_expired", "srv");
+    await before.close({ keepRecords: true });
+    const next = new EventSystem("s1", { maxEvents: 1000, warningThreshold: 0.8, maxTotal: 10_000 }, store.events, clock, counterIds(), undefined, true);
+    assert.deepEqual(await ids(next.takeNew()), [left.id]);
+    assert.deepEqual(await next.takeNew(), []);
+  });
+
+  test("an event added while a take is under way is delivered by the next take, exactly once", async () => {
+    const { events } = exclusive();
+    await events.takeNew();
+    const a = events.add("notification", "s1", { n: 1 });
+    const first = events.takeNew();
+    const b = events.add("notification", "s1", { n: 2 }); // added after the first take began
+    const got = [...(await ids(first)), ...(await ids(events.takeNew())), ...(await ids(events.takeNew()))];
+    assert.deepEqual(got, [a.id, b.id]);
+  });
+
+  test("concurrent takes with adds between them hand each event to exactly one take", async () => {
+    const { events } = exclusive();
+    const added: string[] = [];
+    const takes: Array<Promise<StoredEvent[]>> = [];
+    for (let i = 0; i < 20; i++) {
+      added.push(events.add("notification", "s1", { i }).id);
+      takes.push(events.takeNew());
+      if (i % 3 === 0) takes.push(events.takeNew());
+    }
+    const got = (await Promise.all(takes)).flat().map((e) => e.id);
+    got.push(...(await ids(events.takeNew())));
+    assert.deepEqual(got.sort(), added.sort());
+  });
+
+  test("a cursor read counts as a take; an eviction notice still comes with the next take", async () => {
+    const { events, reads } = exclusive(10);
+    const a = events.add("notification", "s1", { n: 1 });
+    events.add("notification", "s1", { n: 2 });
+    await events.takeAfter(a.id);
+    assert.deepEqual(await events.takeNew(), []);
+    assert.equal(reads.takes, 0, "the cursor read marked everything delivered: no read");
+    for (let i = 0; i < 11; i++) events.add("notification", "s1", { i }); // its own bound evicts undelivered ones
+    const taken = await events.takeNew();
+    assert.equal(taken[0]!.type, "events_evicted");
+    assert.equal(reads.takes, 1);
+  });
+});
