@@ -13,6 +13,7 @@ import { ErrorCodes, GatewayError, errorMessage, isUpstreamAnswer, mcpErrorCode 
 import { installOrderedProgress } from "../mcp/ordered-progress.js";
 import { isStandaloneStreamError } from "../mcp/standalone-stream.js";
 import { RequestAttribution } from "../mcp/request-attribution.js";
+import { RawCalls } from "./raw-calls.js";
 import { newUpstreamClient, type UpstreamHandlers } from "./client-handlers.js";
 import type { CallOrigin } from "./origin.js";
 import { UpstreamHandle, type ConnectionStatus } from "./handle.js";
@@ -85,6 +86,8 @@ export class UpstreamConnection extends UpstreamHandle {
   private releaseChild: (() => void) | undefined;
   private declared: ClientCapabilities | undefined;
   private calls: RequestAttribution<CallOrigin> | undefined;
+  /** The raw-send seam of the connected transport (raw-calls.ts, docs/adr/0037 §2). */
+  private raw: RawCalls | undefined;
   /** A continued upstream session: the SDK client did not initialize it, so what it negotiated comes from here. */
   private continued: UpstreamSessionSnapshot | undefined;
   /** The ping checking the connection after a transport error, while in flight. */
@@ -170,6 +173,9 @@ export class UpstreamConnection extends UpstreamHandle {
     if (resume !== undefined && !continued) await this.attach(undefined);
     const client = this.client!;
     if (!installOrderedProgress(client, this.created!.transport)) logger.warn({ server: name }, "sdk_ordered_progress_unavailable");
+    // Raw calls' answers are taken off before the SDK client (and its progress tap) sees them; counted as heard like the rest.
+    this.raw = new RawCalls(this.created!.transport, this.options.clock ?? systemClock);
+    this.raw.install();
     this.countMessages(this.created!.transport);
     this.status = "connected";
     this.connectedAt = (this.options.clock ?? systemClock).now();
@@ -475,6 +481,10 @@ export class UpstreamConnection extends UpstreamHandle {
     return this.status === "connected" ? this.client : undefined;
   }
 
+  protected override rawCalls(): RawCalls | undefined {
+    return this.connectedClient() ? this.raw : undefined;
+  }
+
   protected override attribution(): RequestAttribution<CallOrigin> | undefined {
     return this.calls;
   }
@@ -484,8 +494,8 @@ export class UpstreamConnection extends UpstreamHandle {
    * through this connection's client and attribution with their own request
    * surface. Nothing else may use these.
    */
-  viewAccess(): { client: Client | undefined; attribution: RequestAttribution<CallOrigin> | undefined } {
-    return { client: this.connectedClient(), attribution: this.calls };
+  viewAccess(): { client: Client | undefined; attribution: RequestAttribution<CallOrigin> | undefined; raw: RawCalls | undefined } {
+    return { client: this.connectedClient(), attribution: this.calls, raw: this.rawCalls() };
   }
 
   protected override subscriptionChanged(uri: string, subscribed: boolean): void {

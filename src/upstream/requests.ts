@@ -48,7 +48,9 @@ import {
 import { createHash } from "node:crypto";
 import type { RequestAttribution } from "../mcp/request-attribution.js";
 import { releaseTaskProgressHandler } from "../mcp/task-progress.js";
+import { sdkLeavesCallUnchecked } from "../mcp/tool-call-checks.js";
 import type { CallOrigin } from "./origin.js";
+import type { RawCalls } from "./raw-calls.js";
 
 /** How an upstream runs a tool: as given by its `execution.taskSupport` and its `tasks` capability. */
 export type TaskSupport = "forbidden" | "optional" | "required";
@@ -68,6 +70,8 @@ export interface SendOptions {
   task?: { ttl: number } | undefined;
   /** What caused the request (attribution of the upstream's server→client requests meanwhile). */
   origin?: CallOrigin | undefined;
+  /** A plain tools/call may be written raw, past the SDK Client (raw-calls.ts, docs/adr/0037 §2). @default false */
+  raw?: boolean | undefined;
 }
 
 /** A plain (not task-augmented) tools/call. */
@@ -82,6 +86,8 @@ export interface CallToolOptions {
   _meta?: RequestMeta | undefined;
   /** What caused the call (see SendOptions.origin). */
   origin?: CallOrigin | undefined;
+  /** Forwarded raw when the tool allows it (see SendOptions.raw; gateway.transparent.fastPath). @default false */
+  raw?: boolean | undefined;
 }
 
 type ToolCallParams = Pick<CallToolRequest["params"], "name" | "arguments" | "_meta">;
@@ -113,6 +119,11 @@ export abstract class UpstreamRequests {
 
   /** Attributes the live connection's calls (undefined while not connected). */
   protected abstract attribution(): RequestAttribution<CallOrigin> | undefined;
+
+  /** The live connection's raw-send seam (raw-calls.ts), when it has one. */
+  protected rawCalls(): RawCalls | undefined {
+    return undefined;
+  }
 
   /** Throws EMCP_UPSTREAM_UNAVAILABLE unless connected (to refuse work before anything is recorded for it). */
   assertConnected(): void {
@@ -148,6 +159,16 @@ export abstract class UpstreamRequests {
       // The SDK methods return exactly what resultSchema parses (the callers pass the matching schema).
       if (method === "tools/list") return (await client.listTools(params, options)) as SchemaOutput<S>;
       if (method === "tools/call" && !o.task) {
+        const raw = o.raw ? this.rawCalls() : undefined;
+        if (raw && sdkLeavesCallUnchecked(client, (params as ToolCallParams).name)) {
+          return (await raw.call(params as ToolCallParams, {
+            timeoutMs: options.timeout!,
+            signal: o.signal,
+            onprogress: o.onprogress,
+            resetTimeoutOnProgress: o.resetTimeoutOnProgress,
+            sendOptions: call?.options,
+          })) as SchemaOutput<S>;
+        }
         return (await client.callTool(params as ParamsOf<"tools/call">, CallToolResultSchema, options)) as SchemaOutput<S>;
       }
       return await client.request({ method, params }, resultSchema, options);
@@ -191,6 +212,7 @@ export abstract class UpstreamRequests {
       onprogress: opts.onprogress,
       resetTimeoutOnProgress: opts.resetTimeoutOnProgress ?? true,
       origin: opts.origin,
+      raw: opts.raw,
     });
   }
 

@@ -36,6 +36,7 @@ import { SseRequestTap } from "../../src/mcp/sse-request-tap.js";
 import { releaseTaskProgressHandler } from "../../src/mcp/task-progress.js";
 import { wrapToolErrors } from "../../src/mcp/tool-errors.js";
 import { tapTransport } from "../../src/mcp/transport-tap.js";
+import { sdkLeavesCallUnchecked } from "../../src/mcp/tool-call-checks.js";
 import { errorResponseFor } from "../../src/mcp/error-response.js";
 import { upstreamCallError } from "../../src/errors.js";
 import { messageTooLarge } from "../../src/upstream/message-bound.js";
@@ -136,6 +137,26 @@ describe("SDK members the workarounds in src/mcp/ touch", () => {
       hasMethod(StreamableHTTPClientTransport.prototype, "_startOrAuthSse"),
       "StreamableHTTPClientTransport._startOrAuthSse is gone: revisit openStandaloneStream in src/mcp/resume-session.ts",
     );
+  });
+
+  test("Client.getToolOutputValidator and isToolTaskRequired (src/mcp/tool-call-checks.ts: which calls may go raw)", async () => {
+    const server = new McpServer({ name: "canary", version: "1" });
+    server.registerTool("plain", { description: "no output schema" }, async () => ({ content: [] }));
+    server.registerTool("typed", { description: "an output schema", outputSchema: { n: z.number() } }, async () => ({
+      content: [],
+      structuredContent: { n: 1 },
+    }));
+    const [a, b] = InMemoryTransport.createLinkedPair();
+    const client = new Client({ name: "canary", version: "1" });
+    await Promise.all([server.connect(b), client.connect(a)]);
+    await client.listTools();
+    assert.equal(
+      sdkLeavesCallUnchecked(client, "plain"),
+      true,
+      "@modelcontextprotocol/sdk: Client.getToolOutputValidator or isToolTaskRequired changed; src/mcp/tool-call-checks.ts no longer sees which calls the SDK checks (raw forwarding is off)",
+    );
+    assert.equal(sdkLeavesCallUnchecked(client, "typed"), false, "a tool with an output schema must keep the SDK's check");
+    await client.close();
   });
 
   test("StreamableHTTPServerTransport.send (src/mcp/response-sent.ts)", () => {

@@ -92,6 +92,8 @@ export async function callTool(
             onprogress: progress.onprogress,
             _meta: params._meta,
             origin,
+            // Past the SDK client as one raw message, where the tool allows it (docs/adr/0037 §2).
+            raw: h.gateway.settings.transparent.fastPath,
           });
     await progress.flush();
     return result;

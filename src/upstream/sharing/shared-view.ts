@@ -22,6 +22,7 @@ import type {
 } from "@modelcontextprotocol/sdk/types.js";
 import { ErrorCodes, GatewayError } from "../../errors.js";
 import type { RequestAttribution } from "../../mcp/request-attribution.js";
+import type { RawCalls } from "../raw-calls.js";
 import type { UpstreamHandlers } from "../client-handlers.js";
 import type { UpstreamConnection } from "../connection.js";
 import { UpstreamHandle, type ConnectionStatus } from "../handle.js";
@@ -211,6 +212,10 @@ export class SharedUpstreamView extends UpstreamHandle {
 
   protected override attribution(): RequestAttribution<CallOrigin> | undefined {
     return this.upstream.connection?.viewAccess().attribution;
+  }
+
+  protected override rawCalls(): RawCalls | undefined {
+    return this.detached ? undefined : this.upstream.connection?.viewAccess().raw;
   }
 
   protected override unavailable(): Error {
