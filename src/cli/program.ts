@@ -87,6 +87,8 @@ export function buildProgram(options: RunOptions = {}): Command {
       };
       // The config first: a bad one is reported before the gateway's modules load (about 1 s of CPU).
       const config = await loadConfig(load);
+      // Then the upstreams' processes, so that their start overlaps the gateway's (docs/adr/0039).
+      const early = opts.upstreamCheck ? await (await import("./early.js")).startEarly(config) : undefined;
       const { createLogger, defaultLogFormat } = await import("../logging.js");
       const { createGateway } = await import("../server/gateway.js");
       const { GatewayError } = await import("../errors.js");
@@ -99,8 +101,9 @@ export function buildProgram(options: RunOptions = {}): Command {
         process.stderr.write(`emceepee: ${exposed}\n`);
         logger.warn({ host: config.gateway.host }, "listening_beyond_loopback_without_token");
       }
-      const gateway = createGateway(config, { logger });
+      const gateway = createGateway(config, { logger, ...(early ? { early: early.early } : {}) });
       installExitPaths(gateway, { reload: () => loadConfig(load), repeatWindowMs: options.repeatWindowMs });
+      early?.handOver();
       let url: string;
       try {
         ({ url } = await gateway.listen());

@@ -48,6 +48,7 @@ import { serveStdioSession, type StdioFace, type StdioOptions } from "./stdio.js
 import { GatewayStore } from "./store-lifecycle.js";
 import { UpstreamChecker, type UpstreamCheckResult } from "./upstream-check.js";
 import { createUpstreams } from "../upstream/sharing/factory.js";
+import type { EarlyProcesses } from "../upstream/sharing/early-processes.js";
 import { createUpstreamAuth } from "../upstream/auth/setup.js";
 
 export type { GatewayReloadReport, GatewayState, StdioFace };
@@ -65,6 +66,11 @@ export interface GatewayDeps {
   tracerProvider?: TracerProvider;
   /** The OTEL_* settings of the audit trail's log records (observability/audit-logs.ts); default process.env. */
   env?: NodeJS.ProcessEnv;
+  /**
+   * Upstream processes `serve` started before this gateway was made (docs/adr/0039): their transport factory and
+   * process groups become this gateway's, and its first connection to each server takes the waiting process.
+   */
+  early?: EarlyProcesses;
 }
 
 export interface Gateway {
@@ -104,18 +110,26 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   parts.add("activity", () => activity.close());
   const listener = new Listener();
   parts.add("http", () => listener.close());
-  const groups = new ProcessGroups();
+  const groups = deps.early?.groups ?? new ProcessGroups();
   parts.add("process-groups", () => groups.terminateAll()); // also groups whose leader crashed, still being reaped
   const { upstream } = settings;
-  const transportFactory = observability.transportFactory(
+  const baseFactory =
     deps.transportFactory ??
-      createTransportFactory({
-        killGraceMs: upstream.killGraceMs,
-        maxMessageBytes: upstream.maxMessageBytes,
-        groups,
-        runtimeUrls: settings.servers.runtimeUrls,
-      }),
-  );
+    deps.early?.base ??
+    createTransportFactory({
+      killGraceMs: upstream.killGraceMs,
+      maxMessageBytes: upstream.maxMessageBytes,
+      groups,
+      runtimeUrls: settings.servers.runtimeUrls,
+    });
+  const transportFactory = observability.transportFactory(baseFactory);
+  // Sessions' and shared connections take a process started early; the start-up check's throwaway ones never do.
+  const early = deps.early;
+  if (early) {
+    early.reportTo(({ event, ...fields }) => (event === "early_process_failed" ? logger.warn(fields, event) : logger.info(fields, event)));
+    parts.add("early-processes", () => early.close());
+  }
+  const connectionFactory = early && !deps.transportFactory ? observability.transportFactory(early.factory) : transportFactory;
   const children = new ChildProcessLimiter(upstream.maxChildProcesses);
   const clientInfo = { name: "emceepee", version: pkg.version };
   const openedStore = () => store.opened();
@@ -135,7 +149,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   const upstreams = createUpstreams({
     registry,
     settings,
-    transportFactory,
+    transportFactory: connectionFactory,
+    probeTransportFactory: transportFactory,
     children,
     clientInfo,
     clock,

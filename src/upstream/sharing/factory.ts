@@ -57,6 +57,8 @@ export interface UpstreamsOptions {
   registry: ServerRegistry;
   settings: GatewaySettings;
   transportFactory: TransportFactory;
+  /** The start-up check's connections (default transportFactory): never a process started early for a session (docs/adr/0039). */
+  probeTransportFactory?: TransportFactory | undefined;
   children: ChildProcessLimiter;
   clientInfo: Implementation;
   clock: Clock;
@@ -318,7 +320,8 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
       for (const conn of bound.get(`${server} ${principalKey(principal ?? ANONYMOUS)}`) ?? []) conn.renew("the person's secret for it changed");
     },
     perPrincipal: () => ({ connections: bound.size, shared: sharedByPrincipal.size, principals: newestPrincipal.size }),
-    probe: (server, config, a) => learning(server, config, connection(server, config, { ...a, transportFactory: o.transportFactory, livenessPingMs: 0 })),
+    probe: (server, config, a) =>
+      learning(server, config, connection(server, config, { ...a, transportFactory: o.probeTransportFactory ?? o.transportFactory, livenessPingMs: 0 })),
     known,
     start: () => warm.start(),
     async close() {

@@ -1,0 +1,119 @@
+/**
+ * `serve` starts each stdio upstream's process before its own modules load
+ * and hands it to the first connection (docs/adr/0039, src/cli/early.ts,
+ * src/upstream/sharing/early-processes.ts), spawning the real CLI: the first
+ * session's first call runs in that process (session and shared mode), an
+ * early process that fails is reported and the start-up check still reports
+ * the server as failed, `--no-upstream-check` starts nothing early, and a
+ * SIGTERM during the start leaves no process behind.
+ */
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { call, connectClient } from "../helpers/gateway.js";
+import { CLI_ARGS, cliEnv, firstText, logLines, pollFor, startCliServe, stopChild, waitExit } from "../helpers/core-extra.js";
+import { fixtureNodeArgs } from "../helpers/cli-build.js";
+import { processesWith, waitForNoProcesses } from "../helpers/processes.js";
+
+const SLOW = { timeout: 300_000 };
+
+let tmp: string | undefined;
+let configs = 0;
+after(async () => {
+  if (tmp) await rm(tmp, { recursive: true, force: true });
+});
+
+/** A config with one slow-server upstream whose command line carries `marker` (to find its processes). */
+async function config(marker: string, extra: Record<string, unknown> = {}, servers?: Record<string, unknown>): Promise<string> {
+  tmp ??= await mkdtemp(path.join(os.tmpdir(), "emceepee-early-"));
+  // Not named after the marker: the gateway's own command line carries the file's name.
+  const file = path.join(tmp, `config-${++configs}.json`);
+  const mcpServers = servers ?? { slow: { command: process.execPath, args: [...fixtureNodeArgs("slow-server"), marker], ...extra } };
+  await writeFile(file, JSON.stringify({ mcpServers }));
+  return file;
+}
+
+const marker = (what: string) => `early-${what}-${process.pid}-${Date.now()}`;
+
+for (const sharing of ["session", "shared"] as const) {
+  test(`${sharing} mode: the process started before listening serves the first session's first call`, SLOW, async () => {
+    const m = marker(sharing);
+    const cli = await startCliServe(os.tmpdir(), ["--config", await config(m, { sharing }), "--port", "0", "--store", "memory", "--log-level", "info"]);
+    try {
+      const started = await pollFor(async () => logLines(cli.stderr(), "upstream_started_early")[0], "upstream_started_early in the log", 120_000);
+      assert.equal(started.server, "slow");
+      assert.ok(Number.isInteger(started.pid), `a pid: ${JSON.stringify(started)}`);
+      const client = await connectClient(cli.url);
+      try {
+        const pid = await call(client, "execute_tool", { server: "slow", tool: "pid", args: {} });
+        assert.equal(Number(firstText(pid)), started.pid, `the first call ran in the early process (${firstText(pid)})`);
+      } finally {
+        await client.close();
+      }
+    } finally {
+      await stopChild(cli.child);
+    }
+    assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
+  });
+}
+
+test("an early process that fails is logged, and the start-up check reports the server failed as before", SLOW, async () => {
+  const m = marker("fail");
+  const file = await config(m, {}, { bad: { command: process.execPath, args: ["-e", "process.stderr.write('early-boom\\n'); process.exit(3)", m] } });
+  const cli = await startCliServe(os.tmpdir(), ["--config", file, "--port", "0", "--store", "memory", "--log-level", "info"]);
+  try {
+    const failed = await pollFor(async () => logLines(cli.stderr(), "early_process_failed")[0], "early_process_failed in the log", 120_000);
+    assert.equal(failed.server, "bad");
+    const checked = await pollFor(async () => logLines(cli.stderr(), "upstream_check_failed")[0], "upstream_check_failed in the log", 120_000);
+    assert.equal(checked.server, "bad");
+    assert.match(String(checked.reason), /early-boom/, "the check's reason carries the process's stderr, as before");
+  } finally {
+    await stopChild(cli.child);
+  }
+  assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
+});
+
+test("--no-upstream-check starts no process before the first session", SLOW, async () => {
+  const m = marker("nocheck");
+  const cli = await startCliServe(os.tmpdir(), ["--config", await config(m), "--port", "0", "--store", "memory", "--log-level", "info", "--no-upstream-check"]);
+  try {
+    // An early process is spawned before the gateway is even made, so it would be running by the time the banner is out.
+    assert.deepEqual(processesWith(m), [], "no upstream process while no session asked");
+    assert.deepEqual(logLines(cli.stderr(), "upstream_started_early"), []);
+  } finally {
+    await stopChild(cli.child);
+  }
+});
+
+test("SIGTERM while the gateway starts ends the early processes too", SLOW, async (t) => {
+  const m = marker("sigterm");
+  // A server that does not end when its stdin closes (as many do): only its process group's end stops it.
+  const stubborn = {
+    stubborn: { command: process.execPath, args: ["-e", "process.stdin.resume(); process.stdin.on('end', () => setInterval(() => {}, 1000))", m] },
+  };
+  const child = spawn(process.execPath, [...CLI_ARGS, "serve", "--config", await config(m, {}, stubborn), "--port", "0", "--store", "memory"], {
+    env: cliEnv(),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+  child.stderr.resume();
+  try {
+    // The upstream's process exists (it starts before the gateway's modules load): stop the gateway now.
+    await pollFor(async () => (processesWith(m).length ? true : undefined), "the early process", 120_000, 5);
+    const listening = stdout.includes("listening on");
+    t.diagnostic(listening ? "the gateway was listening already" : "signalled before the gateway listened");
+    child.kill("SIGTERM");
+    const exit = await waitExit(child, 60_000);
+    assert.ok(
+      (exit.code === null && exit.signal === "SIGTERM") || (exit.code === 0 && exit.signal === null),
+      `ended by the signal, or closed with exit 0 (${JSON.stringify(exit)}; listening already: ${listening})`,
+    );
+  } finally {
+    await stopChild(child);
+  }
+  assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
+});
