@@ -19,7 +19,7 @@
  *
  * Options (argv `--name=value` or env `BENCH_NAME=value`): rounds (5),
  * modes (direct,supergateway,mcp-proxy,session,shared,meta),
- * before=<dir> (also run `<dir>/dist/cli/main.js`, a build of another commit
+ * before=<dir> (also run `<dir>/dist/cli/emceepee.mjs`, else `<dir>/dist/cli/main.js`, a build of another commit
  * beside a node_modules symlink, as "<mode> (before)" in the same rounds;
  * before-label=<word> names them otherwise),
  * profile=<dir> (emceepee runs with `--cpu-prof` into <dir>/<mode>),
@@ -36,7 +36,7 @@ import { performance } from "node:perf_hooks";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { everythingServerEntry } from "../src/config/demo.js";
-import { builtCliEntry } from "../test/helpers/cli-build.js";
+import { bundledCliEntry } from "../test/helpers/cli-build.js";
 import { freePort } from "../test/helpers/core-extra.js";
 import { peerArgs, peerBin } from "./lib/peers.js";
 import { alive, descendantPids, threadCpuMs } from "./lib/proc.js";
@@ -156,8 +156,14 @@ async function stop(s: Started): Promise<void> {
   await exited;
 }
 
-/** The compiled CLI, built once before the first round (a source edited meanwhile is not rebuilt inside a timing). */
+/** The bundled CLI, built once before the first round (a source edited meanwhile is not rebuilt inside a timing). */
 let cliEntry: string | undefined;
+
+/** The --before build's executable: its bundle when it has one, else tsc's dist/cli/main.js. */
+function beforeEntry(): string {
+  const bundled = path.resolve(BEFORE!, "dist/cli/emceepee.mjs");
+  return fs.existsSync(bundled) ? bundled : path.resolve(BEFORE!, "dist/cli/main.js");
+}
 
 async function start(mode: Mode, before: boolean, tmp: string): Promise<Started> {
   const port = await freePort();
@@ -167,7 +173,7 @@ async function start(mode: Mode, before: boolean, tmp: string): Promise<Started>
   const config = path.join(dir, "config.json");
   const sharing = mode === "shared" ? "shared" : "session";
   fs.writeFileSync(config, JSON.stringify({ mcpServers: { everything: { command: EVERYTHING[0], args: EVERYTHING.slice(1), sharing } } }));
-  const entry = before ? path.resolve(BEFORE!, "dist/cli/main.js") : (cliEntry ??= builtCliEntry());
+  const entry = before ? beforeEntry() : (cliEntry ??= bundledCliEntry());
   const prof = PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(PROFILE, before ? `${mode}-before` : mode)}`, "--cpu-prof-interval=250"] : [];
   // serve keeps its state in SQLite by default: under this start's own folder.
   return launch(
@@ -231,7 +237,7 @@ async function main(): Promise<void> {
   );
   if (!MODES.includes("direct")) throw new Error("--modes must include direct (the ratios are against it)");
   log(`${os.cpus().length} CPUs, node ${process.version}, load ${load0.map((l) => l.toFixed(1)).join(" ")}; ${entries.length} starts × ${ROUNDS} rounds`);
-  cliEntry = builtCliEntry(); // built (or found) before the first round, not inside a timing
+  cliEntry = bundledCliEntry(); // built (or found) before the first round, not inside a timing
   for (const m of MODES) if (m === "supergateway" || m === "mcp-proxy") peerBin(m, log);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "emceepee-bench-startup-"));
   // Per round: each entry's sample, and its ratio to direct in the same round.

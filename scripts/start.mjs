@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * `npm start`: build dist/ only when a source changed since the last build,
- * then run the CLI in THIS process — so the gateway is the process npm
+ * then run the CLI — the bundle the package ships (dist/cli/program.mjs, made
+ * by scripts/bundle.mjs in the build; docs/adr/0039) — in THIS process — so the gateway is the process npm
  * signals. npm runs a script through `sh -c`, and sh (dash) does not exec
  * its last command: SIGTERM to npm reaches only sh, which dies and leaves the
  * gateway running. The `exec` in package.json's start script makes this
@@ -13,7 +14,7 @@
  *
  * Up to date means: the list of inputs (path, size, mtime of src/** and the
  * tsconfig files; scripts/build-inputs.mjs) equals the one recorded after the
- * last successful build here, and dist/cli/program.js exists; otherwise the
+ * last successful build here, and dist/cli/program.mjs exists; otherwise the
  * message names what changed. The first `npm start` after `npm ci` builds once.
  */
 import { execFileSync } from "node:child_process";
@@ -23,7 +24,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { buildInputs, recordBuild, stampPath } from "./build-inputs.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const ENTRY = path.join(ROOT, "dist/cli/program.js");
+const ENTRY = path.join(ROOT, "dist/cli/program.mjs");
 const STAMP = stampPath(ROOT);
 const REPEAT_WINDOW_MS = 1000;
 

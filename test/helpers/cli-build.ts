@@ -16,7 +16,12 @@
  * - A build goes to a temporary folder renamed into place: two test processes
  *   building at once both finish, neither sees a half-written tree.
  * - EMCEEPEE_TEST_CLI=tsx runs src/cli/main.ts through tsx instead (as before).
+ * - Not the bundle the package ships (scripts/bundle.mjs, docs/adr/0039): the
+ *   tests run per-module code, which cli-lazy.test.ts reads module by module;
+ *   package.test.ts and ops.test.ts run the bundle (npx emceepee, npm start).
+ *   bundledCliEntry() builds the bundle beside this build, for the benches.
  */
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync, copyFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -116,6 +121,29 @@ export function builtDir(): string {
 /** The built CLI entry, dist/cli/main.js. */
 export function builtCliEntry(): string {
   return path.join(builtDir(), "dist/cli/main.js");
+}
+
+/**
+ * The CLI as the package ships it: scripts/bundle.mjs's output in `<build>-bundle/dist/cli/emceepee.mjs` (package.json
+ * beside dist/), made once per build of the sources (benches measure what ships).
+ */
+export function bundledCliEntry(): string {
+  const dir = `${builtDir()}-bundle`;
+  const entry = path.join(dir, "dist/cli/emceepee.mjs");
+  if (existsSync(entry)) return entry;
+  const tmp = `${dir}.tmp-${process.pid}-${Date.now()}`;
+  try {
+    execFileSync(process.execPath, [path.join(ROOT, "scripts/bundle.mjs"), path.join(tmp, "dist")], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+    copyFileSync(path.join(ROOT, "package.json"), path.join(tmp, "package.json"));
+    try {
+      renameSync(tmp, dir);
+    } catch (err) {
+      if (!existsSync(entry)) throw err;
+    }
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  return entry;
 }
 
 /** Node arguments that run the CLI: the built entry, or src/cli/main.ts through tsx with EMCEEPEE_TEST_CLI=tsx. */

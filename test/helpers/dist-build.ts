@@ -6,7 +6,8 @@
  * repository's dist/ from empty while the other files run (issue 21).
  *
  * - Output: node_modules/.cache/emceepee/dist/<hash of src/, the tsconfig files,
- *   package.json and TypeScript's version>/dist/.
+ *   package.json, scripts/bundle.mjs and TypeScript's and esbuild's versions>/dist/:
+ *   tsc's output and the CLI's bundle (scripts/bundle.mjs), as the build script.
  * - One builder at a time: `<hash>.lock/` (mkdir is atomic) holds the builder's
  *   pid; others wait for the result, and take over a lock whose process is gone.
  *   `npm test` (test/run-all.mjs) starts a build in the background before the
@@ -25,6 +26,7 @@ import { fileURLToPath } from "node:url";
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const CACHE = path.join(ROOT, "node_modules/.cache/emceepee/dist");
 const TSC = path.join(ROOT, "node_modules/typescript/bin/tsc");
+const BUNDLE = path.join(ROOT, "scripts/bundle.mjs");
 /** Builds older than this are removed when a new one is made. */
 const KEEP_MS = 6 * 3600_000;
 /** A type-checked build of src/ on a loaded 2-core machine: a bound, not a speed. */
@@ -37,12 +39,15 @@ function walk(dir: string): string[] {
   });
 }
 
-/** Hash of what the build reads: every file under src/, the tsconfig files, package.json, the compiler's version. */
+/** Hash of what the build reads: every file under src/, the tsconfig files, package.json, the bundler script, the compilers' versions. */
 function inputsHash(): string {
   const hash = createHash("sha256");
-  const typescript = JSON.parse(readFileSync(path.join(ROOT, "node_modules/typescript/package.json"), "utf8")) as { version: string };
-  hash.update(`typescript ${typescript.version}\0`);
-  for (const file of [...walk(path.join(ROOT, "src")).sort(), ...["tsconfig.json", "tsconfig.build.json", "package.json"].map((f) => path.join(ROOT, f))]) {
+  for (const compiler of ["typescript", "esbuild"]) {
+    const { version } = JSON.parse(readFileSync(path.join(ROOT, "node_modules", compiler, "package.json"), "utf8")) as { version: string };
+    hash.update(`${compiler} ${version}\0`);
+  }
+  const inputs = ["tsconfig.json", "tsconfig.build.json", "package.json", "scripts/bundle.mjs"].map((f) => path.join(ROOT, f));
+  for (const file of [...walk(path.join(ROOT, "src")).sort(), ...inputs]) {
     hash.update(path.relative(ROOT, file)).update("\0").update(readFileSync(file)).update("\0");
   }
   return hash.digest("hex").slice(0, 16);
@@ -57,18 +62,25 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Runs tsc -p tsconfig.build.json into `outDir`; rejects with tsc's output when it fails (a type error fails the build, as `npm run build` does). */
-function tsc(outDir: string): Promise<void> {
+/** Runs `node <args>` in the repository; rejects with its output when it fails. */
+function runNode(args: string[], what: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [TSC, "-p", "tsconfig.build.json", "--outDir", outDir], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
     let output = "";
     child.stdout.on("data", (c: Buffer) => (output += c.toString("utf8")));
     child.stderr.on("data", (c: Buffer) => (output += c.toString("utf8")));
     child.once("error", reject);
-    child.once("close", (code, signal) =>
-      code === 0 ? resolve() : reject(new Error(`tsc -p tsconfig.build.json failed (${code ?? signal}); fix the build first:\n${output}`)),
-    );
+    child.once("close", (code, signal) => (code === 0 ? resolve() : reject(new Error(`${what} failed (${code ?? signal}); fix the build first:\n${output}`))));
   });
+}
+
+/**
+ * The build script's two steps into `outDir`: tsc -p tsconfig.build.json (a type error fails the build, as `npm run build`
+ * does), then the CLI's bundle (scripts/bundle.mjs).
+ */
+async function build(outDir: string): Promise<void> {
+  await runNode([TSC, "-p", "tsconfig.build.json", "--outDir", outDir], "tsc -p tsconfig.build.json");
+  await runNode([BUNDLE, outDir], "node scripts/bundle.mjs");
 }
 
 function prune(keep: string): void {
@@ -106,10 +118,10 @@ function tryLock(lock: string): boolean {
   return false;
 }
 
-/** The folder holding a current dist/ (dist/cli/main.js, dist/index.d.ts…), built first or waited for when the inputs changed. */
+/** The folder holding a current dist/ (dist/cli/emceepee.mjs, dist/index.d.ts…), built first or waited for when the inputs changed. */
 export async function builtDist(): Promise<string> {
   const dir = path.join(CACHE, inputsHash());
-  const done = path.join(dir, "dist/cli/program.js");
+  const done = path.join(dir, "dist/cli/program.mjs");
   const lock = `${dir}.lock`;
   mkdirSync(CACHE, { recursive: true });
   const until = Date.now() + BUILD_WAIT_MS;
@@ -120,7 +132,7 @@ export async function builtDist(): Promise<string> {
         const tmp = `${dir}.tmp-${process.pid}`;
         rmSync(tmp, { recursive: true, force: true });
         try {
-          await tsc(path.join(tmp, "dist"));
+          await build(path.join(tmp, "dist"));
           renameSync(tmp, dir);
         } finally {
           rmSync(tmp, { recursive: true, force: true });

@@ -152,29 +152,52 @@ after(async () => {
 });
 
 describe("the tarball", () => {
-  test("prepack builds dist/ from empty with tsconfig.build.json (what test/helpers/dist-build.ts runs for the pack)", async () => {
-    const { scripts } = JSON.parse(await readFile(path.join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> };
+  test("prepack builds dist/ from empty with tsconfig.build.json, then the CLI's bundle (what test/helpers/dist-build.ts runs for the pack)", async () => {
+    const { scripts, bin } = JSON.parse(await readFile(path.join(ROOT, "package.json"), "utf8")) as {
+      scripts: Record<string, string>;
+      bin: Record<string, string>;
+    };
     assert.equal(scripts.prepack, "npm run build", "npm pack and npm publish build first");
     assert.match(
       scripts.build ?? "",
-      /rmSync\('dist'.*&& tsc -p tsconfig\.build\.json$/,
-      "the build starts from an empty dist/ and is tsc -p tsconfig.build.json",
+      /rmSync\('dist'.*&& tsc -p tsconfig\.build\.json && node scripts\/bundle\.mjs$/,
+      "the build starts from an empty dist/, is tsc -p tsconfig.build.json, then the bundle (docs/adr/0039)",
     );
+    assert.equal(bin.emceepee, "dist/cli/emceepee.mjs", "the executable is the bundle");
   });
 
-  test("holds dist/ (built from the current src, no source maps), README, LICENSE and package.json only", (t) => {
+  test("holds dist/ (built from the current src; source maps only of the bundle, naming src/ files), README, LICENSE and package.json only", async (t) => {
     t.diagnostic(timings);
     const paths = packed.files.map((f) => f.path);
-    for (const needed of ["package.json", "README.md", "LICENSE", "dist/index.js", "dist/index.d.ts", "dist/cli/main.js"]) {
+    for (const needed of [
+      "package.json",
+      "README.md",
+      "LICENSE",
+      "dist/index.js",
+      "dist/index.d.ts",
+      "dist/cli/main.js",
+      "dist/cli/emceepee.mjs",
+      "dist/cli/program.mjs",
+    ]) {
       assert.ok(paths.includes(needed), `${needed} missing from the tarball: ${paths.join(", ")}`);
     }
     const extra = paths.filter((p) => !["package.json", "README.md", "LICENSE"].includes(p) && !p.startsWith("dist/"));
     assert.deepEqual(extra, [], "only dist/ besides package.json, README and LICENSE");
+    const maps = paths.filter((p) => p.endsWith(".map"));
     assert.deepEqual(
-      paths.filter((p) => p.endsWith(".map")),
+      maps.filter((p) => !/^dist\/cli\/[^/]+\.mjs\.map$/.test(p)),
       [],
-      "no source maps (they would point at src/, which is not shipped)",
+      "no source maps of tsc's output; the bundle's (dist/cli/*.mjs.map) make `node --enable-source-maps` stack lines name src/ files",
     );
+    const entryMap = JSON.parse(await readFile(path.join(app, "node_modules", "emceepee", "dist/cli/program.mjs.map"), "utf8")) as {
+      sources: string[];
+      sourcesContent?: unknown;
+    };
+    assert.ok(
+      entryMap.sources.some((s) => s.endsWith("src/cli/program.ts")),
+      `the bundle's map names src/cli/program.ts: ${entryMap.sources.slice(0, 5).join(", ")}`,
+    );
+    assert.equal(entryMap.sourcesContent, undefined, "names and lines only: the sources are not shipped");
     const stale = paths.filter((p) => p.endsWith(".js") && !existsSync(path.join(ROOT, "src", p.slice("dist/".length).replace(/\.js$/, ".ts"))));
     assert.deepEqual(stale, [], "every dist/*.js is built from a file in src/ (the build starts from an empty dist/)");
   });
