@@ -90,6 +90,19 @@ function idOf(body: unknown): string | number | null {
 }
 
 /**
+ * What of a modern request goes on to the face: the caller's clientInfo from
+ * the envelope, and `params` whose `_meta` keeps only what is not this hop's
+ * envelope (progress tokens, W3C trace context) — absent when nothing is left.
+ */
+function faceRequestOf(params: Record<string, unknown>): { clientInfo: Implementation; params: Record<string, unknown> } {
+  const meta = (params._meta ?? {}) as Record<string, unknown>;
+  const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
+  const inner = Object.fromEntries(Object.entries(meta).filter(([key]) => !(ENVELOPE_KEYS as readonly string[]).includes(key)));
+  const { _meta: _envelope, ...rest } = params;
+  return { clientInfo, params: Object.keys(inner).length > 0 ? { ...rest, _meta: inner } : rest };
+}
+
+/**
  * A face's 2025 capabilities as 2026-07-28 ones: task-augmented tools/call
  * becomes the tasks extension (modern-tasks.ts), as do the meta face's
  * promotions (`promotes`: modern-meta-tasks.ts).
@@ -228,21 +241,11 @@ export async function answerModern(
   let atHost = false; // this replica holds the caller's task host (asked once per request)
   if (TASK_METHODS.has(method) || taskCall) {
     try {
-      const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
-      const inner = Object.fromEntries(Object.entries(meta).filter(([key]) => !(ENVELOPE_KEYS as readonly string[]).includes(key)));
-      const { _meta: _envelope, ...rest } = params;
       // The caller's task host lives on one replica (its held inputRequests are there): the request goes there.
       if ((await exchange.toTaskHost?.(taskHostSessionId(options.kind, exchange.principal))) === "answered") return;
       atHost = true;
-      const answer = await answerModernTask(
-        gateway,
-        options,
-        exchange.principal,
-        clientInfo,
-        method,
-        { ...rest, ...(Object.keys(inner).length > 0 ? { _meta: inner } : {}) },
-        exchange.closed,
-      );
+      const inner = faceRequestOf(params);
+      const answer = await answerModernTask(gateway, options, exchange.principal, inner.clientInfo, method, inner.params, exchange.closed);
       if (answer === "gone") return; // the caller hung up: its call was cancelled
       if (answer !== undefined) return send(exchange, 200, { id, ...answer });
     } catch (err) {
@@ -319,8 +322,8 @@ export async function answerModern(
     await gateway.sessions.destroy(session.id, "modern request answered");
   };
   try {
-    const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
-    const init = { protocolVersion: INNER_VERSION, capabilities: askable, clientInfo };
+    const inner = faceRequestOf(callParams);
+    const init = { protocolVersion: INNER_VERSION, capabilities: askable, clientInfo: inner.clientInfo };
     server = await options.face(session, init);
     await server.connect(serverSide);
     await clientSide.start();
@@ -342,10 +345,6 @@ export async function answerModern(
         },
       });
     }
-    // The envelope is this hop's; progress tokens and W3C trace context go on to the face.
-    const innerMeta = Object.fromEntries(Object.entries(meta).filter(([key]) => !(ENVELOPE_KEYS as readonly string[]).includes(key)));
-    const innerParams = { ...callParams, ...(Object.keys(innerMeta).length > 0 ? { _meta: innerMeta } : {}) };
-    if (Object.keys(innerMeta).length === 0) delete innerParams._meta;
     if (inputs) {
       // Bridge 1 under the face (upstream/modern/modern-call.ts); bridge 3 here: the flight is handed over, disposed or parked.
       const call = {
@@ -357,7 +356,7 @@ export async function answerModern(
         requestState: typeof requestState === "string" ? requestState : undefined,
       };
       const flight = {
-        answer: runAsModernCall(call, () => ask(id, method, innerParams)),
+        answer: runAsModernCall(call, () => ask(id, method, inner.params)),
         inputs,
         send: (m: JSONRPCMessage) => void clientSide.send(m),
         dispose,
@@ -365,7 +364,7 @@ export async function answerModern(
       handedOver = true;
       return await respondModernCall(gateway, flight, { binding: parkBinding, sessionId: session.id, closed, hint, replica: options.router?.replica }, reply);
     }
-    const answer = await Promise.race([ask(id, method, innerParams), closed.then(() => undefined)]);
+    const answer = await Promise.race([ask(id, method, inner.params), closed.then(() => undefined)]);
     if (answer === undefined) return;
     if ("error" in answer) return send(exchange, 200, { id, error: answer.error });
     if ("result" in answer) return send(exchange, 200, { id, result: modernResult(answer.result, hint) });
@@ -394,14 +393,14 @@ async function answerMetaTool(
   exchange: ModernExchange,
   atHost: boolean,
 ): Promise<void> {
-  const meta = (params._meta ?? {}) as Record<string, unknown>;
-  const clientInfo = (meta[CLIENT_INFO_META_KEY] ?? { name: "modern-client", version: "0" }) as Implementation;
-  const inner = Object.fromEntries(Object.entries(meta).filter(([key]) => !(ENVELOPE_KEYS as readonly string[]).includes(key)));
-  const { _meta: _envelope, inputResponses: _responses, requestState: _state, ...rest } = params;
+  const {
+    clientInfo,
+    params: { inputResponses: _responses, requestState: _state, ...rest },
+  } = faceRequestOf(params);
   try {
     if (!atHost && (await exchange.toTaskHost?.(taskHostSessionId(options.kind, exchange.principal))) === "answered") return;
     const host = await hostFor(gateway, options, exchange.principal, clientInfo);
-    const answer = await host.requestUntil("tools/call", { ...rest, ...(Object.keys(inner).length > 0 ? { _meta: inner } : {}) }, exchange.closed);
+    const answer = await host.requestUntil("tools/call", rest, exchange.closed);
     if (answer === undefined) return; // the caller hung up: its call was cancelled
     if ("error" in answer) return send(exchange, 200, { id, error: answer.error });
     return send(exchange, 200, { id, result: modernResult(answer.result, { resultType: "complete", ttlMs: 0, cacheScope: "private" }) });
