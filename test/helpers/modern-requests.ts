@@ -19,6 +19,8 @@ export interface ModernRequestOptions {
   /** Extra (or overriding) HTTP headers, e.g. authorization. */
   headers?: Record<string, string>;
   clientInfo?: { name: string; version: string };
+  /** Hangs up when it aborts (the answer then rejects with the abort). */
+  signal?: AbortSignal;
 }
 
 /** A well-formed modern request; answers its HTTP status and JSON body. */
@@ -31,6 +33,7 @@ export async function modernRequest(url: string, method: string, params: Record<
   };
   const res = await fetch(url, {
     method: "POST",
+    ...(o.signal ? { signal: o.signal } : {}),
     headers: {
       "Content-Type": "application/json",
       Accept: "application/json, text/event-stream",

@@ -10,11 +10,10 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
+import { startApprovalGateway, type ApprovalGateway } from "../helpers/era-setups.js";
 import type { TestGateway } from "../helpers/gateway.js";
 import { openListen } from "../helpers/listen.js";
 import { TASKS_EXTENSION, modernRequest, pollModernTask } from "../helpers/modern-requests.js";
-import { waitFor } from "../helpers/tasks.js";
 
 const TOKEN = "era-meta-approval-token-0123456789";
 const headers = { authorization: `Bearer ${TOKEN}` };
@@ -24,28 +23,12 @@ const PLAIN = { headers, capabilities: {} };
 describe("a modern client's meta call that needs approval", { timeout: 120_000 }, () => {
   let gw: TestGateway;
   let meta: string;
+  let approve: ApprovalGateway["approve"];
   before(async () => {
-    gw = await startInProcessGateway({
-      mcpServers: { everything: inProcess("everything") },
-      gateway: {
-        token: TOKEN,
-        governance: {
-          profile: "enforce",
-          rules: [{ id: "echo-needs-approval", server: "everything", tool: "echo", action: "approve" }],
-          approvals: { pollMs: 100 },
-        },
-      },
-    });
+    ({ gw, approve } = await startApprovalGateway(TOKEN));
     meta = gw.url;
   });
   after(() => gw.close());
-
-  async function approve(taskId: string): Promise<void> {
-    const ctx = gw.gateway.context;
-    const approval = await waitFor(async () => (await ctx.store.approvals.list()).find((r) => r.taskId === taskId), "the approval");
-    await ctx.approvalRecords!.decide(approval.id, { name: "bob", principal: undefined }, "approve", "fine");
-    ctx.approvals!.poke();
-  }
 
   it("with the tasks extension: a task at once, 'Awaiting approval' until approved, then completed (tasks/get and listen)", async () => {
     const call = { name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message: "meta approval" } } };

@@ -8,48 +8,24 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
-import type { TestGateway } from "../helpers/gateway.js";
-import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
-import { startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import { OPERATOR_TOKEN, startTwoPrincipals, type TwoPrincipals } from "../helpers/era-setups.js";
 import { TASKS_EXTENSION, modernRequest } from "../helpers/modern-requests.js";
 import { openListen } from "../helpers/listen.js";
 
-const SCOPE = "mcp:tools";
-const STATIC_TOKEN = "static-operator-token-0123456789";
-const REDIRECT = "http://127.0.0.1:65500/callback";
-
 describe("the meta face's tasks are the principal's", { timeout: 300_000 }, () => {
-  let idp: TestOidcProvider;
-  let gw: TestGateway;
+  let principals: TwoPrincipals;
   let meta: string;
-  let alice: Client;
-  const aliceLogin = new MemoryOAuthClient(REDIRECT);
   const plain = (token: string) => ({ headers: { authorization: `Bearer ${token}` }, capabilities: {} });
   const extended = (token: string) => ({ headers: { authorization: `Bearer ${token}` }, capabilities: { extensions: { [TASKS_EXTENSION]: {} } } });
 
   before(async () => {
-    idp = await startOidcProvider({ scopes: [SCOPE] });
-    gw = await startInProcessGateway({
-      mcpServers: { everything: inProcess("everything") },
-      gateway: { token: STATIC_TOKEN, auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } } },
-    });
-    meta = gw.url;
-    // Alice logs in through the SDK's OAuth client; her access token (bound to the meta face) then goes on modern requests.
-    alice = (await loginAndConnect(meta, "alice", aliceLogin)).client;
+    principals = await startTwoPrincipals((url) => url);
+    meta = principals.face;
   });
-
-  after(async () => {
-    await (alice?.transport as StreamableHTTPClientTransport | undefined)?.terminateSession().catch(() => undefined);
-    await alice?.close().catch(() => undefined);
-    await gw?.close();
-    await idp?.close();
-  });
+  after(() => principals?.close());
 
   it("alice's promotion is unknown to the operator and the operator's to alice, with the meta tools, the tasks extension and listen", async () => {
-    const aliceToken = aliceLogin.saved!.access_token;
+    const aliceToken = principals.aliceToken();
     const promote = async (token: string, topic: string) => {
       const call = { name: "execute_tool", arguments: { server: "everything", tool: "simulate-research-query", args: { topic }, timeout_ms: 50 } };
       const answer = await modernRequest(meta, "tools/call", call, plain(token));
@@ -58,9 +34,9 @@ describe("the meta face's tasks are the principal's", { timeout: 300_000 }, () =
       return taskId;
     };
     const herTask = await promote(aliceToken, "her topic");
-    const theirTask = await promote(STATIC_TOKEN, "their topic");
+    const theirTask = await promote(OPERATOR_TOKEN, "their topic");
     for (const [token, taskId] of [
-      [STATIC_TOKEN, herTask],
+      [OPERATOR_TOKEN, herTask],
       [aliceToken, theirTask],
     ] as const) {
       for (const tool of ["get_task", "get_task_result", "cancel_task"]) {
@@ -85,7 +61,7 @@ describe("the meta face's tasks are the principal's", { timeout: 300_000 }, () =
     // Each still follows their own (the refused cancels above cancelled nothing).
     for (const [token, taskId, topic] of [
       [aliceToken, herTask, "her topic"],
-      [STATIC_TOKEN, theirTask, "their topic"],
+      [OPERATOR_TOKEN, theirTask, "their topic"],
     ] as const) {
       const result = await modernRequest(meta, "tools/call", { name: "get_task_result", arguments: { task_id: taskId, timeout_ms: 60_000 } }, plain(token));
       assert.match(result.body.result?.content[0].text as string, new RegExp(`Research Report: ${topic}`), JSON.stringify(result.body));

@@ -16,6 +16,7 @@ import { after, before, describe, it } from "node:test";
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from "@modelcontextprotocol/client";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import type { TestGateway } from "../helpers/gateway.js";
+import { onlyElicitation } from "../helpers/era-setups.js";
 import { openListen } from "../helpers/listen.js";
 import { MODERN, TASKS_EXTENSION, modernRequest, pollModernTask } from "../helpers/modern-requests.js";
 import { waitFor } from "../helpers/tasks.js";
@@ -137,16 +138,11 @@ describe("the meta face for 2026-07-28 clients", { timeout: 180_000 }, () => {
     const taskId = created.body.result?.taskId as string;
     assert.ok(taskId, JSON.stringify(created.body));
     const waiting = await pollModernTask(meta, taskId, (t) => t.status === "input_required", "input_required", EXTENDED);
-    const keys = Object.keys(waiting.inputRequests as object);
-    assert.equal(keys.length, 1, JSON.stringify(waiting.inputRequests));
-    const request = waiting.inputRequests[keys[0]!];
-    assert.equal(request.method, "elicitation/create");
-    assert.match(request.params.message as string, /python/);
-    assert.equal(request.params._meta?.["io.modelcontextprotocol/related-task"], undefined);
+    const key = onlyElicitation(waiting, /python/);
     const update = await modernRequest(
       meta,
       "tasks/update",
-      { taskId, inputResponses: { [keys[0]!]: { action: "accept", content: { interpretation: "programming" } } } },
+      { taskId, inputResponses: { [key]: { action: "accept", content: { interpretation: "programming" } } } },
       EXTENDED,
     );
     assert.deepEqual(update.body.result, { resultType: "complete" }, JSON.stringify(update.body));
@@ -185,24 +181,13 @@ describe("a 2026-07-28 caller hanging up on the meta face", { timeout: 120_000 }
 
   it("closing an execute_tool's response cancels the upstream call, and nothing is promoted", async () => {
     const abort = new AbortController();
-    const envelope = {
-      "io.modelcontextprotocol/protocolVersion": MODERN,
-      "io.modelcontextprotocol/clientCapabilities": {},
-      "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
-    };
-    const params = { name: "execute_tool", arguments: { server: "slow", tool: "slow", args: { ms: 600_000 }, timeout_ms: 600_000 }, _meta: envelope };
-    const call = fetch(gw.url, {
-      method: "POST",
-      signal: abort.signal,
-      headers: {
-        "Content-Type": "application/json",
-        Accept: "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "execute_tool",
-      },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params }),
-    }).catch((err: unknown) => err);
+    const args = { server: "slow", tool: "slow", args: { ms: 600_000 }, timeout_ms: 600_000 };
+    const call = modernRequest(
+      gw.url,
+      "tools/call",
+      { name: "execute_tool", arguments: args },
+      { capabilities: {}, clientInfo: CLIENT_INFO, signal: abort.signal },
+    ).catch((err: unknown) => err);
     await waitFor(async () => ((await slowCalls()).running === 1 ? true : undefined), "the slow call runs upstream");
     abort.abort();
     await call;

@@ -9,11 +9,10 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
+import { startApprovalGateway, type ApprovalGateway } from "../helpers/era-setups.js";
 import type { TestGateway } from "../helpers/gateway.js";
 import { openListen } from "../helpers/listen.js";
 import { modernRequest, pollModernTask } from "../helpers/modern-requests.js";
-import { waitFor } from "../helpers/tasks.js";
 
 const TOKEN = "era-approval-token-0123456789";
 const auth = { headers: { authorization: `Bearer ${TOKEN}` } };
@@ -21,18 +20,9 @@ const auth = { headers: { authorization: `Bearer ${TOKEN}` } };
 describe("a modern client's call that needs approval", { timeout: 120_000 }, () => {
   let gw: TestGateway;
   let face: string;
+  let approve: ApprovalGateway["approve"];
   before(async () => {
-    gw = await startInProcessGateway({
-      mcpServers: { everything: inProcess("everything") },
-      gateway: {
-        token: TOKEN,
-        governance: {
-          profile: "enforce",
-          rules: [{ id: "echo-needs-approval", server: "everything", tool: "echo", action: "approve" }],
-          approvals: { pollMs: 100 },
-        },
-      },
-    });
+    ({ gw, approve } = await startApprovalGateway(TOKEN));
     face = gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
   });
   after(() => gw.close());
@@ -49,10 +39,7 @@ describe("a modern client's call that needs approval", { timeout: 120_000 }, () 
     try {
       const ack = await stream.next((m) => m.method === "notifications/subscriptions/acknowledged", "the acknowledgement");
       assert.deepEqual(ack.params?.notifications, { taskIds: [taskId] });
-      const ctx = gw.gateway.context;
-      const approval = await waitFor(async () => (await ctx.store.approvals.list()).find((r) => r.taskId === taskId), "the approval");
-      await ctx.approvalRecords!.decide(approval.id, { name: "bob", principal: undefined }, "approve", "fine");
-      ctx.approvals!.poke();
+      await approve(taskId);
       const done = await stream.next((m) => m.method === "notifications/tasks" && m.params?.status === "completed", "completed on the stream");
       assert.equal(done.params?.result.content[0].text, "Echo: modern approval");
       const got = await pollModernTask(face, taskId, (t) => t.status === "completed", "completed", auth);

@@ -7,57 +7,33 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
-import type { TestGateway } from "../helpers/gateway.js";
-import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
-import { startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
+import { OPERATOR_TOKEN, startTwoPrincipals, type TwoPrincipals } from "../helpers/era-setups.js";
 import { modernRequest, pollModernTask } from "../helpers/modern-requests.js";
 import { openListen } from "../helpers/listen.js";
 
-const SCOPE = "mcp:tools";
-const STATIC_TOKEN = "static-operator-token-0123456789";
-const REDIRECT = "http://127.0.0.1:65500/callback";
-
 describe("tasks-extension tasks are the principal's", { timeout: 300_000 }, () => {
-  let idp: TestOidcProvider;
-  let gw: TestGateway;
+  let principals: TwoPrincipals;
   let face: string;
-  let alice: Client;
-  const aliceLogin = new MemoryOAuthClient(REDIRECT);
   const as = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
 
   before(async () => {
-    idp = await startOidcProvider({ scopes: [SCOPE] });
-    gw = await startInProcessGateway({
-      mcpServers: { everything: inProcess("everything") },
-      gateway: { token: STATIC_TOKEN, auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } } },
-    });
-    face = `${new URL(gw.url).origin}/servers/everything/mcp`;
-    // Alice logs in through the SDK's OAuth client; her access token (bound to this face) then goes on modern requests.
-    alice = (await loginAndConnect(face, "alice", aliceLogin)).client;
+    principals = await startTwoPrincipals((url) => `${new URL(url).origin}/servers/everything/mcp`);
+    face = principals.face;
   });
-
-  after(async () => {
-    await (alice?.transport as StreamableHTTPClientTransport | undefined)?.terminateSession().catch(() => undefined);
-    await alice?.close().catch(() => undefined);
-    await gw?.close();
-    await idp?.close();
-  });
+  after(() => principals?.close());
 
   it("alice's task is unknown to the operator and the operator's to alice; each ends their own", async () => {
-    const aliceToken = aliceLogin.saved!.access_token;
+    const aliceToken = principals.aliceToken();
     const call = { name: "simulate-research-query", arguments: { topic: "whose task" } };
     const hers = await modernRequest(face, "tools/call", call, as(aliceToken));
     const herTask = hers.body.result?.taskId as string;
     assert.ok(herTask, JSON.stringify(hers.body));
-    const theirs = await modernRequest(face, "tools/call", call, as(STATIC_TOKEN));
+    const theirs = await modernRequest(face, "tools/call", call, as(OPERATOR_TOKEN));
     const theirTask = theirs.body.result?.taskId as string;
     assert.ok(theirTask, JSON.stringify(theirs.body));
     // Across principals: -32602, as for a task that does not exist (no hint that it does).
     for (const [token, taskId] of [
-      [STATIC_TOKEN, herTask],
+      [OPERATOR_TOKEN, herTask],
       [aliceToken, theirTask],
     ] as const) {
       for (const method of ["tasks/get", "tasks/cancel", "tasks/update"]) {
@@ -69,26 +45,26 @@ describe("tasks-extension tasks are the principal's", { timeout: 300_000 }, () =
     // Each still sees and ends their own (the refused cancels above cancelled nothing).
     const mine = await modernRequest(face, "tasks/get", { taskId: herTask }, as(aliceToken));
     assert.ok(["working", "completed"].includes(mine.body.result?.status as string), JSON.stringify(mine.body));
-    assert.deepEqual((await modernRequest(face, "tasks/cancel", { taskId: theirTask }, as(STATIC_TOKEN))).body.result, { resultType: "complete" });
+    assert.deepEqual((await modernRequest(face, "tasks/cancel", { taskId: theirTask }, as(OPERATOR_TOKEN))).body.result, { resultType: "complete" });
     const done = await pollModernTask(face, herTask, (t) => t.status === "completed", "completed", as(aliceToken));
     assert.match(done.result.content[0].text as string, /Research Report: whose task/);
-    const cancelled = await modernRequest(face, "tasks/get", { taskId: theirTask }, as(STATIC_TOKEN));
+    const cancelled = await modernRequest(face, "tasks/get", { taskId: theirTask }, as(OPERATOR_TOKEN));
     assert.equal(cancelled.body.result?.status, "cancelled", JSON.stringify(cancelled.body));
   });
 
   it("subscriptions/listen carries each principal's own task statuses only", async () => {
-    const aliceToken = aliceLogin.saved!.access_token;
+    const aliceToken = principals.aliceToken();
     const call = { name: "simulate-research-query", arguments: { topic: "whose status" } };
     const herTask = (await modernRequest(face, "tools/call", call, as(aliceToken))).body.result?.taskId as string;
-    const theirTask = (await modernRequest(face, "tools/call", call, as(STATIC_TOKEN))).body.result?.taskId as string;
+    const theirTask = (await modernRequest(face, "tools/call", call, as(OPERATOR_TOKEN))).body.result?.taskId as string;
     assert.ok(herTask && theirTask);
     const hers = await openListen(face, { taskIds: [herTask, theirTask] }, as(aliceToken));
-    const theirs = await openListen(face, { taskIds: [herTask, theirTask] }, as(STATIC_TOKEN));
+    const theirs = await openListen(face, { taskIds: [herTask, theirTask] }, as(OPERATOR_TOKEN));
     try {
       const ack = (m: { method?: string }) => m.method === "notifications/subscriptions/acknowledged";
       assert.deepEqual((await hers.next(ack, "alice's acknowledgement")).params?.notifications, { taskIds: [herTask] });
       assert.deepEqual((await theirs.next(ack, "the operator's acknowledgement")).params?.notifications, { taskIds: [theirTask] });
-      await modernRequest(face, "tasks/cancel", { taskId: theirTask }, as(STATIC_TOKEN));
+      await modernRequest(face, "tasks/cancel", { taskId: theirTask }, as(OPERATOR_TOKEN));
       await theirs.next(
         (m) => m.method === "notifications/tasks" && m.params?.taskId === theirTask && m.params?.status === "cancelled",
         "the operator's cancelled task",

@@ -8,37 +8,19 @@
  * and an upstream task (simulate-research-query) goes on and its result comes.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
-import { ROOT } from "../helpers/gateway.js";
-import { freePort, startCliServe, startEverythingHttp, stopChild, waitExit, type ChildServer, type RunningCli } from "../helpers/core-extra.js";
+import { startRestartingGateway, type RestartingGateway } from "../helpers/era-setups.js";
 import { modernRequest, pollModernTask } from "../helpers/modern-requests.js";
 
 describe("tasks-extension tasks across a restart", { timeout: 300_000 }, () => {
-  let tmp: string;
-  let remote: ChildServer;
-  let served: RunningCli | undefined;
-  let args: string[];
+  let gateway: RestartingGateway;
   let face: string;
 
   before(async () => {
-    tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-era-tasks-restart-"));
-    remote = await startEverythingHttp();
-    const config = path.join(tmp, "gateway.json");
-    await writeFile(config, JSON.stringify({ mcpServers: { remote: { url: remote.url } } }));
-    const port = await freePort();
-    args = ["--config", config, "--port", String(port), "--store", `sqlite:${path.join(tmp, "state.db")}`, "--no-upstream-check"];
-    served = await startCliServe(ROOT, args);
-    face = `http://127.0.0.1:${port}/servers/remote/mcp`;
+    gateway = await startRestartingGateway("era-tasks-restart");
+    face = `${gateway.base}/servers/remote/mcp`;
   });
-
-  after(async () => {
-    if (served) await stopChild(served.child);
-    await remote?.close();
-    if (tmp) await rm(tmp, { recursive: true, force: true });
-  });
+  after(() => gateway?.close());
 
   it("a stored result, a running gateway call and an upstream task answer tasks/get after SIGTERM and a new start", async () => {
     const start = async (name: string, args: Record<string, unknown>) => {
@@ -51,10 +33,7 @@ describe("tasks-extension tasks across a restart", { timeout: 300_000 }, () => {
     const sum = await start("trigger-long-running-operation", { duration: 1, steps: 1 });
     await pollModernTask(face, sum, (t) => t.status === "completed", "completed");
 
-    served!.child.kill("SIGTERM");
-    const { code } = await waitExit(served!.child, 60_000);
-    assert.equal(code, 0, served!.stderr().slice(-2000));
-    served = await startCliServe(ROOT, args);
+    await gateway.restart();
 
     const done = await modernRequest(face, "tasks/get", { taskId: sum });
     assert.equal(done.body.result?.status, "completed", JSON.stringify(done.body));

@@ -11,6 +11,7 @@ import { Client as ModernClient, StreamableHTTPClientTransport as ModernTranspor
 import { createTaskSessionFromClient, resultFromTaskOutcome } from "@modelcontextprotocol/ext-tasks/client";
 import { startInProcessGateway } from "../helpers/in-process.js";
 import type { TestGateway } from "../helpers/gateway.js";
+import { onlyElicitation } from "../helpers/era-setups.js";
 import { liveTaskHosts, taskHostSessionId } from "../../src/http/modern-tasks.js";
 import { MODERN, TASKS_EXTENSION as EXTENSION, modernRequest, pollModernTask, type ModernAnswer } from "../helpers/modern-requests.js";
 
@@ -78,15 +79,10 @@ describe("the tasks extension for 2026-07-28 clients", () => {
     const taskId = created.body.result?.taskId as string;
     assert.ok(taskId, JSON.stringify(created.body));
     const waiting = await pollTask(server, taskId, (t) => t.status === "input_required", "input_required");
-    const keys = Object.keys(waiting.inputRequests as object);
-    assert.equal(keys.length, 1, JSON.stringify(waiting.inputRequests));
-    const request = waiting.inputRequests[keys[0]!];
-    assert.equal(request.method, "elicitation/create");
-    assert.match(request.params.message as string, /python/);
-    assert.equal(request.params._meta?.["io.modelcontextprotocol/related-task"], undefined);
+    const key = onlyElicitation(waiting, /python/);
     const update = await modern(server, "tasks/update", {
       taskId,
-      inputResponses: { [keys[0]!]: { action: "accept", content: { interpretation: "the snake" } } },
+      inputResponses: { [key]: { action: "accept", content: { interpretation: "the snake" } } },
     });
     assert.deepEqual(update.body.result, { resultType: "complete" }, JSON.stringify(update.body));
     const done = await pollTask(server, taskId, (t) => t.status === "completed", "completed");
