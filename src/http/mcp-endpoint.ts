@@ -319,16 +319,16 @@ export class McpEndpoint {
     });
     // First: its send wrapper must be the innermost (docs/adr/0037).
     const { http, transparent } = this.gateway.settings;
-    const direct =
-      transparent.fastPath && this.options.kind.kind !== "meta"
-        ? new DirectAnswers(transport, {
-            sessionId: transportId,
-            json: http.plainJsonResponses,
-            replay,
-            keepAliveMs: http.sseKeepAliveMs,
-            clock: this.gateway.clock,
-          })
-        : undefined;
+    // The meta face too (docs/adr/0043): its execute_tool runs behind the same onmessage, promotion included.
+    const direct = transparent.fastPath
+      ? new DirectAnswers(transport, {
+          sessionId: transportId,
+          json: http.plainJsonResponses,
+          replay,
+          keepAliveMs: http.sseKeepAliveMs,
+          clock: this.gateway.clock,
+        })
+      : undefined;
     onResponseSent(transport, (id) => inflight.delete(JSON.stringify(id)));
     // Plain requests answered with one JSON body: no SSE stream, nothing stored for replay (docs/adr/0035).
     if (http.plainJsonResponses) answerPlainWithJson(transport, (body) => isPlainRequest(body, clientCapabilities(server)));

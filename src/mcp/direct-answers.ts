@@ -162,7 +162,11 @@ export class DirectAnswers {
 
   private deliver(p: Pending, answer: JSONRPCMessage): Promise<void> {
     if (p.streamId !== undefined) {
-      this.waitingSse--;
+      // The last waiting answer: no keep-alive timer is left behind while nothing waits (an injected clock's timers are counted).
+      if (--this.waitingSse === 0) {
+        this.options.clock.clearTimeout(this.keepAlive);
+        this.keepAlive = undefined;
+      }
       return this.event(p, answer, true);
     }
     // The client left: the answer is lost (docs/adr/0035 §3).
