@@ -173,9 +173,8 @@ export class UpstreamConnection extends UpstreamHandle {
     if (resume !== undefined && !continued) await this.attach(undefined);
     const client = this.client!;
     if (!installOrderedProgress(client, this.created!.transport)) logger.warn({ server: name }, "sdk_ordered_progress_unavailable");
-    // Raw calls' answers are taken off before the SDK client (and its progress tap) sees them; counted as heard like the rest.
-    this.raw = new RawCalls(this.created!.transport, this.options.clock ?? systemClock);
-    this.raw.install();
+    // Raw calls' progress is taken off before the SDK client's progress dispatch sees it; counted as heard like the rest.
+    this.raw?.takeProgress();
     this.countMessages(this.created!.transport);
     this.status = "connected";
     this.connectedAt = (this.options.clock ?? systemClock).now();
@@ -212,6 +211,10 @@ export class UpstreamConnection extends UpstreamHandle {
     const calls = new RequestAttribution<CallOrigin>(created.requestStreams);
     calls.install(created.transport);
     this.calls = calls;
+    // Before connect too: raw calls' answers are taken off right above the client, under the observability tap.
+    const raw = new RawCalls(created.transport, this.options.clock ?? systemClock);
+    raw.install();
+    this.raw = raw;
     created.stderr?.on("data", (chunk: Buffer) => this.captureStderr(chunk));
     client.onclose = () => this.handleClose();
     client.onerror = (err) => {

@@ -49,20 +49,34 @@ export class RawCalls {
   ) {}
 
   /**
-   * Takes raw answers and their progress off the transport and fails the raw calls when it closes.
-   * Call after the SDK client is connected (it owns `onmessage`/`onclose` then) and after the taps that must see only the SDK's messages.
+   * Takes raw answers off the transport, right above the SDK client (under the observability tap, which must see
+   * every answer), and fails the raw calls when it closes. Call before the client connects: it hooks the transport's start.
    */
   install(): void {
-    const dispatch = this.transport.onmessage;
-    const onclose = this.transport.onclose;
-    this.transport.onmessage = (message, extra) => {
-      if (this.calls.size > 0 && this.take(message)) return;
-      dispatch?.(message, extra);
+    const transport = this.transport;
+    const start = transport.start.bind(transport);
+    transport.start = () => {
+      const dispatch = transport.onmessage;
+      const onclose = transport.onclose;
+      transport.onmessage = (message, extra) => {
+        if (this.calls.size > 0 && this.takeAnswer(message)) return;
+        dispatch?.(message, extra);
+      };
+      // After the SDK's own close handling (the connection marks itself lost first), as the SDK fails its requests.
+      transport.onclose = () => {
+        onclose?.();
+        this.close();
+      };
+      return start();
     };
-    // After the SDK's own close handling (the connection marks itself lost first), as the SDK fails its requests.
-    this.transport.onclose = () => {
-      onclose?.();
-      this.close();
+  }
+
+  /** Takes raw calls' progress off the transport before the SDK's progress dispatch (ordered-progress.ts) sees it: call after that is installed. */
+  takeProgress(): void {
+    const dispatch = this.transport.onmessage;
+    this.transport.onmessage = (message, extra) => {
+      if (this.calls.size > 0 && this.takeProgressOf(message)) return;
+      dispatch?.(message, extra);
     };
   }
 
@@ -117,32 +131,28 @@ export class RawCalls {
     for (const c of calls) c.reject(new McpError(ErrorCode.ConnectionClosed, "Connection closed"));
   }
 
-  /** true: `message` was a raw call's answer or progress, and is handled. */
-  private take(message: JSONRPCMessage): boolean {
-    const m = message as {
-      id?: unknown;
-      method?: unknown;
-      params?: { progressToken?: unknown };
-      result?: unknown;
-      error?: { code: number; message: string; data?: unknown };
-    };
-    if (typeof m.id === "string" && m.method === undefined) {
-      const call = this.calls.get(m.id);
-      if (!call) return false;
-      this.calls.delete(m.id);
-      if (m.error) call.reject(new McpError(m.error.code, m.error.message, m.error.data));
-      else call.resolve(m.result as CallToolResult);
-      return true;
-    }
-    if (m.method === "notifications/progress" && typeof m.params?.progressToken === "string") {
-      const call = this.calls.get(m.params.progressToken);
-      if (!call) return false;
-      const { progressToken: _token, ...progress } = m.params as Progress & { progressToken: string; _meta?: unknown };
-      if (call.resetOnProgress) this.arm(m.params.progressToken, call);
-      call.onprogress?.(progress);
-      return true;
-    }
-    return false;
+  /** true: `message` was a raw call's answer, and is handled. */
+  private takeAnswer(message: JSONRPCMessage): boolean {
+    const m = message as { id?: unknown; method?: unknown; result?: unknown; error?: { code: number; message: string; data?: unknown } };
+    if (typeof m.id !== "string" || m.method !== undefined) return false;
+    const call = this.calls.get(m.id);
+    if (!call) return false;
+    this.calls.delete(m.id);
+    if (m.error) call.reject(new McpError(m.error.code, m.error.message, m.error.data));
+    else call.resolve(m.result as CallToolResult);
+    return true;
+  }
+
+  /** true: `message` was progress of a raw call (its token is the call's id), and is handled. */
+  private takeProgressOf(message: JSONRPCMessage): boolean {
+    const m = message as { method?: unknown; params?: { progressToken?: unknown } };
+    if (m.method !== "notifications/progress" || typeof m.params?.progressToken !== "string") return false;
+    const call = this.calls.get(m.params.progressToken);
+    if (!call) return false;
+    const { progressToken: _token, ...progress } = m.params as Progress & { progressToken: string; _meta?: unknown };
+    if (call.resetOnProgress) this.arm(m.params.progressToken, call);
+    call.onprogress?.(progress);
+    return true;
   }
 
   private arm(id: string, call: RawCall): void {
