@@ -153,15 +153,14 @@ export class ClusterRouter implements SessionRouter {
    * (claimed), or when its holder is gone — its heartbeat expired, or nothing
    * listens at its address — adopted at once with the calls that ran there
    * failed (settleAdopted), so the caller's next tasks/get says so rather
-   * than `working` until the task's TTL.
+   * than `working` until the task's TTL. A request another replica passed on
+   * is never passed on again: as in route(), one that finds the host held by
+   * a live replica other than this one (it moved while the request travelled)
+   * is answered 503 with Retry-After, not served from this replica's stale copy.
    */
   async toTaskHost(req: IncomingMessage, res: ServerResponse, sessionId: string, body: string): Promise<"answered" | "local"> {
     const { membership, logger } = this.o;
-    // Passed on by another replica: served here, never passed on again (and it keeps this replica's owner record fresh).
-    if (this.isForwarded(req)) {
-      membership.seen(sessionId);
-      return "local";
-    }
+    const forwarded = this.isForwarded(req);
     try {
       for (let hop = 0; hop < MAX_HOPS; hop++) {
         const owner = await membership.ownerOf(sessionId);
@@ -175,6 +174,10 @@ export class ClusterRouter implements SessionRouter {
           return "local";
         }
         const url = await membership.urlOf(owner);
+        if (forwarded && url !== undefined) {
+          sendJsonRpcError(res, 503, -32000, `The tasks of this caller are held by replica ${owner} now; send the request again`, { "Retry-After": "1" });
+          return "answered";
+        }
         const outcome = url === undefined ? "refused" : await this.o.forwarder.forward(req, res, url, body);
         if (outcome === "answered") return "answered";
         if (outcome === "unreachable") {

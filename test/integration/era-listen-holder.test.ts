@@ -9,16 +9,13 @@
  * replica.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { after, before, describe, it } from "node:test";
-import { ROOT, slowServerStdio } from "../helpers/gateway.js";
-import { freePort, startCliServe, stopChild, type RunningCli } from "../helpers/core-extra.js";
+import { slowServerStdio } from "../helpers/gateway.js";
+import { startReplicaSet, type ReplicaSet } from "../helpers/era-setups.js";
 import { openListen } from "../helpers/listen.js";
 import { modernRequest } from "../helpers/modern-requests.js";
-import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
+import { redisSkipReason } from "../helpers/redis.js";
 
 const SECRET = "era-listen-holder-secret-0123456789";
 const LEASE_MS = 2_000;
@@ -30,38 +27,17 @@ if (skip !== undefined) {
   it("a listen stream keeps the task host's replica", { skip }, () => undefined);
 } else {
   describe("a listen stream keeps the task host's replica", () => {
-    let tmp: string;
-    let redis: RedisServer;
-    const served: RunningCli[] = [];
+    let set: ReplicaSet;
 
     async function startReplica(id: string): Promise<string> {
-      const port = await freePort();
-      const config = path.join(tmp, `${id}.json`);
-      await writeFile(
-        config,
-        JSON.stringify({
-          mcpServers: { slow: slowServerStdio() },
-          gateway: {
-            store: { kind: "redis", url: redis.url },
-            sessions: { idleTimeoutMs: IDLE_MS },
-            cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: LEASE_MS },
-          },
-        }),
-      );
-      const cli = await startCliServe(ROOT, ["--config", config, "--port", String(port), "--no-upstream-check"], 120_000, { EMCEEPEE_CLUSTER_SECRET: SECRET });
-      served.push(cli);
-      return `http://127.0.0.1:${port}`;
+      const config = { mcpServers: { slow: slowServerStdio() }, gateway: { sessions: { idleTimeoutMs: IDLE_MS } } };
+      return (await set.start(id, config, LEASE_MS)).base;
     }
 
     before(async () => {
-      tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-era-listen-holder-"));
-      redis = await startRedis();
+      set = await startReplicaSet("era-listen-holder", SECRET);
     });
-    after(async () => {
-      await Promise.allSettled(served.map((s) => stopChild(s.child)));
-      await redis?.stop();
-      if (tmp) await rm(tmp, { recursive: true, force: true });
-    });
+    after(() => set?.close());
 
     it("past the owner record's time with only the stream open, another replica passes tasks/get to the holder: working", T, async () => {
       const [r1, r2] = await Promise.all([startReplica("r1"), startReplica("r2")]);

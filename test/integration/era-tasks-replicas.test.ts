@@ -15,20 +15,21 @@
  * followed with get_task/get_task_result (and tasks/get) on another, and once
  * that replica is SIGKILLed the next get_task there reads failed at once; a
  * caller hanging up on a replica that forwarded its meta call cancels the call
- * on the holder (test/fixtures/slow-server-tools.ts counts it).
+ * on the holder (test/fixtures/slow-server-tools.ts counts it). (d) A task
+ * request passed on to the holder that reaches it after another replica took
+ * the host over (the holder was paused past its heartbeat) is answered 503
+ * "send the request again", not from the paused replica's stale copy.
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from "@modelcontextprotocol/client";
 import { startModernTasksServer, type ModernTasksServer } from "../fixtures/modern-tasks-server.js";
-import { ROOT, everythingStdio, slowServerStdio } from "../helpers/gateway.js";
-import { freePort, startCliServe, startEverythingHttp, stopChild, waitExit, type ChildServer, type RunningCli } from "../helpers/core-extra.js";
+import { everythingStdio, slowServerStdio } from "../helpers/gateway.js";
+import { startEverythingHttp, waitExit, type ChildServer, type RunningCli } from "../helpers/core-extra.js";
+import { startReplicaSet, type ReplicaSet } from "../helpers/era-setups.js";
 import { MODERN, TASKS_EXTENSION, modernRequest, pollModernTask } from "../helpers/modern-requests.js";
-import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
+import { redisSkipReason } from "../helpers/redis.js";
 import { connectFace, getTask, startTask, taskResult, text, waitFor, type Peer, type PeerOptions } from "../helpers/tasks.js";
 
 const SECRET = "era-tasks-replicas-secret-0123456789";
@@ -47,35 +48,20 @@ if (skip !== undefined) {
   it("tasks across a replica's death", { skip }, () => undefined);
 } else {
   describe("tasks of both eras across a replica's death", () => {
-    let tmp: string;
-    let redis: RedisServer;
+    let set: ReplicaSet;
     let remote: ChildServer;
     let modern: ModernTasksServer;
     const replicas = new Map<string, Replica>();
     const peers: Peer[] = [];
 
-    async function startReplica(id: string): Promise<Replica> {
-      const port = await freePort();
-      const config = path.join(tmp, `${id}.json`);
-      await writeFile(
-        config,
-        JSON.stringify({
-          mcpServers: {
-            everything: everythingStdio(),
-            remote: { url: remote.url },
-            tasks: { url: modern.url },
-            slow: { ...slowServerStdio(), sharing: "shared" },
-          },
-          gateway: {
-            store: { kind: "redis", url: redis.url },
-            cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: LEASE_MS },
-          },
-        }),
-      );
-      const served = await startCliServe(ROOT, ["--config", config, "--port", String(port), "--no-upstream-check", "--log-level", "info"], 120_000, {
-        EMCEEPEE_CLUSTER_SECRET: SECRET,
-      });
-      const replica = { id, base: `http://127.0.0.1:${port}`, served };
+    async function startReplica(id: string, leaseMs = LEASE_MS): Promise<Replica> {
+      const mcpServers = {
+        everything: everythingStdio(),
+        remote: { url: remote.url },
+        tasks: { url: modern.url },
+        slow: { ...slowServerStdio(), sharing: "shared" },
+      };
+      const replica = { id, ...(await set.start(id, { mcpServers }, leaseMs)) };
       replicas.set(id, replica);
       return replica;
     }
@@ -87,25 +73,22 @@ if (skip !== undefined) {
 
     /** Whether the replica's heartbeat is still in Redis (a SIGKILLed replica's stays until its lease runs out). */
     async function heartbeatLeft(id: string): Promise<boolean> {
-      const client = redis.client();
+      const client = set.redis.client();
       const [named] = await client.keys(`*replica-of:${id}`);
       const incarnation = named === undefined ? null : await client.get(named);
       return incarnation !== null && (await client.keys(`*replica:${incarnation}`)).length > 0;
     }
 
     before(async () => {
-      tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-era-tasks-replicas-"));
-      redis = await startRedis();
+      set = await startReplicaSet("era-tasks-replicas", SECRET);
       [remote, modern] = await Promise.all([startEverythingHttp(), startModernTasksServer()]);
       await Promise.all(["r1", "r2"].map((id) => startReplica(id)));
     });
     after(async () => {
       for (const p of peers) await p.client.close().catch(() => undefined);
-      await Promise.allSettled([...replicas.values()].map((r) => stopChild(r.served.child)));
-      await redis?.stop();
+      await set?.close();
       await remote?.close();
       await modern?.close();
-      if (tmp) await rm(tmp, { recursive: true, force: true });
     });
 
     it("a 2026-07-28 client's tasks on a replica that dies: a call that ran there fails at once on another, an upstream task goes on", T, async () => {
@@ -214,24 +197,9 @@ if (skip !== undefined) {
       const before = await slowCalls(r2.base); // replica 2 holds the anonymous caller's meta host (claimed or adopted)
       const r5 = await startReplica("r5");
       const abort = new AbortController();
-      const envelope = {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": { name: "era-meta-replicas", version: "1" },
-      };
-      const params = { name: "execute_tool", arguments: { server: "slow", tool: "slow", args: { ms: 600_000 }, timeout_ms: 600_000 }, _meta: envelope };
-      const call = fetch(`${r5.base}/mcp`, {
-        method: "POST",
-        signal: abort.signal,
-        headers: {
-          "Content-Type": "application/json",
-          Accept: "application/json, text/event-stream",
-          "MCP-Protocol-Version": MODERN,
-          "Mcp-Method": "tools/call",
-          "Mcp-Name": "execute_tool",
-        },
-        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params }),
-      }).catch((err: unknown) => err);
+      const args = { server: "slow", tool: "slow", args: { ms: 600_000 }, timeout_ms: 600_000 };
+      const options = { capabilities: {}, clientInfo: { name: "era-meta-replicas", version: "1" }, signal: abort.signal };
+      const call = modernRequest(`${r5.base}/mcp`, "tools/call", { name: "execute_tool", arguments: args }, options).catch((err: unknown) => err);
       // Sent to replica 5, run by replica 2's slow server: the call was forwarded to the holder.
       await waitFor(async () => ((await slowCalls(r2.base)).running === before.running + 1 ? true : undefined), "the slow call runs on the holder");
       abort.abort();
@@ -240,6 +208,40 @@ if (skip !== undefined) {
         const now = await slowCalls(r2.base);
         return now.running === before.running && now.cancelled === before.cancelled + 1 ? true : undefined;
       }, "the call is cancelled on the holder");
+    });
+
+    it("a task request passed on to a holder that lost the host on the way is answered 503 'send again', not served there", T, async () => {
+      // A short heartbeat for the replica paused here; long enough that the other replica passes the request on before it runs out.
+      const r6 = await startReplica("r6", 9_000);
+      const r2 = replicas.get("r2")!;
+      const created = await modernRequest(`${r6.base}/servers/slow/mcp`, "tools/call", { name: "slow", arguments: { ms: 600_000 } });
+      assert.equal(created.body.result?.resultType, "task", JSON.stringify(created.body));
+      const taskId = created.body.result.taskId as string;
+      r6.served.child.kill("SIGSTOP");
+      let paused = true;
+      try {
+        // Replica 2 passes the caller's tasks/get on to replica 6, the holder, whose heartbeat is still live: it waits there.
+        let settled = false;
+        const late = modernRequest(`${r2.base}/servers/slow/mcp`, "tasks/get", { taskId }).finally(() => (settled = true));
+        await waitFor(async () => ((await heartbeatLeft("r6")) ? undefined : true), "the paused replica's heartbeat runs out", 60_000);
+        const adopted = await modernRequest(`${r2.base}/servers/slow/mcp`, "tasks/get", { taskId });
+        assert.equal(adopted.body.result?.status, "failed", `replica 2 took the host over: ${JSON.stringify(adopted.body)}`);
+        assert.equal(settled, false, "the passed-on tasks/get was still waiting at the paused holder");
+        r6.served.child.kill("SIGCONT");
+        paused = false;
+        // Bounded only so that a hang fails clearly (before the holder's check, the paused replica served it from its own copy and never answered).
+        let timer: NodeJS.Timeout | undefined;
+        const unanswered = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error("the passed-on tasks/get was not answered within 120 s of the resume")), 120_000);
+        });
+        const answer = await Promise.race([late, unanswered]).finally(() => clearTimeout(timer));
+        assert.equal(answer.status, 503, `the late request on the replica that lost the host: ${JSON.stringify(answer.body)}`);
+        assert.match(String(answer.body.error?.message), /held by replica r2\..*send the request again/);
+        const again = await modernRequest(`${r6.base}/servers/slow/mcp`, "tasks/get", { taskId });
+        assert.equal(again.body.result?.status, "failed", `sent again, to either replica, it reaches the holder: ${JSON.stringify(again.body)}`);
+      } finally {
+        if (paused) r6.served.child.kill("SIGCONT");
+      }
     });
   });
 }
