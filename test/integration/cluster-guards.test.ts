@@ -1,10 +1,12 @@
 /**
- * Guards of a replica cluster (docs/adr/0013, "Guards"), with real
- * `emceepee serve` processes and a real redis-server: a replica whose
- * `cluster.secret` differs from the live replicas', or that advertises a live
- * replica's URL, exits 2 at start naming the setting; once no replica is live
- * the secret can change. Session ids a replica did not make, or that name no
- * session, leave no key in Redis (each gets 404).
+ * Guards of a replica cluster (docs/adr/0013, "Guards"), with a real
+ * redis-server: a replica whose `cluster.secret` differs from the live
+ * replicas', or that advertises a live replica's URL, exits 2 at start naming
+ * the setting (real `emceepee serve` processes: the exit is the CLI's); once no
+ * replica is live the secret can change. Session ids a replica did not make,
+ * or that name no session, leave no key in Redis (each gets 404). The live
+ * replicas and the one with the new secret are gateways in this process (the
+ * same membership code, src/cluster/membership.ts, runs at their start).
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -12,8 +14,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
-import { ROOT } from "../helpers/gateway.js";
-import { MCP_POST_HEADERS, freePort, rawRequest, runCli, startCliServe, stopChild, type RunningCli } from "../helpers/core-extra.js";
+import { ROOT, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { MCP_POST_HEADERS, freePort, rawRequest, runCli } from "../helpers/core-extra.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
 
 const SECRET = "cluster-guards-secret-0123456789";
@@ -26,33 +28,34 @@ if (skip !== undefined) {
 } else {
   let tmp: string;
   let redis: RedisServer;
-  const running: RunningCli[] = [];
+  const running: TestGateway[] = [];
   let configs = 0;
+
+  /** A replica's cluster settings. */
+  const cluster = (advertiseUrl: string, secret: string) => ({ enabled: true, advertiseUrl, secret, leaseMs: LEASE_MS });
 
   /** A replica's config file (its secret comes from EMCEEPEE_CLUSTER_SECRET). */
   async function config(advertiseUrl: string): Promise<string> {
     const file = path.join(tmp, `replica-${++configs}.json`);
     await writeFile(
       file,
-      JSON.stringify({
-        mcpServers: {},
-        gateway: {
-          store: { kind: "redis", url: redis.url },
-          cluster: { enabled: true, advertiseUrl, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: LEASE_MS },
-        },
-      }),
+      JSON.stringify({ mcpServers: {}, gateway: { store: { kind: "redis", url: redis.url }, cluster: cluster(advertiseUrl, "${EMCEEPEE_CLUSTER_SECRET}") } }),
     );
     return file;
   }
 
-  async function serve(port: number, secret: string, advertiseUrl = `http://127.0.0.1:${port}`): Promise<RunningCli> {
-    const file = await config(advertiseUrl);
-    const r = await startCliServe(ROOT, ["--config", file, "--port", String(port), "--no-upstream-check", "--log-level", "info"], 60_000, {
-      EMCEEPEE_CLUSTER_SECRET: secret,
+  /** A live replica, in this process (a replicaId of its own: the default is the host and the process id). */
+  async function serve(port: number, secret: string): Promise<TestGateway> {
+    const gw = await startGateway({
+      mcpServers: {},
+      gateway: { port, store: { kind: "redis", url: redis.url }, cluster: { ...cluster(`http://127.0.0.1:${port}`, secret), replicaId: `live-${port}` } },
     });
-    running.push(r);
-    return r;
+    running.push(gw);
+    return gw;
   }
+
+  /** A replica's /readyz status (200: started, its store answers). */
+  const ready = async (gw: TestGateway): Promise<number> => (await fetch(new URL("/readyz", gw.url))).status;
 
   /** A replica that must be refused at start: its exit and output. */
   async function refused(port: number, secret: string, advertiseUrl: string) {
@@ -77,8 +80,8 @@ if (skip !== undefined) {
   }
 
   let port: number;
-  let first: RunningCli;
-  let second: RunningCli;
+  let first: TestGateway;
+  let second: TestGateway;
 
   before(async () => {
     tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-cluster-guards-"));
@@ -89,7 +92,7 @@ if (skip !== undefined) {
   });
 
   after(async () => {
-    await Promise.allSettled(running.map((r) => stopChild(r.child)));
+    await Promise.allSettled(running.map((r) => r.close()));
     await redis?.stop();
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
@@ -109,7 +112,7 @@ if (skip !== undefined) {
         new RegExp(`EMCP_CONFIG_INVALID: gateway\\.cluster\\.advertiseUrl http://127\\.0\\.0\\.1:${port} is already advertised by the live replica`),
       );
       assert.match(duplicate.stderr, /its own advertiseUrl/);
-      assert.deepEqual([first.child.exitCode, second.child.exitCode], [null, null], "the live replicas (same secret, URLs of their own) go on");
+      assert.deepEqual(await Promise.all([ready(first), ready(second)]), [200, 200], "the live replicas (same secret, URLs of their own) go on");
     });
 
     test("unknown session ids (foreign format, 8 KB, or well-formed but unknown) get 404 and leave no key in Redis", async () => {
@@ -136,10 +139,10 @@ if (skip !== undefined) {
     });
 
     test("with no replica live, a replica with a new secret starts (how the secret is changed)", async () => {
-      await stopChild(first.child);
-      await stopChild(second.child);
+      await first.close();
+      await second.close();
       const rotated = await serve(await freePort(), OTHER_SECRET);
-      assert.equal(rotated.child.exitCode, null);
+      assert.equal(await ready(rotated), 200);
     });
   });
 }

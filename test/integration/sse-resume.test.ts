@@ -17,6 +17,11 @@
  *
  * The test reads the store itself (the SQLite file, Redis keys) only to know
  * that what it expects was stored before the kill, and what it was.
+ *
+ * The gateways run without the warm pool (`upstream.warmPool: 0`): a spare
+ * server-everything per process that no case here uses (the pool's own tests:
+ * warm-pool.test.ts). The priming-event case shares the SIGKILL restart of the
+ * first case, on a session of its own.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -104,6 +109,11 @@ function redisEvents(redis: RedisServer) {
       .map(([seq, json]) => ({ seq: Number(seq), streamId: streams[seq]!, message: JSON.parse(json) as WireMessage }))
       .sort((a, b) => a.seq - b.seq);
   };
+}
+
+/** A gateway config with a stdio server-everything as "local", without the warm pool's spare process. */
+function localConfig(gateway: Record<string, unknown> = {}): string {
+  return JSON.stringify({ mcpServers: { local: everythingStdio() }, gateway: { ...gateway, upstream: { warmPool: 0 } } });
 }
 
 const DOC = "demo://resource/static/document/architecture.md";
@@ -212,15 +222,22 @@ async function unknownCursorIs400(url: string, sessionId: string): Promise<void>
 
 describe("SSE streams resume from the store after `emceepee serve` restarts (SQLite)", () => {
   for (const signal of ["SIGKILL", "SIGTERM"] as const) {
-    test(`${signal}: the GET stream and a cut POST stream get what they missed, none twice`, SLOW, async () => {
+    // The SIGKILL restart also serves the priming-event case, on a session of its own.
+    const priming = signal === "SIGKILL";
+    const name = `${signal}: the GET stream and a cut POST stream get what they missed, none twice${
+      priming ? "; a POST stream cut right after its priming event (an id with no row) gets its call's result" : ""
+    }`;
+    test(name, SLOW, async () => {
       const port = await freePort();
       const config = path.join(tmp, `${signal}.json`);
       const db = path.join(tmp, `${signal}.db`);
-      await writeFile(config, JSON.stringify({ mcpServers: { local: everythingStdio() } }));
+      await writeFile(config, localConfig());
       const args = ["--config", config, "--port", String(port), "--store", `sqlite:${db}`];
       let served = await serve(args);
       const url = `http://127.0.0.1:${port}/servers/local/mcp`;
+      let cut: PrimingCut | undefined;
       const peer = await missedMessagesArriveOnce(url, sqliteEvents(db), async () => {
+        if (priming) cut = await cutAfterPriming(url, db);
         served.child.kill(signal);
         const { code } = await waitExit(served.child, 60_000);
         if (signal === "SIGTERM") assert.equal(code, 0, served.stderr().slice(-2000));
@@ -229,6 +246,7 @@ describe("SSE streams resume from the store after `emceepee serve` restarts (SQL
       });
       assert.equal(logOf(served, "session_resumed").length, 1, "the session was resumed once, by the held resumes");
       await unknownCursorIs400(url, peer.sessionId);
+      if (cut) await primingCursorGetsResult(url, cut);
 
       // A session that ends takes its stored replay with it.
       const sessionId = peer.sessionId;
@@ -257,21 +275,23 @@ async function readUntil(res: Response, until: RegExp, what: string): Promise<st
   }
 }
 
-test("SIGKILL: a POST stream cut right after its priming event (an id with no row) gets the call's result after the restart", SLOW, async () => {
-  const port = await freePort();
-  const config = path.join(tmp, "priming.json");
-  const db = path.join(tmp, "priming.db");
-  await writeFile(config, JSON.stringify({ mcpServers: { local: everythingStdio() } }));
-  const args = ["--config", config, "--port", String(port), "--store", `sqlite:${db}`];
-  const served = await serve(args);
-  const url = `http://127.0.0.1:${port}/servers/local/mcp`;
+interface PrimingCut {
+  headers: Record<string, string>;
+  primingId: string;
+}
+
+/**
+ * A raw session whose tools/call POST stream is cut right after its priming event (an id with no row of its own);
+ * resolves once the call's result is in the store, so a kill after this leaves it there to be resumed.
+ */
+async function cutAfterPriming(url: string, db: string): Promise<PrimingCut> {
   const init = await rawRequest(url, { headers: { ...MCP_POST_HEADERS }, body: initializeBody() });
   assert.equal(init.status, 200, init.body);
   const session = String(init.headers["mcp-session-id"]);
   const headers = { ...MCP_POST_HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25" };
   const rpc = (body: object) => rawRequest(url, { headers, body: JSON.stringify({ jsonrpc: "2.0", ...body }) });
   assert.equal((await rpc({ method: "notifications/initialized" })).status, 202);
-  // This process's first priming event is stored (to learn the session's numbering); the next ones are not.
+  // This process's first priming event of the session is stored (to learn the session's numbering); the next ones are not.
   assert.equal((await rpc({ id: 2, method: "tools/list" })).status, 200);
   const abort = new AbortController();
   const cut = await fetch(url, {
@@ -294,15 +314,16 @@ test("SIGKILL: a POST stream cut right after its priming event (an id with no ro
     async () => ((await sqliteEvents(db)(session)).some((r) => r.message.id === 9 && r.message.result) ? true : undefined),
     "the call's result in the store",
   );
-  served.child.kill("SIGKILL");
-  await waitExit(served.child, 60_000);
-  running.delete(served);
-  await serve(args);
+  return { headers, primingId };
+}
+
+/** After the restart: a GET with the priming id as Last-Event-ID gets the cut call's result. */
+async function primingCursorGetsResult(url: string, { headers, primingId }: PrimingCut): Promise<void> {
   const resumed = await fetch(url, { method: "GET", headers: { ...headers, accept: "text/event-stream", "last-event-id": primingId } });
   assert.equal(resumed.status, 200);
   const text = await readUntil(resumed, /"id":9/, "the call's result");
   assert.match(text, /Long running operation completed\. Duration: 1 seconds, Steps: 1\./);
-});
+}
 
 const skip = redisSkipReason();
 describe("SSE streams of a dead replica resume on the replica that adopts the session (Redis)", () => {
@@ -321,13 +342,10 @@ describe("SSE streams of a dead replica resume on the replica that adopts the se
       const config = path.join(tmp, `replica-${id}.json`);
       await writeFile(
         config,
-        JSON.stringify({
-          mcpServers: { local: everythingStdio() },
-          // leaseMs: long enough that a live replica's heartbeat is not missed on a loaded machine.
-          gateway: {
-            store: { kind: "redis", url: redis.url },
-            cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: 5_000 },
-          },
+        // leaseMs: long enough that a live replica's heartbeat is not missed on a loaded machine.
+        localConfig({
+          store: { kind: "redis", url: redis.url },
+          cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: 5_000 },
         }),
       );
       const served = await serve(["--config", config, "--port", String(port)], { EMCEEPEE_CLUSTER_SECRET: "sse-resume-test-secret-0123456789" });

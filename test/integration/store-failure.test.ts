@@ -1,54 +1,69 @@
 /**
- * A SQLite store that stops taking writes while `emceepee serve` runs
- * (docs/adr/0007, "When the store fails"), with real processes and real
- * failures: the disk full (a small tmpfs, filled up: SQLite's own
- * SQLITE_FULL), and the store file deleted under the gateway. A call that
- * completes meanwhile still gives its result to the client that waits for it,
- * /readyz turns 503 and the log says why and what to do; when space is freed
- * /readyz is 200 again and the result reaches the file. A deleted file is
- * written back to its path from the open database (store_recovered), so what
- * is confirmed after the deletion is in the file a restart opens.
+ * A SQLite store that stops taking writes while the gateway runs
+ * (docs/adr/0007, "When the store fails"), with real failures: the disk full
+ * (a small tmpfs, filled up: SQLite's own SQLITE_FULL), and the store file
+ * deleted under the gateway. A call that completes meanwhile still gives its
+ * result to the client that waits for it, /readyz turns 503 and the log says
+ * why and what to do; when space is freed /readyz is 200 again and the result
+ * reaches the file. A deleted file is written back to its path from the open
+ * database (store_recovered), so what is confirmed after the deletion is in the
+ * file the next gateway opens.
+ *
+ * The gateway and the slow-server fixture run in this process (test/helpers/in-process.ts) over a real SQLite file
+ * and the real HTTP endpoint: what fails here is the file system under the store, not a process. Opening a
+ * store file at start and the lock between processes: store-ownership.test.ts, restart.test.ts.
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, rmSync, writeSync } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { Writable } from "node:stream";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { createLogger } from "../../src/logging.js";
 import { openStore } from "../../src/store/open.js";
 import { allText, promote } from "../helpers/async-extra.js";
-import { logLines, pollFor, startCliServe, stopChild, type RunningCli } from "../helpers/core-extra.js";
-import { ROOT, call, connectClient, slowServerStdio } from "../helpers/gateway.js";
+import { logLines, pollFor } from "../helpers/core-extra.js";
+import { call, connectClient, type TestGateway } from "../helpers/gateway.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 
 const SLOW = { timeout: 300_000 };
 
 let tmp: string;
-let config: string;
-const running = new Set<RunningCli>();
+const gateways = new Set<TestGateway>();
 const clients: Client[] = [];
 let mounted: string | undefined;
 
 before(async () => {
   tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-store-failure-"));
-  config = path.join(tmp, "config.json");
-  await writeFile(config, JSON.stringify({ mcpServers: { slow: slowServerStdio() } }));
 });
 
 after(async () => {
   await Promise.allSettled(clients.map((c) => c.close()));
-  await Promise.allSettled([...running].map((r) => stopChild(r.child)));
+  await Promise.allSettled([...gateways].map((g) => g.close()));
   if (mounted) execFileSync("umount", [mounted]);
   await rm(tmp, { recursive: true, force: true });
 });
 
-async function serve(file: string): Promise<{ served: RunningCli; c: Client; base: string }> {
-  const served = await startCliServe(ROOT, ["--config", config, "--port", "0", "--store", `sqlite:${file}`, "--log-format", "json"]);
-  running.add(served);
-  const c = await connectClient(served.url);
+/** A gateway on the SQLite `file` with the slow fixture; its JSON log lines so far (what `emceepee serve` writes to stderr). */
+async function serve(file: string): Promise<{ gw: TestGateway; log: () => string; c: Client; base: string }> {
+  let log = "";
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      log += chunk.toString("utf8");
+      done();
+    },
+  });
+  const gw = await startInProcessGateway(
+    { mcpServers: { slow: inProcess("slow") }, gateway: { store: { kind: "sqlite", path: file } } },
+    { logger: createLogger("info", sink) },
+  );
+  gateways.add(gw);
+  const c = await connectClient(gw.url);
   clients.push(c);
-  return { served, c, base: new URL(served.url).origin };
+  return { gw, log: () => log, c, base: new URL(gw.url).origin };
 }
 
 async function readyz(base: string): Promise<{ status: number; body: string }> {
@@ -96,7 +111,7 @@ test(
     const disk = mountTmpfs("4m");
     if (typeof disk !== "string") return t.skip(disk.skip);
     const file = path.join(disk, "state.db");
-    const { served, c, base } = await serve(file);
+    const { log, c, base } = await serve(file);
     assert.equal((await readyz(base)).status, 200);
     const task = await promote(c, "slow", "slow", { ms: 3_000 }, 0);
     const filler = path.join(disk, "filler");
@@ -107,7 +122,7 @@ test(
     assert.match(allText(result), /slept 3000ms/, "the result, although the store could not take it");
     const down = await readyzBecomes(base, 503);
     assert.match(down.body, /store_unavailable/);
-    const unhealthy = await pollFor(async () => logLines(served.stderr(), "store_unhealthy").at(-1), "store_unhealthy logged");
+    const unhealthy = await pollFor(async () => logLines(log(), "store_unhealthy").at(-1), "store_unhealthy logged");
     assert.match(String(unhealthy.reason), /disk \(or its quota\) is full/, JSON.stringify(unhealthy));
     assert.ok(String(unhealthy.reason).includes(file), "names the file");
 
@@ -134,11 +149,11 @@ test(
   SLOW,
   async () => {
     const file = path.join(tmp, "deleted.db");
-    const { served, c, base } = await serve(file);
+    const { gw, log, c, base } = await serve(file);
     const task = await promote(c, "slow", "slow", { ms: 3_000 }, 0);
     rmSync(file);
 
-    const recovered = await pollFor(async () => logLines(served.stderr(), "store_recovered").at(-1), "store_recovered logged");
+    const recovered = await pollFor(async () => logLines(log(), "store_recovered").at(-1), "store_recovered logged");
     assert.match(String(recovered.reason), /was deleted while emceepee had it open/, JSON.stringify(recovered));
     assert.ok(String(recovered.reason).includes(file), "names the file");
     assert.ok(existsSync(file), "the file is back at its path");
@@ -148,8 +163,8 @@ test(
     assert.notEqual(result.isError, true, allText(result));
     assert.match(allText(result), /slept 3000ms/);
 
-    await stopChild(served.child);
-    running.delete(served);
+    await gw.close();
+    gateways.delete(gw);
     const store = await openStore({ kind: "sqlite", path: file });
     try {
       assert.equal((await store.tasks.get(task.taskId))?.status, "completed", "the result written after the deletion is in the file");
