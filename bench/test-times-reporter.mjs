@@ -36,7 +36,9 @@ export default async function* fileTimes(source) {
     const suiteOfBatch = nesting === 0 && declared === BATCH_HELPER;
     // In a batch a file's top-level tests are at nesting 1: they count as its tests; its suite's duration is its time.
     const inBatch = nesting === 1 && batchedFiles.has(declared);
-    if (nesting !== 0 && !inBatch) continue;
+    // The shared batch's tests are all declared through leave-out.ts: their counts go to one test/shared/* row, the time to each wrapper's suite.
+    const sharedInBatch = nesting === 1 && declared === "test/shared/*";
+    if (nesting !== 0 && !inBatch && !sharedInBatch) continue;
     const file = suiteOfBatch ? event.data.name : declared;
     const row = files.get(file) ?? { tests: 0, failed: 0, ms: 0 };
     const failed = event.type === "test:fail" && !details?.error?.failureType?.includes?.("cancel");
@@ -44,7 +46,7 @@ export default async function* fileTimes(source) {
       row.tests += 1;
       if (failed) row.failed += 1;
     } else if (failed && details?.error?.failureType !== "subtestsFailed") row.failed += 1; // the file itself failed (e.g. to load)
-    if (!inBatch) row.ms += details?.duration_ms ?? 0;
+    if (!inBatch && !sharedInBatch) row.ms += details?.duration_ms ?? 0;
     files.set(file, row);
   }
   yield "file\ttests\tfailed\tms\n";

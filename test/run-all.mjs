@@ -5,6 +5,7 @@
  * (test/helpers/dist-build.ts; in the background, they wait for it), then runs every test file: test/unit as one process (test/unit/all.ts),
  * test/integration and the shared-upstream pass (test/shared), longest first,
  * several files at a time (they mostly wait on child processes and timers).
+ * `npm run test:files` (this file with --files): the same without the build step.
  * `npm run check` (this file with --check): the type check and the lint, at once.
  * CI runs both (.ci/run); the decision and its numbers are in test/README.md.
  *
@@ -66,7 +67,7 @@ const files = (dir) =>
     .map((f) => `${dir}/${f}`);
 
 /**
- * Integration files that share a process (test/batches/batches.json, test/helpers/batch.ts):
+ * Integration and shared-pass files that share a process (test/batches/batches.json, test/helpers/batch.ts):
  * each batch is one test file to the runner, test/batches/<name>.ts, and its files are not
  * run again on their own. A test process costs about 2 s of CPU before its first test (test/README.md, "Batches").
  */
@@ -78,7 +79,7 @@ const batchEntries = Object.keys(BATCHES).map((name) => `test/batches/${name}.ts
 /**
  * Longest first, so that no long file starts near the end while the others are done:
  * the per-file times of the last measured run (bench/test-times.tsv, written by
- * EMCEEPEE_TEST_TIMES; the shared pass is one row, split evenly); a file not in it counts as 20 s.
+ * EMCEEPEE_TEST_TIMES; from an older table, the shared pass's one row split evenly); a file not in it counts as 20 s.
  */
 function longestFirst(list) {
   const ms = new Map();
@@ -90,8 +91,8 @@ function longestFirst(list) {
   } catch {
     /* no times recorded: alphabetical */
   }
-  const shared = list.filter((f) => f.startsWith("test/shared/"));
-  const one = (file) => ms.get(file) ?? (file.startsWith("test/shared/") && ms.has("test/shared/*") ? ms.get("test/shared/*") / shared.length : 20_000);
+  const shared = files("test/shared").length;
+  const one = (file) => ms.get(file) ?? (file.startsWith("test/shared/") && ms.get("test/shared/*") ? ms.get("test/shared/*") / shared : 20_000);
   // A batch takes as long as its files together (the reporter records them one by one).
   const guess = (file) => (file.startsWith("test/batches/") ? BATCHES[path.basename(file, ".ts")].reduce((sum, f) => sum + one(f), 0) : one(file));
   return list
@@ -115,9 +116,15 @@ if (!TSX) {
   process.stdout.write(`test TypeScript: ${fresh} of ${files} files compiled (${Date.now() - started} ms)\n`);
 }
 
+/**
+ * `--files` (`npm run test:files`): no build step; a file that spawns the CLI or needs dist/ builds what it needs when
+ * it is stale (test/helpers/cli-build.ts, dist-build.ts), as when it runs alone.
+ */
+const BUILD = !process.argv.includes("--files");
+const NO_BUILD = Promise.resolve({ code: 0, output: "", ms: 0 });
 // The type-checked dist/ build (about 30 s of CPU) runs beside the first files; the two that need it wait for it.
-const distBuild = run(process.execPath, [...LOADER, "test/helpers/dist-build.ts"], true);
-const build = await run(process.execPath, [...LOADER, "test/helpers/cli-build.ts"], true);
+const distBuild = BUILD ? run(process.execPath, [...LOADER, "test/helpers/dist-build.ts"], true) : NO_BUILD;
+const build = BUILD ? await run(process.execPath, [...LOADER, "test/helpers/cli-build.ts"], true) : await NO_BUILD;
 process.stdout.write(build.output);
 process.stdout.write(`test files: ${CONCURRENCY} at once (load average ${os.loadavg()[0].toFixed(1)}, ${CORES} cores)\n`);
 if (build.code !== 0) process.exit(build.code);
@@ -138,7 +145,12 @@ const tests = await run(
     `--test-concurrency=${CONCURRENCY}`,
     "--test-timeout=900000",
     ...reporters,
-    ...longestFirst(["test/unit/all.ts", ...files("test/integration").filter((f) => !batched.has(f)), ...batchEntries, ...files("test/shared")]),
+    ...longestFirst([
+      "test/unit/all.ts",
+      ...files("test/integration").filter((f) => !batched.has(f)),
+      ...batchEntries,
+      ...files("test/shared").filter((f) => !batched.has(f)),
+    ]),
   ],
   false,
 );

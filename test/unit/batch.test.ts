@@ -14,12 +14,31 @@ import { batches } from "../helpers/batch.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
+/** Runs `entry` under node --test in its own test run; its exit code and TAP output. */
+async function runEntry(entry: string): Promise<{ code: number | null; out: string }> {
+  const child = spawn(
+    process.execPath,
+    ["--import", pathToFileURL(path.join(ROOT, "test/helpers/ts-register.mjs")).href, "--test", "--test-reporter=tap", entry],
+    {
+      cwd: ROOT,
+      // Its own test run, not a child of this one (node:test marks its children with NODE_TEST_CONTEXT).
+      env: Object.fromEntries(Object.entries(process.env).filter(([key]) => key !== "NODE_TEST_CONTEXT")),
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let out = "";
+  child.stdout.on("data", (c: Buffer) => (out += c.toString("utf8")));
+  child.stderr.on("data", (c: Buffer) => (out += c.toString("utf8")));
+  const code = await new Promise<number | null>((resolve) => child.once("close", resolve));
+  return { code, out };
+}
+
 test("every batched file is an integration test file that exists, in one batch only, and each batch has its entry", () => {
   const seen = new Set<string>();
   for (const [name, files] of Object.entries(batches())) {
     assert.ok(existsSync(path.join(ROOT, "test/batches", `${name}.ts`)), `test/batches/${name}.ts`);
     for (const file of files) {
-      assert.match(file, /^test\/integration\/[^/]+\.test\.ts$/);
+      assert.match(file, /^test\/(integration|shared)\/[^/]+\.test\.ts$/);
       assert.ok(existsSync(path.join(ROOT, file)), file);
       assert.ok(!seen.has(file), `${file} is in two batches`);
       seen.add(file);
@@ -27,7 +46,7 @@ test("every batched file is an integration test file that exists, in one batch o
   }
 });
 
-test("a batch runs each file's before/after with its own tests; a failing file fails the run and the next file still runs", async () => {
+test("a batch runs each file's before/after with its own tests (also two files importing a module that awaits at its top level); a failing file fails the run and the next file still runs", async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), "emceepee-batch-"));
   try {
     const log = path.join(dir, "log.txt");
@@ -38,42 +57,77 @@ test("a batch runs each file's before/after with its own tests; a failing file f
       );
       return path.join(dir, `${name}.test.mjs`);
     };
+    // A helper that awaits at its top level, imported by a and c (as test/helpers/in-process.ts is by many files).
+    writeFileSync(path.join(dir, "helper.mjs"), `await new Promise((r) => setTimeout(r, 100));\nexport const ready = true;\n`);
     const files = [
       file(
         "a",
-        `before(() => log("a before"));\nafter(() => log("a after"));\ntest("a passes", async () => { log("a test"); await new Promise((r) => setTimeout(r, 100)); });`,
+        `import "./helper.mjs";\nbefore(() => log("a before"));\nafter(() => log("a after"));\ntest("a passes", async () => { log("a test"); await new Promise((r) => setTimeout(r, 100)); });`,
       ),
       // A module that awaits before declaring its tests (as one that sets up at its top level would).
       file(
         "b",
         `await new Promise((r) => setTimeout(r, 50));\nbefore(() => log("b before"));\ntest("b fails", () => { log("b test"); throw new Error("b's failure"); });`,
       ),
-      file("c", `test("c passes", () => log("c test"));`),
+      file("c", `import "./helper.mjs";\nbefore(() => log("c before"));\ntest("c passes", () => log("c test"));`),
     ];
     const entry = path.join(dir, "entry.mjs");
     writeFileSync(
       entry,
       `import { runFiles } from ${JSON.stringify(pathToFileURL(path.join(ROOT, "test/helpers/batch.ts")).href)};\nrunFiles(${JSON.stringify(files)});\n`,
     );
-    const child = spawn(
-      process.execPath,
-      ["--import", pathToFileURL(path.join(ROOT, "test/helpers/ts-register.mjs")).href, "--test", "--test-reporter=tap", entry],
-      {
-        cwd: ROOT,
-        // Its own test run, not a child of this one (node:test marks its children with NODE_TEST_CONTEXT).
-        env: Object.fromEntries(Object.entries(process.env).filter(([key]) => key !== "NODE_TEST_CONTEXT")),
-        stdio: ["ignore", "pipe", "pipe"],
-      },
-    );
-    let out = "";
-    child.stdout.on("data", (c: Buffer) => (out += c.toString("utf8")));
-    child.stderr.on("data", (c: Buffer) => (out += c.toString("utf8")));
-    const code = await new Promise<number | null>((resolve) => child.once("close", resolve));
+    const { code, out } = await runEntry(entry);
     assert.equal(code, 1, out);
-    assert.deepEqual(readFileSync(log, "utf8").trim().split("\n"), ["a before", "a test", "a after", "b before", "b test", "c test"], out);
+    assert.deepEqual(readFileSync(log, "utf8").trim().split("\n"), ["a before", "a test", "a after", "b before", "b test", "c before", "c test"], out);
     assert.match(out, /not ok \d+ - b fails/);
     assert.match(out, /b's failure/);
     assert.match(out, /^\s*ok \d+ - c passes/m);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("in a batch a shared-pass wrapper's left-out names skip its own file's tests only, also those a suite declares after an await", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "emceepee-batch-"));
+  try {
+    const write = (name: string, body: string) => {
+      writeFileSync(path.join(dir, name), body);
+      return path.join(dir, name);
+    };
+    const leaveOutUrl = JSON.stringify(pathToFileURL(path.join(ROOT, "test/shared/leave-out.ts")).href);
+    // x declares "same name" at its top level and "late name" in a suite whose body awaits first.
+    write(
+      "x.test.mjs",
+      `import { test, describe } from "node:test";\ntest("same name", () => {});\ntest("x's own", () => {});\ndescribe("x's suite", async () => {\n  await new Promise((r) => setTimeout(r, 50));\n  test("late name", () => {});\n});\n`,
+    );
+    const wrapper = write(
+      "wrapper.test.mjs",
+      `import { leaveOut } from ${leaveOutUrl};\nawait leaveOut({ "same name": "why", "late name": "why" }, () => import("./x.test.mjs"));\n`,
+    );
+    // y, after the wrapper in the same batch, has tests of the same names: they run.
+    const y = write(
+      "y.test.mjs",
+      `import { test, describe } from "node:test";\ntest("same name", () => {});\ndescribe("y's suite", async () => {\n  await new Promise((r) => setTimeout(r, 50));\n  test("late name", () => {});\n});\n`,
+    );
+    // As test/batches/shared.ts: the filter's module first.
+    const entry = write(
+      "entry.mjs",
+      `import ${leaveOutUrl};\nimport { runFiles } from ${JSON.stringify(pathToFileURL(path.join(ROOT, "test/helpers/batch.ts")).href)};\nrunFiles(${JSON.stringify([wrapper, y])});\n`,
+    );
+    const { code, out } = await runEntry(entry);
+    assert.equal(code, 0, out);
+    const lines = (name: string) => out.split("\n").filter((l) => new RegExp(`^\\s*ok \\d+ - ${name}( #|$)`).test(l));
+    assert.deepEqual(
+      lines("same name").map((l) => l.includes("# SKIP")),
+      [true, false],
+      out,
+    );
+    assert.deepEqual(
+      lines("late name").map((l) => l.includes("# SKIP")),
+      [true, false],
+      out,
+    );
+    assert.match(out, /^\s*ok \d+ - shared pass: every test it leaves out still exists$/m);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
