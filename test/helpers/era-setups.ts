@@ -109,11 +109,15 @@ export interface TwoPrincipals {
 }
 
 /**
- * An in-process gateway (server-everything) with a static operator token and
+ * An in-process gateway (`mcpServers`: server-everything unless given) with a static operator token and
  * a real OpenID provider; alice logs in through the SDK's OAuth client on
  * `faceOf(gateway URL)`, so her access token is bound to that face.
  */
-export async function startTwoPrincipals(faceOf: (gatewayUrl: string) => string, scope = "mcp:tools"): Promise<TwoPrincipals> {
+export async function startTwoPrincipals(
+  faceOf: (gatewayUrl: string) => string,
+  mcpServers: Record<string, unknown> = { everything: inProcess("everything") },
+  scope = "mcp:tools",
+): Promise<TwoPrincipals> {
   // Loaded here, not at the top: most era-* files use none of oidc-provider.
   const [{ startOidcProvider }, { MemoryOAuthClient, loginAndConnect }] = await Promise.all([import("./oidc.js"), import("./oauth-client.js")]);
   const idp: TestOidcProvider = await startOidcProvider({ scopes: [scope] });
@@ -127,7 +131,7 @@ export async function startTwoPrincipals(faceOf: (gatewayUrl: string) => string,
   };
   try {
     gw = await startInProcessGateway({
-      mcpServers: { everything: inProcess("everything") },
+      mcpServers,
       gateway: { token: OPERATOR_TOKEN, auth: { oauth: { issuers: [idp.issuer], scopes: [scope] } } },
     });
     const face = faceOf(gw.url);

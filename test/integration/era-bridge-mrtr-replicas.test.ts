@@ -12,15 +12,13 @@
  * single-use mark is in Redis).
  */
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from "@modelcontextprotocol/client";
-import { ROOT, everythingStdio } from "../helpers/gateway.js";
-import { freePort, startCliServe, stopChild, waitExit, type RunningCli } from "../helpers/core-extra.js";
+import { everythingStdio } from "../helpers/gateway.js";
+import { waitExit, type RunningCli } from "../helpers/core-extra.js";
+import { startReplicaSet, type ReplicaSet } from "../helpers/era-setups.js";
 import { MODERN, modernRequest } from "../helpers/modern-requests.js";
-import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
+import { redisSkipReason } from "../helpers/redis.js";
 import { startModernReferenceServer, type ModernReferenceServer } from "../fixtures/modern-reference-server.js";
 
 const SECRET = "mrtr-replicas-secret-0123456789";
@@ -34,41 +32,22 @@ if (skip !== undefined) {
   it("MRTR across replicas", { skip }, () => undefined);
 } else {
   describe("a parked call's retry on another replica", () => {
-    let tmp: string;
-    let redis: RedisServer;
+    let set: ReplicaSet;
     let upstream: ModernReferenceServer;
     const replicas: Array<{ id: string; base: string; served: RunningCli }> = [];
 
     async function startReplica(id: string): Promise<{ id: string; base: string; served: RunningCli }> {
-      const port = await freePort();
-      const config = path.join(tmp, `${id}.json`);
-      await writeFile(
-        config,
-        JSON.stringify({
-          mcpServers: { everything: everythingStdio(), modern: { url: upstream.url } },
-          gateway: {
-            store: { kind: "redis", url: redis.url },
-            cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: LEASE_MS },
-          },
-        }),
-      );
-      const served = await startCliServe(ROOT, ["--config", config, "--port", String(port), "--no-upstream-check", "--log-level", "info"], 120_000, {
-        EMCEEPEE_CLUSTER_SECRET: SECRET,
-      });
-      return { id, base: `http://127.0.0.1:${port}`, served };
+      return { id, ...(await set.start(id, { mcpServers: { everything: everythingStdio(), modern: { url: upstream.url } } }, LEASE_MS)) };
     }
 
     before(async () => {
-      tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-mrtr-replicas-"));
-      redis = await startRedis();
+      set = await startReplicaSet("mrtr-replicas", SECRET);
       upstream = await startModernReferenceServer();
       replicas.push(...(await Promise.all(["r1", "r2"].map((id) => startReplica(id)))));
     });
     after(async () => {
-      await Promise.allSettled(replicas.map((r) => stopChild(r.served.child)));
-      await redis?.stop();
+      await set?.close();
       await upstream?.close();
-      if (tmp) await rm(tmp, { recursive: true, force: true });
     });
 
     const face = (i: number) => `${replicas[i]!.base}/servers/everything/mcp`;
