@@ -119,14 +119,23 @@ function masked(reply: unknown, ids: string[]): string {
   return s.replace(/"(?:now|at|createdAt|lastUpdatedAt|timestamp)":"[^"]*"/g, '"$1":"-"');
 }
 
-/** Logs a user in for each face (a token is bound to its face: RFC 8707) and returns the tokens. */
+/** Access tokens by user and resource: one login each for the whole file (the provider's tokens outlive the gateway's restarts). */
+const tokenCache = new Map<string, string>();
+
+/** Logs a user in for each face (a token is bound to its face: RFC 8707) and returns the tokens; a face logged in before keeps its token. */
 async function login<F extends string = Face>(base: string, user: string, faces: readonly F[] = FACES as unknown as readonly F[]): Promise<Record<F, string>> {
   const tokens = {} as Record<F, string>;
   for (const face of faces) {
-    const oauth = new MemoryOAuthClient(REDIRECT);
-    const { client } = await loginAndConnect(`${base}${face}`, user, oauth);
-    await client.close();
-    tokens[face] = oauth.saved!.access_token;
+    const key = `${user} ${base}${face}`;
+    let token = tokenCache.get(key);
+    if (token === undefined) {
+      const oauth = new MemoryOAuthClient(REDIRECT);
+      const { client } = await loginAndConnect(`${base}${face}`, user, oauth);
+      await client.close();
+      token = oauth.saved!.access_token;
+      tokenCache.set(key, token);
+    }
+    tokens[face] = token;
   }
   return tokens;
 }
@@ -317,9 +326,22 @@ async function aliceStillWorks(base: string, tokens: Record<Face, string>, alice
   assert.equal(got.result?.taskId, alice.transparentTasks[0], JSON.stringify(got));
 }
 
+// One provider and one upstream for both suites: each suite's gateways are its own.
+let idp: TestOidcProvider;
+let remote: ChildServer;
+
+before(async () => {
+  // Tokens are reused across the file's tests (login() above): longer than its run on a loaded machine.
+  idp = await startOidcProvider({ scopes: [SCOPE], accessTokenTTL: 3_600 });
+  remote = await startEverythingHttp();
+});
+
+after(async () => {
+  await remote?.close();
+  await idp?.close();
+});
+
 describe("principals are isolated: one gateway, across a restart (SQLite)", SLOW, () => {
-  let idp: TestOidcProvider;
-  let remote: ChildServer;
   let tmp: string;
   let port: number;
   let base: string;
@@ -354,16 +376,12 @@ describe("principals are isolated: one gateway, across a restart (SQLite)", SLOW
 
   before(async () => {
     tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-isolation-"));
-    idp = await startOidcProvider({ scopes: [SCOPE] });
-    remote = await startEverythingHttp();
     port = await freePort();
     base = `http://127.0.0.1:${port}`;
   });
 
   after(async () => {
     if (served) await stopChild(served.child);
-    await remote?.close();
-    await idp?.close();
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
@@ -481,8 +499,6 @@ describe("principals are isolated: one gateway, across a restart (SQLite)", SLOW
 const redisSkip = redisSkipReason();
 
 describe("principals are isolated across two replicas (Redis)", { ...SLOW, skip: redisSkip }, () => {
-  let idp: TestOidcProvider;
-  let remote: ChildServer;
   let redis: RedisServer;
   let tmp: string;
   let balancer: Balancer;
@@ -492,8 +508,6 @@ describe("principals are isolated across two replicas (Redis)", { ...SLOW, skip:
 
   before(async () => {
     tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-isolation-replicas-"));
-    idp = await startOidcProvider({ scopes: [SCOPE] });
-    remote = await startEverythingHttp();
     redis = await startRedis();
     balancer = new Balancer(() => alive());
     base = await balancer.start();
@@ -523,8 +537,6 @@ describe("principals are isolated across two replicas (Redis)", { ...SLOW, skip:
     await balancer?.close();
     await Promise.allSettled(replicas.map((r) => stopChild(r.served.child)));
     await redis?.stop();
-    await remote?.close();
-    await idp?.close();
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 

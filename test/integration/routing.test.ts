@@ -51,8 +51,9 @@ before(async () => {
       web: { url: web.url },
       tasks: { command: process.execPath, args: fixtureArgs("task-server"), cwd: ROOT },
     },
-    // taskPollTimeoutMs bounds every tasks/get to an upstream: long enough for a loaded machine's answers.
-    gateway: { http: { sseKeepAliveMs: 200 }, tasks: { progressKeepAliveMs: 300 }, upstream: { taskPollTimeoutMs: 5_000 } },
+    // taskPollTimeoutMs bounds every tasks/get to an upstream: long enough for a loaded machine's answers. No warm pool:
+    // a spare task-server process that no test takes (the pool's own tests: warm-pool.test.ts).
+    gateway: { http: { sseKeepAliveMs: 200 }, tasks: { progressKeepAliveMs: 300 }, upstream: { taskPollTimeoutMs: 5_000, warmPool: 0 } },
   });
   base = gw.url.replace(/\/mcp$/, "");
 });

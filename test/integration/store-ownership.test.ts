@@ -32,8 +32,9 @@ before(async () => {
   tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-ownership-"));
   config = path.join(tmp, "config.json");
   // The marker on the upstream's command line: a SIGKILLed gateway cannot end its upstream's process group, so after() does.
+  // No warm pool: a spare slow-server process that no call takes (the pool's own tests: warm-pool.test.ts).
   const slow = slowServerStdio();
-  await writeFile(config, JSON.stringify({ mcpServers: { slow: { ...slow, args: [...slow.args, marker] } } }));
+  await writeFile(config, JSON.stringify({ mcpServers: { slow: { ...slow, args: [...slow.args, marker] } }, gateway: { upstream: { warmPool: 0 } } }));
 });
 
 after(async () => {
