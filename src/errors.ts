@@ -384,3 +384,8 @@ export function assertArgumentsSize(args: Record<string, unknown> | undefined, m
     );
   }
 }
+
+/** An upstream's error answer, a timeout or the connection's end as the SDK client rejects a request with it, for requests sent past the client (upstream/raw-calls.ts). */
+export function upstreamRejection(code: number, message: string, data?: unknown): McpError {
+  return new McpError(code, message, data);
+}

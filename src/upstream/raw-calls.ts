@@ -17,8 +17,9 @@
  */
 import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, McpError, type CallToolResult, type JSONRPCMessage, type Progress } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, type CallToolResult, type JSONRPCMessage, type Progress } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, TimerHandle } from "../clock.js";
+import { upstreamRejection } from "../errors.js";
 
 export interface RawCallOptions {
   timeoutMs: number;
@@ -90,7 +91,7 @@ export class RawCalls {
     params: { name: string; arguments?: Record<string, unknown> | undefined; _meta?: Record<string, unknown> | undefined },
     o: RawCallOptions,
   ): Promise<CallToolResult> {
-    if (this.closed) return Promise.reject(new McpError(ErrorCode.ConnectionClosed, "Connection closed"));
+    if (this.closed) return Promise.reject(upstreamRejection(ErrorCode.ConnectionClosed, "Connection closed"));
     o.signal?.throwIfAborted();
     const id = `r${++this.next}`;
     const message = {
@@ -107,7 +108,7 @@ export class RawCalls {
       };
       const call: RawCall = {
         resolve: (r) => (settle(), resolve(r)),
-        // What the SDK rejects with: the signal's reason as given, an McpError otherwise.
+        // What the SDK rejects with: the signal's reason as given, the SDK's error otherwise.
         // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
         reject: (e) => (settle(), reject(e)),
         onprogress: o.onprogress,
@@ -128,7 +129,7 @@ export class RawCalls {
     this.closed = true;
     const calls = [...this.calls.values()];
     this.calls.clear();
-    for (const c of calls) c.reject(new McpError(ErrorCode.ConnectionClosed, "Connection closed"));
+    for (const c of calls) c.reject(upstreamRejection(ErrorCode.ConnectionClosed, "Connection closed"));
   }
 
   /** true: `message` was a raw call's answer, and is handled. */
@@ -138,7 +139,7 @@ export class RawCalls {
     const call = this.calls.get(m.id);
     if (!call) return false;
     this.calls.delete(m.id);
-    if (m.error) call.reject(new McpError(m.error.code, m.error.message, m.error.data));
+    if (m.error) call.reject(upstreamRejection(m.error.code, m.error.message, m.error.data));
     else call.resolve(m.result as CallToolResult);
     return true;
   }
@@ -158,7 +159,7 @@ export class RawCalls {
   private arm(id: string, call: RawCall): void {
     this.clock.clearTimeout(call.timer);
     call.timer = this.clock.setTimeout(
-      () => this.cancel(id, new McpError(ErrorCode.RequestTimeout, "Request timed out", { timeout: call.timeoutMs })),
+      () => this.cancel(id, upstreamRejection(ErrorCode.RequestTimeout, "Request timed out", { timeout: call.timeoutMs })),
       call.timeoutMs,
     );
   }
