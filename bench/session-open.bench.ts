@@ -15,8 +15,14 @@
  * Ratios against direct in the same run. With `--eager=1` the transparent face
  * is also measured with `lazyInitialize: false` and `warmPool: 1` (what it did
  * before ADR 0034; it starts a process per session, so beware of memory).
+ * With `--steps=N` (N > 0) only this is measured: where a new session's first call's
+ * milliseconds go, N sessions one after another, each once a warm process waits
+ * (or none, `warmPool: 0`): initialize; on the meta face `list_tools` of the server
+ * (its connection: warm process taken, upstream initialize, the tool list), then
+ * `execute_tool` (the call alone) and again; or `execute_tool` first (all of it);
+ * on the transparent face the first `echo` (connection + call) and the second.
  *
- * Options (argv `--name=value` or env `BENCH_NAME=value`): --sessions=100, --burst=16, --eager=0.
+ * Options (argv `--name=value` or env `BENCH_NAME=value`): --sessions=100, --burst=16, --eager=0, --steps=0.
  * Output: markdown on stdout, progress on stderr. Every process it starts is stopped.
  */
 import { performance } from "node:perf_hooks";
@@ -33,6 +39,7 @@ import os from "node:os";
 const SESSIONS = option("sessions", 100);
 const BURST = option("burst", 16);
 const EAGER = option("eager", 0, 0) > 0;
+const STEPS = option("steps", 0, 0);
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
 /** Connections refused or reset while opening (each retried once; counted in the report). */
@@ -150,6 +157,67 @@ async function directRun(): Promise<Row> {
   } finally {
     await server.close();
   }
+}
+
+/** A step's time in ms. */
+async function timed(work: () => Promise<unknown>): Promise<number> {
+  const started = performance.now();
+  await work();
+  return performance.now() - started;
+}
+
+/** `--steps`: one new session at a time, each step of its first calls timed (see the header). */
+async function stepsRun(name: string, warmPool: number, kind: "meta-list" | "meta" | "transparent"): Promise<{ name: string; steps: Map<string, number[]> }> {
+  const config = {
+    mcpServers: { everything: { command: process.execPath, args: [everythingServerEntry(), "stdio"], sharing: "session" } },
+    gateway: { upstream: { warmPool } },
+  };
+  const gw = await startGatewayProcess(config, "steps");
+  const steps = new Map<string, number[]>();
+  const note = (step: string, ms: number) => steps.set(step, [...(steps.get(step) ?? []), ms]);
+  const meta = kind !== "transparent";
+  const face = meta ? gw.url : gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
+  try {
+    await closeAll((await firstCalls(face, 1, meta)).clients); // the demand: the pool keeps one waiting from now on
+    for (let i = 0; i < STEPS; i++) {
+      if (warmPool > 0 && !(await waitFor(() => gw.upstreamPids().length >= 1, 60_000))) log(`${name}: no warm process after 60 s`);
+      let client: Client | undefined;
+      note("initialize", await timed(async () => (client = await open(face))));
+      const c = client!;
+      if (kind === "meta-list")
+        note("list_tools (connect + tools/list)", await timed(() => c.callTool({ name: "list_tools", arguments: { server: "everything", limit: 1 } })));
+      note(kind === "meta-list" ? "execute_tool echo (the call)" : "first call", await timed(() => echo(c, meta)));
+      note("second call", await timed(() => echo(c, meta)));
+      await (c.transport as StreamableHTTPClientTransport).terminateSession(); // DELETE: the session ends, and its process
+      await c.close();
+      // Its process ends with it (session mode): wait for that, so the next session finds only the warm one.
+      await waitFor(() => gw.upstreamPids().length <= Math.min(warmPool, 1), 30_000);
+    }
+  } finally {
+    await gw.stop();
+  }
+  return { name, steps };
+}
+
+if (STEPS > 0) {
+  const load = os.loadavg()[0]!;
+  const runs = [];
+  for (const warm of [1, 0]) {
+    for (const kind of ["meta-list", "meta", "transparent"] as const) {
+      const name = `${kind === "transparent" ? "transparent" : "meta"}${kind === "meta-list" ? " (list_tools first)" : ""}, warmPool ${warm}`;
+      log(`steps: ${name}`);
+      runs.push(await stepsRun(name, warm, kind));
+    }
+  }
+  process.stdout.write(
+    `\n## First calls of a new session, step by step — ${new Date().toISOString().slice(0, 10)}, ${os.cpus().length} cores, load ${fmt(load)} → ${fmt(os.loadavg()[0]!)}\n\n` +
+      table(
+        ["", "step", `p50 ms (of ${STEPS})`, "min", "max"],
+        runs.flatMap((r) => [...r.steps].map(([step, ms]) => [r.name, step, fmt(percentile(ms, 50), 1), fmt(Math.min(...ms), 1), fmt(Math.max(...ms), 1)])),
+      ) +
+      "\n",
+  );
+  process.exit(0);
 }
 
 const rows: Row[] = [];
