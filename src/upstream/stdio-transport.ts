@@ -7,9 +7,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { PassThrough } from "node:stream";
-import { deserializeMessage, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
+import { serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { JSONRPCMessageSchema, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { errorMessage } from "../errors.js";
 import { errorResponseFor } from "../mcp/error-response.js";
 import { reapGroup, signalGroup, waitUntil, type GroupLeader, type ProcessGroupOwner, type ProcessGroups } from "./children.js";
@@ -188,7 +188,7 @@ export class GroupStdioClientTransport implements Transport, ProcessGroupOwner {
     if (line.trim() === "") return;
     let message: JSONRPCMessage;
     try {
-      message = deserializeMessage(line);
+      message = parseMessage(line);
     } catch (err) {
       this.onerror?.(err as Error); // one bad line; the next one is read as usual
       return;
@@ -241,4 +241,22 @@ function spawnError(err: NodeJS.ErrnoException, command: string, cwd: string | u
   }
   if (err.code === "EACCES") return new Error(`${start}: permission denied (EACCES); is it executable?`, { cause: err });
   return new Error(`${start}: ${err.message}`, { cause: err });
+}
+
+/**
+ * One line of the upstream's stdout as a JSON-RPC message. A response whose envelope is plainly well-formed skips the
+ * message schema's zod parse (issue 27: every answer crossed it; the SDK client parses a result with its own schema, and
+ * a raw call's result is checked by the face's server); anything else is parsed as the SDK's `deserializeMessage` does.
+ */
+export function parseMessage(line: string): JSONRPCMessage {
+  const m = JSON.parse(line) as { jsonrpc?: unknown; id?: unknown; method?: unknown; result?: unknown; error?: { code?: unknown; message?: unknown } | null };
+  if (m !== null && typeof m === "object" && m.jsonrpc === "2.0" && m.method === undefined && (typeof m.id === "string" || typeof m.id === "number")) {
+    const { result, error } = m;
+    // The schema's own rule for a result response: exactly these three keys (strict), the result an object.
+    if (error === undefined && typeof result === "object" && result !== null && !Array.isArray(result) && Object.keys(m).length === 3) {
+      const meta = (result as { _meta?: unknown })._meta;
+      if (meta === undefined || (typeof meta === "object" && meta !== null && !Array.isArray(meta))) return m as JSONRPCMessage;
+    }
+  }
+  return JSONRPCMessageSchema.parse(m);
 }
