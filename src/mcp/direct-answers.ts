@@ -19,7 +19,7 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import type { EventStore, StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
+import { isJSONRPCRequest, type JSONRPCMessage, type RequestId } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, TimerHandle } from "../clock.js";
 import { acceptable } from "./json-answers.js";
 
@@ -98,13 +98,15 @@ export class DirectAnswers {
    */
   answer(req: IncomingMessage, res: ServerResponse, body: unknown): boolean {
     const onmessage = this.transport.onmessage;
-    if (this.closed || !onmessage) return false;
+    // What the SDK's own schema refuses (an unsafe or fractional id, a non-object _meta, null) is the SDK transport's to answer:
+    // taken here, the SDK would drop it and the POST would stay open (fuzz: 640 hostile messages in a session).
+    if (this.closed || !onmessage || !isJSONRPCRequest(body)) return false;
     const m = body as { jsonrpc?: unknown; id?: unknown; method?: unknown; params?: unknown };
     if (m.jsonrpc !== "2.0" || typeof m.method !== "string" || (typeof m.id !== "string" && typeof m.id !== "number")) return false;
     if (m.params !== undefined && (typeof m.params !== "object" || m.params === null || Array.isArray(m.params))) return false;
     if (this.pending.has(m.id) || !acceptable(req)) return false;
     const authInfo = (req as IncomingMessage & { auth?: AuthInfo }).auth;
-    const dispatch = () => onmessage(body as JSONRPCMessage, { ...(authInfo ? { authInfo } : {}), requestInfo: { headers: req.headers } });
+    const dispatch = () => onmessage(body, { ...(authInfo ? { authInfo } : {}), requestInfo: { headers: req.headers } });
     if (this.options.json) {
       this.pending.set(m.id, { res });
       dispatch();
@@ -139,6 +141,12 @@ export class DirectAnswers {
    */
   cancelling(body: unknown): void {
     if (this.pending.size === 0) return;
+    // A batch may carry the cancel.
+    if (Array.isArray(body)) {
+      for (const item of body) this.cancelling(item);
+      return;
+    }
+    if (typeof body !== "object" || body === null) return;
     const m = body as { method?: unknown; params?: { requestId?: unknown } };
     const id = m.method === "notifications/cancelled" ? m.params?.requestId : undefined;
     if ((typeof id !== "string" && typeof id !== "number") || !this.pending.has(id)) return;

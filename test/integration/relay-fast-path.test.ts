@@ -291,6 +291,41 @@ describe("relay fast path with SSE answers (the default)", () => {
     assert.match(last?.error?.message ?? "", /session ended/);
   });
 
+  test(
+    "a request the SDK's schema refuses (unsafe or fractional id, a non-object _meta, null) is answered by the SDK transport, not left open; a cancel inside a batch ends its call's stream",
+    LIMIT,
+    async () => {
+      const face = faceOf();
+      const s = await open(face);
+      // Each once taken by the fast path and then dropped by the SDK's schema: the POST stayed open with keep-alives (fuzz).
+      for (const body of [
+        '{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}',
+        '{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}',
+        '{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":5}}',
+        "null",
+      ]) {
+        const res = await fetch(face, {
+          method: "POST",
+          signal: AbortSignal.timeout(60_000),
+          headers: { ...HEADERS, "mcp-session-id": s, "mcp-protocol-version": "2025-11-25" },
+          body,
+        });
+        const text = await res.text();
+        assert.ok(res.status >= 400 && res.status < 500, `${body}: a 4xx answer, got ${res.status} ${text}`);
+        assert.match(text, /"error"/, `${body}: a JSON-RPC error`);
+      }
+      const waiting = await post(face, { id: 5, method: "tools/call", params: { name: "slow", arguments: { ms: 60_000 } } }, s);
+      await readUntil(waiting, /^id: /m, "the priming event", true);
+      const batch = await fetch(face, {
+        method: "POST",
+        headers: { ...HEADERS, "mcp-session-id": s, "mcp-protocol-version": "2025-11-25" },
+        body: JSON.stringify([{ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 5 } }]),
+      });
+      assert.ok(batch.status < 500, `the batch was taken (${batch.status})`);
+      assert.equal(events(await readUntil(waiting, /"id":5/, "the cancel's answer")).at(-1)?.error?.code, -32800);
+    },
+  );
+
   test("a client before 2025-11-25 gets no priming event and nothing is stored for replay (it has no cursor to resume with)", LIMIT, async () => {
     const face = faceOf();
     const s = await open(face);
