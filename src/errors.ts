@@ -389,3 +389,8 @@ export function assertArgumentsSize(args: Record<string, unknown> | undefined, m
 export function upstreamRejection(code: number, message: string, data?: unknown): McpError {
   return new McpError(code, message, data);
 }
+
+/** What the SDK's client rejects a cancelled request with: the reason when it is the SDK's error, else that error (RequestTimeout) with the reason's text. */
+export function cancelledRejection(reason: unknown): McpError {
+  return reason instanceof McpError ? reason : new McpError(ErrorCode.RequestTimeout, String(reason));
+}

@@ -19,7 +19,7 @@ import type { ProgressCallback } from "@modelcontextprotocol/sdk/shared/protocol
 import type { Transport, TransportSendOptions } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, type CallToolResult, type JSONRPCMessage, type Progress } from "@modelcontextprotocol/sdk/types.js";
 import type { Clock, TimerHandle } from "../clock.js";
-import { upstreamRejection } from "../errors.js";
+import { cancelledRejection, upstreamRejection } from "../errors.js";
 
 export interface RawCallOptions {
   timeoutMs: number;
@@ -108,7 +108,6 @@ export class RawCalls {
       };
       const call: RawCall = {
         resolve: (r) => (settle(), resolve(r)),
-        // What the SDK rejects with: the signal's reason as given, the SDK's error otherwise.
         // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
         reject: (e) => (settle(), reject(e)),
         onprogress: o.onprogress,
@@ -170,6 +169,7 @@ export class RawCalls {
     if (!call) return;
     this.calls.delete(id);
     void this.transport.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason: String(reason) } }).catch(() => undefined);
-    call.reject(reason);
+    // As the SDK rejects: its own error as given, anything else wrapped in one (RequestTimeout) with the reason's text.
+    call.reject(cancelledRejection(reason));
   }
 }
