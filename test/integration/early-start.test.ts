@@ -2,7 +2,7 @@
  * `serve` starts each stdio upstream's process before its own modules load
  * and hands it to the first connection (docs/adr/0039, src/cli/early.ts,
  * src/upstream/sharing/early-processes.ts), spawning the real CLI: the first
- * session's first call runs in that process (session and shared mode), an
+ * session's first call runs in that process (session mode; a shared server starts nothing early), an
  * early process that fails is reported and the start-up check still reports
  * the server as failed, `--no-upstream-check` starts nothing early, and a
  * SIGTERM during the start leaves no process behind.
@@ -38,18 +38,18 @@ async function config(marker: string, extra: Record<string, unknown> = {}, serve
 
 const marker = (what: string) => `early-${what}-${process.pid}-${Date.now()}`;
 
-for (const sharing of ["session", "shared"] as const) {
+for (const sharing of ["session"] as const) {
   test(`${sharing} mode: the process started before listening serves the first session's first call`, SLOW, async () => {
     const m = marker(sharing);
     const cli = await startCliServe(os.tmpdir(), ["--config", await config(m, { sharing }), "--port", "0", "--store", "memory", "--log-level", "info"]);
     try {
       const started = await pollFor(async () => logLines(cli.stderr(), "upstream_started_early")[0], "upstream_started_early in the log", 120_000);
       assert.equal(started.server, "slow");
-      assert.ok(Number.isInteger(started.pid), `a pid: ${JSON.stringify(started)}`);
+      assert.ok(Number.isInteger(started.upstreamPid), `a pid: ${JSON.stringify(started)}`);
       const client = await connectClient(cli.url);
       try {
         const pid = await call(client, "execute_tool", { server: "slow", tool: "pid", args: {} });
-        assert.equal(Number(firstText(pid)), started.pid, `the first call ran in the early process (${firstText(pid)})`);
+        assert.equal(Number(firstText(pid)), started.upstreamPid, `the first call ran in the early process (${firstText(pid)})`);
       } finally {
         await client.close();
       }
@@ -79,6 +79,8 @@ test("an early process that fails is logged, and the start-up check reports the 
 for (const [what, file, flags] of [
   ["--no-upstream-check", (m: string) => config(m), ["--no-upstream-check"]],
   ["warmPool: 0", (m: string) => config(m, {}, undefined, { upstream: { warmPool: 0 } }), []],
+  // One process per shared server: the check's is the only one at start.
+  ["sharing: shared", (m: string) => config(m, { sharing: "shared" }), []],
 ] as const) {
   test(`${what} starts no process before the first session`, SLOW, async () => {
     const m = marker("nocheck");

@@ -181,7 +181,7 @@ describe("start-up check and broken upstreams", () => {
     assert.ok(ok.tools > 0, JSON.stringify(ok));
     // The check's own process is gone; the one serve started before listening waits for the first session (docs/adr/0039).
     const early = await waitForLog(served, "upstream_started_early", (l) => l.server === "good");
-    assert.deepEqual(processesWith(marker), [early.pid], "the check's upstream was closed before its result was logged");
+    assert.deepEqual(processesWith(marker), [early.upstreamPid], "the check's upstream was closed before its result was logged");
     const broken = await waitForLog(served, "upstream_check_failed", (l) => l.server === "broken");
     assert.match(
       broken.reason,

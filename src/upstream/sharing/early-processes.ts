@@ -43,7 +43,7 @@ export interface EarlyProcessesOptions {
 
 /** What happened to an early process, for the log once the gateway has one. */
 export type EarlyEvent =
-  | { event: "upstream_started_early"; server: string; pid: number | null }
+  | { event: "upstream_started_early"; server: string; upstreamPid: number | null }
   | { event: "early_process_failed"; server: string; reason: string }
   | { event: "early_process_released"; server: string };
 
@@ -88,7 +88,7 @@ export class EarlyProcesses {
         if (this.drop(name, early)) this.emit({ event: "early_process_failed", server: name, reason: "the process exited before any connection took it" });
       };
       early.transport.prestart().then(
-        () => this.emit({ event: "upstream_started_early", server: name, pid: created.pid?.() ?? null }),
+        () => this.emit({ event: "upstream_started_early", server: name, upstreamPid: created.pid?.() ?? null }),
         (err: unknown) => {
           if (this.drop(name, early)) this.emit({ event: "early_process_failed", server: name, reason: errorMessage(err) });
         },
