@@ -1,7 +1,7 @@
 /**
  * What `npm start` (scripts/start.mjs) compares to decide whether dist/ is
- * current: one line per input (path, size, mtime of src/** and the tsconfig
- * files), recorded after a successful build in node_modules/.cache/emceepee/
+ * current: one line per input (path, size, mtime of src/**, the tsconfig
+ * files, scripts/bundle.mjs and package.json), recorded after a successful build in node_modules/.cache/emceepee/
  * (not in dist/, which is published). Its own module so that a test can record
  * a dist/ it built elsewhere (test/helpers/dist-build.ts) as current.
  */
@@ -22,7 +22,9 @@ export function stampPath(root) {
 
 /** One line per input: path, size, mtime. */
 export function buildInputs(root) {
-  const list = [...files(path.join(root, "src")), path.join(root, "tsconfig.json"), path.join(root, "tsconfig.build.json")].sort();
+  // The bundle's settings and package.json (its externals are read from node_modules at run time) are inputs too.
+  const extra = ["tsconfig.json", "tsconfig.build.json", "scripts/bundle.mjs", "package.json"].map((f) => path.join(root, f));
+  const list = [...files(path.join(root, "src")), ...extra].sort();
   return list.map((file) => {
     const { size, mtimeMs } = statSync(file);
     return `${path.relative(root, file)}\t${size}\t${mtimeMs}`;

@@ -58,7 +58,8 @@ export async function bundle(root = ROOT, outDir = path.join(root, "dist")) {
     banner: { js: 'import { createRequire as __emceepeeRequire } from "node:module"; const require = __emceepeeRequire(import.meta.url);' },
     sourcemap: "linked",
     sourcesContent: false,
-    legalComments: "none",
+    // The bundled packages' licence comments (`/*! … */`, `@license`) kept at the end of each file.
+    legalComments: "eof",
     // Class and function names as in the source (error names, stack lines).
     keepNames: true,
     logLevel: "warning",
