@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import { startGateway, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
 import { pollFor } from "../helpers/core-extra.js";
+import { readUntil } from "../helpers/sse-read.js";
 
 const LIMIT = { timeout: 120_000 };
 const HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
@@ -118,25 +119,6 @@ describe("the meta face on the relay fast path (SSE answers, the default)", () =
     },
   );
 });
-
-/** Reads an SSE response until its text matches `until` (bounded); the text so far. `keep`: leave the stream open. */
-async function readUntil(res: Response, until: RegExp, what: string, keep = false): Promise<string> {
-  const reader = res.body!.getReader();
-  let text = "";
-  const timer = setTimeout(() => void reader.cancel().catch(() => undefined), 60_000);
-  try {
-    while (!until.test(text)) {
-      const { value, done } = await reader.read();
-      assert.ok(!done, `the stream ended before ${what}: ${text}`);
-      text += new TextDecoder().decode(value);
-    }
-    return text;
-  } finally {
-    clearTimeout(timer);
-    if (!keep) await reader.cancel().catch(() => undefined);
-    else reader.releaseLock();
-  }
-}
 
 /** The JSON-RPC messages of an SSE text's `data:` lines (the priming event's empty data left out). */
 const events = (text: string): Message[] => [...text.matchAll(/^data: ?(\S.*)$/gm)].map((m) => JSON.parse(m[1]!) as Message);

@@ -19,6 +19,7 @@ import { createMemoryStore } from "../../src/store/memory/index.js";
 import { startGateway, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
 import { pollFor } from "../helpers/core-extra.js";
+import { readUntil } from "../helpers/sse-read.js";
 import type { TransportFactory } from "../../src/upstream/transports.js";
 
 const LIMIT = { timeout: 120_000 };
@@ -191,25 +192,6 @@ describe("relay fast path on", () => {
     assert.match(answer.error?.message ?? "", /session ended/);
   });
 });
-
-/** Reads an SSE response until its text matches `until` (bounded); the text so far. `keep`: leave the stream open. */
-async function readUntil(res: Response, until: RegExp, what: string, keep = false): Promise<string> {
-  const reader = res.body!.getReader();
-  let text = "";
-  const timer = setTimeout(() => void reader.cancel().catch(() => undefined), 60_000);
-  try {
-    while (!until.test(text)) {
-      const { value, done } = await reader.read();
-      assert.ok(!done, `the stream ended before ${what}: ${text}`);
-      text += new TextDecoder().decode(value);
-    }
-    return text;
-  } finally {
-    clearTimeout(timer);
-    if (!keep) await reader.cancel().catch(() => undefined);
-    else reader.releaseLock();
-  }
-}
 
 /** The JSON-RPC messages of an SSE text's `data:` lines (the priming event's empty data left out). */
 const events = (text: string): Array<{ id?: unknown; result?: { content: Array<{ text: string }> }; error?: { code: number; message: string } }> =>

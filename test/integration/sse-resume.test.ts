@@ -47,6 +47,7 @@ import {
 import { connectFace, DroppingFetch, type Peer, type SseStreamLog, type WireMessage } from "../helpers/transparent.js";
 import { Balancer } from "../helpers/balancer.js";
 import { redisSkipReason, startRedis, type RedisServer } from "../helpers/redis.js";
+import { readUntil } from "../helpers/sse-read.js";
 
 const SLOW = { timeout: 300_000 };
 const GET_STREAM = "_GET_stream";
@@ -256,24 +257,6 @@ describe("SSE streams resume from the store after `emceepee serve` restarts (SQL
     });
   }
 });
-
-/** Reads an SSE response until its text matches `until`; the text so far. */
-async function readUntil(res: Response, until: RegExp, what: string): Promise<string> {
-  const reader = res.body!.getReader();
-  let text = "";
-  const timer = setTimeout(() => void reader.cancel().catch(() => undefined), 30_000);
-  try {
-    while (!until.test(text)) {
-      const { value, done } = await reader.read();
-      assert.ok(!done, `the stream ended before ${what}: ${text}`);
-      text += new TextDecoder().decode(value);
-    }
-    return text;
-  } finally {
-    clearTimeout(timer);
-    await reader.cancel().catch(() => undefined);
-  }
-}
 
 interface PrimingCut {
   headers: Record<string, string>;
