@@ -95,6 +95,20 @@ export function inProcessTransportFactory(real: TransportFactory = defaultTransp
   };
 }
 
+/** inProcessTransportFactory(), pushing each message the gateway sends an upstream onto `sent` (the upstreams' side of the pipe). */
+export function recordingTransportFactory(sent: unknown[]): TransportFactory {
+  const linked = inProcessTransportFactory();
+  return (name, config, options) => {
+    const created = linked(name, config, options);
+    const send = created.transport.send.bind(created.transport);
+    created.transport.send = (message, o) => {
+      sent.push(message);
+      return send(message, o);
+    };
+    return created;
+  };
+}
+
 /** Each message crosses as JSON, as on a real transport (no object shared between the two ends). */
 function wire(transport: InMemoryTransport): void {
   const send = transport.send.bind(transport);

@@ -17,10 +17,9 @@ import { hasResumedStreams } from "../../src/mcp/direct-answers.js";
 import { systemClock } from "../../src/clock.js";
 import { createMemoryStore } from "../../src/store/memory/index.js";
 import { startGateway, type TestGateway } from "../helpers/gateway.js";
-import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
+import { inProcess, inProcessTransportFactory, recordingTransportFactory } from "../helpers/in-process.js";
 import { pollFor } from "../helpers/core-extra.js";
 import { readUntil } from "../helpers/sse-read.js";
-import type { TransportFactory } from "../../src/upstream/transports.js";
 
 const LIMIT = { timeout: 120_000 };
 const HEADERS = { "content-type": "application/json", accept: "application/json, text/event-stream" };
@@ -58,23 +57,12 @@ describe("relay fast path on", () => {
   const sent: Sent[] = [];
   const faceOf = (server: string) => new URL(`/servers/${server}/mcp`, gw.url).href;
   before(async () => {
-    const linked = inProcessTransportFactory();
-    // Records what the gateway sends each upstream (the in-process upstreams' side of the pipe).
-    const recording: TransportFactory = (name, config, options) => {
-      const created = linked(name, config, options);
-      const send = created.transport.send.bind(created.transport);
-      created.transport.send = (message, o) => {
-        sent.push(message as Sent);
-        return send(message, o);
-      };
-      return created;
-    };
     gw = await startGateway(
       {
         mcpServers: { everything: inProcess("everything"), slow: inProcess("slow") },
         gateway: { http: { plainJsonResponses: true }, transparent: { fastPath: true } },
       },
-      { transportFactory: recording },
+      { transportFactory: recordingTransportFactory(sent) },
     );
   });
   after(() => gw.close());

@@ -16,26 +16,11 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { ElicitRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { startGateway, type TestGateway } from "../helpers/gateway.js";
-import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
+import { inProcess, recordingTransportFactory } from "../helpers/in-process.js";
 import { pollFor } from "../helpers/core-extra.js";
-import type { TransportFactory } from "../../src/upstream/transports.js";
 
 const LIMIT = { timeout: 120_000 };
 type Sent = { method?: string; id?: unknown; params?: Record<string, unknown> & { _meta?: { progressToken?: unknown } } };
-
-/** Records what the gateway sends each upstream (the in-process upstreams' side of the pipe). */
-function recording(sent: Sent[]): TransportFactory {
-  const linked = inProcessTransportFactory();
-  return (name, config, options) => {
-    const created = linked(name, config, options);
-    const send = created.transport.send.bind(created.transport);
-    created.transport.send = (message, o) => {
-      sent.push(message as Sent);
-      return send(message, o);
-    };
-    return created;
-  };
-}
 
 async function connect(url: string, capabilities: Record<string, unknown> = {}): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const client = new Client({ name: "raw", version: "1" }, { capabilities });
@@ -56,7 +41,7 @@ describe("relay raw forwarding (fast path on)", () => {
   before(async () => {
     gw = await startGateway(
       { mcpServers: { everything: inProcess("everything"), slow: inProcess("slow") }, gateway: { transparent: { fastPath: true } } },
-      { transportFactory: recording(sent) },
+      { transportFactory: recordingTransportFactory(sent) },
     );
   });
   after(() => gw.close());
@@ -170,7 +155,7 @@ test("the raw call's timeout runs on the gateway's clock: advancing it fails the
   const maxTtlMs = 600_000;
   const gw = await startGateway(
     { mcpServers: { slow: inProcess("slow") }, gateway: { transparent: { fastPath: true }, tasks: { maxTtlMs } } },
-    { transportFactory: recording(sent), clock },
+    { transportFactory: recordingTransportFactory(sent), clock },
   );
   const { client } = await connect(new URL("/servers/slow/mcp", gw.url).href);
   try {
