@@ -5,11 +5,14 @@
  * session's first call runs in that process (session mode; a shared server starts nothing early), an
  * early process that fails is reported and the start-up check still reports
  * the server as failed, `--no-upstream-check` starts nothing early, and a
- * SIGTERM during the start leaves no process behind.
+ * SIGTERM during the start leaves no process behind. The cases run at once
+ * (each its own gateway, config, marker and processes): the file takes about
+ * as long as its longest case, not the sum of their start-ups and stops.
  */
-import { test, after } from "node:test";
+import { test, describe, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { existsSync, watch } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -36,94 +39,120 @@ async function config(marker: string, extra: Record<string, unknown> = {}, serve
   return file;
 }
 
-const marker = (what: string) => `early-${what}-${process.pid}-${Date.now()}`;
+let markers = 0;
+/** Unique per case even when cases start in the same millisecond (they run at once). */
+const marker = (what: string) => `early-${what}-${process.pid}-${Date.now()}-${++markers}`;
 
-for (const sharing of ["session"] as const) {
-  test(`${sharing} mode: the process started before listening serves the first session's first call`, SLOW, async () => {
-    const m = marker(sharing);
-    const cli = await startCliServe(os.tmpdir(), ["--config", await config(m, { sharing }), "--port", "0", "--store", "memory", "--log-level", "info"]);
-    try {
-      const started = await pollFor(async () => logLines(cli.stderr(), "upstream_started_early")[0], "upstream_started_early in the log", 120_000);
-      assert.equal(started.server, "slow");
-      assert.ok(Number.isInteger(started.upstreamPid), `a pid: ${JSON.stringify(started)}`);
-      const client = await connectClient(cli.url);
+/** Resolves when `file` exists: an inotify watch on its folder, not a poll. */
+async function fileAppears(file: string, timeoutMs: number): Promise<void> {
+  const watcher = watch(path.dirname(file));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${file} did not appear within ${timeoutMs} ms`)), timeoutMs);
+      const check = () => {
+        if (!existsSync(file)) return;
+        clearTimeout(timer);
+        resolve();
+      };
+      watcher.on("change", check);
+      watcher.on("error", reject);
+      check(); // it may exist already
+    });
+  } finally {
+    watcher.close();
+  }
+}
+
+describe("early processes (the cases at once)", { concurrency: true }, () => {
+  for (const sharing of ["session"] as const) {
+    test(`${sharing} mode: the process started before listening serves the first session's first call`, SLOW, async () => {
+      const m = marker(sharing);
+      const cli = await startCliServe(os.tmpdir(), ["--config", await config(m, { sharing }), "--port", "0", "--store", "memory", "--log-level", "info"]);
       try {
-        const pid = await call(client, "execute_tool", { server: "slow", tool: "pid", args: {} });
-        assert.equal(Number(firstText(pid)), started.upstreamPid, `the first call ran in the early process (${firstText(pid)})`);
+        const started = await pollFor(async () => logLines(cli.stderr(), "upstream_started_early")[0], "upstream_started_early in the log", 120_000);
+        assert.equal(started.server, "slow");
+        assert.ok(Number.isInteger(started.upstreamPid), `a pid: ${JSON.stringify(started)}`);
+        const client = await connectClient(cli.url);
+        try {
+          const pid = await call(client, "execute_tool", { server: "slow", tool: "pid", args: {} });
+          assert.equal(Number(firstText(pid)), started.upstreamPid, `the first call ran in the early process (${firstText(pid)})`);
+        } finally {
+          await client.close();
+        }
       } finally {
-        await client.close();
+        await stopChild(cli.child);
       }
+      assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
+    });
+  }
+
+  test("an early process that fails is logged, and the start-up check reports the server failed as before", SLOW, async () => {
+    const m = marker("fail");
+    const file = await config(m, {}, { bad: { command: process.execPath, args: ["-e", "process.stderr.write('early-boom\\n'); process.exit(3)", m] } });
+    const cli = await startCliServe(os.tmpdir(), ["--config", file, "--port", "0", "--store", "memory", "--log-level", "info"]);
+    try {
+      const failed = await pollFor(async () => logLines(cli.stderr(), "early_process_failed")[0], "early_process_failed in the log", 120_000);
+      assert.equal(failed.server, "bad");
+      const checked = await pollFor(async () => logLines(cli.stderr(), "upstream_check_failed")[0], "upstream_check_failed in the log", 120_000);
+      assert.equal(checked.server, "bad");
+      assert.match(String(checked.reason), /early-boom/, "the check's reason carries the process's stderr, as before");
     } finally {
       await stopChild(cli.child);
     }
     assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
   });
-}
 
-test("an early process that fails is logged, and the start-up check reports the server failed as before", SLOW, async () => {
-  const m = marker("fail");
-  const file = await config(m, {}, { bad: { command: process.execPath, args: ["-e", "process.stderr.write('early-boom\\n'); process.exit(3)", m] } });
-  const cli = await startCliServe(os.tmpdir(), ["--config", file, "--port", "0", "--store", "memory", "--log-level", "info"]);
-  try {
-    const failed = await pollFor(async () => logLines(cli.stderr(), "early_process_failed")[0], "early_process_failed in the log", 120_000);
-    assert.equal(failed.server, "bad");
-    const checked = await pollFor(async () => logLines(cli.stderr(), "upstream_check_failed")[0], "upstream_check_failed in the log", 120_000);
-    assert.equal(checked.server, "bad");
-    assert.match(String(checked.reason), /early-boom/, "the check's reason carries the process's stderr, as before");
-  } finally {
-    await stopChild(cli.child);
+  for (const [what, file, flags] of [
+    ["--no-upstream-check", (m: string) => config(m), ["--no-upstream-check"]],
+    ["warmPool: 0", (m: string) => config(m, {}, undefined, { upstream: { warmPool: 0 } }), []],
+    // One process per shared server: the check's is the only one at start.
+    ["sharing: shared", (m: string) => config(m, { sharing: "shared" }), []],
+  ] as const) {
+    test(`${what} starts no process before the first session`, SLOW, async () => {
+      const m = marker("nocheck");
+      const cli = await startCliServe(os.tmpdir(), ["--config", await file(m), "--port", "0", "--store", "memory", "--log-level", "info", ...flags]);
+      try {
+        // An early process is spawned before the gateway is even made, so it would be running by the time the banner is out;
+        // with the check on (warmPool: 0), the check's own process may be too: only an early one is logged.
+        if (flags.length) assert.deepEqual(processesWith(m), [], "no upstream process while no session asked");
+        assert.deepEqual(logLines(cli.stderr(), "upstream_started_early"), []);
+        if (!flags.length) await pollFor(async () => logLines(cli.stderr(), "upstream_check_ok")[0], "upstream_check_ok", 120_000);
+        assert.deepEqual(logLines(cli.stderr(), "upstream_started_early"), [], "no early process once the check is done either");
+      } finally {
+        await stopChild(cli.child);
+      }
+    });
   }
-  assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
-});
 
-for (const [what, file, flags] of [
-  ["--no-upstream-check", (m: string) => config(m), ["--no-upstream-check"]],
-  ["warmPool: 0", (m: string) => config(m, {}, undefined, { upstream: { warmPool: 0 } }), []],
-  // One process per shared server: the check's is the only one at start.
-  ["sharing: shared", (m: string) => config(m, { sharing: "shared" }), []],
-] as const) {
-  test(`${what} starts no process before the first session`, SLOW, async () => {
-    const m = marker("nocheck");
-    const cli = await startCliServe(os.tmpdir(), ["--config", await file(m), "--port", "0", "--store", "memory", "--log-level", "info", ...flags]);
+  test("SIGTERM while the gateway starts ends the early processes too", SLOW, async (t) => {
+    const m = marker("sigterm");
+    tmp ??= await mkdtemp(path.join(os.tmpdir(), "emceepee-early-"));
+    // Written by the upstream as it starts (its path carries the marker): the test signals the gateway as soon as it appears.
+    const startedFile = path.join(tmp, `${m}.started`);
+    // A server that does not end when its stdin closes (as many do): only its process group's end stops it.
+    const script = "require('fs').writeFileSync(process.argv[1], ''); process.stdin.resume(); process.stdin.on('end', () => setInterval(() => {}, 1000))";
+    const stubborn = { stubborn: { command: process.execPath, args: ["-e", script, startedFile] } };
+    const child = spawn(process.execPath, [...CLI_ARGS, "serve", "--config", await config(m, {}, stubborn), "--port", "0", "--store", "memory"], {
+      env: cliEnv(),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+    child.stderr.resume();
     try {
-      // An early process is spawned before the gateway is even made, so it would be running by the time the banner is out;
-      // with the check on (warmPool: 0), the check's own process may be too: only an early one is logged.
-      if (flags.length) assert.deepEqual(processesWith(m), [], "no upstream process while no session asked");
-      assert.deepEqual(logLines(cli.stderr(), "upstream_started_early"), []);
-      if (!flags.length) await pollFor(async () => logLines(cli.stderr(), "upstream_check_ok")[0], "upstream_check_ok", 120_000);
-      assert.deepEqual(logLines(cli.stderr(), "upstream_started_early"), [], "no early process once the check is done either");
+      // The upstream's process exists (it starts before the gateway's modules load): stop the gateway now.
+      await fileAppears(startedFile, 120_000);
+      const listening = stdout.includes("listening on");
+      t.diagnostic(listening ? "the gateway was listening already" : "signalled before the gateway listened");
+      child.kill("SIGTERM");
+      const exit = await waitExit(child, 60_000);
+      assert.ok(
+        (exit.code === null && exit.signal === "SIGTERM") || (exit.code === 0 && exit.signal === null),
+        `ended by the signal, or closed with exit 0 (${JSON.stringify(exit)}; listening already: ${listening})`,
+      );
     } finally {
-      await stopChild(cli.child);
+      await stopChild(child);
     }
+    assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
   });
-}
-
-test("SIGTERM while the gateway starts ends the early processes too", SLOW, async (t) => {
-  const m = marker("sigterm");
-  // A server that does not end when its stdin closes (as many do): only its process group's end stops it.
-  const stubborn = {
-    stubborn: { command: process.execPath, args: ["-e", "process.stdin.resume(); process.stdin.on('end', () => setInterval(() => {}, 1000))", m] },
-  };
-  const child = spawn(process.execPath, [...CLI_ARGS, "serve", "--config", await config(m, {}, stubborn), "--port", "0", "--store", "memory"], {
-    env: cliEnv(),
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
-  child.stderr.resume();
-  try {
-    // The upstream's process exists (it starts before the gateway's modules load): stop the gateway now.
-    await pollFor(async () => (processesWith(m).length ? true : undefined), "the early process", 120_000, 5);
-    const listening = stdout.includes("listening on");
-    t.diagnostic(listening ? "the gateway was listening already" : "signalled before the gateway listened");
-    child.kill("SIGTERM");
-    const exit = await waitExit(child, 60_000);
-    assert.ok(
-      (exit.code === null && exit.signal === "SIGTERM") || (exit.code === 0 && exit.signal === null),
-      `ended by the signal, or closed with exit 0 (${JSON.stringify(exit)}; listening already: ${listening})`,
-    );
-  } finally {
-    await stopChild(child);
-  }
-  assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
 });
