@@ -46,7 +46,7 @@ import { Listener } from "./listener.js";
 import { createReloader, type GatewayReloadReport } from "./reload.js";
 import { serveStdioSession, type StdioFace, type StdioOptions } from "./stdio.js";
 import { GatewayStore } from "./store-lifecycle.js";
-import { UpstreamChecker, type UpstreamCheckResult } from "./upstream-check.js";
+import { UpstreamChecker, inBackground, type UpstreamCheckResult } from "./upstream-check.js";
 import { createUpstreams } from "../upstream/sharing/factory.js";
 import type { EarlyProcesses } from "../upstream/sharing/early-processes.js";
 import { createUpstreamAuth } from "../upstream/auth/setup.js";
@@ -150,7 +150,8 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     registry,
     settings,
     transportFactory: connectionFactory,
-    probeTransportFactory: transportFactory,
+    // The checks' processes run niced, behind the sessions' (upstream-check.ts).
+    probeTransportFactory: observability.transportFactory(inBackground(baseFactory)),
     children,
     clientInfo,
     clock,

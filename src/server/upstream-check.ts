@@ -9,14 +9,21 @@
  * gateway-wide child-process cap like any session's connection; a check that
  * cannot get one fails with that reason. Nothing here touches sessions.
  * close() ends checks still running (gateway shutdown).
+ *
+ * A check's process runs in the background (docs/adr/0039 §6): niced
+ * (CHECK_NICE) as soon as it is spawned, so that on a busy machine it yields
+ * the CPU to the first sessions' processes and the gateway itself.
  */
 import type { Implementation } from "@modelcontextprotocol/sdk/types.js";
+import { writeFileSync } from "node:fs";
+import os from "node:os";
 import type { ServerConfig } from "../config/server-entry.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { UpstreamHandlers } from "../upstream/client-handlers.js";
 import type { UpstreamConnection } from "../upstream/connection.js";
 import type { Upstreams } from "../upstream/sharing/factory.js";
+import type { TransportFactory } from "../upstream/transports.js";
 
 export type UpstreamCheckResult =
   { server: string; ok: true; tools: number; serverInfo?: Implementation | undefined } | { server: string; ok: false; reason: string };
@@ -29,6 +36,48 @@ export interface UpstreamCheckerDeps {
 
 /** How many checks run at once (each may start a process). */
 export const CHECK_CONCURRENCY = 4;
+
+/** The nice value of a check's process (0 is normal, 19 the lowest priority). */
+export const CHECK_NICE = 10;
+
+/**
+ * The checks' transport factory: `factory`'s transports, each stdio child niced
+ * to CHECK_NICE right after it is spawned (what it spawns in turn inherits it).
+ * On Linux with autogroup scheduling (sched_autogroup_enabled) a detached child
+ * leads a scheduling group of its own, which a nice value inside the group does
+ * not weigh down, so the group's own nice (/proc/<pid>/autogroup) is set too.
+ * Best effort: where either is refused, the check runs at normal priority.
+ */
+export function inBackground(factory: TransportFactory): TransportFactory {
+  return (name, config, options) => {
+    const created = factory(name, config, options);
+    const pid = created.pid;
+    if (!pid) return created;
+    const transport = created.transport;
+    const start = transport.start.bind(transport);
+    transport.start = () => {
+      const started = start();
+      lowerPriority(pid());
+      return started;
+    };
+    return created;
+  };
+}
+
+function lowerPriority(pid: number | null): void {
+  if (pid === null) return;
+  try {
+    os.setPriority(pid, CHECK_NICE);
+  } catch {
+    /* not permitted, or already gone */
+  }
+  if (process.platform !== "linux") return;
+  try {
+    writeFileSync(`/proc/${pid}/autogroup`, String(CHECK_NICE));
+  } catch {
+    /* no autogroup scheduling, or already gone */
+  }
+}
 
 /** A check has no client behind it: whatever the upstream asks of one is declined. */
 const NO_CLIENT = "emceepee is only checking that this server starts; there is no client to ask";

@@ -3,22 +3,34 @@
  * the envelope/header rungs of the modern validation ladder and the envelope's
  * key names. Only this folder imports `@modelcontextprotocol/server`; the
  * behaviour relied on is pinned by test/unit/modern-sdk-canary.test.ts.
+ *
+ * The package is loaded at the first modern message, not at start (docs/adr/0039
+ * §6): it is about 0.6 MB of code (with its own copy of ajv) that a gateway
+ * serving 2025-era clients never runs. Its CommonJS build is required then, so
+ * the ladder stays synchronous for its callers; the key names are literals here
+ * (test/integration/start-ready.test.ts pins them to the SDK's).
  */
 import type { IncomingMessage } from "node:http";
-import {
-  CLIENT_CAPABILITIES_META_KEY,
-  CLIENT_INFO_META_KEY,
-  PROTOCOL_VERSION_META_KEY,
-  classifyInboundRequest,
-  type InboundClassificationOutcome,
-} from "@modelcontextprotocol/server";
+import { createRequire } from "node:module";
+import type * as ModernSdk from "@modelcontextprotocol/server";
+import type { InboundClassificationOutcome } from "@modelcontextprotocol/server";
+
+let modernSdk: typeof ModernSdk | undefined;
+/** `@modelcontextprotocol/server`, required once, at the first classification. */
+function sdk(): typeof ModernSdk {
+  return (modernSdk ??= createRequire(import.meta.url)("@modelcontextprotocol/server") as typeof ModernSdk);
+}
+
+/** The envelope's `_meta` keys (the SDK's PROTOCOL_VERSION_META_KEY, CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY). */
+export const PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion";
+export const CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities";
+export const CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo";
 
 /** The modern revisions the gateway serves. */
 export const MODERN_VERSIONS: readonly string[] = ["2026-07-28"];
 /** The 2025 revisions served on the sessionful path (SDK 1.32). */
 export const LEGACY_VERSIONS: readonly string[] = ["2025-11-25"];
 export const ENVELOPE_KEYS = [PROTOCOL_VERSION_META_KEY, CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY] as const;
-export { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY };
 
 /** A JSON-RPC error the edge answers with, and its HTTP status. */
 export interface LadderError {
@@ -66,7 +78,7 @@ function classify(
   const protocolVersionHeader = headers?.version;
   const mcpMethodHeader = headers?.method;
   const mcpNameHeader = headers?.name;
-  const outcome: InboundClassificationOutcome = classifyInboundRequest({
+  const outcome: InboundClassificationOutcome = sdk().classifyInboundRequest({
     httpMethod: "POST",
     body,
     ...(protocolVersionHeader !== undefined ? { protocolVersionHeader } : {}),

@@ -1,0 +1,125 @@
+/**
+ * What `serve` does between its start and its first session (docs/adr/0039
+ * §6): the start-up check's own process runs niced behind the sessions'
+ * (src/server/upstream-check.ts), and still reports a broken upstream with the
+ * process's own message; SDK v2's server package (the 2026-07-28 era's
+ * classifier, src/mcp/modern/envelope.ts) is not loaded until a modern message
+ * arrives. Real CLI and real child processes; the module log of
+ * test/fixtures/module-log.mjs for what loads.
+ */
+import { test, describe, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY } from "@modelcontextprotocol/server";
+import * as envelope from "../../src/mcp/modern/envelope.js";
+import { CHECK_NICE } from "../../src/server/upstream-check.js";
+import { logLines, pollFor, startCliServe, stopChild } from "../helpers/core-extra.js";
+
+const SLOW = { timeout: 300_000 };
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const HOOK = path.join(ROOT, "test/fixtures/module-log.mjs");
+
+let tmp: string | undefined;
+after(async () => {
+  if (tmp) await rm(tmp, { recursive: true, force: true });
+});
+
+/**
+ * An upstream that is broken on purpose: each process appends its own nice value and its scheduling
+ * group's line (/proc/self/autogroup, where there is one) to `record`, says why it fails on stderr and exits 1.
+ */
+const BROKEN = `
+const fs = require("node:fs"), os = require("node:os");
+let group = "";
+try { group = fs.readFileSync("/proc/self/autogroup", "utf8").trim(); } catch {}
+fs.appendFileSync(process.argv[1], JSON.stringify({ nice: os.getPriority(), group }) + "\\n");
+process.stderr.write("broken on purpose: no database at /nowhere\\n");
+process.exit(1);
+`;
+
+describe("serve's start (the cases at once)", { concurrency: true }, () => {
+  for (const sharing of ["session", "shared"] as const) {
+    test(`${sharing} mode: the start-up check's process runs niced and still reports the broken upstream with its message`, SLOW, async () => {
+      tmp ??= await mkdtemp(path.join(os.tmpdir(), "emceepee-start-ready-"));
+      const record = path.join(tmp, `${sharing}.jsonl`);
+      const config = path.join(tmp, `${sharing}.json`);
+      await writeFile(config, JSON.stringify({ mcpServers: { broken: { command: process.execPath, args: ["-e", BROKEN, record], sharing } } }));
+      const cli = await startCliServe(os.tmpdir(), ["--config", config, "--port", "0", "--store", "memory", "--log-level", "info"]);
+      try {
+        const failed = await pollFor(async () => logLines(cli.stderr(), "upstream_check_failed")[0], "upstream_check_failed in the log", 120_000);
+        assert.equal(failed.server, "broken");
+        assert.match(String(failed.reason), /broken on purpose: no database at \/nowhere/, `the process's own words: ${JSON.stringify(failed)}`);
+        const runs = (await readFile(record, "utf8"))
+          .trim()
+          .split("\n")
+          .map((line) => JSON.parse(line) as { nice: number; group: string });
+        // Session mode: the early process (docs/adr/0039 §5) at normal priority first, then the check's; shared mode starts nothing early.
+        assert.equal(runs.length, sharing === "session" ? 2 : 1, `one run per process: ${JSON.stringify(runs)}`);
+        const check = runs.at(-1)!;
+        if (sharing === "session") assert.equal(runs[0]!.nice, 0, `the early process is not niced: ${JSON.stringify(runs)}`);
+        if (process.platform !== "win32") assert.equal(check.nice, CHECK_NICE, `the check's process is niced: ${JSON.stringify(runs)}`);
+        if (check.group) assert.match(check.group, new RegExp(`nice ${CHECK_NICE}$`), `and so is its scheduling group: ${JSON.stringify(runs)}`);
+      } finally {
+        await stopChild(cli.child);
+      }
+    });
+  }
+
+  test("the envelope's key names are the SDK's (they are literals, so that the SDK loads only with a modern message)", () => {
+    assert.equal(envelope.PROTOCOL_VERSION_META_KEY, PROTOCOL_VERSION_META_KEY);
+    assert.equal(envelope.CLIENT_CAPABILITIES_META_KEY, CLIENT_CAPABILITIES_META_KEY);
+    assert.equal(envelope.CLIENT_INFO_META_KEY, CLIENT_INFO_META_KEY);
+  });
+
+  /** A child that starts a gateway (memory store), sends a 2025 initialize, and with `modern` a 2026-07-28 server/discover, then closes. */
+  const GATEWAY = (modern: boolean) => `
+import { createGateway } from "./src/index.ts";
+const gateway = createGateway({ mcpServers: {}, gateway: { port: 0, store: { kind: "memory" } } });
+const { url } = await gateway.listen();
+const post = async (body, headers = {}) => {
+  const res = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream", ...headers }, body: JSON.stringify(body) });
+  return res.status + " " + (await res.text()).slice(0, 400);
+};
+console.log(await post({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "t", version: "1" } } }));
+if (${modern}) {
+  const _meta = { "${PROTOCOL_VERSION_META_KEY}": "2026-07-28", "${CLIENT_CAPABILITIES_META_KEY}": {}, "${CLIENT_INFO_META_KEY}": { name: "t", version: "1" } };
+  console.log(await post({ jsonrpc: "2.0", id: 2, method: "server/discover", params: { _meta } }, { "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover" }));
+}
+await gateway.close();
+`;
+
+  async function packagesLoaded(modern: boolean): Promise<{ stdout: string; packages: Set<string> }> {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "emceepee-modules-"));
+    const log = path.join(dir, "modules.txt");
+    try {
+      const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", "--import", HOOK, "--input-type=module", "-e", GATEWAY(modern)], {
+        cwd: ROOT,
+        env: { ...process.env, OTEL_TRACES_EXPORTER: "none", EMCEEPEE_TEST_MODULE_LOG: log },
+        timeout: 120_000,
+      });
+      const packages = new Set<string>();
+      for (const line of existsSync(log) ? readFileSync(log, "utf8").split("\n") : []) {
+        const m = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(line.slice(line.lastIndexOf("node_modules/")));
+        if (m) packages.add(m[1]!);
+      }
+      return { stdout, packages };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  test("SDK v2's server package loads with the first modern message, not with the gateway", SLOW, async () => {
+    const [legacy, modern] = await Promise.all([packagesLoaded(false), packagesLoaded(true)]);
+    assert.match(legacy.stdout, /^200 /, `the 2025 initialize was answered: ${legacy.stdout}`);
+    assert.ok(legacy.packages.has("@modelcontextprotocol/sdk"), "the module log sees the gateway's packages");
+    assert.ok(!legacy.packages.has("@modelcontextprotocol/server"), "a gateway serving only 2025-era clients loaded @modelcontextprotocol/server");
+    assert.match(modern.stdout, /^200 \{"jsonrpc":"2\.0","id":2,"result":\{"supportedVersions"/m, `server/discover was answered: ${modern.stdout}`);
+    assert.ok(modern.packages.has("@modelcontextprotocol/server"), "a modern message did not load @modelcontextprotocol/server");
+  });
+});
