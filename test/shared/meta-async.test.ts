@@ -20,6 +20,10 @@ await leaveOut(
     "await_activity returns at once (trigger immediate) when events are undelivered": "the session's event delivery, kept by the gateway",
     "concurrent await_activity waiters all wake on one event, which is delivered once": "the session's event delivery, kept by the gateway",
     "emceepee://diagrams resource": "the gateway's own resource",
+    "accept with content that does not match the schema is an error and the elicitation stays answerable":
+      "the answers refused are the gateway's own check against the elicitation's schema, before anything reaches the upstream; the accept that follows is the form elicitation accept test's (shared)",
+    "URL elicitation (trigger-url-elicitation): mode url with the url visible; accept completes it":
+      "a URL elicitation through a shared upstream and its answer: transparent's URL-mode elicitation test (shared pass); the meta face's listing of it is the gateway's, its answer's way back the form elicitation accept test's (shared)",
   },
   () => import("../integration/meta-async.test.js"),
 );

@@ -18,6 +18,8 @@ await leaveOut(
     "prompts are prefixed and resolve back": "the /all face's prefix routing, the gateway's own",
     "progress: every notification arrives, under the client's own token (3 runs)":
       "progress through a shared upstream is routed by the call's origin whichever face sent it: the /servers progress test runs shared",
+    "Last-Event-ID: a dropped SSE stream resumes without losing messages":
+      "the replay is the session's own event store and its downstream streams; what reaches them through a shared upstream (progress under the call's token, log messages on the GET stream) is the /servers progress and logging tests' (shared pass)",
   },
   () => import("../integration/transparent.test.js"),
 );
