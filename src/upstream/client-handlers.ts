@@ -28,6 +28,7 @@ import {
   type Task,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/protocol.js";
+import type { TaskStore as SdkTaskStore } from "@modelcontextprotocol/sdk/experimental/tasks/interfaces.js";
 import { errorMessage } from "../errors.js";
 import { acceptCancelOfRequestZero } from "../mcp/cancel-request-zero.js";
 import { jsonSchemaValidator } from "../mcp/json-schema-validator.js";
@@ -62,12 +63,15 @@ export interface UpstreamClientOptions {
   /** Declare `roots` to the upstream (only when the downstream client has roots). */
   roots?: ClientCapabilities["roots"] | undefined;
   /** Serves the upstream's task-augmented sampling/elicitation requests (seed 001). */
-  receiverTasks?: ReceiverTaskStore | undefined;
+  receiverTasks?: ClientTaskStore | undefined;
   /** The connection's current attribution (a new one per transport), read per request. */
   attribution(): RequestAttribution<CallOrigin> | undefined;
   /** notifications/tools/list_changed arrived (before the handlers hear it). */
   toolsChanged(): void;
 }
+
+/** What the SDK client keeps the upstream's task-augmented requests in (a ReceiverTaskStore, or a warm connection's stand-in for one). */
+export type ClientTaskStore = SdkTaskStore & Pick<ReceiverTaskStore, "signalFor">;
 
 /** An SDK client with the connection's capabilities and server→client handlers, and the capabilities it declares. */
 export function newUpstreamClient(options: UpstreamClientOptions): { client: Client; declared: ClientCapabilities } {
@@ -117,7 +121,7 @@ export function newUpstreamClient(options: UpstreamClientOptions): { client: Cli
  * task store sends notifications/tasks/status on each change.
  */
 async function startReceiverTask(
-  receiver: ReceiverTaskStore,
+  receiver: ClientTaskStore,
   taskStore: NonNullable<RequestHandlerExtra<ClientRequest, ClientNotification>["taskStore"]>,
   ttl: number | null | undefined,
   forward: (signal: AbortSignal) => Promise<Result>,

@@ -4,7 +4,14 @@
  * docs/design/upstreams-and-reliability.md, "How the code keeps it".
  */
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { ErrorCode, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ErrorCode,
+  type Tool,
+  type ClientCapabilities,
+  type Implementation,
+  type LoggingLevel,
+  type ServerCapabilities,
+} from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "../logging.js";
 import { systemClock, type Clock, type TimerHandle } from "../clock.js";
 import { isStdioConfig, type ServerConfig } from "../config/server-entry.js";
@@ -30,6 +37,7 @@ import {
 import type { CreatedTransport, TransportFactory } from "./transports.js";
 import { excerptOf } from "./remote-fetch.js";
 import type { ReceiverTaskStore } from "./receiver-tasks.js";
+import type { ClientTaskStore } from "./client-handlers.js";
 
 export interface UpstreamConnectionOptions {
   name: string;
@@ -44,6 +52,8 @@ export interface UpstreamConnectionOptions {
   roots?: ClientCapabilities["roots"] | undefined;
   /** Serves the upstream's task-augmented sampling/elicitation requests (design TK-17). */
   receiverTasks?: ReceiverTaskStore | undefined;
+  /** The task store the SDK client is made with, when not receiverTasks (a warm connection's: the taking session's, docs/adr/0044). */
+  clientTaskStore?: ClientTaskStore | undefined;
   /** Caps stdio children gateway-wide. */
   children?: ChildProcessLimiter | undefined;
   /** Upstream session, logging level and subscriptions kept by the owner (see the header). */
@@ -70,6 +80,8 @@ const STDERR_SETTLE_MS = 1_000;
 const FAILURE_CHARS = 500;
 /** Bound on each ping that checks a remote upstream, unless pingTimeoutMs says otherwise (or the request timeout is shorter). */
 const PROBE_TIMEOUT_MS = 10_000;
+/** Tool lists a connection made ahead fetches at most while the upstream says its list changed. */
+const PREFETCH_TRIES = 3;
 /** Unanswered pings in a row, with nothing else heard from the upstream, that make a drop. */
 const UNANSWERED_PINGS = 2;
 
@@ -100,8 +112,15 @@ export class UpstreamConnection extends UpstreamHandle {
   private heard = 0;
   /** onEnded was called. */
   private ended = false;
+  /** Connected ahead of any session (the warm pool, docs/adr/0044): until a session's connect(), its connect and first tool list. */
+  private ahead: Promise<void> | undefined;
+  /** tools/list_changed notifications received (connectAhead fetches the list again after one). */
+  private toolListChanges = 0;
+  /** Called by the taking session's connect(): what the upstream sent before goes to the session from then on. */
+  private taken: (() => void) | undefined;
 
-  constructor(private readonly options: UpstreamConnectionOptions) {
+  /** Options (a warm connection's handlers, logger, persistence and receiver tasks become the taking session's: adopt()). */
+  constructor(private options: UpstreamConnectionOptions) {
     super(options.requestTimeoutMs);
     this.name = options.name;
   }
@@ -147,6 +166,7 @@ export class UpstreamConnection extends UpstreamHandle {
   }
 
   async connect(): Promise<void> {
+    if (this.taken) return this.connectTaken(this.taken);
     try {
       await this.open();
     } catch (err) {
@@ -154,6 +174,51 @@ export class UpstreamConnection extends UpstreamHandle {
       if (this.status !== "connected") this.end();
       throw err;
     }
+  }
+
+  /**
+   * Connects before any session asks (the warm pool, docs/adr/0044): initialize, then the tool list, fetched
+   * again while a tools/list_changed came during the fetch (a server registers tools once initialized: the list
+   * a session's first call finds is the one after that), at most PREFETCH_TRIES times. A failed list is not the
+   * connection's failure: the session lists again. A session takes the connection with adopt().
+   */
+  connectAhead(): Promise<void> {
+    const ahead = this.connect().then(async () => {
+      let tools: Tool[] | undefined;
+      for (let i = 0; i < PREFETCH_TRIES; i++) {
+        const changes = this.toolListChanges;
+        tools = await this.cachedTools().catch(() => undefined);
+        if (tools === undefined || this.toolListChanges === changes) break;
+      }
+      this.options.logger.info({ server: this.name, tools: tools?.length }, "warm_connection_ready");
+    });
+    this.ahead = ahead;
+    ahead.catch(() => undefined);
+    return ahead;
+  }
+
+  /**
+   * A session takes this connection made ahead: its handlers, logger, persistence and receiver tasks from now on,
+   * and the child slot its process holds (`releaseChild`); `taken` runs when the session's connect() finds it connected.
+   */
+  adopt(parts: Pick<UpstreamConnectionOptions, "handlers" | "logger" | "persistence" | "receiverTasks">, releaseChild: () => void, taken: () => void): void {
+    this.options = { ...this.options, ...parts };
+    this.releaseChild = releaseChild;
+    this.taken = taken;
+  }
+
+  /** The taking session's connect(): waits for the connect made ahead (if still running), then sets again what the session keeps. */
+  private async connectTaken(taken: () => void): Promise<void> {
+    this.taken = undefined;
+    try {
+      await this.ahead;
+    } catch (err) {
+      throw err instanceof GatewayError ? err : this.unavailable(err);
+    }
+    if (this.status !== "connected") throw this.unavailable();
+    taken();
+    this.options.logger.info({ server: this.name, serverInfo: this.serverInfo, warm: true }, "upstream_connected");
+    await restore(this.options, this);
   }
 
   private async open(): Promise<void> {
@@ -254,9 +319,12 @@ export class UpstreamConnection extends UpstreamHandle {
       clientInfo: this.options.clientInfo,
       handlers: this.options.handlers,
       roots: this.options.roots,
-      receiverTasks: this.options.receiverTasks,
+      receiverTasks: this.options.clientTaskStore ?? this.options.receiverTasks,
       attribution: () => this.calls,
-      toolsChanged: () => this.toolsChanged(),
+      toolsChanged: () => {
+        this.toolListChanges++;
+        this.toolsChanged();
+      },
     });
     this.declared = declared;
     return client;

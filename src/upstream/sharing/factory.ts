@@ -30,6 +30,7 @@ import { inboundTokenOf } from "../../auth/principal.js";
 import { ErrorCodes, GatewayError } from "../../errors.js";
 import type { UpstreamOAuth } from "../auth/upstream-oauth.js";
 import { WarmPool } from "./warm-pool.js";
+import { WarmConnection } from "./warm-connection.js";
 import { KnownServers } from "../known-servers.js";
 
 /** Who a handle is for, and how it answers what the upstream sends. */
@@ -99,7 +100,9 @@ export interface Upstreams {
 
 /** What differs between the connections made here (the rest is the gateway's). */
 type ConnectionParts = Pick<UpstreamConnectionOptions, "handlers" | "logger" | "transportFactory"> &
-  Partial<Pick<UpstreamConnectionOptions, "roots" | "persistence" | "receiverTasks" | "runtime" | "livenessPingMs" | "resolveConfig">>;
+  Partial<
+    Pick<UpstreamConnectionOptions, "roots" | "persistence" | "receiverTasks" | "clientTaskStore" | "runtime" | "livenessPingMs" | "resolveConfig" | "children">
+  >;
 
 export type PrincipalRef = { issuer: string; subject: string };
 
@@ -117,6 +120,19 @@ export function principalBound(config: ServerConfig): boolean {
  */
 export function principalKey(principal: PrincipalRef | undefined): string {
   return JSON.stringify([principal?.issuer ?? "", principal?.subject ?? ""]);
+}
+
+/**
+ * What of an own connection's `initialize` differs between sessions: the `roots` it declares (the downstream
+ * client's). The rest is the gateway's (clientInfo, elicitation, sampling, tasks: every session connection has
+ * receiver tasks). A connection made ahead with one key is taken only by a session with the same key.
+ */
+export function capabilityKey(roots: ClientCapabilities["roots"] | undefined): string {
+  return JSON.stringify(roots ?? null);
+}
+
+function rootsOfKey(key: string): ClientCapabilities["roots"] | undefined {
+  return (JSON.parse(key) as ClientCapabilities["roots"] | null) ?? undefined;
 }
 
 export function createUpstreams(o: UpstreamsOptions): Upstreams {
@@ -141,7 +157,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
   const receivers = (sessionId: string, server: string, log: Logger) =>
     new ReceiverTaskStore(receiverTaskOptions(settings.tasks, { sessionId, server, store: o.store().tasks, logger: log, clock, newId: o.newId }));
 
-  const warm = new WarmPool(o.transportFactory, {
+  const warm = new WarmPool<WarmConnection>(o.transportFactory, {
     size: upstream.warmPool,
     windowMs: upstream.warmPoolWindowMs,
     idleMs: upstream.warmPoolIdleMs,
@@ -153,6 +169,13 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
       // A process started with one person's secrets is theirs: never warmed ahead for whoever comes next.
       return entry && isStdioConfig(entry.config) && !principalBound(entry.config) && entrySharing(entry, settings) === "session" ? entry.config : undefined;
     },
+    // Connected ahead (docs/adr/0044): the process's own child slot is the pool's until a session takes it.
+    initialize: (name, config, created, key, lost) =>
+      new WarmConnection(
+        (parts) => connection(name, config, { ...parts, logger, roots: rootsOfKey(key), transportFactory: () => created, children: undefined }),
+        lost,
+        logger,
+      ),
   });
   children.reclaim = (server) => warm.reclaim(server);
   registry.onChange((name) => warm.evict(name));
@@ -297,6 +320,14 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
         sharedByPrincipal.set(key, (mine = made));
       }
       return mine.attach(server, { handlers: a.handlers, persistence: a.persistence });
+    }
+    if (!perPrincipal && !isRuntime(entry)) {
+      // Connected ahead with this session's capabilities (docs/adr/0044): it becomes the session's, handlers and all.
+      const ahead = warm.takeAhead(server, config, capabilityKey(a.roots));
+      if (ahead) {
+        const parts = { handlers: a.handlers, logger: a.logger, persistence: a.persistence, receiverTasks: receivers(a.sessionId, server, a.logger) };
+        return ahead.value.take(parts, ahead.release);
+      }
     }
     // A runtime server's credentials only for the session that added it (docs/adr/0015).
     const t = perPrincipal ? tracking(server, a.principal) : undefined;

@@ -1,9 +1,13 @@
 /**
- * WarmPool (`gateway.upstream.warmPool`, ADR 0010, ADR 0034): stdio processes
- * started ahead, so that a session takes a running one; per server as many as
- * sessions took in the last `windowMs` (at least one, at most `size`), none
- * once nobody took one for `idleMs`. See
- * docs/design/upstreams-and-reliability.md, "How the code keeps it".
+ * WarmPool (`gateway.upstream.warmPool`, ADR 0010, ADR 0034, ADR 0044): stdio
+ * processes started ahead, so that a session takes a running one; per server
+ * as many as sessions took in the last `windowMs` (at least one, at most
+ * `size`), none once nobody took one for `idleMs`. With `initialize`, a
+ * process is also connected ahead — `initialize` with the client capabilities
+ * (its `key`) of the last session that took one, and the first tool list — and
+ * only a session with the same key takes it (takeAhead); another gets a
+ * process of its own. See docs/design/upstreams-and-reliability.md, "How the
+ * code keeps it".
  */
 import { systemClock, type Clock, type TimerHandle } from "../../clock.js";
 import type { ServerConfig } from "../../config/server-entry.js";
@@ -19,15 +23,24 @@ interface Prestartable {
   onclose?: (() => void) | undefined;
 }
 
-interface Warm {
+/** A connection made ahead of any session (warm-connection.ts). */
+export interface Ahead {
+  /** Connecting or connected. */
+  readonly alive: boolean;
+  close(): Promise<void>;
+}
+
+interface Warm<A extends Ahead> {
   config: ServerConfig;
   created: CreatedTransport;
   transport: Prestartable;
   /** Frees the warm process's child slot (once). */
   release: () => void;
+  /** Connected ahead with the capabilities `key` stands for (else a process only, spawned ahead). */
+  ahead?: { key: string; value: A } | undefined;
 }
 
-export interface WarmPoolOptions {
+export interface WarmPoolOptions<A extends Ahead = Ahead> {
   /** At most this many warm processes per server (0: off). */
   size: number;
   /** Demand is the number of processes sessions took in this window (gateway.upstream.warmPoolWindowMs). @default 30000 */
@@ -40,10 +53,17 @@ export interface WarmPoolOptions {
   logger: Logger;
   /** The config of `name` when it is worth warming (a stdio server used per session), else undefined. */
   warmable(name: string): ServerConfig | undefined;
+  /**
+   * Connects a process ahead over `created` (not yet started), declaring the capabilities `key` stands for;
+   * `lost`: it failed or ended before a session took it. Absent: processes are only spawned ahead.
+   */
+  initialize?: ((name: string, config: ServerConfig, created: CreatedTransport, key: string, lost: () => void) => A) | undefined;
 }
 
-export class WarmPool {
-  private readonly waiting = new Map<string, Warm[]>();
+export class WarmPool<A extends Ahead = Ahead> {
+  private readonly waiting = new Map<string, Warm<A>[]>();
+  /** The capability key of the last session that asked for each server: what its processes are connected ahead with. */
+  private readonly keys = new Map<string, string>();
   /** When sessions asked for a process of each server (newest last; only those within windowMs, or the last one). */
   private readonly demand = new Map<string, number[]>();
   private started = false;
@@ -56,20 +76,37 @@ export class WarmPool {
 
   constructor(
     private readonly inner: TransportFactory,
-    private readonly options: WarmPoolOptions,
+    private readonly options: WarmPoolOptions<A>,
   ) {
     this.clock = options.clock ?? systemClock;
     this.windowMs = options.windowMs ?? 30_000;
     this.idleMs = options.idleMs ?? 300_000;
   }
 
-  /** The factory for session connections: a waiting process of the same config when there is one. */
+  /** The factory for session connections: a waiting process (not connected ahead) of the same config when there is one. */
   readonly factory: TransportFactory = (name, config, transportOptions) => {
     this.asked(name);
-    const warm = this.take(name, config);
+    const warm = this.take(name, config, undefined);
+    if (warm) warm.release(); // the connection holds its own slot
     this.fillSoon(name);
     return warm ? warm.created : this.inner(name, config, transportOptions);
   };
+
+  /**
+   * A connection to `name` made ahead with capability key `key`, for a session whose own key it is, and the
+   * child slot its process holds (the taker frees it when the process is gone). Undefined when none waits:
+   * the session then connects through `factory` (which counts the demand). Either way, `key` is what the
+   * pool connects ahead with from now on.
+   */
+  takeAhead(name: string, config: ServerConfig, key: string): { value: A; release: () => void } | undefined {
+    if (!this.options.initialize) return undefined;
+    this.keys.set(name, key);
+    const warm = this.take(name, config, key);
+    if (!warm) return undefined;
+    this.asked(name);
+    this.fillSoon(name);
+    return { value: warm.ahead!.value, release: warm.release };
+  }
 
   /** Ends the waiting processes of `name` (its server was removed or changed); the next use fills the pool again. */
   evict(name: string): void {
@@ -88,6 +125,7 @@ export class WarmPool {
     if (!config) return;
     const list = this.list(name);
     const wanted = this.wanted(name);
+    const key = this.options.initialize ? this.keys.get(name) : undefined;
     while (list.length < wanted) {
       const release = this.options.children.tryAcquire(name);
       if (!release) return; // at the cap: sessions' own processes come first
@@ -98,8 +136,13 @@ export class WarmPool {
         void created.terminate?.();
         return; // not a process this pool can start ahead (an injected factory)
       }
-      const warm: Warm = { config, created, transport: transport as Prestartable, release };
+      const warm: Warm<A> = { config, created, transport: transport as Prestartable, release };
       list.push(warm);
+      if (key !== undefined) {
+        // Connected ahead: the connection starts the process; a drop or failure before a take ends it (lost).
+        warm.ahead = { key, value: this.options.initialize!(name, config, created, key, () => this.drop(name, warm)) };
+        continue;
+      }
       // Died while waiting (take() clears this before a session's client sets its own).
       warm.transport.onclose = () => this.drop(name, warm);
       warm.transport.prestart().catch((err: unknown) => {
@@ -139,12 +182,18 @@ export class WarmPool {
     if (this.closed) return;
     for (const [name, list] of this.waiting) {
       const wanted = this.wanted(name);
+      // Connected ahead for capabilities the last session did not have: ended first.
+      const key = this.keys.get(name);
+      for (const warm of list.filter((w) => w.ahead && w.ahead.key !== key)) this.drop(name, warm);
       while (list.length > wanted) {
         const warm = list[0]!;
         this.options.logger.info({ server: name, waiting: list.length - 1 }, "warm_process_released");
         this.drop(name, warm);
       }
-      if (wanted === 0) this.demand.delete(name);
+      if (wanted === 0) {
+        this.demand.delete(name);
+        this.keys.delete(name);
+      }
     }
     this.scheduleTrim();
   }
@@ -165,7 +214,9 @@ export class WarmPool {
     const own = this.waiting.get(server)?.[0];
     if (own) {
       own.release();
-      setImmediate(() => this.drop(server, own));
+      // A connection made ahead is only taken whole (takeAhead): ended now, not lent.
+      if (own.ahead) this.drop(server, own);
+      else setImmediate(() => this.drop(server, own));
       return true;
     }
     for (const [name, list] of this.waiting) {
@@ -192,22 +243,31 @@ export class WarmPool {
     this.waiting.clear();
     await Promise.allSettled(
       all.map(async (warm) => {
-        await warm.created.terminate?.();
+        await (warm.ahead ? warm.ahead.value.close() : warm.created.terminate?.());
         warm.release();
       }),
     );
   }
 
-  private take(name: string, config: ServerConfig): Warm | undefined {
-    const list = this.waiting.get(name);
-    while (list?.length) {
-      const warm = list.shift()!;
-      warm.transport.onclose = undefined;
-      if (warm.transport.running && sameServerConfig(warm.config, config)) {
-        warm.release(); // the connection holds its own slot
-        return warm;
+  /**
+   * A waiting process of `config`: connected ahead with `key`, or (key undefined) only spawned. Those of another
+   * config, and dead ones, are ended on the way; those of the other kind or another key stay.
+   */
+  private take(name: string, config: ServerConfig, key: string | undefined): Warm<A> | undefined {
+    for (const warm of [...(this.waiting.get(name) ?? [])]) {
+      if (!sameServerConfig(warm.config, config)) {
+        this.drop(name, warm);
+        continue;
       }
-      this.end(warm);
+      if (warm.ahead?.key !== key) continue;
+      if (!(warm.ahead ? warm.ahead.value.alive : warm.transport.running)) {
+        this.drop(name, warm);
+        continue;
+      }
+      const list = this.waiting.get(name)!;
+      list.splice(list.indexOf(warm), 1);
+      warm.transport.onclose = undefined;
+      return warm;
     }
     return undefined;
   }
@@ -216,7 +276,7 @@ export class WarmPool {
     setImmediate(() => this.fill(name));
   }
 
-  private list(name: string): Warm[] {
+  private list(name: string): Warm<A>[] {
     let list = this.waiting.get(name);
     if (!list) {
       list = [];
@@ -225,7 +285,7 @@ export class WarmPool {
     return list;
   }
 
-  private drop(name: string, warm: Warm): void {
+  private drop(name: string, warm: Warm<A>): void {
     const list = this.waiting.get(name);
     const i = list?.indexOf(warm) ?? -1;
     if (i < 0) return;
@@ -233,10 +293,11 @@ export class WarmPool {
     this.end(warm);
   }
 
-  /** Ends a waiting process; its child slot frees once its process group is gone (as a connection's does). */
-  private end(warm: Warm): void {
+  /** Ends a waiting process (and its connection made ahead); its child slot frees once its process group is gone (as a connection's does). */
+  private end(warm: Warm<A>): void {
     warm.transport.onclose = undefined;
-    const ended = warm.created.terminate?.() ?? Promise.resolve();
+    const ahead = warm.ahead?.value;
+    const ended = (ahead ? ahead.close().then(() => warm.created.terminate?.()) : warm.created.terminate?.()) ?? Promise.resolve();
     void ended.then(warm.release, warm.release);
   }
 }
