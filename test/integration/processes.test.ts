@@ -4,9 +4,11 @@
  * wrapper fixture (test/fixtures/forking-server.mjs: server-everything plus a
  * helper that ignores SIGTERM, every process marked on its command line), and
  * a real SDK client opens a session that starts the upstream. Then: SIGTERM
- * to the gateway, SIGKILL to the upstream itself, and SIGINT twice.
+ * to the gateway, SIGKILL to the upstream itself, and SIGINT twice. The three
+ * cases run at once: each has its own gateway, config and marker, and counts
+ * only its own marked processes.
  */
-import { test, after } from "node:test";
+import { test, describe, after } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -22,7 +24,7 @@ const SLOW = { timeout: 120_000 };
 /** gateway.upstream.killGraceMs in these tests. */
 const GRACE_MS = 500;
 
-let tmp: string | undefined;
+let tmp: Promise<string> | undefined;
 const running: RunningCli[] = [];
 const markers: string[] = [];
 
@@ -36,7 +38,7 @@ after(async () => {
       /* gone */
     }
   }
-  if (tmp) await rm(tmp, { recursive: true, force: true });
+  if (tmp) await rm(await tmp, { recursive: true, force: true });
 });
 
 /**
@@ -50,9 +52,9 @@ after(async () => {
  */
 async function serveWrapped(upstream: Record<string, unknown> = {}): Promise<{ marker: string; served: RunningCli; client: Client }> {
   const marker = newMarker();
-  markers.push(marker);
-  tmp ??= await mkdtemp(path.join(os.tmpdir(), "emceepee-processes-test-"));
-  const file = path.join(tmp, `config-${markers.length}.json`); // not the marker: the gateway is not one of the counted processes
+  const n = markers.push(marker); // taken before any await: the cases run at once
+  tmp ??= mkdtemp(path.join(os.tmpdir(), "emceepee-processes-test-"));
+  const file = path.join(await tmp, `config-${n}.json`); // not the marker: the gateway is not one of the counted processes
   const config = {
     mcpServers: { wrapped: { command: process.execPath, args: [path.join(FIXTURES, "forking-server.mjs"), everythingServerEntry(), marker] } },
     gateway: { upstream: { killGraceMs: GRACE_MS, warmPool: 0, ...upstream } },
@@ -78,54 +80,56 @@ function commandLine(pid: number): string {
   }
 }
 
-test(
-  "SIGTERM: the gateway exits 0 only after its upstreams' whole process groups are gone (a grandchild that ignores SIGTERM and the warm pool's waiting tree included)",
-  SLOW,
-  async () => {
-    const { marker, served, client } = await serveWrapped({ warmPool: 1 });
+describe("exit paths (the cases at once)", { concurrency: true }, () => {
+  test(
+    "SIGTERM: the gateway exits 0 only after its upstreams' whole process groups are gone (a grandchild that ignores SIGTERM and the warm pool's waiting tree included)",
+    SLOW,
+    async () => {
+      const { marker, served, client } = await serveWrapped({ warmPool: 1 });
+      await client.close();
+      served.child.kill("SIGTERM");
+      const { code, signal } = await waitExit(served.child, 60_000);
+      assert.equal(signal, null, `killed by ${signal}; stderr: ${served.stderr()}`);
+      assert.equal(code, 0, `stderr: ${served.stderr()}`);
+      assert.deepEqual(processesWith(marker), [], "close() was awaited: nothing is left when the gateway has exited");
+      assert.deepEqual(await waitForNoProcesses(marker, GRACE_MS), []);
+    },
+  );
+
+  test("an upstream killed with SIGKILL takes its children with it, and the gateway keeps serving", SLOW, async () => {
+    const { marker, served, client } = await serveWrapped({ reconnect: { maxAttempts: 0 } });
+    const wrapper = processesWith(marker).find((pid) => commandLine(pid).includes("forking-server.mjs"));
+    assert.ok(wrapper, "the wrapper (the gateway's direct child) is found");
+    process.kill(wrapper, "SIGKILL");
+    // Its children (server-everything and the helper that ignores SIGTERM) were re-parented to init: only their group reaches them.
+    assert.deepEqual(await waitForNoProcesses(marker), [], "the dead upstream's children are gone");
+
+    const row = await pollFor(
+      async () => (await listServers(client)).find((s) => s.name === "wrapped" && s.status !== "connected"),
+      "the gateway to notice the upstream's end",
+    );
+    assert.match(row.last_error ?? "", /connection closed/);
+    const again = await call(client, "execute_tool", { server: "wrapped", tool: "echo", args: { message: "again" } });
+    assert.equal(firstText(again), "Echo: again", "the next use starts the upstream anew");
+    assert.equal(processesWith(marker).length, 3);
+
     await client.close();
     served.child.kill("SIGTERM");
-    const { code, signal } = await waitExit(served.child, 60_000);
-    assert.equal(signal, null, `killed by ${signal}; stderr: ${served.stderr()}`);
-    assert.equal(code, 0, `stderr: ${served.stderr()}`);
-    assert.deepEqual(processesWith(marker), [], "close() was awaited: nothing is left when the gateway has exited");
-    assert.deepEqual(await waitForNoProcesses(marker, GRACE_MS), []);
-  },
-);
+    assert.equal((await waitExit(served.child, 60_000)).code, 0, served.stderr());
+    assert.deepEqual(processesWith(marker), []);
+  });
 
-test("an upstream killed with SIGKILL takes its children with it, and the gateway keeps serving", SLOW, async () => {
-  const { marker, served, client } = await serveWrapped({ reconnect: { maxAttempts: 0 } });
-  const wrapper = processesWith(marker).find((pid) => commandLine(pid).includes("forking-server.mjs"));
-  assert.ok(wrapper, "the wrapper (the gateway's direct child) is found");
-  process.kill(wrapper, "SIGKILL");
-  // Its children (server-everything and the helper that ignores SIGTERM) were re-parented to init: only their group reaches them.
-  assert.deepEqual(await waitForNoProcesses(marker), [], "the dead upstream's children are gone");
-
-  const row = await pollFor(
-    async () => (await listServers(client)).find((s) => s.name === "wrapped" && s.status !== "connected"),
-    "the gateway to notice the upstream's end",
-  );
-  assert.match(row.last_error ?? "", /connection closed/);
-  const again = await call(client, "execute_tool", { server: "wrapped", tool: "echo", args: { message: "again" } });
-  assert.equal(firstText(again), "Echo: again", "the next use starts the upstream anew");
-  assert.equal(processesWith(marker).length, 3);
-
-  await client.close();
-  served.child.kill("SIGTERM");
-  assert.equal((await waitExit(served.child, 60_000)).code, 0, served.stderr());
-  assert.deepEqual(processesWith(marker), []);
-});
-
-test("SIGINT twice: the second signal forces exit 1 and still SIGKILLs every upstream process", SLOW, async () => {
-  // A grace far longer than the test: the graceful close is still waiting on the stubborn helper when the second signal lands.
-  const { marker, served, client } = await serveWrapped({ killGraceMs: 60_000, warmPool: 1 });
-  await client.close();
-  served.child.kill("SIGINT");
-  await pollFor(async () => (/"msg":"shutdown_started"/.test(served.stderr()) ? true : undefined), "the first SIGINT to start the shutdown");
-  served.child.kill("SIGINT");
-  const { code, signal } = await waitExit(served.child, 30_000);
-  assert.equal(signal, null, served.stderr());
-  assert.equal(code, 1, `a forced exit; stderr: ${served.stderr()}`);
-  assert.match(served.stderr(), /"msg":"shutdown_forced"/);
-  assert.deepEqual(await waitForNoProcesses(marker), [], "every upstream process was SIGKILLed before the gateway exited");
+  test("SIGINT twice: the second signal forces exit 1 and still SIGKILLs every upstream process", SLOW, async () => {
+    // A grace far longer than the test: the graceful close is still waiting on the stubborn helper when the second signal lands.
+    const { marker, served, client } = await serveWrapped({ killGraceMs: 60_000, warmPool: 1 });
+    await client.close();
+    served.child.kill("SIGINT");
+    await pollFor(async () => (/"msg":"shutdown_started"/.test(served.stderr()) ? true : undefined), "the first SIGINT to start the shutdown");
+    served.child.kill("SIGINT");
+    const { code, signal } = await waitExit(served.child, 30_000);
+    assert.equal(signal, null, served.stderr());
+    assert.equal(code, 1, `a forced exit; stderr: ${served.stderr()}`);
+    assert.match(served.stderr(), /"msg":"shutdown_forced"/);
+    assert.deepEqual(await waitForNoProcesses(marker), [], "every upstream process was SIGKILLed before the gateway exited");
+  });
 });

@@ -2,7 +2,8 @@
  * The embedded demo config without its optional server-everything: a clear
  * EMCP_CONFIG_INVALID naming the package, how to install it and --config —
  * from the resolver (a real require.resolve from a folder without the
- * package) and from the CLI (a copy of src/ whose node_modules lacks it).
+ * package) and from the CLI (a copy of the compiled CLI the integration tests
+ * spawn, test/helpers/cli-build.ts, whose node_modules lacks it).
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -15,6 +16,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { EVERYTHING_PACKAGE, demoConfig, everythingServerEntry } from "../../src/config/demo.js";
 import { GatewayError } from "../../src/errors.js";
+import { builtDir } from "../helpers/cli-build.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -51,8 +53,8 @@ test("without server-everything the demo config is EMCP_CONFIG_INVALID saying wh
 test("emceepee check without --config and without server-everything exits 2 with the message, no stack trace", async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), "emceepee-no-everything-"));
   try {
-    // src/ and package.json as they are; node_modules: every installed package but server-everything.
-    cpSync(path.join(ROOT, "src"), path.join(dir, "src"), { recursive: true });
+    // The compiled CLI (src/ as it is, plain JavaScript: no loader in the child) and package.json; node_modules: every installed package but server-everything.
+    cpSync(path.join(builtDir(), "dist"), path.join(dir, "dist"), { recursive: true });
     cpSync(path.join(ROOT, "package.json"), path.join(dir, "package.json"));
     const modules = path.join(ROOT, "node_modules");
     for (const name of readdirSync(modules)) {
@@ -66,7 +68,7 @@ test("emceepee check without --config and without server-everything exits 2 with
         symlinkSync(path.join(modules, name), path.join(dir, "node_modules", name));
       }
     }
-    const run = promisify(execFile)(process.execPath, ["--import", "tsx", path.join(dir, "src/cli/main.ts"), "check"], { cwd: dir, timeout: 120_000 });
+    const run = promisify(execFile)(process.execPath, [path.join(dir, "dist/cli/main.js"), "check"], { cwd: dir, timeout: 120_000 });
     const failure = await run.then(
       () => assert.fail("check succeeded without server-everything"),
       (err: { code?: number; stdout: string; stderr: string }) => err,

@@ -8,6 +8,9 @@ import { test } from "node:test";
 import { promisify } from "node:util";
 import { openSqliteDatabase, sqliteDriverPackage } from "../../src/store/sqlite/driver.js";
 
+/** The child loads src/*.ts as this process does (the compiled cache npm test fills; tsx with EMCEEPEE_TEST_TS=tsx). */
+const TS_LOADER = process.env.EMCEEPEE_TEST_TS === "tsx" ? "tsx" : new URL("../helpers/ts-register.mjs", import.meta.url).href;
+
 const run = promisify(execFile);
 
 test("Node 20 uses better-sqlite3 12; Node 22 and later use the Node-API build (13), never 12", () => {
@@ -37,7 +40,7 @@ test("without the driver package the store says which package is missing and wha
   writeFileSync(preloadFile, preload);
   let stdout: string;
   try {
-    ({ stdout } = await run(process.execPath, ["--require", preloadFile, "--import", "tsx", "-e", script], {
+    ({ stdout } = await run(process.execPath, ["--require", preloadFile, "--import", TS_LOADER, "-e", script], {
       cwd: new URL("../..", import.meta.url).pathname,
       timeout: 120_000,
     }));

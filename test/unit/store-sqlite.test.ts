@@ -25,6 +25,8 @@ import { waitExit } from "../helpers/core-extra.js";
 import { storeContract } from "../store/contract.js";
 import { event, pending, rejectsWith, session, task } from "../store/fixtures.js";
 
+/** The crash writers load src/*.ts as this process does (the compiled cache npm test fills; tsx with EMCEEPEE_TEST_TS=tsx). */
+const TS_LOADER = process.env.EMCEEPEE_TEST_TS === "tsx" ? "tsx" : new URL("../helpers/ts-register.mjs", import.meta.url).href;
 const ROOT = mkdtempSync(path.join(os.tmpdir(), "emceepee-store-"));
 after(() => rmSync(ROOT, { recursive: true, force: true }));
 let fileCounter = 0;
@@ -398,7 +400,7 @@ describe("sqlite: behaviour under load", () => {
 
     const script = fileURLToPath(new URL("../store/crash-writer.ts", import.meta.url));
     const writers = ["w1", "w2"].map((name) => {
-      const child = spawn(process.execPath, ["--import", "tsx", script, file, name, String(shared)], { stdio: ["ignore", "pipe", "pipe"] });
+      const child = spawn(process.execPath, ["--import", TS_LOADER, script, file, name, String(shared)], { stdio: ["ignore", "pipe", "pipe"] });
       const seen = { T: [] as string[], E: [] as string[], D: [] as string[], W: [] as string[], stderr: "" };
       let buffer = "";
       child.stdout.on("data", (chunk: Buffer) => {
