@@ -266,7 +266,8 @@ export class WarmPool<A extends Ahead = Ahead> {
       }
       const list = this.waiting.get(name)!;
       list.splice(list.indexOf(warm), 1);
-      warm.transport.onclose = undefined;
+      // A process's own watch ends here; a connection made ahead keeps its client's (the client set it).
+      if (!warm.ahead) warm.transport.onclose = undefined;
       return warm;
     }
     return undefined;
@@ -295,7 +296,7 @@ export class WarmPool<A extends Ahead = Ahead> {
 
   /** Ends a waiting process (and its connection made ahead); its child slot frees once its process group is gone (as a connection's does). */
   private end(warm: Warm<A>): void {
-    warm.transport.onclose = undefined;
+    if (!warm.ahead) warm.transport.onclose = undefined;
     const ahead = warm.ahead?.value;
     const ended = (ahead ? ahead.close().then(() => warm.created.terminate?.()) : warm.created.terminate?.()) ?? Promise.resolve();
     void ended.then(warm.release, warm.release);
