@@ -2,12 +2,13 @@
  * /all/mcp with a hung upstream (issue 20, design TF-10): an HTTP upstream
  * that accepts the connection and never answers must not stall the
  * aggregate. Initialize and tools/list answer with the reachable upstream
- * (server-everything over stdio) and name the missing one; the hung upstream
- * is not waited for again; when it finally answers, it joins and the client
- * gets tools/list_changed. The aggregate waits 30 s (aggregateWaitMs: a
- * loaded machine's spawn of server-everything may take most of that), the hung
- * upstream's own connect timeout is 120 s and every answer must come before
- * it, so the test is about behaviour, not speed. With the hung upstream alone
+ * (server-everything in this process, test/helpers/in-process.ts: no spawn to
+ * wait for) and name the missing one; the hung upstream is not waited for
+ * again; when it finally answers, it joins and the client gets
+ * tools/list_changed. The aggregate waits 5 s (aggregateWaitMs; 30 s while the
+ * reachable upstream was a stdio process, whose spawn on a loaded machine could
+ * take most of that), the hung upstream's own connect timeout is 120 s and
+ * every answer must come before it, so the test is about behaviour, not speed. With the hung upstream alone
  * (no spawn), its resources and prompts become listable in the same session
  * once it joins: the face offered them from initialize on.
  */
@@ -23,10 +24,12 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { UNAVAILABLE_META_KEY } from "../../src/faces/transparent/handlers.js";
 import { startHungServer } from "../fixtures/hung-http-server.js";
-import { everythingStdio, startGateway } from "../helpers/gateway.js";
+import { startGateway } from "../helpers/gateway.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 
 const HUNG_CONNECT_TIMEOUT_MS = 120_000;
-const AGGREGATE_WAIT_MS = 30_000;
+/** The whole wait is spent each time (the hung upstream never connects within it): short, as the reachable upstream is in process. */
+const AGGREGATE_WAIT_MS = 5_000;
 
 const missingOf = (listed: Pick<ListToolsResult, "_meta">) =>
   (listed._meta?.[UNAVAILABLE_META_KEY] as Array<{ server: string; reason: string }> | undefined) ?? [];
@@ -39,8 +42,8 @@ const until = async (what: string, done: () => boolean) => {
 
 test("/all/mcp answers initialize and tools/list without waiting for a hung upstream, names it, and lists it once it joins", { timeout: 400_000 }, async () => {
   const hung = await startHungServer();
-  const gw = await startGateway({
-    mcpServers: { everything: everythingStdio(), hung: { url: hung.url } },
+  const gw = await startInProcessGateway({
+    mcpServers: { everything: inProcess("everything"), hung: { url: hung.url } },
     gateway: {
       logLevel: "silent",
       transparent: { aggregateWaitMs: AGGREGATE_WAIT_MS },
@@ -70,7 +73,7 @@ test("/all/mcp answers initialize and tools/list without waiting for a hung upst
         missing.map((m) => m.server),
         ["hung"],
       );
-      assert.match(missing[0]!.reason, /did not connect within 30000 ms \(gateway\.transparent\.aggregateWaitMs\)/);
+      assert.match(missing[0]!.reason, new RegExp(`did not connect within ${AGGREGATE_WAIT_MS} ms \\(gateway\\.transparent\\.aggregateWaitMs\\)`));
     }
     // Not waited for again and not tried again: the one attempt (held by the upstream) goes on in the background.
     assert.equal(hung.requests, 1, "one connect attempt for initialize and both lists");

@@ -221,43 +221,6 @@ async function unknownCursorIs400(url: string, sessionId: string): Promise<void>
   assert.match(res.body, /Last-Event-ID is not an event of this session's streams: it was evicted .*Open a new GET stream without Last-Event-ID/);
 }
 
-describe("SSE streams resume from the store after `emceepee serve` restarts (SQLite)", () => {
-  for (const signal of ["SIGKILL", "SIGTERM"] as const) {
-    // The SIGKILL restart also serves the priming-event case, on a session of its own.
-    const priming = signal === "SIGKILL";
-    const name = `${signal}: the GET stream and a cut POST stream get what they missed, none twice${
-      priming ? "; a POST stream cut right after its priming event (an id with no row) gets its call's result" : ""
-    }`;
-    test(name, SLOW, async () => {
-      const port = await freePort();
-      const config = path.join(tmp, `${signal}.json`);
-      const db = path.join(tmp, `${signal}.db`);
-      await writeFile(config, localConfig());
-      const args = ["--config", config, "--port", String(port), "--store", `sqlite:${db}`];
-      let served = await serve(args);
-      const url = `http://127.0.0.1:${port}/servers/local/mcp`;
-      let cut: PrimingCut | undefined;
-      const peer = await missedMessagesArriveOnce(url, sqliteEvents(db), async () => {
-        if (priming) cut = await cutAfterPriming(url, db);
-        served.child.kill(signal);
-        const { code } = await waitExit(served.child, 60_000);
-        if (signal === "SIGTERM") assert.equal(code, 0, served.stderr().slice(-2000));
-        running.delete(served);
-        served = await serve(args);
-      });
-      assert.equal(logOf(served, "session_resumed").length, 1, "the session was resumed once, by the held resumes");
-      await unknownCursorIs400(url, peer.sessionId);
-      if (cut) await primingCursorGetsResult(url, cut);
-
-      // A session that ends takes its stored replay with it.
-      const sessionId = peer.sessionId;
-      assert.ok((await sqliteEvents(db)(sessionId)).length > 0);
-      await peer.close();
-      await pollFor(async () => ((await sqliteEvents(db)(sessionId)).length === 0 ? true : undefined), "the ended session's replay to be deleted");
-    });
-  }
-});
-
 interface PrimingCut {
   headers: Record<string, string>;
   primingId: string;
@@ -308,56 +271,99 @@ async function primingCursorGetsResult(url: string, { headers, primingId }: Prim
   assert.match(text, /Long running operation completed\. Duration: 1 seconds, Steps: 1\./);
 }
 
-const skip = redisSkipReason();
-describe("SSE streams of a dead replica resume on the replica that adopts the session (Redis)", () => {
-  if (skip !== undefined) {
-    test("replicas on redis", { skip }, () => undefined);
-    return;
-  }
-  let redis: RedisServer;
-  let balancer: Balancer;
-  const replicas: Array<{ id: string; port: number; served: RunningCli }> = [];
+/**
+ * The cases at once (issue 21: the file's wall time was their sum): the two restarts and the replicas each have their
+ * own gateway processes, ports and store (a SQLite file each, their own redis-server).
+ */
+describe("SSE resumption across the death of the process holding the session", { concurrency: true }, () => {
+  describe("SSE streams resume from the store after `emceepee serve` restarts (SQLite)", () => {
+    for (const signal of ["SIGKILL", "SIGTERM"] as const) {
+      // The SIGKILL restart also serves the priming-event case, on a session of its own.
+      const priming = signal === "SIGKILL";
+      const name = `${signal}: the GET stream and a cut POST stream get what they missed, none twice${
+        priming ? "; a POST stream cut right after its priming event (an id with no row) gets its call's result" : ""
+      }`;
+      test(name, SLOW, async () => {
+        const port = await freePort();
+        const config = path.join(tmp, `${signal}.json`);
+        const db = path.join(tmp, `${signal}.db`);
+        await writeFile(config, localConfig());
+        const args = ["--config", config, "--port", String(port), "--store", `sqlite:${db}`];
+        let served = await serve(args);
+        const url = `http://127.0.0.1:${port}/servers/local/mcp`;
+        let cut: PrimingCut | undefined;
+        const peer = await missedMessagesArriveOnce(url, sqliteEvents(db), async () => {
+          if (priming) cut = await cutAfterPriming(url, db);
+          served.child.kill(signal);
+          const { code } = await waitExit(served.child, 60_000);
+          if (signal === "SIGTERM") assert.equal(code, 0, served.stderr().slice(-2000));
+          running.delete(served);
+          served = await serve(args);
+        });
+        assert.equal(logOf(served, "session_resumed").length, 1, "the session was resumed once, by the held resumes");
+        await unknownCursorIs400(url, peer.sessionId);
+        if (cut) await primingCursorGetsResult(url, cut);
 
-  before(async () => {
-    redis = await startRedis();
-    for (const id of ["a", "b"]) {
-      const port = await freePort();
-      const config = path.join(tmp, `replica-${id}.json`);
-      await writeFile(
-        config,
-        // leaseMs: long enough that a live replica's heartbeat is not missed on a loaded machine.
-        localConfig({
-          store: { kind: "redis", url: redis.url },
-          cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: 5_000 },
-        }),
-      );
-      const served = await serve(["--config", config, "--port", String(port)], { EMCEEPEE_CLUSTER_SECRET: "sse-resume-test-secret-0123456789" });
-      replicas.push({ id, port, served });
+        // A session that ends takes its stored replay with it.
+        const sessionId = peer.sessionId;
+        assert.ok((await sqliteEvents(db)(sessionId)).length > 0);
+        await peer.close();
+        await pollFor(async () => ((await sqliteEvents(db)(sessionId)).length === 0 ? true : undefined), "the ended session's replay to be deleted");
+      });
     }
-    balancer = new Balancer(() => replicas.filter((r) => r.served.child.exitCode === null && r.served.child.signalCode === null));
-    await balancer.start();
   });
 
-  after(async () => {
-    await balancer?.close();
-    await Promise.allSettled(replicas.map((r) => stopChild(r.served.child)));
-    await redis?.stop();
-  });
+  const skip = redisSkipReason();
+  describe("SSE streams of a dead replica resume on the replica that adopts the session (Redis)", () => {
+    if (skip !== undefined) {
+      test("replicas on redis", { skip }, () => undefined);
+      return;
+    }
+    let redis: RedisServer;
+    let balancer: Balancer;
+    const replicas: Array<{ id: string; port: number; served: RunningCli }> = [];
 
-  test("SIGKILL of the owner: the GET stream and a cut POST stream get what they missed through the adopter, none twice", SLOW, async () => {
-    const url = `http://127.0.0.1:${balancer.port}/servers/local/mcp`;
-    let owner: (typeof replicas)[number] | undefined;
-    const peer = await missedMessagesArriveOnce(url, redisEvents(redis), async (sessionId) => {
-      owner = replicas.find((r) => logOf(r.served, "session_created").some((l) => l.sessionHash === sessionHash(sessionId)));
-      assert.ok(owner, "a replica created the session");
-      owner.served.child.kill("SIGKILL");
-      await waitExit(owner.served.child, 60_000);
+    before(async () => {
+      redis = await startRedis();
+      for (const id of ["a", "b"]) {
+        const port = await freePort();
+        const config = path.join(tmp, `replica-${id}.json`);
+        await writeFile(
+          config,
+          // leaseMs: long enough that a live replica's heartbeat is not missed on a loaded machine.
+          localConfig({
+            store: { kind: "redis", url: redis.url },
+            cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: 5_000 },
+          }),
+        );
+        const served = await serve(["--config", config, "--port", String(port)], { EMCEEPEE_CLUSTER_SECRET: "sse-resume-test-secret-0123456789" });
+        replicas.push({ id, port, served });
+      }
+      balancer = new Balancer(() => replicas.filter((r) => r.served.child.exitCode === null && r.served.child.signalCode === null));
+      await balancer.start();
     });
-    const adopter = replicas.find((r) => r !== owner)!;
-    assert.ok(
-      logOf(adopter.served, "cluster_session_adopted").length > 0,
-      "the surviving replica adopted the session and replayed the dead owner's streams from Redis",
-    );
-    await unknownCursorIs400(url, peer.sessionId);
+
+    after(async () => {
+      await balancer?.close();
+      await Promise.allSettled(replicas.map((r) => stopChild(r.served.child)));
+      await redis?.stop();
+    });
+
+    test("SIGKILL of the owner: the GET stream and a cut POST stream get what they missed through the adopter, none twice", SLOW, async () => {
+      const url = `http://127.0.0.1:${balancer.port}/servers/local/mcp`;
+      let owner: (typeof replicas)[number] | undefined;
+      const peer = await missedMessagesArriveOnce(url, redisEvents(redis), async (sessionId) => {
+        owner = replicas.find((r) => logOf(r.served, "session_created").some((l) => l.sessionHash === sessionHash(sessionId)));
+        assert.ok(owner, "a replica created the session");
+        owner.served.child.kill("SIGKILL");
+        await waitExit(owner.served.child, 60_000);
+      });
+      const adopter = replicas.find((r) => r !== owner)!;
+      assert.ok(
+        logOf(adopter.served, "cluster_session_adopted").length > 0,
+        "the surviving replica adopted the session and replayed the dead owner's streams from Redis",
+      );
+      await unknownCursorIs400(url, peer.sessionId);
+    });
   });
 });

@@ -331,9 +331,10 @@ describe("/servers/everything/mcp: an SDK client gets what a direct client gets"
     async () => {
       let roots = [{ uri: "file:///work/project-a", name: "Project A" }];
       const withRoots = await open(serverUrl(), { ...ANSWERING, capabilities: { ...FULL_CAPABILITIES, roots: { listChanged: true } }, roots: () => roots });
-      // server-everything asks for the roots once, shortly after initialization.
+      // server-everything asks for the roots shortly after initialization (at load 20–25 sometimes twice: how often it
+      // asks is its own business). What is checked: its roots/list reached this client, which answered it ("Roots updated").
       await withRoots.waitForLog("Roots updated");
-      assert.equal(withRoots.rootsRequests, 1, "the upstream's roots/list reached the client");
+      assert.ok(withRoots.rootsRequests >= 1, `the upstream's roots/list reached the client (${withRoots.rootsRequests} requests)`);
       const listed = await withRoots.callTool("get-roots-list");
       assert.match(JSON.stringify(listed.content), /Project A[^"]*URI: file:\/\/\/work\/project-a/);
 
@@ -361,7 +362,7 @@ describe("/servers/everything/mcp: an SDK client gets what a direct client gets"
       });
       const listed = await late.callTool("get-roots-list");
       assert.match(JSON.stringify(listed.content), /URI: file:\/\/\/work\/late/);
-      assert.equal(late.rootsRequests, 1);
+      assert.ok(late.rootsRequests >= 1, `the upstream's roots/list reached the late client (${late.rootsRequests} requests)`);
     },
   );
 
