@@ -6,7 +6,7 @@
  * added by the reload applies at once; a file whose governance block is
  * invalid is logged (config_reload_failed) and the curation in force stays.
  */
-import { test, after } from "node:test";
+import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
@@ -21,6 +21,10 @@ import { CLI_ARGS, logLines, pollFor, startCliServe, stopChild, type RunningCli 
 let tmp: string | undefined;
 let served: RunningCli | undefined;
 const clients: Client[] = [];
+
+before(async () => {
+  tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-curation-reload-"));
+});
 
 after(async () => {
   await Promise.allSettled(clients.map((c) => c.close()));
@@ -43,99 +47,100 @@ function config(echoName: string, extra: Record<string, unknown> = {}) {
 
 const text = (r: unknown) => ((r as CallToolResult).content ?? []).map((c) => ("text" in c ? c.text : "")).join(" ");
 
-test(
-  "SIGHUP: a renamed tool reaches a connected client with tools/list_changed; a new rate limit applies; a bad governance block keeps the one in force",
-  { timeout: 240_000 },
-  async () => {
-    tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-curation-reload-"));
-    const file = path.join(tmp, "config.json");
-    await writeFile(file, JSON.stringify(config("say")));
-    served = await startCliServe(ROOT, ["--port", "0", "--config", file, "--store", "memory", "--log-level", "info", "--no-upstream-check"]);
-    const s = served;
-    const client = await connectClient(s.url.replace(/\/mcp$/, "/servers/everything/mcp"));
-    clients.push(client);
-    let changed = 0;
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => void changed++);
-    const names = async () => (await client.listTools()).tools.map((t) => t.name);
-    assert.ok((await names()).includes("say"));
-    assert.match(text(await client.callTool({ name: "say", arguments: { message: "one" } })), /one/);
-    // The banner names the virtual server's URL, and it serves its one tool.
-    assert.match(s.stdout(), /virtual server\s+http:\/\/\S+\/v\/kit\/mcp/);
-    const kit = await connectClient(s.url.replace(/\/mcp$/, "/v/kit/mcp"));
-    clients.push(kit);
-    assert.deepEqual(
-      (await kit.listTools()).tools.map((t) => t.name),
-      ["shout"],
-    );
+/** Both cases at once (issue 21): each runs its own gateway processes on its own config file. */
+describe("curation and rate limits from the config file, in the real CLI", { concurrency: true }, () => {
+  test(
+    "SIGHUP: a renamed tool reaches a connected client with tools/list_changed; a new rate limit applies; a bad governance block keeps the one in force",
+    { timeout: 240_000 },
+    async () => {
+      const file = path.join(tmp!, "config.json");
+      await writeFile(file, JSON.stringify(config("say")));
+      served = await startCliServe(ROOT, ["--port", "0", "--config", file, "--store", "memory", "--log-level", "info", "--no-upstream-check"]);
+      const s = served;
+      const client = await connectClient(s.url.replace(/\/mcp$/, "/servers/everything/mcp"));
+      clients.push(client);
+      let changed = 0;
+      client.setNotificationHandler(ToolListChangedNotificationSchema, () => void changed++);
+      const names = async () => (await client.listTools()).tools.map((t) => t.name);
+      assert.ok((await names()).includes("say"));
+      assert.match(text(await client.callTool({ name: "say", arguments: { message: "one" } })), /one/);
+      // The banner names the virtual server's URL, and it serves its one tool.
+      assert.match(s.stdout(), /virtual server\s+http:\/\/\S+\/v\/kit\/mcp/);
+      const kit = await connectClient(s.url.replace(/\/mcp$/, "/v/kit/mcp"));
+      clients.push(kit);
+      assert.deepEqual(
+        (await kit.listTools()).tools.map((t) => t.name),
+        ["shout"],
+      );
 
-    // Renamed again, and one call of echo a minute: no restart needed.
-    await writeFile(
-      file,
-      JSON.stringify(config("speak", { rateLimits: [{ name: "echo-slowly", scope: "tool", tool: "echo", capacity: 1, refillPerMinute: 1 }] })),
-    );
-    s.child.kill("SIGHUP");
-    const reloaded = await pollFor(async () => logLines(s.stderr(), "config_reloaded")[0], "config_reloaded", 60_000);
-    assert.ok(reloaded.listChanged >= 1, JSON.stringify(reloaded));
-    assert.deepEqual(logLines(s.stderr(), "config_reload_settings_need_restart"), [], "governance and rateLimits need no restart");
-    await pollFor(async () => (changed >= 1 ? true : undefined), "tools/list_changed on the connected client", 60_000);
-    const now = await names();
-    assert.ok(now.includes("speak") && !now.includes("say") && !now.includes("echo"), now.join(", "));
-    assert.match(text(await client.callTool({ name: "speak", arguments: { message: "two" } })), /two/);
-    const limited = await client.callTool({ name: "speak", arguments: { message: "three" } }).then(
-      (r) => text(r),
-      (e: unknown) => String(e),
-    );
-    assert.match(limited, /echo-slowly|rate limit/, "the limit added by the reload refuses the second call");
+      // Renamed again, and one call of echo a minute: no restart needed.
+      await writeFile(
+        file,
+        JSON.stringify(config("speak", { rateLimits: [{ name: "echo-slowly", scope: "tool", tool: "echo", capacity: 1, refillPerMinute: 1 }] })),
+      );
+      s.child.kill("SIGHUP");
+      const reloaded = await pollFor(async () => logLines(s.stderr(), "config_reloaded")[0], "config_reloaded", 60_000);
+      assert.ok(reloaded.listChanged >= 1, JSON.stringify(reloaded));
+      assert.deepEqual(logLines(s.stderr(), "config_reload_settings_need_restart"), [], "governance and rateLimits need no restart");
+      await pollFor(async () => (changed >= 1 ? true : undefined), "tools/list_changed on the connected client", 60_000);
+      const now = await names();
+      assert.ok(now.includes("speak") && !now.includes("say") && !now.includes("echo"), now.join(", "));
+      assert.match(text(await client.callTool({ name: "speak", arguments: { message: "two" } })), /two/);
+      const limited = await client.callTool({ name: "speak", arguments: { message: "three" } }).then(
+        (r) => text(r),
+        (e: unknown) => String(e),
+      );
+      assert.match(limited, /echo-slowly|rate limit/, "the limit added by the reload refuses the second call");
 
-    // A governance block that does not validate: logged, the curation in force stays, no list_changed.
-    const before = changed;
-    await writeFile(
-      file,
-      JSON.stringify({ ...config("again"), gateway: { governance: { curation: [{ server: "everything", tool: "echo", name: "bad name!" }] } } }),
-    );
-    s.child.kill("SIGHUP");
-    const failed = await pollFor(async () => logLines(s.stderr(), "config_reload_failed")[0], "config_reload_failed", 60_000);
-    assert.match(String(failed.reason), /curation/);
-    assert.ok((await names()).includes("speak"));
-    assert.equal(changed, before);
-    assert.equal(s.child.exitCode, null, "SIGHUP never ends the gateway");
-  },
-);
+      // A governance block that does not validate: logged, the curation in force stays, no list_changed.
+      const before = changed;
+      await writeFile(
+        file,
+        JSON.stringify({ ...config("again"), gateway: { governance: { curation: [{ server: "everything", tool: "echo", name: "bad name!" }] } } }),
+      );
+      s.child.kill("SIGHUP");
+      const failed = await pollFor(async () => logLines(s.stderr(), "config_reload_failed")[0], "config_reload_failed", 60_000);
+      assert.match(String(failed.reason), /curation/);
+      assert.ok((await names()).includes("speak"));
+      assert.equal(changed, before);
+      assert.equal(s.child.exitCode, null, "SIGHUP never ends the gateway");
+    },
+  );
 
-test(
-  "emceepee stdio --face virtual:<name> serves the virtual server's tools; an unknown name is refused naming the known ones",
-  { timeout: 120_000 },
-  async () => {
-    tmp ??= await mkdtemp(path.join(os.tmpdir(), "emceepee-curation-reload-"));
-    const file = path.join(tmp, "stdio.json");
-    await writeFile(file, JSON.stringify(config("say")));
-    const client = new SdkClient({ name: "stdio-virtual", version: "1.0.0" });
-    await client.connect(
-      new StdioClientTransport({
+  test(
+    "emceepee stdio --face virtual:<name> serves the virtual server's tools; an unknown name is refused naming the known ones",
+    { timeout: 120_000 },
+    async () => {
+      const file = path.join(tmp!, "stdio.json");
+      await writeFile(file, JSON.stringify(config("say")));
+      const client = new SdkClient({ name: "stdio-virtual", version: "1.0.0" });
+      await client.connect(
+        new StdioClientTransport({
+          command: process.execPath,
+          args: [...CLI_ARGS, "stdio", "--config", file, "--face", "virtual:kit"],
+          cwd: ROOT,
+          stderr: "ignore",
+        }),
+      );
+      clients.push(client);
+      assert.deepEqual(
+        (await client.listTools()).tools.map((t) => t.name),
+        ["shout"],
+      );
+      assert.match(text(await client.callTool({ name: "shout", arguments: { message: "piped" } })), /piped/);
+
+      const refused = new SdkClient({ name: "stdio-virtual-unknown", version: "1.0.0" });
+      const transport = new StdioClientTransport({
         command: process.execPath,
-        args: [...CLI_ARGS, "stdio", "--config", file, "--face", "virtual:kit"],
+        args: [...CLI_ARGS, "stdio", "--config", file, "--face", "virtual:nope"],
         cwd: ROOT,
-        stderr: "ignore",
-      }),
-    );
-    clients.push(client);
-    assert.deepEqual(
-      (await client.listTools()).tools.map((t) => t.name),
-      ["shout"],
-    );
-    assert.match(text(await client.callTool({ name: "shout", arguments: { message: "piped" } })), /piped/);
-
-    const refused = new SdkClient({ name: "stdio-virtual-unknown", version: "1.0.0" });
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: [...CLI_ARGS, "stdio", "--config", file, "--face", "virtual:nope"],
-      cwd: ROOT,
-      stderr: "pipe",
-    });
-    let stderr = "";
-    transport.stderr?.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
-    await assert.rejects(refused.connect(transport));
-    await pollFor(async () => (/virtual:nope: no such virtual server.*have: kit/.test(stderr) ? true : undefined), "the refusal on stderr", 30_000);
-    await refused.close().catch(() => undefined);
-  },
-);
+        stderr: "pipe",
+      });
+      let stderr = "";
+      transport.stderr?.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
+      await assert.rejects(refused.connect(transport));
+      await pollFor(async () => (/virtual:nope: no such virtual server.*have: kit/.test(stderr) ? true : undefined), "the refusal on stderr", 30_000);
+      await refused.close().catch(() => undefined);
+    },
+  );
+});
