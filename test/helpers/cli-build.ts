@@ -13,8 +13,10 @@
  * - How: TypeScript's transpileModule with tsconfig.build.json's options, file
  *   by file — what tsc emits for this code (verbatimModuleSyntax makes every
  *   file compile alone), without the type check `npm run typecheck` does.
- * - A build goes to a temporary folder renamed into place: two test processes
- *   building at once both finish, neither sees a half-written tree.
+ * - A build goes to a temporary folder renamed into place (buildOnce, for the
+ *   compiled tree and the bundle alike): two test processes building at once
+ *   both finish, neither sees a half-written tree. A process hashes the inputs
+ *   once (the first builtDir()) and keeps that build for its life.
  * - EMCEEPEE_TEST_CLI=tsx runs src/cli/main.ts through tsx instead (as before).
  * - Not the bundle the package ships (scripts/bundle.mjs, docs/adr/0039): the
  *   tests run per-module code, which cli-lazy.test.ts reads module by module;
@@ -95,27 +97,36 @@ function prune(keep: string): void {
   }
 }
 
-/** The build's folder (holding dist/cli/main.js), built first when a source changed. */
-export function builtDir(): string {
-  const files = [...sources(path.join(ROOT, "src")), ...sources(FIXTURES)];
-  const dir = path.join(CACHE, inputsHash(files));
-  const entry = path.join(dir, "dist/cli/main.js");
-  if (existsSync(entry)) return dir;
-  mkdirSync(CACHE, { recursive: true });
+/**
+ * `dir` holding `entry` (a path inside it), made by `make(tmp)` into a temporary folder renamed into place when `entry`
+ * is missing; true when this call built it. A process that loses the rename to another's identical build uses that one.
+ */
+function buildOnce(dir: string, entry: string, make: (tmp: string) => void): boolean {
+  if (existsSync(entry)) return false;
+  mkdirSync(path.dirname(dir), { recursive: true });
   const tmp = `${dir}.tmp-${process.pid}-${Date.now()}`;
   try {
-    compile(files, tmp);
+    make(tmp);
     try {
       renameSync(tmp, dir);
     } catch (err) {
-      // Another process put the same build in place first: use that one.
       if (!existsSync(entry)) throw err;
     }
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
-  prune(dir);
-  return dir;
+  return true;
+}
+
+let built: string | undefined;
+
+/** The build's folder (holding dist/cli/main.js), built first when a source changed. */
+export function builtDir(): string {
+  if (built && existsSync(path.join(built, "dist/cli/main.js"))) return built;
+  const files = [...sources(path.join(ROOT, "src")), ...sources(FIXTURES)];
+  const dir = path.join(CACHE, inputsHash(files));
+  if (buildOnce(dir, path.join(dir, "dist/cli/main.js"), (tmp) => compile(files, tmp))) prune(dir);
+  return (built = dir);
 }
 
 /** The built CLI entry, dist/cli/main.js. */
@@ -130,19 +141,10 @@ export function builtCliEntry(): string {
 export function bundledCliEntry(): string {
   const dir = `${builtDir()}-bundle`;
   const entry = path.join(dir, "dist/cli/emceepee.mjs");
-  if (existsSync(entry)) return entry;
-  const tmp = `${dir}.tmp-${process.pid}-${Date.now()}`;
-  try {
+  buildOnce(dir, entry, (tmp) => {
     execFileSync(process.execPath, [path.join(ROOT, "scripts/bundle.mjs"), path.join(tmp, "dist")], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
     copyFileSync(path.join(ROOT, "package.json"), path.join(tmp, "package.json"));
-    try {
-      renameSync(tmp, dir);
-    } catch (err) {
-      if (!existsSync(entry)) throw err;
-    }
-  } finally {
-    rmSync(tmp, { recursive: true, force: true });
-  }
+  });
   return entry;
 }
 

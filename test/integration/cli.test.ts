@@ -449,7 +449,8 @@ describe("emceepee CLI (the groups at once)", { concurrency: true }, () => {
       transport.stderr?.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
       client = new Client({ name: "stdio-test-client", version: "1.0.0" });
       client.onerror = (err) => protocolErrors.push(err);
-      await client.connect(transport);
+      // A bound for a loaded machine: this CLI starts beside the other groups' processes (the SDK's default is 60 s).
+      await client.connect(transport, { timeout: 180_000 });
       direct = await connectDirectEverything();
       // A first call connects the upstream whether sessions connect eagerly or on first use.
       assert.equal(firstText(await call(client, "execute_tool", { server: "everything", tool: "echo", args: { message: "up" } })), "Echo: up");
