@@ -33,10 +33,56 @@ export interface TestBrowser {
   close(): Promise<void>;
 }
 
-/** One headless Chromium; playwright's launch() gives it a fresh temporary profile and removes it on close. */
+/**
+ * How long the process's Chromium stays up after its last lease closes: a batch
+ * (test/helpers/batch.ts) runs its browser files one after another, and the next
+ * file's before() leases it again within this time instead of launching another
+ * (each launch is a browser, zygote and GPU process: about 3 s of CPU at load).
+ */
+const LINGER_MS = 60_000;
+
+let shared: { browser: Promise<Browser>; leases: number; linger?: NodeJS.Timeout } | undefined;
+
+/**
+ * A lease on the test process's one headless Chromium (playwright's launch()
+ * gives it a fresh temporary profile and removes it on close). Each lease makes
+ * its own contexts, so nothing is shared between tests but the process; close()
+ * ends the lease, and the browser closes once no lease is left for LINGER_MS.
+ * A browser that died or was disconnected is launched again for the next lease.
+ */
 export async function launchBrowser(): Promise<TestBrowser> {
-  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: ARGS, headless: true });
-  return { browser, close: () => browser.close() };
+  if (shared) {
+    const browser = await shared.browser.catch(() => undefined);
+    if (!browser?.isConnected()) shared = undefined;
+  }
+  shared ??= { browser: chromium.launch({ executablePath: CHROMIUM_PATH, args: ARGS, headless: true }), leases: 0 };
+  const lease = shared;
+  clearTimeout(lease.linger);
+  lease.leases += 1;
+  let browser: Browser;
+  try {
+    browser = await lease.browser;
+  } catch (err) {
+    lease.leases -= 1;
+    if (shared === lease) shared = undefined;
+    throw err;
+  }
+  let closed = false;
+  return {
+    browser,
+    close: () => {
+      if (closed) return Promise.resolve();
+      closed = true;
+      if (--lease.leases > 0) return Promise.resolve();
+      // A new lease within LINGER_MS clears the timer. Unref'd: a process with
+      // nothing else to do exits, and playwright kills its browser on exit.
+      lease.linger = setTimeout(() => {
+        if (shared === lease) shared = undefined;
+        void browser.close().catch(() => undefined);
+      }, LINGER_MS).unref();
+      return Promise.resolve();
+    },
+  };
 }
 
 export interface TestPage {
