@@ -109,7 +109,9 @@ async function gatewayRun(name: string, upstream: Record<string, unknown>, trans
     mcpServers: { everything: { command: process.execPath, args: [everythingServerEntry(), "stdio"], sharing: "session" } },
     gateway: { upstream: { maxChildProcesses: 400, ...upstream }, transparent },
   };
-  const gw: GatewayProcess = await startGatewayProcess(config, name);
+  // "info": the warm pool's warm_connection_ready lines say when a process made ahead is connected (ADR 0044).
+  const gw: GatewayProcess = await startGatewayProcess(config, name, "info");
+  const ready = () => gw.stderr().split("warm_connection_ready").length - 1;
   try {
     const face = meta ? gw.url : gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
     // Warm-up: one session used, so the gateway knows the upstream's answer (the start-up check does too).
@@ -122,10 +124,16 @@ async function gatewayRun(name: string, upstream: Record<string, unknown>, trans
     await closeAll(opened.clients);
     // The demand: a burst of first calls (kept open), then wait for the warm pool to hold its size beside them.
     log(`${name}: burst of ${BURST} to make the demand`);
+    const readyBefore = ready();
     const demand = await firstCalls(face, BURST, meta);
     const spares = Math.min(BURST, Number(upstream.warmPool ?? 1));
+    // Filled: as many processes waiting as the demand, each connected ahead (initialize and tool list done) once the
+    // pool connects ahead; a pool that only spawns ahead (before ADR 0044) is filled when the processes are there.
     const filled = await waitFor(() => gw.upstreamPids().length >= BURST + spares, 180_000);
-    log(`${name}: ${gw.upstreamPids().length - BURST} waiting (${filled ? "filled" : "not filled in 180 s"}); timing ${BURST} new sessions' first calls`);
+    const connected = filled && (await waitFor(() => ready() - readyBefore >= spares, 60_000));
+    log(
+      `${name}: ${gw.upstreamPids().length - BURST} waiting (${filled ? "filled" : "not filled in 180 s"}; ${ready() - readyBefore} connected ahead${connected ? "" : " after 60 s"}); timing ${BURST} new sessions' first calls`,
+    );
     const timed = await firstCalls(face, BURST, meta);
     await closeAll([...demand.clients, ...timed.clients]);
     return { name, openMs: opened.ms, processes, rss: mb(rss), p50: percentile(timed.times, 50), max: Math.max(...timed.times) };

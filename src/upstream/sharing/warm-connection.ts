@@ -50,8 +50,12 @@ export class WarmConnection implements Ahead {
   constructor(make: (parts: { handlers: UpstreamHandlers; clientTaskStore: ClientTaskStore }) => UpstreamConnection, lost: () => void, logger: Logger) {
     this.pending = new PendingHandlers(lost, logger);
     this.connection = make({ handlers: this.pending, clientTaskStore: this.tasks });
-    this.connection.connectAhead().catch(() => lost());
+    this.ready = this.connection.connectAhead();
+    this.ready.catch(() => lost());
   }
+
+  /** Settles when the connect made ahead is done (initialize and the tool list) or failed. */
+  readonly ready: Promise<void>;
 
   /** Connecting or connected: a session may take it. */
   get alive(): boolean {

@@ -17,6 +17,9 @@ import type { ChildProcessLimiter } from "../children.js";
 import { sameServerConfig } from "../registry.js";
 import type { CreatedTransport, TransportFactory } from "../transports.js";
 
+/** Processes of one server the pool starts at a time (see started_()). */
+const STARTS_AT_ONCE = 1;
+
 interface Prestartable {
   prestart(): Promise<void>;
   readonly running: boolean;
@@ -27,6 +30,8 @@ interface Prestartable {
 export interface Ahead {
   /** Connecting or connected. */
   readonly alive: boolean;
+  /** Settles when connected (or failed). */
+  readonly ready: Promise<void>;
   close(): Promise<void>;
 }
 
@@ -38,6 +43,8 @@ interface Warm<A extends Ahead> {
   release: () => void;
   /** Connected ahead with the capabilities `key` stands for (else a process only, spawned ahead). */
   ahead?: { key: string; value: A } | undefined;
+  /** While it is starting: ends its count among the starting ones (whileStarting). */
+  started?: (() => void) | undefined;
 }
 
 export interface WarmPoolOptions<A extends Ahead = Ahead> {
@@ -66,6 +73,8 @@ export class WarmPool<A extends Ahead = Ahead> {
   private readonly keys = new Map<string, string>();
   /** When sessions asked for a process of each server (newest last; only those within windowMs, or the last one). */
   private readonly demand = new Map<string, number[]>();
+  /** Per server, processes the pool started that are not yet running (or connected ahead): at most STARTS_AT_ONCE. */
+  private readonly starting = new Map<string, number>();
   private started = false;
   private closed = false;
   /** Trims the pools to their demand while any process waits. */
@@ -126,7 +135,7 @@ export class WarmPool<A extends Ahead = Ahead> {
     const list = this.list(name);
     const wanted = this.wanted(name);
     const key = this.options.initialize ? this.keys.get(name) : undefined;
-    while (list.length < wanted) {
+    while (list.length < wanted && (this.starting.get(name) ?? 0) < STARTS_AT_ONCE) {
       const release = this.options.children.tryAcquire(name);
       if (!release) return; // at the cap: sessions' own processes come first
       const created = this.inner(name, config);
@@ -141,16 +150,37 @@ export class WarmPool<A extends Ahead = Ahead> {
       if (key !== undefined) {
         // Connected ahead: the connection starts the process; a drop or failure before a take ends it (lost).
         warm.ahead = { key, value: this.options.initialize!(name, config, created, key, () => this.drop(name, warm)) };
+        this.whileStarting(name, warm, warm.ahead.value.ready);
         continue;
       }
       // Died while waiting (take() clears this before a session's client sets its own).
       warm.transport.onclose = () => this.drop(name, warm);
-      warm.transport.prestart().catch((err: unknown) => {
+      const started = warm.transport.prestart();
+      started.catch((err: unknown) => {
         this.options.logger.warn({ server: name, err: errorMessage(err) }, "warm_process_failed");
         this.drop(name, warm);
       });
+      this.whileStarting(name, warm, started);
     }
     this.scheduleTrim();
+  }
+
+  /**
+   * `warm` counts as starting until `started` settles or it is dropped; then the pool fills on. Refilling one at a
+   * time keeps a burst of takes from starting as many processes at once beside the sessions' own first calls (16 new
+   * sessions: 16 upstream starts on the same cores as their calls, ADR 0044).
+   */
+  private whileStarting(name: string, warm: Warm<A>, started: Promise<void>): void {
+    this.starting.set(name, (this.starting.get(name) ?? 0) + 1);
+    warm.started = () => {
+      warm.started = undefined;
+      const n = (this.starting.get(name) ?? 1) - 1;
+      if (n > 0) this.starting.set(name, n);
+      else this.starting.delete(name);
+      this.fillSoon(name);
+    };
+    const done = () => warm.started?.();
+    started.then(done, done);
   }
 
   /**
@@ -291,6 +321,7 @@ export class WarmPool<A extends Ahead = Ahead> {
     const i = list?.indexOf(warm) ?? -1;
     if (i < 0) return;
     list!.splice(i, 1);
+    warm.started?.();
     this.end(warm);
   }
 

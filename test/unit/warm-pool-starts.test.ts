@@ -1,0 +1,104 @@
+/**
+ * WarmPool refills one process of a server at a time (ADR 0044): a burst of
+ * takes starts one replacement, the next once it is running — never as many
+ * starts at once as there were takes, beside the sessions' own first calls.
+ * The pool's own logic over transports whose start the test settles.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { ServerConfig } from "../../src/config/server-entry.js";
+import { silentLogger } from "../../src/logging.js";
+import type { ChildProcessLimiter } from "../../src/upstream/children.js";
+import { WarmPool } from "../../src/upstream/sharing/warm-pool.js";
+import type { TransportFactory } from "../../src/upstream/transports.js";
+
+interface Start {
+  running: boolean;
+  ended: boolean;
+  settle(ok: boolean): void;
+}
+
+function harness() {
+  const starts: Start[] = [];
+  const inner: TransportFactory = () => {
+    let settle!: (ok: boolean) => void;
+    const started = new Promise<void>((resolve, reject) => {
+      settle = (ok) => {
+        s.running = ok;
+        if (ok) resolve();
+        else reject(new Error("spawn failed"));
+      };
+    });
+    const s: Start = { running: false, ended: false, settle: (ok) => settle(ok) };
+    starts.push(s);
+    const transport = {
+      prestart: () => started,
+      get running() {
+        return s.running;
+      },
+      onclose: undefined,
+      start: () => Promise.resolve(),
+      send: () => Promise.resolve(),
+      close: () => Promise.resolve(),
+    };
+    return {
+      transport,
+      terminate: () => {
+        s.ended = true;
+        return Promise.resolve();
+      },
+    };
+  };
+  const children = { tryAcquire: () => () => {} } as unknown as ChildProcessLimiter;
+  const config = { command: "node", args: [] } as unknown as ServerConfig;
+  const pool = new WarmPool(inner, { size: 8, children, logger: silentLogger, warmable: () => config });
+  pool.start();
+  return { pool, starts, config };
+}
+
+const turn = () => new Promise((r) => setImmediate(r));
+const starting = (starts: Start[]) => starts.filter((s) => !s.running && !s.ended).length;
+
+test("after a burst of takes the pool starts one process at a time, each once the one before runs", async () => {
+  const { pool, starts, config } = harness();
+  try {
+    // Four sessions take a process (none waits yet: each gets its own start from the factory).
+    for (let i = 0; i < 4; i++) pool.factory("s", config);
+    assert.equal(starts.length, 4, "the sessions' own four");
+    for (const s of starts.slice(0, 4)) s.settle(true);
+    await turn();
+    // Demand is four: the pool refills, one start at a time.
+    for (let n = 1; n <= 4; n++) {
+      await turn();
+      assert.equal(starts.length, 4 + n, `start ${n} begun`);
+      assert.equal(starting(starts), 1, `one start in flight, not ${starting(starts)}`);
+      starts.at(-1)!.settle(true);
+      await turn();
+    }
+    await turn();
+    assert.equal(starts.length, 8, "no start beyond the demand");
+    assert.equal(pool.size, 4);
+  } finally {
+    await pool.close();
+  }
+});
+
+test("a start that fails frees its turn: the pool goes on with the next", async () => {
+  const { pool, starts, config } = harness();
+  try {
+    pool.factory("s", config);
+    pool.factory("s", config);
+    for (const s of starts) s.settle(true);
+    await turn();
+    await turn();
+    assert.equal(starts.length, 3);
+    assert.equal(starting(starts), 1);
+    starts[2]!.settle(false); // dropped, not waiting
+    await turn();
+    await turn();
+    assert.equal(starts.length, 4, "a new start after the failed one");
+    assert.equal(starting(starts), 1);
+  } finally {
+    await pool.close();
+  }
+});
