@@ -183,7 +183,12 @@ export class UpstreamConnection extends UpstreamHandle {
    * connection's failure: the session lists again. A session takes the connection with adopt().
    */
   connectAhead(): Promise<void> {
-    const ahead = this.connect().then(async () => {
+    const connected = this.connect();
+    // A session that takes the connection waits for the connect only, not for the list: a server that needs a
+    // client's answer to list its tools gets the taking session's answer instead of stalling its first call.
+    this.ahead = connected;
+    connected.catch(() => undefined);
+    const ready = connected.then(async () => {
       let tools: Tool[] | undefined;
       for (let i = 0; i < PREFETCH_TRIES; i++) {
         const changes = this.toolListChanges;
@@ -192,9 +197,8 @@ export class UpstreamConnection extends UpstreamHandle {
       }
       this.options.logger.info({ server: this.name, tools: tools?.length }, "warm_connection_ready");
     });
-    this.ahead = ahead;
-    ahead.catch(() => undefined);
-    return ahead;
+    ready.catch(() => undefined);
+    return ready;
   }
 
   /**

@@ -11,11 +11,14 @@
 import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { Writable } from "node:stream";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ListRootsRequestSchema, type CallToolResult, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { call, everythingStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { call, everythingStdio, fixtureArgs, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { pollFor, processAlive } from "../helpers/core-extra.js";
 import { createLogger } from "../../src/logging.js";
 import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
@@ -188,5 +191,45 @@ describe("connections made ahead (warm pool)", () => {
     await Promise.allSettled([a.close(), b.close()]);
     await r.gw.close();
     assert.ok(!processAlive(sparePid), "closing the gateway ended the connection made ahead and its process");
+  });
+  test("a waiting connection whose upstream gave up on its roots/list is not handed out: the next session's roots reach a server that asks once", async () => {
+    // roots-once asks for roots once, after initialized, and waits 5 s: a connection made ahead outlives that wait.
+    const dir = mkdtempSync(path.join(os.tmpdir(), "warm-roots-"));
+    const gaveUp = path.join(dir, "gave-up");
+    const lines: Array<Record<string, unknown>> = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
+        done();
+      },
+    });
+    const server = {
+      command: process.execPath,
+      args: fixtureArgs("roots-once-server"),
+      env: { ROOTS_TIMEOUT_MS: "5000", ROOTS_GAVE_UP_FILE: gaveUp },
+      sharing: "session",
+    };
+    const gw = await startGateway({ mcpServers: { r: server }, gateway: { upstream: { warmPool: 1 } } }, { logger: createLogger("info", sink) });
+    gateways.push(gw);
+    const url = gw.url.replace(/\/mcp$/, "/servers/r/mcp");
+    const a = await session(url, ["file:///a"]);
+    await a.callTool({ name: "roots", arguments: {} }); // the demand, with roots: the pool connects ahead declaring them
+    await pollFor(async () => (lines.some((l) => l.msg === "warm_connection_ready") ? true : undefined), "a connection made ahead", READY_MS);
+    // The process made ahead asked for roots, nobody could answer, and it gave up (its pid in the file, not a's).
+    const aPid = Number(((await a.callTool({ name: "pid", arguments: {} })) as CallToolResult).content.map((c) => (c.type === "text" ? c.text : "")).join(""));
+    await pollFor(
+      async () =>
+        existsSync(gaveUp) &&
+        readFileSync(gaveUp, "utf8")
+          .split("\n")
+          .some((l) => l !== "" && Number(l) !== aPid)
+          ? true
+          : undefined,
+      "the upstream made ahead gave up on roots",
+      READY_MS,
+    );
+    const c = await session(url, ["file:///c"]);
+    const text = JSON.stringify((await c.callTool({ name: "roots", arguments: {} })).content);
+    assert.match(text, /file:\/\/\/c/, `the upstream of c's connection has c's roots: ${text}`);
   });
 });

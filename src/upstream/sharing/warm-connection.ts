@@ -66,7 +66,12 @@ export class WarmConnection implements Ahead {
   /** A session takes the connection: from its connect() on, what the upstream sends is the session's (what waited first). */
   take(parts: TakeParts, releaseChild: () => void): UpstreamConnection {
     this.tasks.bind(parts.receiverTasks);
-    this.connection.adopt(parts, releaseChild, () => this.pending.bind(parts.handlers));
+    this.connection.adopt(parts, releaseChild, () => {
+      this.pending.bind(parts.handlers);
+      // The upstream gave up on a roots/list between the take and now (before it, the connection is not handed out):
+      // tell it the list changed, which a server that cares about roots answers by asking again.
+      if (this.pending.rootsMissed) void this.connection.sendRootsListChanged().catch(() => undefined);
+    });
     return this.connection;
   }
 
@@ -86,6 +91,8 @@ class PendingHandlers implements UpstreamHandlers {
   private readonly kept: Kept[] = [];
   private dropped = 0;
   private readonly waiters = new Set<() => void>();
+  /** A roots/list the upstream gave up waiting for before any session took the connection. */
+  rootsMissed = false;
 
   constructor(
     private readonly lost: () => void,
@@ -138,8 +145,19 @@ class PendingHandlers implements UpstreamHandlers {
     return (await this.session(signal)).onSample(params, signal, origin);
   }
 
+  /**
+   * A server may ask for roots once, right after `initialized` (server-filesystem does), and give up after its own
+   * timeout while the connection waits for a session: then the taking session's roots would never reach it. Such a
+   * connection is not handed out (lost: the pool ends it and makes another), whatever the roots capability says —
+   * not every server asks again on `roots/list_changed`.
+   */
   async onListRoots(signal: AbortSignal, origin: CallOrigin | undefined): Promise<ListRootsResult> {
-    return (await this.session(signal)).onListRoots(signal, origin);
+    const target = await this.session(signal).catch((err: unknown) => {
+      this.rootsMissed = true;
+      this.lost();
+      throw err;
+    });
+    return target.onListRoots(signal, origin);
   }
 
   onNotification(method: string, params: Record<string, unknown> | undefined): void {
