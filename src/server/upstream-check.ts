@@ -71,11 +71,17 @@ function lowerPriority(pid: number | null): void {
   } catch {
     /* not permitted, or already gone */
   }
-  if (process.platform !== "linux") return;
+  if (process.platform === "linux") niceAutogroup(pid, 5);
+}
+
+/** The child's scheduling group's nice (it leads its own group: detached). */
+function niceAutogroup(pid: number, tries: number): void {
   try {
     writeFileSync(`/proc/${pid}/autogroup`, String(CHECK_NICE));
-  } catch {
-    /* no autogroup scheduling, or already gone */
+  } catch (err) {
+    // Without CAP_SYS_ADMIN Linux takes one autogroup nice per 100 ms machine-wide (EAGAIN for the others, e.g. the
+    // checks of several servers started at once): try again shortly. Else no autogroup scheduling, or already gone.
+    if ((err as NodeJS.ErrnoException).code === "EAGAIN" && tries > 1) setTimeout(() => niceAutogroup(pid, tries - 1), 110).unref();
   }
 }
 
