@@ -112,7 +112,7 @@ export class UpstreamConnection extends UpstreamHandle {
   private heard = 0;
   /** onEnded was called. */
   private ended = false;
-  /** Connected ahead of any session (the warm pool, docs/adr/0044): until a session's connect(), its connect and first tool list. */
+  /** Connected ahead of any session (the warm pool, docs/adr/0044): its connect, which the taking session's connect() waits for. */
   private ahead: Promise<void> | undefined;
   /** tools/list_changed notifications received (connectAhead fetches the list again after one). */
   private toolListChanges = 0;

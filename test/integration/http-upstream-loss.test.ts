@@ -17,12 +17,11 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Writable } from "node:stream";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { block, connectClient, fixtureArgs, ROOT, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 import { allText, awaitUntil, EventLedger, field, promote, sessionOf, type TaskView, type WireEvent } from "../helpers/async-extra.js";
 import { pollFor, startEverythingHttp, stopChild, waitExit, type ChildServer } from "../helpers/core-extra.js";
-import { createLogger } from "../../src/logging.js";
+import { logLines } from "../helpers/log-lines.js";
 
 const gateways: TestGateway[] = [];
 const clients: Client[] = [];
@@ -288,17 +287,11 @@ describe("Streamable HTTP upstream loss (the chains and the tests with upstreams
 
   test("a busy upstream (a synchronous handler longer than one ping timeout, shorter than two) is alive: no drop, its call completes", async () => {
     const up = await taskServerHttp();
-    const logs: Array<Record<string, unknown>> = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) logs.push(JSON.parse(line) as Record<string, unknown>);
-        done();
-      },
-    });
+    const { logger, lines: logs } = logLines();
     // Each ping waits 5 s; the handler holds the process 7 s: one ping goes unanswered, the next is answered (or the call's result heard) 3 s before a drop.
     const gw = await startGateway(
       { mcpServers: { remote: { url: up.url } }, gateway: { upstream: { livenessPingMs: 200, pingTimeoutMs: 5_000 } } },
-      { logger: createLogger("info", sink) },
+      { logger },
     );
     gateways.push(gw);
     const c = await connectClient(gw.url);
@@ -319,17 +312,11 @@ describe("Streamable HTTP upstream loss (the chains and the tests with upstreams
 
   test("a request the upstream answers with a JSON-RPC error does not wait for a ping still checking the upstream", async () => {
     const up = await pingHoldingUpstream();
-    const logs: Array<Record<string, unknown>> = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) logs.push(JSON.parse(line) as Record<string, unknown>);
-        done();
-      },
-    });
+    const { logger, lines: logs } = logLines();
     // The pings are held for their whole bound (60 s): the refused call must not be held with them.
     const gw = await startGateway(
       { mcpServers: { remote: { url: up.url } }, gateway: { upstream: { livenessPingMs: 100, pingTimeoutMs: 60_000 } } },
-      { logger: createLogger("info", sink) },
+      { logger },
     );
     gateways.push(gw);
     const c = await connectClient(gw.url);

@@ -14,13 +14,12 @@ import { randomUUID } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { Writable } from "node:stream";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ListRootsRequestSchema, type CallToolResult, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { call, everythingStdio, fixtureArgs, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { pollFor, processAlive } from "../helpers/core-extra.js";
-import { createLogger } from "../../src/logging.js";
+import { logLines } from "../helpers/log-lines.js";
 import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
 
 /** Bound for a spawn and initialize of server-everything on a loaded machine. */
@@ -64,16 +63,10 @@ async function recordedGateway(upstream: Record<string, unknown> = {}): Promise<
     };
     return created;
   };
-  const lines: Array<Record<string, unknown>> = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
+  const { logger, lines } = logLines();
   const gw = await startGateway(
     { mcpServers: { everything: { ...everythingStdio(), sharing: "session" } }, gateway: { upstream: { warmPool: 1, ...upstream } } },
-    { transportFactory: recording, logger: createLogger("info", sink) },
+    { transportFactory: recording, logger },
   );
   gateways.push(gw);
   return { gw, sent, pids, logged: (msg) => lines.filter((l) => l.msg === msg) };
@@ -196,20 +189,14 @@ describe("connections made ahead (warm pool)", () => {
     // roots-once asks for roots once, after initialized, and waits 5 s: a connection made ahead outlives that wait.
     const dir = mkdtempSync(path.join(os.tmpdir(), "warm-roots-"));
     const gaveUp = path.join(dir, "gave-up");
-    const lines: Array<Record<string, unknown>> = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
-        done();
-      },
-    });
+    const { logger, lines } = logLines();
     const server = {
       command: process.execPath,
       args: fixtureArgs("roots-once-server"),
       env: { ROOTS_TIMEOUT_MS: "5000", ROOTS_GAVE_UP_FILE: gaveUp },
       sharing: "session",
     };
-    const gw = await startGateway({ mcpServers: { r: server }, gateway: { upstream: { warmPool: 1 } } }, { logger: createLogger("info", sink) });
+    const gw = await startGateway({ mcpServers: { r: server }, gateway: { upstream: { warmPool: 1 } } }, { logger });
     gateways.push(gw);
     const url = gw.url.replace(/\/mcp$/, "/servers/r/mcp");
     const a = await session(url, ["file:///a"]);

@@ -17,7 +17,7 @@ import type { ChildProcessLimiter } from "../children.js";
 import { sameServerConfig } from "../registry.js";
 import type { CreatedTransport, TransportFactory } from "../transports.js";
 
-/** Processes of one server the pool starts at a time (see started_()). */
+/** Processes of one server the pool starts at a time (see whileStarting()). */
 const STARTS_AT_ONCE = 1;
 
 interface Prestartable {
