@@ -404,9 +404,19 @@ describe("/all/mcp: every upstream, prefixed", () => {
     assert.deepEqual(withoutExecution(got.filter((t) => t.name.startsWith(prefixed("")))), withoutExecution(expected));
     assert.deepEqual(
       got.filter((t) => t.name.startsWith(`slow${SEP}`)).map((t) => t.name),
-      ["slow__log-levels", "slow__notify-updated", "slow__pid", "slow__subscriptions", "slow__slow", "slow__slow-calls", "slow__elicit-twice", "slow__crash"],
+      [
+        "slow__log-levels",
+        "slow__notify-updated",
+        "slow__pid",
+        "slow__subscriptions",
+        "slow__slow",
+        "slow__slow-calls",
+        "slow__elicit-twice",
+        "slow__sample",
+        "slow__crash",
+      ],
     );
-    assert.equal(got.length, expected.length + 8, "no other tools");
+    assert.equal(got.length, expected.length + 9, "no other tools");
   });
 
   test("tool calls are routed by prefix and return what direct returns", SLOW, async () => {
