@@ -275,8 +275,9 @@ export async function promote(
 export async function getTask(
   client: Client,
   taskId: string,
+  ledger?: EventLedger,
 ): Promise<{ task: TaskView; pending_elicitations_for_server: PendingClientAction["elicitations"] }> {
-  const r = await call(client, "get_task", { task_id: taskId });
+  const r = ledger ? await ledger.call(client, "get_task", { task_id: taskId }) : await call(client, "get_task", { task_id: taskId });
   assert.notEqual(r.isError, true, `get_task failed: ${allText(r)}`);
   const task = field<TaskView>(r, "task");
   const pending = field<PendingClientAction["elicitations"]>(r, "pending_elicitations_for_server");
@@ -284,10 +285,15 @@ export async function getTask(
   return { task, pending_elicitations_for_server: pending };
 }
 
-/** Waits until the task reaches a terminal status (via get_task_result's blocking wait) and returns its view. */
-export async function waitTerminal(client: Client, taskId: string, timeoutMs = 30_000): Promise<TaskView> {
-  await call(client, "get_task_result", { task_id: taskId, timeout_ms: timeoutMs });
-  const { task } = await getTask(client, taskId);
+/**
+ * Waits until the task reaches a terminal status (via get_task_result's blocking wait) and returns its view. With `ledger`,
+ * the events in these calls' envelopes are recorded there (without, they are drained unseen).
+ */
+export async function waitTerminal(client: Client, taskId: string, timeoutMs = 30_000, ledger?: EventLedger): Promise<TaskView> {
+  const args = { task_id: taskId, timeout_ms: timeoutMs };
+  if (ledger) await ledger.call(client, "get_task_result", args);
+  else await call(client, "get_task_result", args);
+  const { task } = await getTask(client, taskId, ledger);
   assert.ok(task.status !== "working" && task.status !== "input_required", `task ${taskId} still ${task.status} after ${timeoutMs}ms`);
   return task;
 }

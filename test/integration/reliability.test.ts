@@ -64,7 +64,8 @@ describe("reconnection after an upstream crash", () => {
     const oldPid = conn.pid!;
     process.kill(oldPid, "SIGKILL");
 
-    const failed = await waitTerminal(c, taskId);
+    // The ledger sees these calls' events too: the reconnect (100 ms later) can report server_connected while they run.
+    const failed = await waitTerminal(c, taskId, 30_000, ledger);
     assert.equal(failed.status, "failed");
     assert.match(failed.error ?? "", /disconnected.*state is unknown/);
 

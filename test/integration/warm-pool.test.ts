@@ -134,18 +134,24 @@ describe("idle release", () => {
     const url = await start(config, { warmPool: 0, idleReleaseMs: 300 });
     const client = await session(url);
     const first = await pid(client);
-    // A call ten times as long as idle release: the process stays alive all through it (sampled while it runs, so a
-    // slow machine's gap between the call's end and the next request cannot decide the outcome).
+    // A call many times as long as idle release: the process stays alive all through it (sampled while it runs, so a
+    // slow machine's gap between the call's end and the next request cannot decide the outcome). The subscription is
+    // taken while the call still runs, after the call alone has held the process for a second (over three idle periods):
+    // taken after the call, a loaded machine's gap let idle release end the process first.
     let done = false;
-    const slow = (client.callTool({ name: "slow", arguments: { ms: 3_000 } }) as Promise<CallToolResult>).finally(() => (done = true));
+    const slow = (client.callTool({ name: "slow", arguments: { ms: 5_000 } }) as Promise<CallToolResult>).finally(() => (done = true));
+    const callStart = Date.now();
     let diedDuringCall = false;
+    let subscribed: Promise<unknown> | undefined;
     while (!done) {
       if (!processAlive(first)) diedDuringCall = true;
+      if (!subscribed && Date.now() - callStart >= 1_000 && !diedDuringCall) subscribed = client.subscribeResource({ uri: "fixture://a" });
       await new Promise((r) => setTimeout(r, 50));
     }
-    assert.equal(((await slow).content[0] as { text: string }).text, "slept 3000ms");
+    assert.equal(((await slow).content[0] as { text: string }).text, "slept 5000ms");
     assert.equal(diedDuringCall, false, "the call kept it");
-    await client.subscribeResource({ uri: "fixture://a" });
+    assert.ok(subscribed, "subscribed while the call ran");
+    await subscribed;
     // A session used after the subscription, holding nothing: once its process is released, idle release has had its turn
     // for the subscribed one too.
     const control = await session(url);
