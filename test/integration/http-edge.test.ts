@@ -1,14 +1,16 @@
 /**
  * The HTTP edge against hostile bodies (issue 20): JSON nested far too deep,
  * an empty batch, and a body over http.maxBodyBytes followed by a pipelined
- * request on the same connection. Real gateway, real server-everything.
+ * request on the same connection. Real gateway over HTTP; server-everything's
+ * own code in process (test/helpers/in-process.ts).
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
 import { assertArgumentsSize, ErrorCodes, GatewayError } from "../../src/errors.js";
 import { jsonNestingDepth } from "../../src/http/json-rpc.js";
-import { everythingStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import type { TestGateway } from "../helpers/gateway.js";
+import { startInProcessGateway } from "../helpers/in-process.js";
 
 const LIMIT = { timeout: 120_000 };
 const PROTOCOL = "2025-11-25";
@@ -58,7 +60,7 @@ describe("HTTP edge", () => {
   let gw: TestGateway;
   let base: string;
   before(async () => {
-    gw = await startGateway({ mcpServers: { everything: everythingStdio() } });
+    gw = await startInProcessGateway();
     base = gw.url.replace(/\/mcp$/, "");
   });
   after(() => gw.close());
@@ -99,7 +101,7 @@ describe("HTTP edge", () => {
   }
 
   test("a body over http.maxBodyBytes gets a whole 413 with Connection: close, and the connection closes cleanly, not reset", LIMIT, async () => {
-    const small = await startGateway({ mcpServers: { everything: everythingStdio() }, gateway: { http: { maxBodyBytes: 1024 } } });
+    const small = await startInProcessGateway({ gateway: { http: { maxBodyBytes: 1024 } } });
     try {
       const { port } = new URL(small.url);
       const init = (name: string) =>
@@ -137,7 +139,7 @@ describe("HTTP edge", () => {
 });
 
 test("an error answered before the request body arrived says Connection: close (the unread body cannot be told from a next request)", LIMIT, async () => {
-  const gw = await startGateway({ mcpServers: { everything: everythingStdio() } });
+  const gw = await startInProcessGateway();
   const socket = net.connect(Number(new URL(gw.url).port), "127.0.0.1");
   try {
     let received = "";

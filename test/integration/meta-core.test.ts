@@ -1,7 +1,10 @@
 /**
  * Gateway core + meta-tools face, end to end over Streamable HTTP against the
  * real @modelcontextprotocol/server-everything (stdio and Streamable HTTP).
- * The stdio downstream transport is covered in cli.test.ts.
+ * Where the config's server-everything is not what a suite tests (the runtime
+ * suite's and the exit-at-start suite's), it is server-everything's own code in
+ * process (test/helpers/in-process.ts). The stdio downstream transport is
+ * covered in cli.test.ts.
  */
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -40,6 +43,7 @@ import {
   type ChildServer,
   type EnvelopeEvent,
 } from "../helpers/core-extra.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 
 const CRASHY = path.join(FIXTURES, "crashy-server.mjs");
 const crashyStdio = (mode = "exit-at-start") => ({ command: process.execPath, args: [CRASHY, mode] });
@@ -180,7 +184,7 @@ describe("add_server / remove_server at runtime", () => {
 
   before(async () => {
     // Runtime stdio servers are opt-in (docs/adr/0006; the defaults are tested in server-policy.test.ts).
-    [gw, httpUpstream] = await Promise.all([startGateway({ gateway: { servers: { allowRuntimeStdio: true } } }), startEverythingHttp()]);
+    [gw, httpUpstream] = await Promise.all([startInProcessGateway({ gateway: { servers: { allowRuntimeStdio: true } } }), startEverythingHttp()]);
     a = await connectClient(gw.url, { name: "session-a" });
     b = await connectClient(gw.url, { name: "session-b" });
     await waitConnected(a, "everything");
@@ -411,7 +415,7 @@ describe("an upstream in the config that exits at start", () => {
   let client!: Client;
 
   before(async () => {
-    gw = await startGateway({ mcpServers: { everything: everythingStdio(), crashy: crashyStdio() } });
+    gw = await startInProcessGateway({ mcpServers: { everything: inProcess("everything"), crashy: crashyStdio() } });
     client = await connectClient(gw.url);
     await waitConnected(client, "everything");
   });

@@ -8,7 +8,7 @@
  * oversized arguments, the server that keeps serving beside broken ones),
  * server-everything runs in this process (test/helpers/in-process.ts).
  */
-import { test, describe, after } from "node:test";
+import { test, describe, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
 import { Writable } from "node:stream";
@@ -33,9 +33,11 @@ const crashy = (mode: string) => ({ command: process.execPath, args: [path.join(
 const gateways: TestGateway[] = [];
 const clients: Client[] = [];
 const open: Client[] = [];
-after(async () => {
-  await Promise.allSettled([...clients, ...open].map((c) => c.close()));
-  await Promise.allSettled(gateways.map((g) => g.close()));
+// Each test's gateway ends with its test: one left open until the file's end kept its warm pool starting the broken
+// upstreams of the reconnection and hanging/garbage tests again, about once a second each (~250 spawns per run).
+afterEach(async () => {
+  await Promise.allSettled([...clients.splice(0), ...open.splice(0)].map((c) => c.close()));
+  await Promise.allSettled(gateways.splice(0).map((g) => g.close()));
 });
 
 async function gatewayWith(raw: Parameters<typeof startGateway>[0], deps?: Parameters<typeof startGateway>[1]): Promise<TestGateway> {
@@ -135,7 +137,7 @@ describe("no orphan processes", () => {
 
   test("gateway shutdown reaps every session's upstream processes", async () => {
     const marker = newMarker();
-    // Also closed by the file's after() should an assertion fail first (close() is idempotent): nothing may outlive the test.
+    // Also closed after the test (afterEach) should an assertion fail first (close() is idempotent): nothing may outlive the test.
     const gw = await gatewayWith({ mcpServers: { wrapped: wrapped(marker) }, gateway: NO_WARM });
     const a = await connectClient(gw.url);
     const b = await connectClient(gw.url);

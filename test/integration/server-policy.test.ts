@@ -1,6 +1,7 @@
 /**
  * The runtime server policy (docs/adr/0006) end to end, over Streamable HTTP
- * against the real server-everything: what add_server / remove_server may do
+ * against server-everything (its own code in process, test/helpers/in-process.ts;
+ * the remote one a Streamable HTTP process): what add_server / remove_server may do
  * by default, with `gateway.servers.*` opted in, and on a gateway bound beyond
  * loopback with and without a token. And session ids kept out of the logs:
  * the gateway's own logger (createLogger) writing to a captured stream.
@@ -15,7 +16,8 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { createLogger, sessionHash } from "../../src/logging.js";
-import { call, connectClient, everythingStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { call, connectClient, type TestGateway } from "../helpers/gateway.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import { firstText, listServers, pollFor, startEverythingHttp, type ChildServer } from "../helpers/core-extra.js";
 import { errorCodeOf, field, payloadText } from "../helpers/async-extra.js";
 
@@ -69,7 +71,7 @@ describe("defaults: remote servers at runtime, stdio and config-file servers fro
   let client!: Client;
 
   before(async () => {
-    gw = await startGateway();
+    gw = await startInProcessGateway();
     client = await connectClient(gw.url);
   });
   after(async () => {
@@ -88,7 +90,7 @@ describe("defaults: remote servers at runtime, stdio and config-file servers fro
   });
 
   test("add_server with the config-file server's own stdio config just connects (nothing new runs)", SLOW, async () => {
-    assert.equal(field(ok(await call(client, "add_server", { name: "everything", ...everythingStdio() })), "outcome"), "unchanged");
+    assert.equal(field(ok(await call(client, "add_server", { name: "everything", ...inProcess("everything") })), "outcome"), "unchanged");
   });
 
   test("a remote (`url`) server can be added, used and removed at runtime", SLOW, async () => {
@@ -121,7 +123,7 @@ describe("opted in, on loopback", () => {
   let client!: Client;
 
   before(async () => {
-    gw = await startGateway({ gateway: { servers: { allowRuntimeStdio: true, allowConfigServerChanges: true } } });
+    gw = await startInProcessGateway({ gateway: { servers: { allowRuntimeStdio: true, allowConfigServerChanges: true } } });
     client = await connectClient(gw.url);
   });
   after(async () => {
@@ -130,7 +132,7 @@ describe("opted in, on loopback", () => {
   });
 
   test("allowRuntimeStdio: add_server with `command` starts it; it can be used and removed", SLOW, async () => {
-    const added = ok(await call(client, "add_server", { name: "second", ...everythingStdio() }));
+    const added = ok(await call(client, "add_server", { name: "second", ...inProcess("everything") }));
     assert.equal(field(added, "outcome"), "added");
     await echo(client, "second", "runtime stdio");
     ok(await call(client, "remove_server", { name: "second" }));
@@ -152,7 +154,7 @@ describe("bound beyond loopback (0.0.0.0)", () => {
   const optedIn = { allowRuntimeStdio: true, allowRuntimeRemote: true, allowConfigServerChanges: true };
 
   test("without a token every runtime change is refused, whatever gateway.servers says; the gateway still serves", SLOW, async (t) => {
-    const gw = await startGateway({ gateway: { host: "0.0.0.0", servers: optedIn } });
+    const gw = await startInProcessGateway({ gateway: { host: "0.0.0.0", servers: optedIn } });
     t.after(() => gw.close());
     const client = await connectClient(viaLoopback(gw.url));
     t.after(() => client.close());
@@ -173,12 +175,12 @@ describe("bound beyond loopback (0.0.0.0)", () => {
   });
 
   test("with a token, the opted-in changes are allowed again", SLOW, async (t) => {
-    const gw = await startGateway({ gateway: { host: "0.0.0.0", token: TOKEN, servers: optedIn } });
+    const gw = await startInProcessGateway({ gateway: { host: "0.0.0.0", token: TOKEN, servers: optedIn } });
     t.after(() => gw.close());
     const client = await connectWithToken(viaLoopback(gw.url), TOKEN);
     t.after(() => client.close());
 
-    ok(await call(client, "add_server", { name: "second", ...everythingStdio() }));
+    ok(await call(client, "add_server", { name: "second", ...inProcess("everything") }));
     await echo(client, "second", "token holder");
     ok(await call(client, "remove_server", { name: "second" }));
     ok(await call(client, "remove_server", { name: "everything" }));
@@ -200,7 +202,7 @@ describe("session ids in logs", () => {
         .split("\n")
         .filter(Boolean)
         .map((l) => JSON.parse(l) as Record<string, unknown>);
-    const gw = await startGateway({ gateway: { token: TOKEN } }, { logger: createLogger("trace", sink) });
+    const gw = await startInProcessGateway({ gateway: { token: TOKEN } }, { logger: createLogger("trace", sink) });
     t.after(() => gw.close());
 
     // A meta session that adds, updates and is refused (server_config_updated, server_change_forbidden, meta_tool_error).
