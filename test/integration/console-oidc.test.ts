@@ -3,7 +3,7 @@
  * oidc-provider on loopback (test/helpers/oidc.ts) as the one issuer of the
  * MCP endpoints' access tokens and the console's ID tokens, the SDK's OAuth
  * client for two people's MCP sessions (each with a pending elicitation of
- * server-everything), and Chromium going through the provider's own login and
+ * server-everything, in process: test/helpers/in-process.ts), and Chromium going through the provider's own login and
  * consent pages. In process: the callback's failures (unknown state, a wrong
  * nonce) end on an error page and create nothing.
  */
@@ -17,6 +17,7 @@ import { principalHash } from "../../src/auth/principal.js";
 import { createLogger, sessionHash } from "../../src/logging.js";
 import { browserUnavailable, launchBrowser, type TestBrowser } from "../helpers/browser.js";
 import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { startInProcessGateway } from "../helpers/in-process.js";
 import { freePort, startEverythingHttp } from "../helpers/core-extra.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
 import {
@@ -83,7 +84,7 @@ describe("console login with OpenID Connect, and roles", { timeout: 600_000 }, (
         done();
       },
     });
-    gw = await startGateway(
+    gw = await startInProcessGateway(
       {
         gateway: {
           port,

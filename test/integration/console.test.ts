@@ -1,7 +1,7 @@
 /**
  * The web console (issue 14, docs/adr/0012-console.md) in a real browser:
  * playwright-core driving Debian's Chromium against a real gateway over HTTP
- * with the real server-everything, and agent sessions as real SDK clients on
+ * with server-everything's own code in process (test/helpers/in-process.ts), and agent sessions as real SDK clients on
  * the meta face (no elicitation or sampling capability: their requests wait
  * in the gateway's pending queue). One browser and one page for the file.
  *
@@ -18,6 +18,7 @@ import { ClientPool, EventLedger, activityEvents, allText, awaitActivity, eventu
 import { pollTask, startTask } from "../helpers/tasks.js";
 import { browserUnavailable, launchBrowser, openTestPage, type TestBrowser } from "../helpers/browser.js";
 import { ROOT, call, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { startInProcessGateway } from "../helpers/in-process.js";
 
 const skip = browserUnavailable();
 const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS === "1";
@@ -49,7 +50,7 @@ describe("web console in a real browser", { skip, timeout: 600_000 }, () => {
   const pool = new ClientPool(() => gw);
 
   before(async () => {
-    gw = await startGateway();
+    gw = await startInProcessGateway();
     base = gw.url.replace(/\/mcp$/, "");
     ({ tb, context, page } = await openTestPage());
   });
