@@ -1,27 +1,31 @@
 /**
- * The CLI and the fixture servers as the tests spawn them: src/ and
- * test/fixtures/ compiled once to plain JavaScript, so a child is a plain
- * `node …/cli/main.js` instead of tsx transpiling every module in every child
- * (about 1.3 s of CPU more per CLI spawn, 0.3 s per fixture). Run this file to
- * build ahead (`npm test` does); any test file also builds on import when a
- * source changed, so one file runs alone without a build step.
+ * The CLI and the fixture servers as the tests spawn them, built once per
+ * content of the sources (a plain `node` child instead of tsx transpiling every
+ * module in every child). Run this file to build ahead (`npm test` does); any
+ * test file also builds on import when a source changed, so one file runs alone
+ * without a build step.
  *
+ * - The CLI is the bundle the package ships (scripts/bundle.mjs, docs/adr/0039),
+ *   run with `--enable-source-maps` so a child's stack lines name src/<file>.ts
+ *   (docs/adr/0048): cliNodeArgs(), bundledCliEntry(), cliProgramModule().
+ * - The fixtures and the per-module tree (builtDir(): src/ and test/fixtures/
+ *   transpiled file by file) stay: test/unit/cli-lazy.test.ts and
+ *   demo-config.test.ts read or copy modules one by one.
+ *   EMCEEPEE_TEST_CLI=modules spawns that tree's dist/cli/main.js instead of the
+ *   bundle, EMCEEPEE_TEST_CLI=tsx src/cli/main.ts through tsx (to rule a build out).
  * - Output: node_modules/.cache/emceepee/test-cli/<hash of the inputs>/{package.json,dist/,test/fixtures/}
- *   (package.json beside dist/, as in the package: the CLI reads ../../package.json).
- *   Not the repository's dist/: `npm pack` (package.test.ts) and `npm start`
- *   (ops.test.ts) rebuild that from empty while other files run.
+ *   and <hash>-bundle/{package.json,dist/cli/} (package.json beside dist/, as in
+ *   the package: the CLI reads ../../package.json). Not the repository's dist/:
+ *   `npm pack` (package.test.ts) and `npm start` (ops.test.ts) use
+ *   test/helpers/dist-build.ts's build.
  * - How: TypeScript's transpileModule with tsconfig.build.json's options, file
  *   by file — what tsc emits for this code (verbatimModuleSyntax makes every
- *   file compile alone), without the type check `npm run typecheck` does.
+ *   file compile alone), without the type check `npm run typecheck` does; the
+ *   bundle is scripts/bundle.mjs run on the sources.
  * - A build goes to a temporary folder renamed into place (buildOnce, for the
  *   compiled tree and the bundle alike): two test processes building at once
  *   both finish, neither sees a half-written tree. A process hashes the inputs
  *   once (the first builtDir()) and keeps that build for its life.
- * - EMCEEPEE_TEST_CLI=tsx runs src/cli/main.ts through tsx instead (as before).
- * - Not the bundle the package ships (scripts/bundle.mjs, docs/adr/0039): the
- *   tests run per-module code, which cli-lazy.test.ts reads module by module;
- *   package.test.ts and ops.test.ts run the bundle (npx emceepee, npm start).
- *   bundledCliEntry() builds the bundle beside this build, for the benches.
  */
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -136,7 +140,7 @@ export function builtCliEntry(): string {
 
 /**
  * The CLI as the package ships it: scripts/bundle.mjs's output in `<build>-bundle/dist/cli/emceepee.mjs` (package.json
- * beside dist/), made once per build of the sources (benches measure what ships).
+ * beside dist/), made once per build of the sources.
  */
 export function bundledCliEntry(): string {
   const dir = `${builtDir()}-bundle`;
@@ -148,10 +152,29 @@ export function bundledCliEntry(): string {
   return entry;
 }
 
-/** Node arguments that run the CLI: the built entry, or src/cli/main.ts through tsx with EMCEEPEE_TEST_CLI=tsx. */
+/** What the tests run: the bundle (default), the per-module tree (EMCEEPEE_TEST_CLI=modules) or src/ through tsx (=tsx). */
+function cliKind(): "bundle" | "modules" | "tsx" {
+  const kind = process.env.EMCEEPEE_TEST_CLI;
+  return kind === "tsx" || kind === "modules" ? kind : "bundle";
+}
+
+/**
+ * Node arguments that run the CLI: the bundle with source maps on (stack lines name src/ files; about 0.13 s of a
+ * spawn's CPU, docs/adr/0048), the per-module entry with EMCEEPEE_TEST_CLI=modules, src/cli/main.ts through tsx with =tsx.
+ */
 export function cliNodeArgs(): string[] {
-  if (process.env.EMCEEPEE_TEST_CLI === "tsx") return ["--import", "tsx", path.join(ROOT, "src/cli/main.ts")];
-  return [builtCliEntry()];
+  const kind = cliKind();
+  if (kind === "tsx") return ["--import", "tsx", path.join(ROOT, "src/cli/main.ts")];
+  if (kind === "modules") return [builtCliEntry()];
+  return ["--enable-source-maps", bundledCliEntry()];
+}
+
+/** The CLI's program module (exports run()) and the Node arguments to load it, as cliNodeArgs() picks the CLI. */
+export function cliProgramModule(): { module: string; execArgv: string[] } {
+  const kind = cliKind();
+  if (kind === "tsx") return { module: path.join(ROOT, "src/cli/program.ts"), execArgv: ["--import", "tsx"] };
+  if (kind === "modules") return { module: path.join(builtDir(), "dist/cli/program.js"), execArgv: [] };
+  return { module: path.join(path.dirname(bundledCliEntry()), "program.mjs"), execArgv: ["--enable-source-maps"] };
 }
 
 /** Node arguments that run the fixture server test/fixtures/<name>.ts (compiled; through tsx with EMCEEPEE_TEST_CLI=tsx). */
@@ -163,5 +186,6 @@ export function fixtureNodeArgs(name: string): string[] {
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const started = Date.now();
   const entry = builtCliEntry();
-  process.stdout.write(`test CLI: ${path.relative(ROOT, entry)} (${Date.now() - started} ms)\n`);
+  const bundled = bundledCliEntry();
+  process.stdout.write(`test CLI: ${path.relative(ROOT, bundled)}, fixtures beside ${path.relative(ROOT, entry)} (${Date.now() - started} ms)\n`);
 }

@@ -5,7 +5,7 @@
  * for the command in flight. Only for commands that end by themselves (help,
  * version, schema, check, config and flag errors): a served gateway or a
  * process's own exit paths are tested by spawning the CLI (core-extra.ts).
- * argv[2]: the CLI's program module (dist/cli/program.js of the test build).
+ * argv[2]: the CLI's program module (test/helpers/cli-build.ts cliProgramModule(): the bundle's program.mjs).
  */
 import { pathToFileURL } from "node:url";
 

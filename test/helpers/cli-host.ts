@@ -2,7 +2,7 @@
  * `emceepee <args>` for commands that only print and end (help, version,
  * schema, check without --connect, config and flag errors), run in one shared
  * child process (test/helpers/cli-host-child.mjs) instead of a process each:
- * the same compiled CLI (cli-build.ts) and its run(), with each command's
+ * the same CLI as a spawn runs (cli-build.ts: the bundle's program.mjs) and its run(), with each command's
  * stdout, stderr and exit code captured as a spawn would see them (issue 21:
  * a spawn costs 0.4–1.3 s of CPU). Lifecycle — serving, signals, exit paths,
  * a process ending by itself — stays with runCli/startCliServe (core-extra.ts).
@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { builtDir } from "./cli-build.js";
+import { cliProgramModule } from "./cli-build.js";
 import type { CliRun } from "./core-extra.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -33,9 +33,8 @@ let ids = 0;
 let stateRoot: string | undefined;
 
 function start(): NonNullable<typeof host> {
-  const tsx = process.env.EMCEEPEE_TEST_CLI === "tsx";
-  const program = tsx ? path.join(ROOT, "src/cli/program.ts") : path.join(builtDir(), "dist/cli/program.js");
-  const child = fork(CHILD, [program], { cwd: ROOT, execArgv: tsx ? ["--import", "tsx"] : [], stdio: ["ignore", "pipe", "pipe", "ipc"] });
+  const program = cliProgramModule();
+  const child = fork(CHILD, [program.module], { cwd: ROOT, execArgv: program.execArgv, stdio: ["ignore", "pipe", "pipe", "ipc"] });
   let output = "";
   child.stdout?.on("data", (c: Buffer) => (output += c.toString("utf8")));
   child.stderr?.on("data", (c: Buffer) => (output += c.toString("utf8")));

@@ -137,6 +137,26 @@ describe("emceepee CLI (the groups at once)", { concurrency: true }, () => {
         assert.equal(run.stdout, `emceepee ${version} (store schema ${LATEST_VERSION}, Node.js ${process.versions.node})\n`);
       }
     });
+
+    test(
+      "a spawned CLI's stack lines name src/ files and lines (the bundle's source maps)",
+      { ...SLOW, skip: process.env.EMCEEPEE_TEST_CLI === "modules" && "the per-module tree has no source maps" },
+      async () => {
+        // `schema` writes its one line from src/cli/program.ts; a preload makes each stdout write print the stack that wrote it.
+        const preload = `const w = process.stdout.write.bind(process.stdout); process.stdout.write = (c, ...r) => w(String(new Error("write").stack) + "\\n", ...r);`;
+        const run = await runCli(ROOT, ["schema"], { env: { NODE_OPTIONS: `--import=data:text/javascript,${encodeURIComponent(preload)}` } });
+        assert.equal(run.code, 0, run.stderr);
+        const line =
+          readFileSync(path.join(ROOT, "src/cli/program.ts"), "utf8")
+            .split("\n")
+            .findIndex((l) => l.includes("JSON.stringify(configJsonSchema()")) + 1;
+        assert.ok(line > 0, "src/cli/program.ts writes the schema");
+        assert.ok(
+          run.stdout.includes(`${path.join(ROOT, "src/cli/program.ts")}:${line}:`),
+          `a stack line names src/cli/program.ts:${line}: ${run.stdout.slice(0, 600)}`,
+        );
+      },
+    );
   });
 
   describe("emceepee check", { concurrency: true }, () => {
