@@ -8,8 +8,11 @@ import { ErrorCodes, GatewayError } from "../errors.js";
 
 export class ChildProcessLimiter {
   private live = 0;
-  /** At the cap, asked to free a slot that is only waiting (the warm pool's processes) for `server`; true when it did. */
-  reclaim: ((server: string) => boolean) | undefined;
+  /**
+   * At the cap, asked to free a slot that is only waiting (the warm pool's processes) for `server`: settles once
+   * one is free (its process lent to `server`, or ended and gone); undefined when nothing waits.
+   */
+  reclaim: ((server: string) => Promise<void> | undefined) | undefined;
 
   constructor(private readonly max: number) {}
 
@@ -18,9 +21,14 @@ export class ChildProcessLimiter {
     return this.live < this.max ? this.acquire(server) : undefined;
   }
 
+  /** acquire(), at the cap once a waiting process's slot is free (reclaim): never more children than the cap, even briefly. */
+  async reserve(server: string): Promise<() => void> {
+    if (this.live >= this.max) await this.reclaim?.(server);
+    return this.acquire(server);
+  }
+
   /** Reserves one child slot; call the returned release() exactly when the child is gone. */
   acquire(server: string): () => void {
-    if (this.live >= this.max) this.reclaim?.(server);
     if (this.live >= this.max) {
       throw new GatewayError(
         ErrorCodes.LIMIT_REACHED,

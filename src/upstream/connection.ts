@@ -202,10 +202,12 @@ export class UpstreamConnection extends UpstreamHandle {
   }
 
   /**
-   * A session takes this connection made ahead: its handlers, logger, persistence and receiver tasks from now on,
-   * and the child slot its process holds (`releaseChild`); `taken` runs when the session's connect() finds it connected.
+   * A session takes this connection made ahead: its logger, persistence and receiver tasks from now on, and the child
+   * slot its process holds (`releaseChild`); `taken` runs when the session's connect() finds it connected. The handlers
+   * stay the ones it was made with (the warm connection's): they pass to the session's in `taken`, after what waited, so
+   * a stderr line or a close between the take and the connect is kept in order, not sent ahead of it.
    */
-  adopt(parts: Pick<UpstreamConnectionOptions, "handlers" | "logger" | "persistence" | "receiverTasks">, releaseChild: () => void, taken: () => void): void {
+  adopt(parts: Pick<UpstreamConnectionOptions, "logger" | "persistence" | "receiverTasks">, releaseChild: () => void, taken: () => void): void {
     this.options = { ...this.options, ...parts };
     this.releaseChild = releaseChild;
     this.taken = taken;
@@ -230,10 +232,15 @@ export class UpstreamConnection extends UpstreamHandle {
     this.status = "connecting";
     if (isStdioConfig(config) && this.options.children) {
       try {
-        this.releaseChild = this.options.children.acquire(name);
+        this.releaseChild = await this.options.children.reserve(name);
       } catch (err) {
         this.fail(errorMessage(err));
         throw err;
+      }
+      // Closed while a slot was freed for it (at the cap): nothing is started.
+      if (this.closing) {
+        this.releaseChild();
+        throw this.unavailable(new Error("closed while waiting for a child-process slot"));
       }
     }
     const resume = persistence?.resume();

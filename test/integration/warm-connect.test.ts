@@ -185,6 +185,29 @@ describe("connections made ahead (warm pool)", () => {
     await r.gw.close();
     assert.ok(!processAlive(sparePid), "closing the gateway ended the connection made ahead and its process");
   });
+  test("a taken connection whose process dies is the session's: it is told, and its next call starts a new process", async () => {
+    const r = await recordedGateway();
+    const a = await session(r.gw.url);
+    await call(a, "execute_tool", { server: "everything", tool: "echo", args: { message: "a" } });
+    await readyCount(r, 1);
+    const b = await session(r.gw.url);
+    const first = `b-${randomUUID()}`;
+    await call(b, "execute_tool", { server: "everything", tool: "echo", args: { message: first } });
+    const t = transportOfCall(r.sent, first);
+    assert.ok(initializeAt(r.sent, t) >= 0 && r.logged("upstream_connected").some((l) => l.warm === true), "b took the connection made ahead");
+    const pid = r.pids[t]!()!;
+    process.kill(-pid, "SIGKILL");
+    await pollFor(async () => (processAlive(pid) ? undefined : true), "the killed process gone");
+    // The SDK client's close reaches the session's handlers (the take must not clear it, ecfe12a; V's review).
+    await pollFor(async () => (r.logged("upstream_disconnected").length > 0 ? true : undefined), "the taken connection's disconnect", READY_MS);
+    const second = `b-${randomUUID()}`;
+    const result = await call(b, "execute_tool", { server: "everything", tool: "echo", args: { message: second } });
+    const text = JSON.stringify(result);
+    assert.ok(text.includes(second), `the next call answered: ${text.slice(0, 300)}`);
+    assert.ok(text.includes("server_disconnected"), "and the session was told its server disconnected");
+    assert.notEqual(transportOfCall(r.sent, second), t, "on a new process");
+  });
+
   test("a waiting connection whose upstream gave up on its roots/list is not handed out: the next session's roots reach a server that asks once", async () => {
     // roots-once asks for roots once, after initialized, and waits 5 s: a connection made ahead outlives that wait.
     const dir = mkdtempSync(path.join(os.tmpdir(), "warm-roots-"));
@@ -218,5 +241,62 @@ describe("connections made ahead (warm pool)", () => {
     const c = await session(url, ["file:///c"]);
     const text = JSON.stringify((await c.callTool({ name: "roots", arguments: {} })).content);
     assert.match(text, /file:\/\/\/c/, `the upstream of c's connection has c's roots: ${text}`);
+  });
+});
+
+/**
+ * At the child-process cap (gateway.upstream.maxChildProcesses) a session's own process takes the slot of a
+ * connection made ahead, which is ended: the new process starts only once the old one is gone (review: the slot was
+ * freed at the drop, so the cap was exceeded while the old process ended; another server's waiting one was not
+ * freed in time at all, and the session was refused).
+ */
+describe("connections made ahead at the child-process cap", () => {
+  const CAP = 2;
+
+  /** A gateway with servers `a` and `b` (server-everything, stdio, session mode) at a cap of CAP; per process created, how many others were alive then. */
+  async function cappedGateway() {
+    const pids: Array<() => number | null> = [];
+    const aliveAtStart: number[] = [];
+    const recording: TransportFactory = (name, config, options) => {
+      aliveAtStart.push(pids.filter((pid) => (pid() ?? 0) > 0 && processAlive(pid()!)).length);
+      const created = defaultTransportFactory(name, config, options);
+      pids.push(() => created.pid?.() ?? null);
+      return created;
+    };
+    const { logger, lines } = logLines();
+    const server = { ...everythingStdio(), sharing: "session" };
+    const gw = await startGateway(
+      { mcpServers: { a: server, b: server }, gateway: { upstream: { warmPool: 1, maxChildProcesses: CAP } } },
+      { transportFactory: recording, logger },
+    );
+    gateways.push(gw);
+    const ready = () => pollFor(async () => (lines.some((l) => l.msg === "warm_connection_ready") ? true : undefined), "a connection made ahead", READY_MS);
+    return { gw, pids, aliveAtStart, ready };
+  }
+
+  test("another server's session ends the waiting connection and starts its process once that one is gone", async () => {
+    const g = await cappedGateway();
+    const s = await session(g.gw.url);
+    await call(s, "execute_tool", { server: "a", tool: "echo", args: { message: "a" } });
+    await g.ready(); // a's process and a's connection made ahead: the cap
+    const waiting = g.pids[1]!()!;
+    const result = await call(s, "execute_tool", { server: "b", tool: "echo", args: { message: "b" } });
+    assert.ok(!result.isError && JSON.stringify(result).includes("Echo: b"), `b answered at the cap: ${JSON.stringify(result).slice(0, 300)}`);
+    assert.ok(!processAlive(waiting), "a's connection made ahead was ended for it");
+    assert.deepEqual(g.aliveAtStart, [0, 1, 1], "each process started beside at most CAP - 1 others");
+  });
+
+  test("a session with other capabilities ends the server's own waiting connection and starts its process once that one is gone", async () => {
+    const g = await cappedGateway();
+    const url = g.gw.url.replace(/\/mcp$/, "/servers/a/mcp");
+    const plain = await session(url);
+    await plain.callTool({ name: "echo", arguments: { message: "plain" } });
+    await g.ready(); // made ahead without roots, as the last session declared
+    const waiting = g.pids[1]!()!;
+    const withRoots = await session(url, ["file:///r"]);
+    const result = (await withRoots.callTool({ name: "echo", arguments: { message: "roots" } })) as CallToolResult;
+    assert.ok(!result.isError && JSON.stringify(result).includes("Echo: roots"), `answered at the cap: ${JSON.stringify(result).slice(0, 300)}`);
+    assert.ok(!processAlive(waiting), "the connection made ahead for other capabilities was ended for it");
+    assert.deepEqual(g.aliveAtStart, [0, 1, 1], "each process started beside at most CAP - 1 others");
   });
 });

@@ -66,7 +66,8 @@ export class WarmConnection implements Ahead {
   /** A session takes the connection: from its connect() on, what the upstream sends is the session's (what waited first). */
   take(parts: TakeParts, releaseChild: () => void): UpstreamConnection {
     this.tasks.bind(parts.receiverTasks);
-    this.connection.adopt(parts, releaseChild, () => {
+    const { handlers: _handlers, ...rest } = parts;
+    this.connection.adopt(rest, releaseChild, () => {
       this.pending.bind(parts.handlers);
       // The upstream gave up on a roots/list between the take and now (before it, the connection is not handed out):
       // tell it the list changed, which a server that cares about roots answers by asking again.

@@ -119,7 +119,7 @@ export class WarmPool<A extends Ahead = Ahead> {
 
   /** Ends the waiting processes of `name` (its server was removed or changed); the next use fills the pool again. */
   evict(name: string): void {
-    for (const warm of [...(this.waiting.get(name) ?? [])]) this.drop(name, warm);
+    for (const warm of [...(this.waiting.get(name) ?? [])]) void this.drop(name, warm);
   }
 
   /** From now on, servers that sessions use are kept warm. */
@@ -149,16 +149,16 @@ export class WarmPool<A extends Ahead = Ahead> {
       list.push(warm);
       if (key !== undefined) {
         // Connected ahead: the connection starts the process; a drop or failure before a take ends it (lost).
-        warm.ahead = { key, value: this.options.initialize!(name, config, created, key, () => this.drop(name, warm)) };
+        warm.ahead = { key, value: this.options.initialize!(name, config, created, key, () => void this.drop(name, warm)) };
         this.whileStarting(name, warm, warm.ahead.value.ready);
         continue;
       }
       // Died while waiting (take() clears this before a session's client sets its own).
-      warm.transport.onclose = () => this.drop(name, warm);
+      warm.transport.onclose = () => void this.drop(name, warm);
       const started = warm.transport.prestart();
       started.catch((err: unknown) => {
         this.options.logger.warn({ server: name, err: errorMessage(err) }, "warm_process_failed");
-        this.drop(name, warm);
+        void this.drop(name, warm);
       });
       this.whileStarting(name, warm, started);
     }
@@ -214,11 +214,11 @@ export class WarmPool<A extends Ahead = Ahead> {
       const wanted = this.wanted(name);
       // Connected ahead for capabilities the last session did not have: ended first.
       const key = this.keys.get(name);
-      for (const warm of list.filter((w) => w.ahead && w.ahead.key !== key)) this.drop(name, warm);
+      for (const warm of list.filter((w) => w.ahead && w.ahead.key !== key)) void this.drop(name, warm);
       while (list.length > wanted) {
         const warm = list[0]!;
         this.options.logger.info({ server: name, waiting: list.length - 1 }, "warm_process_released");
-        this.drop(name, warm);
+        void this.drop(name, warm);
       }
       if (wanted === 0) {
         this.demand.delete(name);
@@ -235,27 +235,23 @@ export class WarmPool<A extends Ahead = Ahead> {
   }
 
   /**
-   * Frees a child slot for a connection to `server` at the cap: ends another
-   * server's waiting process, or lends `server`'s own (its slot freed; the
-   * connection takes the process in the same tick — if not, it is ended).
-   * False when nothing waits.
+   * Frees a child slot for a connection to `server` at the cap (ChildProcessLimiter.reserve): lends `server`'s own
+   * waiting process (its slot freed now; the connection takes the process in the same tick — if not, it is ended),
+   * else ends a waiting one — `server`'s own connection made ahead first (it is only taken whole, takeAhead), then
+   * another server's — and settles once its process is gone, so the cap holds even while one ends. Undefined when
+   * nothing waits.
    */
-  reclaim(server: string): boolean {
-    const own = this.waiting.get(server)?.[0];
-    if (own) {
-      own.release();
-      // A connection made ahead is only taken whole (takeAhead): ended now, not lent.
-      if (own.ahead) this.drop(server, own);
-      else setImmediate(() => this.drop(server, own));
-      return true;
+  reclaim(server: string): Promise<void> | undefined {
+    const own = this.waiting.get(server) ?? [];
+    const bare = own.find((w) => !w.ahead);
+    if (bare) {
+      bare.release();
+      setImmediate(() => void this.drop(server, bare));
+      return Promise.resolve();
     }
-    for (const [name, list] of this.waiting) {
-      if (list[0]) {
-        this.drop(name, list[0]);
-        return true;
-      }
-    }
-    return false;
+    if (own[0]) return this.drop(server, own[0]);
+    for (const [name, list] of this.waiting) if (list[0]) return this.drop(name, list[0]);
+    return undefined;
   }
 
   /** Processes waiting now, per server. */
@@ -286,12 +282,12 @@ export class WarmPool<A extends Ahead = Ahead> {
   private take(name: string, config: ServerConfig, key: string | undefined): Warm<A> | undefined {
     for (const warm of [...(this.waiting.get(name) ?? [])]) {
       if (!sameServerConfig(warm.config, config)) {
-        this.drop(name, warm);
+        void this.drop(name, warm);
         continue;
       }
       if (warm.ahead?.key !== key) continue;
       if (!(warm.ahead ? warm.ahead.value.alive : warm.transport.running)) {
-        this.drop(name, warm);
+        void this.drop(name, warm);
         continue;
       }
       const list = this.waiting.get(name)!;
@@ -316,20 +312,21 @@ export class WarmPool<A extends Ahead = Ahead> {
     return list;
   }
 
-  private drop(name: string, warm: Warm<A>): void {
+  /** Ends `warm` if it still waits; settles once its child slot is free. */
+  private drop(name: string, warm: Warm<A>): Promise<void> {
     const list = this.waiting.get(name);
     const i = list?.indexOf(warm) ?? -1;
-    if (i < 0) return;
+    if (i < 0) return Promise.resolve();
     list!.splice(i, 1);
     warm.started?.();
-    this.end(warm);
+    return this.end(warm);
   }
 
   /** Ends a waiting process (and its connection made ahead); its child slot frees once its process group is gone (as a connection's does). */
-  private end(warm: Warm<A>): void {
+  private end(warm: Warm<A>): Promise<void> {
     if (!warm.ahead) warm.transport.onclose = undefined;
     const ahead = warm.ahead?.value;
     const ended = (ahead ? ahead.close().then(() => warm.created.terminate?.()) : warm.created.terminate?.()) ?? Promise.resolve();
-    void ended.then(warm.release, warm.release);
+    return ended.then(warm.release, warm.release);
   }
 }
