@@ -1,6 +1,6 @@
 /**
  * One-shot expiry never drops work (ADR 0009, decision 6), in an in-process
- * gateway with the slow-server fixture and raw HTTP clients that never open
+ * gateway with the slow-server fixture (in process too: test/helpers/in-process.ts) and raw HTTP clients that never open
  * a GET stream: a session that promoted a call within its first exchange
  * keeps its task past `sessions.oneShotIdleMs` and its client gets the result
  * when it comes back; a session end that drops tasks logs `task_dropped`.
@@ -12,7 +12,8 @@ import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { Writable } from "node:stream";
 import { createLogger, sessionHash } from "../../src/logging.js";
-import { slowServerStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import type { TestGateway } from "../helpers/gateway.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import { MCP_POST_HEADERS, jsonRpcMessages, pollFor, rawInitialize, rawRequest } from "../helpers/core-extra.js";
 
 /** Log lines as parsed JSON. */
@@ -29,9 +30,9 @@ const sink = new LogSink();
 after(() => gw?.close());
 
 async function gateway(): Promise<TestGateway> {
-  gw ??= await startGateway(
+  gw ??= await startInProcessGateway(
     {
-      mcpServers: { slow: slowServerStdio() },
+      mcpServers: { slow: inProcess("slow") },
       // No request of these tests comes after the first exchange: every session stays a one-shot candidate.
       gateway: { logLevel: "info", upstream: { warmPool: 0 }, sessions: { firstExchangeMs: 600_000, oneShotIdleMs: 500, sweepIntervalMs: 50 } },
     },
@@ -117,9 +118,9 @@ describe("one-shot expiry keeps sessions with work", { timeout: 120_000 }, () =>
 
   test("idle expiry and a shutdown with a memory store log task_dropped too", async () => {
     const logs = new LogSink();
-    const own = await startGateway(
+    const own = await startInProcessGateway(
       {
-        mcpServers: { slow: slowServerStdio() },
+        mcpServers: { slow: inProcess("slow") },
         gateway: { logLevel: "info", upstream: { warmPool: 0 }, sessions: { idleTimeoutMs: 8_000, sweepIntervalMs: 50 } },
       },
       { logger: createLogger("info", logs) },

@@ -2,7 +2,7 @@
  * Limits per principal (design LM-8, ADR 0018 "Limits per principal") with
  * real parts: a real OpenID provider (oidc-provider, test/helpers/oidc.ts)
  * logs alice and bob in through the SDK's OAuth client, and the slow-server
- * fixture over stdio runs the calls. Alice reaches sessions.maxPerPrincipal
+ * fixture's tools, in process (test/helpers/in-process.ts), run the calls. Alice reaches sessions.maxPerPrincipal
  * across faces while bob and the static token's operator still open
  * sessions; ending one of hers frees a slot. The same for task slots: a task
  * on the transparent face and an execute_tool promotion on the meta face
@@ -15,7 +15,8 @@ import assert from "node:assert/strict";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { slowServerStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import type { TestGateway } from "../helpers/gateway.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
 import { startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
 import { LONG, rpcError, startTask } from "../helpers/tasks.js";
@@ -84,8 +85,8 @@ describe("limits per principal (OAuth users, real provider)", { timeout: 300_000
 
   before(async () => {
     idp = await startOidcProvider({ scopes: [SCOPE] });
-    gw = await startGateway({
-      mcpServers: { slow: slowServerStdio() },
+    gw = await startInProcessGateway({
+      mcpServers: { slow: inProcess("slow") },
       gateway: {
         token: STATIC_TOKEN,
         auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },

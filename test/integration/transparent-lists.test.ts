@@ -3,8 +3,9 @@
  * own: the aggregate's list_changed when servers come and go, a client's
  * cancellation reaching the upstream as notifications/cancelled — and the
  * server-everything tools the other transparent tests do not call. The first
- * two run their upstreams in this process (test/helpers/in-process.ts); the
- * comparisons with a direct server-everything use the real one over stdio.
+ * two and the never-initialized case run their upstreams in this process
+ * (test/helpers/in-process.ts); the comparison with a direct server-everything
+ * uses the real one over stdio.
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
@@ -114,7 +115,7 @@ test(
   "a client that never sends initialized does not hold an upstream's elicitation: after a bounded wait it is queued and can be answered",
   { timeout: 60_000 },
   async () => {
-    const gw = await startGateway({ mcpServers: { everything: everythingStdio() } });
+    const gw = await startInProcessGateway();
     gateways.push(gw);
     const url = gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
     const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };

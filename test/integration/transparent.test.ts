@@ -4,6 +4,8 @@
  * upstream verbatim, /all/mcp every upstream prefixed. Wherever the issue asks
  * for "the same results as direct", a client connected straight to
  * server-everything over stdio answers the same requests in the same test.
+ * The second upstream, the slow-server fixture (its tools on /all/mcp), runs
+ * in this process (test/helpers/in-process.ts).
  *
  * Tool definitions are compared without `execution`: a planned change
  * rewrites execution.taskSupport on this face.
@@ -13,7 +15,8 @@ import assert from "node:assert/strict";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult, CreateMessageRequest, ElicitRequest, ElicitResult, CreateMessageResult, LoggingLevel } from "@modelcontextprotocol/sdk/types.js";
-import { call, connectClient, everythingStdio, slowServerStdio, startGateway, TEST_SHARING, type TestGateway } from "../helpers/gateway.js";
+import { call, connectClient, everythingStdio, TEST_SHARING, type TestGateway } from "../helpers/gateway.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import { pollFor } from "../helpers/core-extra.js";
 import { field } from "../helpers/async-extra.js";
 import {
@@ -95,7 +98,7 @@ async function firstQueued(meta: Client, tool: "get_elicitations" | "get_samplin
 }
 
 before(async () => {
-  gw = await startGateway({ mcpServers: { everything: everythingStdio(), slow: slowServerStdio() } });
+  gw = await startInProcessGateway({ mcpServers: { everything: everythingStdio(), slow: inProcess("slow") } });
   base = gw.url.replace(/\/mcp$/, "");
   face = await open(serverUrl());
   // Declare upstream what the gateway declares, so both sessions get the same tools.
