@@ -459,8 +459,11 @@ describe("operator log events (design EV-13), captured from the gateway's logger
       {
         mcpServers: { slow: slowServerStdio(), flaky },
         // A reconnect whose process exit went unnoticed still fails within the test's 30 s wait (by connect timeout);
-        // a clean-clone CI run under load once waited the default 30 s for it.
-        gateway: { upstream: { connectTimeoutMs: 10_000, reconnect: { initialDelayMs: 50, maxDelayMs: 100, jitter: 0, maxAttempts: 2 } } },
+        // a clean-clone CI run under load once waited the default 30 s for it. No warm pool: its spare of the flaky server
+        // refused to start, and the pool started another about once a second while the suite ran (36 spawns; ADR 0049).
+        gateway: {
+          upstream: { warmPool: 0, connectTimeoutMs: 10_000, reconnect: { initialDelayMs: 50, maxDelayMs: 100, jitter: 0, maxAttempts: 2 } },
+        },
       },
       { logger: pino({ level: "debug" }, sink) },
     );
