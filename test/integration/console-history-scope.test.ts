@@ -4,7 +4,8 @@
  * (oidc-provider), agents call tools as themselves on /mcp, and each person's
  * Activity, Upstreams statistics and ended-task history show only their own
  * principal's records; an admin sees everyone's and may filter by principal.
- * Plain HTTP reads (the pages need no JavaScript).
+ * Plain HTTP reads (the pages need no JavaScript). server-everything runs in
+ * process (test/helpers/in-process.ts).
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -12,7 +13,8 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { principalHash } from "../../src/auth/principal.js";
 import { sessionHash } from "../../src/logging.js";
 import { eventually } from "../helpers/async-extra.js";
-import { call, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { call, type TestGateway } from "../helpers/gateway.js";
+import { startInProcessGateway } from "../helpers/in-process.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
 import { consoleLogin, startOidcProvider, type TestOidcProvider } from "../helpers/oidc.js";
 import { freePort } from "../helpers/core-extra.js";
@@ -61,7 +63,7 @@ describe("console history per person", { timeout: 600_000 }, () => {
         },
       ],
     });
-    gw = await startGateway({
+    gw = await startInProcessGateway({
       gateway: {
         port,
         activity: { flushMs: 20 },
