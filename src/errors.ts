@@ -70,6 +70,8 @@ export const ErrorCodes = {
   APPROVAL_DECIDED: "EMCP_APPROVAL_DECIDED",
   /** Sent to a shared upstream: its server→client request cannot be tied to one session's call (docs/adr/0010). */
   UNATTRIBUTABLE: "EMCP_UNATTRIBUTABLE",
+  /** A server→client request that belongs to no call of the client's could not reach it: it opened no standalone GET stream within gateway.http.standaloneStreamWaitMs (docs/adr/0047). */
+  CLIENT_UNREACHABLE: "EMCP_CLIENT_UNREACHABLE",
   /** An upstream message (a response, request or notification) was larger than `gateway.upstream.maxMessageBytes`; the message names the bound. */
   RESPONSE_TOO_LARGE: "EMCP_RESPONSE_TOO_LARGE",
   /** The state store (gateway.store) cannot be opened, read or written; the message names the file. */
@@ -129,6 +131,7 @@ const RPC_CODES: Record<ErrorCodeName, number> = {
   EMCP_APPROVAL_REJECTED: ErrorCode.InvalidRequest,
   EMCP_APPROVAL_DECIDED: ErrorCode.InvalidRequest,
   EMCP_UNATTRIBUTABLE: ErrorCode.InvalidRequest,
+  EMCP_CLIENT_UNREACHABLE: ErrorCode.InternalError,
   EMCP_RESPONSE_TOO_LARGE: ErrorCode.InternalError,
   EMCP_STORE_UNAVAILABLE: ErrorCode.InternalError,
   EMCP_CODE_ERROR: ErrorCode.InvalidParams,

@@ -436,6 +436,8 @@ export const gatewaySettingsSchema = z.strictObject({
         .default(8 * 1024 * 1024),
       /** An SSE comment frame on every open SSE stream this often, so proxies and idle timeouts keep it open (0: none). */
       sseKeepAliveMs: z.number().int().min(0).default(15_000),
+      /** How long a server→client request that belongs to no call waits for the client's standalone GET stream before the upstream gets EMCP_CLIENT_UNREACHABLE (docs/adr/0047). */
+      standaloneStreamWaitMs: z.number().int().positive().default(10_000),
       /** Answer a plain request (no progress token, no task, a client that cannot be asked anything) with JSON, not an SSE stream: nothing stored for replay, but a dropped connection loses the answer (docs/adr/0035). */
       plainJsonResponses: z.boolean().default(false),
       /** How long an idle keep-alive connection stays open (Node's default, 5 s, races clients and proxies that reuse it later: ECONNRESET). */

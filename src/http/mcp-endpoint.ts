@@ -12,6 +12,7 @@ import { isInitializeRequest, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIO
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { primeServerTransport, type StoredInitialize } from "../mcp/resume-session.js";
 import { onResponseSent } from "../mcp/response-sent.js";
+import { watchStandaloneStream } from "../mcp/standalone-listener.js";
 import { answerPlainWithJson, isPlainRequest } from "../mcp/json-answers.js";
 import { DirectAnswers } from "../mcp/direct-answers.js";
 import type { GatewayContext } from "../session/gateway-context.js";
@@ -330,6 +331,8 @@ export class McpEndpoint {
         })
       : undefined;
     onResponseSent(transport, (id) => inflight.delete(JSON.stringify(id)));
+    // A request that belongs to no call waits for the client's GET stream (docs/adr/0047).
+    watchStandaloneStream(transport);
     // Plain requests answered with one JSON body: no SSE stream, nothing stored for replay (docs/adr/0035).
     if (http.plainJsonResponses) answerPlainWithJson(transport, (body) => isPlainRequest(body, clientCapabilities(server)));
     transport.onclose = () => {

@@ -9,7 +9,11 @@
  *   call): the stream of the client's tasks/result for that task, with the
  *   task's related-task metadata — queued until the client asks (spec
  *   2025-11-25: the requestor that sees `input_required` calls tasks/result);
- * - otherwise (unknown, or a call of another face): the standalone stream.
+ * - otherwise (unknown, or a call of another face): the standalone stream,
+ *   once the client has it open (over Streamable HTTP the SDK only stores
+ *   what is sent while it is not, for a replay no first GET asks for): the
+ *   request waits for it up to `gateway.http.standaloneStreamWaitMs`, then
+ *   the upstream gets EMCP_CLIENT_UNREACHABLE (docs/adr/0047).
  */
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
@@ -22,7 +26,9 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { AnySchema, SchemaOutput } from "@modelcontextprotocol/sdk/server/zod-compat.js";
 import { systemClock, type Clock } from "../../clock.js";
-import { ErrorCodes, GatewayError } from "../../errors.js";
+import { ErrorCodes, GatewayError, toJsonRpcError } from "../../errors.js";
+import type { Logger } from "../../logging.js";
+import { standaloneListenerOf, type StandaloneListener } from "../../mcp/standalone-listener.js";
 import type { DownstreamBridge } from "../../session/bridge.js";
 import type { CallOrigin } from "../../upstream/origin.js";
 import type { Catalog } from "./catalog.js";
@@ -41,8 +47,13 @@ export class DownstreamRoutes {
   private readonly inflight = new Set<RequestId>();
   private readonly resultRequests = new Map<string, RequestId[]>();
   private readonly queued = new Map<string, Set<Queued>>();
+  /** Requests waiting for the client's standalone stream: how each gives up when the face closes. */
+  private readonly awaitingStream = new Set<(err: Error) => void>();
 
-  constructor(private readonly clock: Clock = systemClock) {}
+  constructor(
+    private readonly clock: Clock = systemClock,
+    private readonly logger?: Logger,
+  ) {}
 
   /** Request `id` is being answered until the returned function is called. */
   track(id: RequestId): () => void {
@@ -111,8 +122,53 @@ export class DownstreamRoutes {
     });
   }
 
+  /**
+   * Runs `send` once the client's standalone stream is open — now, or when its
+   * GET comes (bounded by `timeoutMs` and `signal`). Without a watched stream
+   * (stdio) it runs at once. Past the bound the upstream gets a JSON-RPC error
+   * naming the setting, instead of waiting for its own timeout.
+   */
+  viaStandalone<T>(stream: StandaloneListener | undefined, method: string, signal: AbortSignal, timeoutMs: number, send: () => Promise<T>): Promise<T> {
+    if (!stream || stream.open) return send();
+    this.logger?.debug({ method }, "client_stream_wait");
+    return new Promise<T>((resolve, reject) => {
+      const leave = () => {
+        this.clock.clearTimeout(timer);
+        signal.removeEventListener("abort", onAbort);
+        unsubscribe();
+        this.awaitingStream.delete(fail);
+      };
+      const fail = (err: Error) => {
+        leave();
+        reject(err);
+      };
+      const unsubscribe = stream.onOpen(() => {
+        if (!stream.open) return;
+        leave();
+        send().then(resolve, reject);
+      });
+      const onAbort = () => fail(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason ?? "cancelled")));
+      const timer = this.clock.setTimeout(() => {
+        this.logger?.warn({ method, waitedMs: timeoutMs }, "client_stream_missing");
+        fail(
+          toJsonRpcError(
+            new GatewayError(
+              ErrorCodes.CLIENT_UNREACHABLE,
+              `emceepee could not send ${method} to its client: the client did not open its standalone GET stream (the only way a request that belongs to no call of the client's can reach it over Streamable HTTP) within ${timeoutMs}ms (gateway.http.standaloneStreamWaitMs)`,
+              { details: { method, waitedMs: timeoutMs } },
+            ),
+          ),
+        );
+      }, timeoutMs);
+      this.awaitingStream.add(fail);
+      if (signal.aborted) onAbort();
+      else signal.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
   /** The face closed: nothing queued can reach its client any more. */
   close(reason: string): void {
+    for (const fail of [...this.awaitingStream]) fail(new GatewayError(ErrorCodes.CLOSED, reason));
     for (const set of [...this.queued.values()]) for (const q of [...set]) q.reject(new GatewayError(ErrorCodes.CLOSED, reason));
     this.queued.clear();
     this.resultRequests.clear();
@@ -129,6 +185,8 @@ export function createBridge(
   /** Resolves once the client has sent `initialized`; nothing is sent to it before (see whenInitialized). */
   initialized: Promise<void> = Promise.resolve(),
   clock: Clock = systemClock,
+  /** How long a request for the standalone stream waits for the client to open it (gateway.http.standaloneStreamWaitMs). */
+  standaloneWaitMs = 10_000,
 ): DownstreamBridge {
   let ready = false;
   void initialized.then(() => (ready = true));
@@ -162,10 +220,12 @@ export function createBridge(
         ...(timeout !== undefined ? { timeout } : {}),
         ...(relatedRequestId !== undefined ? { relatedRequestId } : {}),
       });
-    if (origin?.downstream !== server) return send();
+    // Read when sent: the face is built before the endpoint connects its transport.
+    const standalone = () => routes.viaStandalone(standaloneListenerOf(server.transport), request.method, signal, standaloneWaitMs, () => send());
+    if (origin?.downstream !== server) return standalone();
     if (origin.requestId !== undefined && routes.has(origin.requestId)) return send(origin.requestId);
     if (origin.taskId !== undefined) return routes.viaTaskResult(origin.taskId, signal, timeout ?? requestTimeoutMs, send);
-    return send();
+    return standalone();
   };
   return {
     clientCapabilities,

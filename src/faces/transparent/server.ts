@@ -69,7 +69,7 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   const instructions = single ? single.instructions : target.kind === "virtual" ? virtual?.instructions : allInstructions(catalog);
   const server = new Server(info, { capabilities, jsonSchemaValidator, ...(instructions ? { instructions } : {}) });
   acceptCancelOfRequestZero(server); // a client may number a call 0 (SDK 1.32 drops its cancel)
-  const routes = new DownstreamRoutes(gateway.clock);
+  const routes = new DownstreamRoutes(gateway.clock, session.logger);
   const joined = registerHandlers({ server, session, catalog, capabilities, routes, gateway, aggregate });
   announceJoin = (name) => {
     joined(name);
@@ -94,7 +94,16 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   const install = (caps: ClientCapabilities) => {
     // Listed read-only (the web console) while the client holds its elicitations and sampling requests.
     session.bridge = withVisibleRequests(
-      createBridge(server, caps, catalog, routes, gateway.settings.pendingRequests.timeoutMs, initialized, gateway.clock),
+      createBridge(
+        server,
+        caps,
+        catalog,
+        routes,
+        gateway.settings.pendingRequests.timeoutMs,
+        initialized,
+        gateway.clock,
+        gateway.settings.http.standaloneStreamWaitMs,
+      ),
       session.pending,
     );
   };
