@@ -281,7 +281,7 @@ export async function listServers(client: Client): Promise<ServerRow[]> {
   return servers;
 }
 
-/** Node arguments that run the CLI: src/ compiled once (cli-build.ts; EMCEEPEE_TEST_CLI=tsx: src/cli/main.ts through tsx). */
+/** Node arguments that run the CLI: the bundle with source maps (cli-build.ts; EMCEEPEE_TEST_CLI=modules or =tsx for the others). */
 export const CLI_ARGS: readonly string[] = cliNodeArgs();
 
 let stateRoot: string | undefined;

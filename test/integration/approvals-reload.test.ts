@@ -32,7 +32,11 @@ after(async () => {
 
 function config(approvals: Record<string, unknown>, storeArguments = false) {
   const rules = [{ id: "echo-needs-a-person", server: "everything", tool: "echo", action: "approve" }];
-  return { mcpServers: { everything: everythingStdio() }, gateway: { governance: { profile: "enforce", rules, approvals, audit: { storeArguments } } } };
+  return {
+    mcpServers: { everything: everythingStdio() },
+    // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway (issue 21).
+    gateway: { upstream: { warmPool: 0 }, governance: { profile: "enforce", rules, approvals, audit: { storeArguments } } },
+  };
 }
 
 test("SIGHUP: governance.approvals and audit.storeArguments apply to the next approval without a restart", { timeout: 240_000 }, async () => {

@@ -46,6 +46,8 @@ describe("approval across replicas in a real browser", { skip, timeout: 300_000 
         gateway: {
           store: { kind: "redis", url: redis.url },
           cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: 3_000 },
+          // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway (issue 21).
+          upstream: { warmPool: 0 },
           governance: {
             profile: "enforce",
             rules: [{ id: "echo-needs-approval", server: "local", tool: "echo", action: "approve" }],

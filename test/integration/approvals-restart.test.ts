@@ -42,7 +42,11 @@ test("SIGKILL with an approval pending: after the restart it is still pending, a
     config,
     JSON.stringify({
       mcpServers: { local: everythingStdio() },
-      gateway: { governance: { profile: "enforce", rules: [{ id: "echo-needs-approval", server: "local", tool: "echo", action: "approve" }] } },
+      // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway (issue 21).
+      gateway: {
+        upstream: { warmPool: 0 },
+        governance: { profile: "enforce", rules: [{ id: "echo-needs-approval", server: "local", tool: "echo", action: "approve" }] },
+      },
     }),
   );
   const port = await freePort();
@@ -104,6 +108,7 @@ describe("a pending approval survives the death of the replica that held the ses
         gateway: {
           store: { kind: "redis", url: redis.url },
           cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: 3_000 },
+          upstream: { warmPool: 0 },
           governance: { profile: "enforce", rules: [{ id: "echo-needs-approval", server: "local", tool: "echo", action: "approve" }] },
         },
       }),

@@ -62,6 +62,8 @@ describe("console login and inbox across replicas, per person", { skip: redisSki
         mcpServers: { everything: { ...everythingStdio(), args: [...everythingStdio().args, MARKER] } },
         gateway: {
           logLevel: "info",
+          // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway (issue 21).
+          upstream: { warmPool: 0 },
           store: { kind: "redis", url: redis.url },
           cluster: { enabled: true, replicaId: id, advertiseUrl: base, secret: "${EMCEEPEE_CLUSTER_SECRET}" },
           auth: { oauth: { issuers: [idp.issuer], scopes: [SCOPE] } },

@@ -36,6 +36,8 @@ function config(echoName: string, extra: Record<string, unknown> = {}) {
   return {
     mcpServers: { everything: everythingStdio() },
     gateway: {
+      // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway (issue 21).
+      upstream: { warmPool: 0 },
       governance: {
         curation: [{ server: "everything", tool: "echo", name: echoName }],
         virtualServers: [{ name: "kit", tools: [{ server: "everything", tool: "echo", as: "shout" }] }],

@@ -36,7 +36,8 @@ after(async () => {
 
 test("a parked call is lost with a clear error across a restart, and does not hold the shutdown", { timeout: 300_000 }, async () => {
   const config = path.join(tmp, "config.json");
-  await writeFile(config, JSON.stringify({ mcpServers: { everything: everythingStdio() } }));
+  // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway (issue 21).
+  await writeFile(config, JSON.stringify({ mcpServers: { everything: everythingStdio() }, gateway: { upstream: { warmPool: 0 } } }));
   const port = await freePort();
   const env = { EMCEEPEE_VAULT_KEY: randomBytes(32).toString("base64") };
   const start = async () => {
@@ -80,7 +81,10 @@ test(
     const redis = await startRedis();
     stops.push(() => redis.stop());
     const config = path.join(tmp, "shared.json");
-    await writeFile(config, JSON.stringify({ mcpServers: { everything: everythingStdio() }, gateway: { store: { kind: "redis", url: redis.url } } }));
+    await writeFile(
+      config,
+      JSON.stringify({ mcpServers: { everything: everythingStdio() }, gateway: { upstream: { warmPool: 0 }, store: { kind: "redis", url: redis.url } } }),
+    );
     const env = { EMCEEPEE_VAULT_KEY: randomBytes(32).toString("base64") };
     const [one, two] = await Promise.all(
       [0, 1].map(async () => {

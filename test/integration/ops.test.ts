@@ -195,7 +195,11 @@ describe("start-up check and broken upstreams", () => {
     "/all lists what answers and names the upstream it could not list (log and _meta); /servers/<broken>/mcp says why without meta-face advice",
     SLOW,
     async () => {
-      const file = await writeConfig("all-broken.json", { mcpServers: { everything: everythingStdio(), broken: { command: "./no-such-server.sh" } } });
+      // No warm spare (upstream.warmPool 0) here and in the reload case: not what they test, one server-everything fewer each (issue 21).
+      const file = await writeConfig("all-broken.json", {
+        mcpServers: { everything: everythingStdio(), broken: { command: "./no-such-server.sh" } },
+        gateway: { upstream: { warmPool: 0 } },
+      });
       const served = await serve(["--config", file, "--log-level", "info", "--no-upstream-check"]);
       const base = served.url.replace(/\/mcp$/, "");
       const all = await client(`${base}/all/mcp`);
@@ -228,7 +232,7 @@ describe("SIGHUP reloads the config", () => {
     "servers added, changed and removed as add_server/remove_server would; runtime-added ones kept; a bad file is logged and the old config kept",
     SLOW,
     async () => {
-      const file = await writeConfig("reload.json", { mcpServers: { one: everythingStdio() } });
+      const file = await writeConfig("reload.json", { mcpServers: { one: everythingStdio() }, gateway: { upstream: { warmPool: 0 } } });
       const served = await serve(["--config", file, "--log-level", "info", "--no-upstream-check"]);
       const c = await client(served.url);
       await echo(c, "one");
@@ -240,7 +244,13 @@ describe("SIGHUP reloads the config", () => {
       assert.deepEqual(await names(), ["one:config", "runtime:runtime"]);
 
       // One server more, and the runtime one declared too (it keeps its runtime entry).
-      await writeFile(file, JSON.stringify({ mcpServers: { one: everythingStdio(), two: everythingStdio(), runtime: { command: "elsewhere" } } }));
+      await writeFile(
+        file,
+        JSON.stringify({
+          mcpServers: { one: everythingStdio(), two: everythingStdio(), runtime: { command: "elsewhere" } },
+          gateway: { upstream: { warmPool: 0 } },
+        }),
+      );
       served.child.kill("SIGHUP");
       const reloaded = await waitForLog(served, "config_reloaded");
       assert.deepEqual([reloaded.added, reloaded.unchanged, reloaded.skipped], [["two"], ["one"], ["runtime"]]);
@@ -259,7 +269,10 @@ describe("SIGHUP reloads the config", () => {
       // Removed and changed; a settings change is reported as needing a restart.
       await writeFile(
         file,
-        JSON.stringify({ mcpServers: { two: { ...everythingStdio(), env: { CHANGED: "1" } } }, gateway: { tasks: { defaultTtlMs: 1000 } } }),
+        JSON.stringify({
+          mcpServers: { two: { ...everythingStdio(), env: { CHANGED: "1" } } },
+          gateway: { upstream: { warmPool: 0 }, tasks: { defaultTtlMs: 1000 } },
+        }),
       );
       served.child.kill("SIGHUP");
       const second = await waitForLog(served, "config_reloaded", (l) => l.removed?.length > 0);

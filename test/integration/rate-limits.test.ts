@@ -137,6 +137,8 @@ describe("rate limits shared by two replicas on one Redis (emceepee serve, clust
         JSON.stringify({
           mcpServers: { everything: everythingStdio() },
           gateway: {
+            // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway (issue 21).
+            upstream: { warmPool: 0 },
             store: { kind: "redis", url: redis.url, keyPrefix: "rl-test:" },
             cluster: { enabled: true, replicaId: `r${i}`, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}" },
             rateLimits: [{ name: "everything-total", scope: "server", server: "everything", capacity: 3, refillPerMinute: NEVER }],

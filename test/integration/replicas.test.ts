@@ -83,6 +83,8 @@ if (skip !== undefined) {
       JSON.stringify({
         mcpServers: { everything: everythingStdio(), remote: { url: remote.url } },
         gateway: {
+          // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway (issue 21).
+          upstream: { warmPool: 0 },
           store: { kind: "redis", url: redis.url },
           cluster: { enabled: true, replicaId: id, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}", leaseMs: LEASE_MS },
           servers: { allowRuntimeStdio: true },
