@@ -17,6 +17,10 @@
  *   import.meta.url-relative paths find the same files as in dist/.
  * - Linked source maps (names and lines, no sources): with
  *   `node --enable-source-maps` a stack line names src/<file>.ts.
+ * - zod's messages in English only: zod re-exports its 50 locales
+ *   (`z.locales`, ≈ 360 KB of a gateway's start) as one namespace, so the
+ *   bundle would compile them all at every start; no emceepee code calls
+ *   `z.config(z.locales.xx())`, and English is zod's default (docs/adr/0045).
  *
  * Usage: node scripts/bundle.mjs [outDir] (default: dist). Imported, bundle(root, outDir).
  */
@@ -39,6 +43,18 @@ export const EXTERNAL = [
   "@modelcontextprotocol/server-everything",
 ];
 
+/** zod's locale index as the bundle sees it: English only (the default the schemas register themselves). */
+export const zodEnglishOnly = {
+  name: "zod-english-only",
+  setup(b) {
+    b.onLoad({ filter: /[\\/]node_modules[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, (args) => ({
+      contents: 'export { default as en } from "./en.js";\n',
+      resolveDir: path.dirname(args.path),
+      loader: "js",
+    }));
+  },
+};
+
 /** Builds the bundle of `root`'s src/cli into `<outDir>/cli/`. */
 export async function bundle(root = ROOT, outDir = path.join(root, "dist")) {
   await build({
@@ -54,6 +70,7 @@ export async function bundle(root = ROOT, outDir = path.join(root, "dist")) {
     target: "node20",
     tsconfig: path.join(root, "tsconfig.build.json"),
     external: EXTERNAL,
+    plugins: [zodEnglishOnly],
     // CommonJS packages inside an ES module bundle call require() for node: built-ins.
     banner: { js: 'import { createRequire as __emceepeeRequire } from "node:module"; const require = __emceepeeRequire(import.meta.url);' },
     sourcemap: "linked",

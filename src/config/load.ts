@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { inputVariable, normalizeFormat } from "./formats.js";
-import { configFileSchema, type GatewayConfig } from "./schema.js";
+import { CONFIG_PARSE, configFileSchema, type GatewayConfig } from "./schema.js";
 import { governanceWarnings } from "./governance.js";
 import { isStdioConfig, type ServerConfig } from "./server-entry.js";
 import { closest, describeValue } from "./server-entry.js";
@@ -121,7 +121,7 @@ export function parseConfigDetailed(raw: unknown, origin = "config"): ParsedConf
     );
   }
   const format = normalizeFormat(raw as Record<string, unknown>, origin);
-  const parsed = configFileSchema.safeParse(format.raw, { reportInput: true });
+  const parsed = configFileSchema.safeParse(format.raw, { ...CONFIG_PARSE, reportInput: true });
   if (!parsed.success) {
     throw new GatewayError(ErrorCodes.CONFIG_INVALID, `invalid ${origin}:\n${formatZodError(parsed.error, configFileSchema)}`, { cause: parsed.error });
   }
@@ -159,7 +159,7 @@ const FLAG_OF: Record<string, string> = {
 /** The file already passed on its own, so every problem left is an override's: report it as that flag's. */
 function applyOverrides(file: Record<string, unknown>, overrides: Record<string, unknown>, env: NodeJS.ProcessEnv): ParsedConfig {
   const gateway = (file.gateway ?? {}) as Record<string, unknown>;
-  const parsed = configFileSchema.safeParse({ ...file, gateway: { ...gateway, ...overrides } });
+  const parsed = configFileSchema.safeParse({ ...file, gateway: { ...gateway, ...overrides } }, CONFIG_PARSE);
   if (parsed.success) return build(parsed.data);
   const label = (key: string) =>
     key === "token" && env.EMCEEPEE_TOKEN !== undefined && env.EMCEEPEE_TOKEN === overrides.token ? "EMCEEPEE_TOKEN" : (FLAG_OF[key] ?? `the ${key} override`);

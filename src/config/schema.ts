@@ -534,11 +534,18 @@ export const configFileSchema = z.strictObject({
 export type GatewaySettings = z.infer<typeof gatewaySettingsSchema>;
 
 /**
+ * How config is parsed: without zod's JIT. zod compiles a parser per object schema at its first parse, which pays for a
+ * schema parsed again and again, not for the config's few parses (start, reload): the settings' first parse took ≈ 4× as
+ * long compiled as interpreted, before the gateway listens (docs/adr/0045).
+ */
+export const CONFIG_PARSE = { jitless: true } as const;
+
+/**
  * Every gateway default, read from the schema above (the one place they are
  * written). Code that needs a default without a config in hand (optional
  * options, tool descriptions) reads it here instead of repeating the number.
  */
-export const DEFAULT_SETTINGS: DeepReadonly<GatewaySettings> = deepFreeze(gatewaySettingsSchema.parse({}));
+export const DEFAULT_SETTINGS: DeepReadonly<GatewaySettings> = deepFreeze(gatewaySettingsSchema.parse({}, CONFIG_PARSE));
 
 type DeepReadonly<T> = T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> } : T;
 

@@ -408,7 +408,8 @@ export function parseServerEntry(input: unknown): EntryResult {
   }
   const kind: Kind = hasCommand ? "stdio" : "remote";
   const markers = markerIssues(input, kind);
-  const parsed = (kind === "stdio" ? stdioSchema : remoteSchema).safeParse(input);
+  // Without zod's JIT, as schema.ts's CONFIG_PARSE (which this module cannot import: schema.ts imports it).
+  const parsed = (kind === "stdio" ? stdioSchema : remoteSchema).safeParse(input, { jitless: true });
   const issues = [...markers.issues];
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {

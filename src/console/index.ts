@@ -103,6 +103,8 @@ export interface ConsoleOptions {
   peers?: Peers | undefined;
   /** Completes people's authorizations at upstreams' OAuth servers (issue 23; absent: no vault). */
   upstreamAuth?: UpstreamAuthCompleter | undefined;
+  /** The live stream's counter, made (and started) before the pages loaded (lazy.ts); absent: made here. */
+  live?: ConsoleLive | undefined;
 }
 
 export interface WebConsole {
@@ -129,12 +131,14 @@ const ASSETS: Record<string, Asset> = {
 export function createConsole(options: ConsoleOptions): WebConsole {
   const { context } = options;
   const remote = options.peers ? new RemoteConsole(options.peers, context.logger) : undefined;
-  const live = new ConsoleLive({
-    sessions: context.sessions,
-    clock: context.clock,
-    keepAliveMs: context.settings.http.sseKeepAliveMs,
-    ...(remote ? { remoteVersions: () => remote.versions() } : {}),
-  });
+  const live =
+    options.live ??
+    new ConsoleLive({
+      sessions: context.sessions,
+      clock: context.clock,
+      keepAliveMs: context.settings.http.sseKeepAliveMs,
+      ...(remote ? { remoteVersions: () => remote.versions() } : {}),
+    });
   const src: ConsoleSources = { context, childProcesses: options.childProcesses, reconnects: live.reconnects };
   // Newly written activity (a tool call changes no session state the other pages watch) updates open pages too.
   const unwatchActivity = context.activity?.onWritten(() => live.poke());

@@ -17,7 +17,7 @@ import { createRequire } from "node:module";
 import { systemClock, ulidGenerator, type Clock, type IdGenerator } from "../clock.js";
 import { createCluster } from "../cluster/index.js";
 import { loginCookieMatches } from "../console/cookies.js";
-import { createConsole } from "../console/index.js";
+import { lazyConsole } from "../console/lazy.js";
 import type { GatewayConfig } from "../config/schema.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
 import { Governance } from "../governance/governance.js";
@@ -255,7 +255,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   if (cluster) parts.add("cluster", () => cluster.close()); // the others adopt this one's sessions without waiting for its lease
   // The web console at /console (docs/adr/0012-console.md); with replicas it shows them all.
   const webConsole = settings.console.enabled
-    ? createConsole({ context, childProcesses: () => children.count, peers: cluster?.peers, upstreamAuth: upstreamAuth?.completer(registry) })
+    ? lazyConsole({ context, childProcesses: () => children.count, peers: cluster?.peers, upstreamAuth: upstreamAuth?.completer(registry) })
     : undefined;
   if (webConsole) parts.add("console", () => webConsole.close());
   parts.add("sweeps", () => store.stopSweeps());

@@ -15,7 +15,7 @@ import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.
 import { SseEventFramer } from "../mcp/sse-events.js";
 import type { GatewayError } from "../errors.js";
 import type { FetchLike, SseRequestTap } from "../mcp/sse-request-tap.js";
-import { gatewaySettingsSchema } from "../config/schema.js";
+import { DEFAULT_SETTINGS } from "../config/schema.js";
 import { isStdioConfig, remoteTransportOf, type RemoteServerConfig, type ServerConfig } from "../config/server-entry.js";
 import type { ProcessGroups } from "./children.js";
 import { GroupStdioClientTransport } from "./stdio-transport.js";
@@ -93,8 +93,8 @@ export interface TransportFactoryOptions {
 
 /** The transports the gateway uses for real upstreams. */
 export function createTransportFactory(options: TransportFactoryOptions): TransportFactory {
-  const policy = new RuntimeUrlPolicy(options.runtimeUrls ?? gatewaySettingsSchema.parse({}).servers.runtimeUrls);
-  const maxMessageBytes = options.maxMessageBytes ?? gatewaySettingsSchema.parse({}).upstream.maxMessageBytes;
+  const policy = new RuntimeUrlPolicy(options.runtimeUrls ?? DEFAULT_SETTINGS.servers.runtimeUrls);
+  const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_SETTINGS.upstream.maxMessageBytes;
   // Which era each Streamable HTTP endpoint speaks, probed once (src/upstream/modern/probe.ts).
   const verdicts = new EraVerdicts();
   return (name, config, transportOptions = {}) => {
@@ -119,7 +119,7 @@ export function createTransportFactory(options: TransportFactoryOptions): Transp
 
 /** With the configured defaults and no group registry (tests wrap it to record what was created). */
 export const defaultTransportFactory: TransportFactory = createTransportFactory({
-  killGraceMs: gatewaySettingsSchema.parse({}).upstream.killGraceMs,
+  killGraceMs: DEFAULT_SETTINGS.upstream.killGraceMs,
 });
 
 function remoteTransport(

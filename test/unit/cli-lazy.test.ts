@@ -2,7 +2,8 @@
  * What a process loads (docs/adr/0017-lazy-start.md): `--version` and
  * `--help` load commander and the CLI's option parsers, not the gateway; a
  * gateway without tracing, Redis, SQLite or pretty logs does not load
- * OpenTelemetry's SDK, ioredis, better-sqlite3, pino-pretty or undici. Each case runs
+ * OpenTelemetry's SDK, ioredis, better-sqlite3, pino-pretty or undici, nor the
+ * console's pages, minisearch or oauth4webapi (docs/adr/0045). Each case runs
  * in a child process with test/fixtures/module-log.mjs listing its modules,
  * loading the TypeScript as the test process does (test/helpers/ts-register.mjs,
  * or tsx with EMCEEPEE_TEST_TS=tsx); the children run at once.
@@ -134,8 +135,16 @@ await gateway.close();
     );
     assert.notEqual(withOAuth, START_AND_CLOSE);
     const [plain, oauth] = await Promise.all([plainGateway(), loadedBy(["--input-type=module", "-e", withOAuth])]);
-    assert.ok(plain.sources.has("src/console/index.ts"), "the module log sees the console");
+    assert.ok(plain.sources.has("src/console/lazy.ts"), "the module log sees the console's shell");
     for (const name of LOGIN) assert.ok(!plain.packages.has(name), `a gateway without OAuth loaded ${name}`);
     assert.ok(oauth.packages.has("jose"), "a gateway with OAuth did not load jose");
+  });
+
+  test("a started gateway has not loaded the console's pages, the tool search index or the token exchange (docs/adr/0045)", async () => {
+    const { packages, sources } = await plainGateway();
+    assert.ok(sources.has("src/faces/meta/tools/search.ts") && sources.has("src/upstream/auth/token-exchange.ts"), "the module log sees their callers");
+    for (const name of ["minisearch", "oauth4webapi"]) assert.ok(!packages.has(name), `a started gateway loaded ${name}`);
+    for (const file of ["src/console/index.ts", "src/console/views/overview.ts", "src/faces/meta/search/index.ts"])
+      assert.ok(!sources.has(file), `a started gateway loaded ${file}`);
   });
 });

@@ -3,11 +3,12 @@
  * `auth: { type: "token_exchange" }` the caller's verified inbound access token is exchanged at the identity provider
  * for a token meant for that upstream, cached in memory per (principal, server) until shortly before it expires, and
  * sent as Bearer; a 401 from the upstream drops it and exchanges once more. The request and its response go through
- * oauth4webapi. No token (inbound or exchanged) is ever put in a message or a log line.
+ * oauth4webapi, loaded at the first exchange (docs/adr/0045). No token (inbound or exchanged) is ever put in a message or a
+ * log line.
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
-import * as oauth from "oauth4webapi";
+import type * as OAuth from "oauth4webapi";
 import { principalHash, STATIC_ISSUER } from "../../auth/principal.js";
 import type { Clock } from "../../clock.js";
 import { isStdioConfig, type ServerConfig, type TokenExchangeConfig } from "../../config/server-entry.js";
@@ -46,12 +47,16 @@ interface Cached {
 }
 
 /** The exchanged-token cache and the exchanges of one gateway (made once, in the upstream factory). */
+/** oauth4webapi, at the first exchange: a gateway with no token-exchanging server never loads it. */
+let oauthModule: Promise<typeof OAuth> | undefined;
+const loadOAuth = (): Promise<typeof OAuth> => (oauthModule ??= import("oauth4webapi"));
+
 export class TokenExchanges {
   private readonly cache = new Map<string, Cached>();
   /** One exchange at a time per cache key: concurrent calls of one person wait for the same answer. */
   private readonly inflight = new Map<string, Promise<string>>();
   /** Authorization server metadata per issuer (discovery), dropped when it fails. */
-  private readonly servers = new Map<string, Promise<oauth.AuthorizationServer>>();
+  private readonly servers = new Map<string, Promise<OAuth.AuthorizationServer>>();
   private readonly maxCached: number;
 
   constructor(private readonly o: TokenExchangesOptions) {
@@ -127,8 +132,9 @@ export class TokenExchanges {
 
   private async exchange(t: ExchangeTarget, subjectToken: string, key: string): Promise<string> {
     const c = t.config;
+    const oauth = await loadOAuth();
     const as = await this.authorizationServer(t);
-    const client: oauth.Client = { client_id: c.clientId };
+    const client: OAuth.Client = { client_id: c.clientId };
     const secret = clientSecretOf(t);
     const auth = c.clientAuth === "client_secret_post" ? oauth.ClientSecretPost(secret) : oauth.ClientSecretBasic(secret);
     const params = new URLSearchParams({
@@ -139,13 +145,13 @@ export class TokenExchanges {
     if (c.resource !== undefined) params.set("resource", c.resource);
     if (c.audience !== undefined) params.set("audience", c.audience);
     if (c.scopes?.length) params.set("scope", c.scopes.join(" "));
-    let answer: oauth.TokenEndpointResponse;
+    let answer: OAuth.TokenEndpointResponse;
     try {
-      const res = await oauth.genericTokenEndpointRequest(as, client, auth, TOKEN_EXCHANGE_GRANT, params, this.httpOptions(as.token_endpoint!));
+      const res = await oauth.genericTokenEndpointRequest(as, client, auth, TOKEN_EXCHANGE_GRANT, params, httpOptions(oauth, as.token_endpoint!));
       // RFC 8693 §2.2.1: "N_A" when the issued token is not an access token (requestedTokenType names another kind).
       answer = await oauth.processGenericTokenEndpointResponse(as, client, res, { recognizedTokenTypes: { n_a: () => undefined } });
     } catch (err) {
-      throw refusal(t.server, as.token_endpoint!, err, subjectToken);
+      throw refusal(oauth, t.server, as.token_endpoint!, err, subjectToken);
     }
     const now = this.o.clock.now();
     const expiresAt = answer.expires_in === undefined ? undefined : now + answer.expires_in * 1000;
@@ -166,7 +172,7 @@ export class TokenExchanges {
     return answer.access_token;
   }
 
-  private authorizationServer(t: ExchangeTarget): Promise<oauth.AuthorizationServer> {
+  private authorizationServer(t: ExchangeTarget): Promise<OAuth.AuthorizationServer> {
     const { issuer, tokenEndpoint } = t.config;
     if (tokenEndpoint !== undefined) return Promise.resolve({ issuer: tokenEndpoint, token_endpoint: tokenEndpoint });
     const id = issuer!;
@@ -180,12 +186,13 @@ export class TokenExchanges {
   }
 
   /** RFC 8414 metadata, else OpenID Connect discovery; the issuer must match exactly and name a token endpoint. */
-  private async discover(server: string, issuer: string): Promise<oauth.AuthorizationServer> {
+  private async discover(server: string, issuer: string): Promise<OAuth.AuthorizationServer> {
+    const oauth = await loadOAuth();
     const url = new URL(issuer);
     const problems: string[] = [];
     for (const algorithm of ["oauth2", "oidc"] as const) {
       try {
-        const as = await oauth.processDiscoveryResponse(url, await oauth.discoveryRequest(url, { algorithm, ...this.httpOptions(issuer) }));
+        const as = await oauth.processDiscoveryResponse(url, await oauth.discoveryRequest(url, { algorithm, ...httpOptions(oauth, issuer) }));
         if (as.token_endpoint !== undefined) return as;
         problems.push(`${algorithm === "oidc" ? "OpenID" : "RFC 8414"} metadata names no token_endpoint`);
       } catch (err) {
@@ -197,11 +204,11 @@ export class TokenExchanges {
       `server ${server}: the identity provider ${issuer} (auth.issuer) could not be used for token exchange (${problems.join("; ")}); check the issuer, or name its "tokenEndpoint" instead`,
     );
   }
+}
 
-  private httpOptions(url: string): { signal: AbortSignal; [oauth.allowInsecureRequests]?: boolean } {
-    // The operator named this URL; plain http is theirs to choose (a loopback identity provider, tests).
-    return { signal: AbortSignal.timeout(30_000), ...(url.startsWith("http://") ? { [oauth.allowInsecureRequests]: true } : {}) };
-  }
+function httpOptions(oauth: typeof OAuth, url: string): { signal: AbortSignal; [OAuth.allowInsecureRequests]?: boolean } {
+  // The operator named this URL; plain http is theirs to choose (a loopback identity provider, tests).
+  return { signal: AbortSignal.timeout(30_000), ...(url.startsWith("http://") ? { [oauth.allowInsecureRequests]: true } : {}) };
 }
 
 /** `factory` whose remote fetch sends the caller's exchanged token; unchanged unless `config` has `auth: token_exchange`. */
@@ -253,7 +260,7 @@ function authFailed(server: string, message: string, details: Record<string, unk
 }
 
 /** What the identity provider's refusal means for the operator or the person; bounded, without control characters or the token. */
-function refusal(server: string, endpoint: string, err: unknown, subjectToken: string): GatewayError {
+function refusal(oauth: typeof OAuth, server: string, endpoint: string, err: unknown, subjectToken: string): GatewayError {
   const clean = (s: string, max: number) =>
     s
       .split(subjectToken)

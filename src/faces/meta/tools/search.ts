@@ -13,7 +13,7 @@ import { ErrorCodes, GatewayError, toToolErrorText } from "../../../errors.js";
 import type { UpstreamHandle } from "../../../upstream/handle.js";
 import type { ServerRegistry } from "../../../upstream/registry.js";
 import { defineTool, json, type MetaContext } from "../define.js";
-import { ToolSearchIndex } from "../search/index.js";
+import type * as SearchIndex from "../search/index.js";
 import { queryTerms } from "../search/terms.js";
 
 export const SEARCH_DEFAULT_LIMIT = 10;
@@ -55,9 +55,12 @@ export interface ToolSearchResult {
 }
 
 /** One index per gateway (by its registry), made on the first search. */
-const indexes = new WeakMap<ServerRegistry, ToolSearchIndex>();
+const indexes = new WeakMap<ServerRegistry, SearchIndex.ToolSearchIndex>();
+/** The index and minisearch, loaded at the first search (docs/adr/0045): a gateway nobody searches never loads them. */
+let indexModule: Promise<typeof SearchIndex> | undefined;
 
-function indexOf(registry: ServerRegistry): ToolSearchIndex {
+async function indexOf(registry: ServerRegistry): Promise<SearchIndex.ToolSearchIndex> {
+  const { ToolSearchIndex } = await (indexModule ??= import("../search/index.js"));
   let index = indexes.get(registry);
   if (!index) {
     index = new ToolSearchIndex();
@@ -87,7 +90,7 @@ export async function searchTools(ctx: MetaContext, options: ToolSearchOptions):
     );
   }
   const names = options.server !== undefined ? [gateway.registry.require(options.server, session).name] : gateway.registry.names(session);
-  const index = indexOf(gateway.registry);
+  const index = await indexOf(gateway.registry);
   index.retain(new Set(gateway.registry.names()));
   const { ready, notIndexed } = await connections(ctx, names);
   const views = new Set<string>();
