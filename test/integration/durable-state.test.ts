@@ -53,7 +53,8 @@ function dbFile(): string {
 
 /** A gateway on `file` (closed after the test if the test does not). */
 async function gatewayOn(file: string, raw: { mcpServers?: Record<string, unknown>; gateway?: Record<string, unknown> } = {}): Promise<TestGateway> {
-  const gw = await startGateway({ ...raw, gateway: { ...raw.gateway, store: { kind: "sqlite", path: file } } });
+  // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway and session server (issue 21).
+  const gw = await startGateway({ ...raw, gateway: { upstream: { warmPool: 0 }, ...raw.gateway, store: { kind: "sqlite", path: file } } });
   cleanups.push(() => gw.close());
   return gw;
 }
@@ -241,7 +242,7 @@ describe("emceepee serve --store sqlite: real processes", () => {
     async () => {
       const file = dbFile();
       const config = path.join(tmp, "kill.json");
-      await writeFile(config, JSON.stringify({ mcpServers: { everything: everythingStdio() } }));
+      await writeFile(config, JSON.stringify({ mcpServers: { everything: everythingStdio() }, gateway: { upstream: { warmPool: 0 } } }));
       const args = ["--config", config, "--port", "0", "--store", `sqlite:${file}`, "--no-upstream-check", "--log-level", "silent"];
       const served = await startCliServe(ROOT, args);
       const stop = () => stopChild(served.child);

@@ -125,7 +125,11 @@ describe("execute_tool promotions survive a gateway restart (real processes, SQL
     test(`${signal}: a task-capable HTTP upstream's promoted call returns its real result; a stdio upstream's says it was lost`, SLOW, async () => {
       const name = `promote-${signal.toLowerCase()}`;
       const config = path.join(tmp, `${name}.json`);
-      await writeFile(config, JSON.stringify({ mcpServers: { local: everythingStdio(), remote: { url: remote.url } } }));
+      // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway (issue 21).
+      await writeFile(
+        config,
+        JSON.stringify({ mcpServers: { local: everythingStdio(), remote: { url: remote.url } }, gateway: { upstream: { warmPool: 0 } } }),
+      );
       const port = await freePort();
       const db = path.join(tmp, `${name}.db`);
       const start = () => serve(config, port, db);
