@@ -6,6 +6,8 @@
  * at least their TTL, and per-session retention is bounded; a connection
  * closing under an emulated call never crashes the gateway. The tests on the
  * task-server fixture share one gateway (a session, so an upstream, each).
+ * server-everything runs in process (test/helpers/in-process.ts) but in the
+ * removal test, where a stdio connection closes under the call.
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
@@ -13,6 +15,7 @@ import { CreateTaskResultSchema, RELATED_TASK_META_KEY, type CallToolResult } fr
 import { systemClock, type Clock } from "../../src/clock.js";
 import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
 import { call, connectClient, everythingStdio, fixtureArgs, ROOT, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
+import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
 import { connectFace, getTask, pollTask, RecordingTaskStore, rpcError, startTask, taskResult, waitFor, withoutMeta, type Peer } from "../helpers/tasks.js";
 
 const taskServer = { command: process.execPath, args: fixtureArgs("task-server"), cwd: ROOT };
@@ -28,7 +31,7 @@ async function gateway(
   store = new RecordingTaskStore(),
   clock: Clock = systemClock,
 ): Promise<{ gw: TestGateway; store: RecordingTaskStore }> {
-  const gw = await startGateway(raw, { store: store.bundle, clock });
+  const gw = await startGateway(raw, { store: store.bundle, clock, transportFactory: inProcessTransportFactory() });
   gateways.push(gw);
   return { gw, store };
 }
@@ -68,7 +71,7 @@ test("a task-related upstream notification names the gateway's task id, never th
 });
 
 test("gateway-owned tasks: an isError result is a failed task (result kept); progress goes on under the client's token", async () => {
-  const { gw } = await gateway({ mcpServers: { everything: everythingStdio() } });
+  const { gw } = await gateway({ mcpServers: { everything: inProcess("everything") } });
   const peer = await face(gw, "everything");
   const bad = await startTask(peer.client, "get-sum", { a: "not a number" });
   await pollTask(peer.client, bad.taskId, (t) => t.status === "failed", "failed");
@@ -99,7 +102,7 @@ class ShiftedClock implements Clock {
 test("an ended task lives at least its TTL; each session keeps a bounded number of ended tasks", async () => {
   const clock = new ShiftedClock();
   const { gw } = await gateway(
-    { mcpServers: { everything: everythingStdio() }, gateway: { tasks: { completedRetentionMs: 200, maxRetainedPerSession: 2 } } },
+    { mcpServers: { everything: inProcess("everything") }, gateway: { tasks: { completedRetentionMs: 200, maxRetainedPerSession: 2 } } },
     undefined,
     clock,
   );
@@ -173,7 +176,7 @@ test("progress of an upstream task reaches the client under its token while the 
 });
 
 test("receiver tasks count against the cap only while they wait", async () => {
-  const { gw } = await gateway({ mcpServers: { everything: everythingStdio() }, gateway: { tasks: { maxTasksPerSession: 2 } } });
+  const { gw } = await gateway({ mcpServers: { everything: inProcess("everything") }, gateway: { tasks: { maxTasksPerSession: 2 } } });
   const peer = await connectFace(gw.url.replace(/\/mcp$/, "/servers/everything/mcp"), {
     capabilities: { elicitation: { form: {} } },
     elicit: () => ({ action: "accept", content: { name: "Ann" } }),
