@@ -26,6 +26,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { AnySchema, SchemaOutput } from "@modelcontextprotocol/sdk/server/zod-compat.js";
 import { systemClock, type Clock } from "../../clock.js";
+import { DEFAULT_SETTINGS } from "../../config/schema.js";
 import { ErrorCodes, GatewayError, toJsonRpcError } from "../../errors.js";
 import type { Logger } from "../../logging.js";
 import { standaloneListenerOf, type StandaloneListener } from "../../mcp/standalone-listener.js";
@@ -186,7 +187,7 @@ export function createBridge(
   initialized: Promise<void> = Promise.resolve(),
   clock: Clock = systemClock,
   /** How long a request for the standalone stream waits for the client to open it (gateway.http.standaloneStreamWaitMs). */
-  standaloneWaitMs = 10_000,
+  standaloneWaitMs: number = DEFAULT_SETTINGS.http.standaloneStreamWaitMs,
 ): DownstreamBridge {
   let ready = false;
   void initialized.then(() => (ready = true));
