@@ -1,16 +1,19 @@
 /**
  * WarmPool refills one process of a server at a time (ADR 0044): a burst of
  * takes starts one replacement, the next once it is running — never as many
- * starts at once as there were takes, beside the sessions' own first calls.
- * The pool's own logic over transports whose start the test settles.
+ * starts at once as there were takes, beside the sessions' own first calls —
+ * and none while sessions are still asking (QUIET_MS, at most MAX_HOLD_MS in
+ * a row). The pool's own logic over transports whose start the test settles,
+ * on a manual clock.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { ServerConfig } from "../../src/config/server-entry.js";
 import { silentLogger } from "../../src/logging.js";
 import type { ChildProcessLimiter } from "../../src/upstream/children.js";
-import { WarmPool } from "../../src/upstream/sharing/warm-pool.js";
+import { MAX_HOLD_MS, QUIET_MS, WarmPool } from "../../src/upstream/sharing/warm-pool.js";
 import type { TransportFactory } from "../../src/upstream/transports.js";
+import { ManualClock } from "../fixtures/manual-clock.js";
 
 interface Start {
   running: boolean;
@@ -51,22 +54,24 @@ function harness() {
   };
   const children = { tryAcquire: () => () => {} } as unknown as ChildProcessLimiter;
   const config = { command: "node", args: [] } as unknown as ServerConfig;
-  const pool = new WarmPool(inner, { size: 8, children, logger: silentLogger, warmable: () => config });
+  const clock = new ManualClock();
+  const pool = new WarmPool(inner, { size: 8, children, logger: silentLogger, warmable: () => config, clock });
   pool.start();
-  return { pool, starts, config };
+  return { pool, starts, config, clock };
 }
 
 const turn = () => new Promise((r) => setImmediate(r));
 const starting = (starts: Start[]) => starts.filter((s) => !s.running && !s.ended).length;
 
 test("after a burst of takes the pool starts one process at a time, each once the one before runs", async () => {
-  const { pool, starts, config } = harness();
+  const { pool, starts, config, clock } = harness();
   try {
     // Four sessions take a process (none waits yet: each gets its own start from the factory).
     for (let i = 0; i < 4; i++) pool.factory("s", config);
     assert.equal(starts.length, 4, "the sessions' own four");
     for (const s of starts.slice(0, 4)) s.settle(true);
     await turn();
+    clock.advance(QUIET_MS); // the sessions stopped asking
     // Demand is four: the pool refills, one start at a time.
     for (let n = 1; n <= 4; n++) {
       await turn();
@@ -84,12 +89,13 @@ test("after a burst of takes the pool starts one process at a time, each once th
 });
 
 test("a start that fails frees its turn: the pool goes on with the next", async () => {
-  const { pool, starts, config } = harness();
+  const { pool, starts, config, clock } = harness();
   try {
     pool.factory("s", config);
     pool.factory("s", config);
     for (const s of starts) s.settle(true);
     await turn();
+    clock.advance(QUIET_MS);
     await turn();
     assert.equal(starts.length, 3);
     assert.equal(starting(starts), 1);
@@ -98,6 +104,50 @@ test("a start that fails frees its turn: the pool goes on with the next", async 
     await turn();
     assert.equal(starts.length, 4, "a new start after the failed one");
     assert.equal(starting(starts), 1);
+  } finally {
+    await pool.close();
+  }
+});
+
+test("while sessions keep asking the pool starts nothing: the first start once they stopped for QUIET_MS", async () => {
+  const { pool, starts, config, clock } = harness();
+  try {
+    // A burst: sessions ask one after another, QUIET_MS / 2 apart (their first calls run meanwhile).
+    for (let i = 0; i < 3; i++) {
+      pool.factory("s", config);
+      starts.at(-1)!.settle(true);
+      await turn();
+      await turn();
+      assert.equal(starts.length, i + 1, `after ask ${i + 1}: only the sessions' own processes, no refill`);
+      clock.advance(QUIET_MS / 2);
+    }
+    await turn();
+    assert.equal(starts.length, 3, "QUIET_MS / 2 after the last ask: still none");
+    clock.advance(QUIET_MS / 2);
+    await turn();
+    assert.equal(starts.length, 4, "QUIET_MS after the last ask: the first refill start");
+    assert.equal(starting(starts), 1);
+  } finally {
+    await pool.close();
+  }
+});
+
+test("sessions that never stop asking hold starts for MAX_HOLD_MS at most", async () => {
+  const { pool, starts, config, clock } = harness();
+  try {
+    const step = QUIET_MS / 4;
+    let own = 0;
+    for (let t = 0; t < MAX_HOLD_MS; t += step) {
+      pool.factory("s", config);
+      own++;
+      starts.at(-1)!.settle(true);
+      await turn();
+      await turn();
+      clock.advance(step);
+    }
+    await turn();
+    assert.ok(starts.length > own, `a refill start after MAX_HOLD_MS of asks (${starts.length} starts, ${own} the sessions')`);
+    assert.equal(starting(starts), 1, "one");
   } finally {
     await pool.close();
   }

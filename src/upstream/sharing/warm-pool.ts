@@ -19,6 +19,10 @@ import type { CreatedTransport, TransportFactory } from "../transports.js";
 
 /** Processes of one server the pool starts at a time (see whileStarting()). */
 const STARTS_AT_ONCE = 1;
+/** The pool starts no process until sessions have stopped asking for this long (see held()). */
+export const QUIET_MS = 1_000;
+/** ... but for no longer than this in a row: sessions that keep coming still get spares. */
+export const MAX_HOLD_MS = 3_000;
 
 interface Prestartable {
   prestart(): Promise<void>;
@@ -77,6 +81,12 @@ export class WarmPool<A extends Ahead = Ahead> {
   private readonly starting = new Map<string, number>();
   private started = false;
   private closed = false;
+  /** When a session last asked for a process of any server (held()). */
+  private lastAsk: number | undefined;
+  /** Since when starts have been held without a break, and the servers whose fill waits for it to end. */
+  private heldSince: number | undefined;
+  private readonly heldFills = new Set<string>();
+  private holdTimer: TimerHandle | undefined;
   /** Trims the pools to their demand while any process waits. */
   private trimTimer: TimerHandle | undefined;
   private readonly clock: Clock;
@@ -135,6 +145,7 @@ export class WarmPool<A extends Ahead = Ahead> {
     const list = this.list(name);
     const wanted = this.wanted(name);
     const key = this.options.initialize ? this.keys.get(name) : undefined;
+    if (list.length < wanted && (this.starting.get(name) ?? 0) < STARTS_AT_ONCE && this.held(name)) return;
     while (list.length < wanted && (this.starting.get(name) ?? 0) < STARTS_AT_ONCE) {
       const release = this.options.children.tryAcquire(name);
       if (!release) return; // at the cap: sessions' own processes come first
@@ -184,6 +195,31 @@ export class WarmPool<A extends Ahead = Ahead> {
   }
 
   /**
+   * Whether starts wait now: a session asked for a process less than QUIET_MS ago — sessions are opening and their
+   * first calls run (16 at once: their takes, initialize, first calls) — unless starts have waited MAX_HOLD_MS in a
+   * row. A server-everything start is ≈ 0.3 s of CPU, on the same 2 cores as those calls, for a spare nobody waits
+   * for yet (ADR 0044 §7). `name` fills when the hold ends.
+   */
+  private held(name: string): boolean {
+    const now = this.clock.now();
+    if (this.lastAsk === undefined || now - this.lastAsk >= QUIET_MS || (this.heldSince !== undefined && now - this.heldSince >= MAX_HOLD_MS)) {
+      this.heldSince = undefined;
+      return false;
+    }
+    this.heldSince ??= now;
+    this.heldFills.add(name);
+    if (this.holdTimer) this.clock.clearTimeout(this.holdTimer);
+    const until = Math.min(this.lastAsk + QUIET_MS, this.heldSince + MAX_HOLD_MS);
+    this.holdTimer = this.clock.setTimeout(() => {
+      this.holdTimer = undefined;
+      const names = [...this.heldFills];
+      this.heldFills.clear();
+      for (const n of names) this.fill(n);
+    }, until - now);
+    return true;
+  }
+
+  /**
    * How many processes of `name` should wait now: as many as sessions asked
    * for in the last windowMs (at least 1, at most size); 0 when none was asked
    * for in idleMs.
@@ -200,6 +236,7 @@ export class WarmPool<A extends Ahead = Ahead> {
   /** A session asked for a process of `name` (the demand the pool follows). */
   private asked(name: string): void {
     const now = this.clock.now();
+    this.lastAsk = now;
     const times = (this.demand.get(name) ?? []).filter((t) => now - t < this.windowMs);
     times.push(now);
     // More than `size` within the window asks for no more: the bound holds the memory too.
@@ -265,6 +302,8 @@ export class WarmPool<A extends Ahead = Ahead> {
     this.closed = true;
     if (this.trimTimer) this.clock.clearTimeout(this.trimTimer);
     this.trimTimer = undefined;
+    if (this.holdTimer) this.clock.clearTimeout(this.holdTimer);
+    this.holdTimer = undefined;
     const all = [...this.waiting.values()].flat();
     this.waiting.clear();
     await Promise.allSettled(
