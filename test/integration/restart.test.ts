@@ -352,6 +352,12 @@ describe("sessions survive a gateway restart (real processes, SQLite store)", { 
       await gw.start();
       assert.equal((await rawCall(`${gw.base}/mcp`, meta.sessionId)).status, 404);
       assert.equal((await rawCall(`${gw.base}/servers/remote/mcp`, transparent.sessionId)).status, 404);
+      // The log lines come on the child's stderr, which need not have arrived when the 404s have (another pipe).
+      await pollFor(
+        async () => (gw.logLines("stored_session_expired").length >= 2 ? true : undefined),
+        "both stored sessions' stored_session_expired",
+        60_000,
+      ).catch(() => undefined);
       assert.equal(gw.logLines("stored_session_expired").length, 2, "both stored sessions were found expired and deleted");
       assert.equal(gw.logLines("session_resumed").length, 0);
       await gw.stop();
