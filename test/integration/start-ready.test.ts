@@ -4,12 +4,14 @@
  * (src/server/upstream-check.ts), and still reports a broken upstream with the
  * process's own message; SDK v2's server package (the 2026-07-28 era's
  * classifier, src/mcp/modern/envelope.ts) is not loaded until a modern message
- * arrives. Real CLI and real child processes; the module log of
- * test/fixtures/module-log.mjs for what loads.
+ * arrives; the shipped bundle's `serve` has not loaded the console's pages,
+ * minisearch, oauth4webapi or zod's other locales when it listens, and loads
+ * the first two when first used (docs/adr/0045). Real CLI and real child
+ * processes; the module log of test/fixtures/module-log.mjs for what loads.
  */
 import { test, describe, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
@@ -19,7 +21,8 @@ import { promisify } from "node:util";
 import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY } from "@modelcontextprotocol/server";
 import * as envelope from "../../src/mcp/modern/envelope.js";
 import { CHECK_NICE } from "../../src/server/upstream-check.js";
-import { logLines, pollFor, startCliServe, stopChild } from "../helpers/core-extra.js";
+import { bundledCliEntry } from "../helpers/cli-build.js";
+import { MCP_POST_HEADERS, initializeBody, jsonRpcMessages, logLines, pollFor, rawRequest, startCliServe, stopChild } from "../helpers/core-extra.js";
 
 const SLOW = { timeout: 300_000 };
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -122,4 +125,88 @@ await gateway.close();
     assert.match(modern.stdout, /^200 \{"jsonrpc":"2\.0","id":2,"result":\{"supportedVersions"/m, `server/discover was answered: ${modern.stdout}`);
     assert.ok(modern.packages.has("@modelcontextprotocol/server"), "a modern message did not load @modelcontextprotocol/server");
   });
+
+  /** What the bundle's loaded chunks hold: each chunk's linked source map names its inputs ("src/…", "node_modules/…"). */
+  function bundleInputs(log: string): Set<string> {
+    const inputs = new Set<string>();
+    for (const line of existsSync(log) ? readFileSync(log, "utf8").split("\n") : []) {
+      if (!line.startsWith("esm file:") || !line.endsWith(".mjs")) continue;
+      const file = fileURLToPath(line.slice(4));
+      if (!existsSync(`${file}.map`)) continue;
+      const map = JSON.parse(readFileSync(`${file}.map`, "utf8")) as { sources: string[] };
+      for (const source of map.sources) {
+        const abs = path.resolve(path.dirname(file), source);
+        const at = abs.lastIndexOf(`${path.sep}node_modules${path.sep}`);
+        inputs.add(abs.startsWith(path.join(ROOT, "src") + path.sep) ? path.relative(ROOT, abs) : at >= 0 ? abs.slice(at + 1) : abs);
+      }
+    }
+    return inputs;
+  }
+
+  test(
+    "the bundle's serve listens without the console's pages, minisearch, oauth4webapi or zod's other locales, and loads the first two at first use",
+    SLOW,
+    async () => {
+      tmp ??= await mkdtemp(path.join(os.tmpdir(), "emceepee-start-ready-"));
+      const log = path.join(tmp, "bundle-modules.txt");
+      const config = path.join(tmp, "bundle.json");
+      await writeFile(config, JSON.stringify({ mcpServers: {} }));
+      const entry = bundledCliEntry();
+      const child = spawn(
+        process.execPath,
+        ["--import", HOOK, entry, "serve", "--config", config, "--port", "0", "--store", "memory", "--token", "start-ready-test-token"],
+        {
+          cwd: tmp,
+          env: { ...process.env, OTEL_TRACES_EXPORTER: "none", EMCEEPEE_TEST_MODULE_LOG: log },
+          stdio: ["ignore", "pipe", "pipe"],
+        },
+      );
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+      child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
+      try {
+        const banner = async () => {
+          if (child.exitCode !== null) throw new Error(`serve exited with ${child.exitCode}: ${stderr}`);
+          return /listening on (http:\/\/\S+)/.exec(stdout)?.[1];
+        };
+        const url = await pollFor(banner, "serve's banner", 120_000);
+        const origin = new URL(url).origin;
+        const atStart = bundleInputs(log);
+        assert.ok(
+          atStart.has("src/server/gateway.ts") && atStart.has("src/console/lazy.ts"),
+          `the module log sees the bundle's chunks: ${[...atStart].length} inputs`,
+        );
+        assert.ok(atStart.has("node_modules/zod/v4/locales/en.js"), "zod's English messages are in the bundle");
+        const lazy = ["src/console/index.ts", "node_modules/minisearch/", "node_modules/oauth4webapi/", "node_modules/zod/v4/locales/de.js"];
+        for (const name of lazy) assert.ok(![...atStart].some((i) => i.startsWith(name)), `serve loaded ${name} before it listened`);
+
+        // First use: a console page, and search_tools on the meta face.
+        const page = await rawRequest(`${origin}/console`, { method: "GET", headers: { Authorization: "Bearer start-ready-test-token" } });
+        assert.equal(page.status, 200, page.body);
+        assert.match(page.body, /emceepee console/);
+        const auth = { ...MCP_POST_HEADERS, Authorization: "Bearer start-ready-test-token" };
+        const init = await rawRequest(`${origin}/mcp`, { method: "POST", headers: auth, body: initializeBody() });
+        const session = init.headers["mcp-session-id"];
+        assert.ok(typeof session === "string", `initialize: ${init.status} ${init.body}`);
+        const headers = { ...auth, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18" };
+        await rawRequest(`${origin}/mcp`, { method: "POST", headers, body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) });
+        const search = await rawRequest(`${origin}/mcp`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "search_tools", arguments: { query: "read a file" } } }),
+        });
+        const [answer] = jsonRpcMessages(search);
+        assert.match(JSON.stringify(answer?.result), /total_matches/, `search_tools answered: ${search.body}`);
+        const after = bundleInputs(log);
+        for (const name of lazy.slice(0, 2))
+          assert.ok(
+            [...after].some((i) => i.startsWith(name)),
+            `first use did not load ${name}`,
+          );
+      } finally {
+        await stopChild(child);
+      }
+    },
+  );
 });
