@@ -3,15 +3,16 @@
  * takes starts one replacement, the next once it is running — never as many
  * starts at once as there were takes, beside the sessions' own first calls —
  * and none while sessions are still asking (QUIET_MS, at most MAX_HOLD_MS in
- * a row). The pool's own logic over transports whose start the test settles,
- * on a manual clock.
+ * a row); a server whose spares fail is started again after a delay that
+ * doubles (FAILED_START_BACKOFF), not in a loop. The pool's own logic over
+ * transports whose start the test settles, on a manual clock.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { ServerConfig } from "../../src/config/server-entry.js";
 import { silentLogger } from "../../src/logging.js";
 import type { ChildProcessLimiter } from "../../src/upstream/children.js";
-import { MAX_HOLD_MS, QUIET_MS, WarmPool } from "../../src/upstream/sharing/warm-pool.js";
+import { FAILED_START_BACKOFF, MAX_HOLD_MS, QUIET_MS, WarmPool } from "../../src/upstream/sharing/warm-pool.js";
 import type { TransportFactory } from "../../src/upstream/transports.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 
@@ -19,6 +20,8 @@ interface Start {
   running: boolean;
   ended: boolean;
   settle(ok: boolean): void;
+  /** Its process exits (the transport's onclose). */
+  exit(): void;
 }
 
 function harness() {
@@ -32,9 +35,17 @@ function harness() {
         else reject(new Error("spawn failed"));
       };
     });
-    const s: Start = { running: false, ended: false, settle: (ok) => settle(ok) };
+    const s: Start = {
+      running: false,
+      ended: false,
+      settle: (ok) => settle(ok),
+      exit: () => {
+        s.running = false;
+        transport.onclose?.();
+      },
+    };
     starts.push(s);
-    const transport = {
+    const transport: { onclose?: (() => void) | undefined; [k: string]: unknown } = {
       prestart: () => started,
       get running() {
         return s.running;
@@ -102,7 +113,10 @@ test("a start that fails frees its turn: the pool goes on with the next", async 
     starts[2]!.settle(false); // dropped, not waiting
     await turn();
     await turn();
-    assert.equal(starts.length, 4, "a new start after the failed one");
+    assert.equal(starts.length, 3, "no new start at once after a failed one (FAILED_START_BACKOFF)");
+    clock.advance(maxDelay(1));
+    await turn();
+    assert.equal(starts.length, 4, "a new start after the failed one, once its delay passed");
     assert.equal(starting(starts), 1);
   } finally {
     await pool.close();
@@ -148,6 +162,61 @@ test("sessions that never stop asking hold starts for MAX_HOLD_MS at most", asyn
     await turn();
     assert.ok(starts.length > own, `a refill start after MAX_HOLD_MS of asks (${starts.length} starts, ${own} the sessions')`);
     assert.equal(starting(starts), 1, "one");
+  } finally {
+    await pool.close();
+  }
+});
+
+/** The longest delay FAILED_START_BACKOFF gives after `n` failures in a row (its jitter drawn at the top). */
+function maxDelay(n: number): number {
+  const { initialDelayMs, maxDelayMs, jitter } = FAILED_START_BACKOFF;
+  return Math.ceil(Math.min(maxDelayMs, initialDelayMs * 2 ** (n - 1)) * (1 + jitter));
+}
+function minDelay(n: number): number {
+  const { initialDelayMs, maxDelayMs, jitter } = FAILED_START_BACKOFF;
+  return Math.floor(Math.min(maxDelayMs, initialDelayMs * 2 ** (n - 1)) * (1 - jitter));
+}
+
+test("a server whose spares exit at start is started again later each time, not in a loop; a take starts the count over", async () => {
+  const { pool, starts, config, clock } = harness();
+  try {
+    pool.factory("s", config); // demand: one
+    starts[0]!.settle(true);
+    clock.advance(QUIET_MS);
+    await turn();
+    await turn();
+    assert.equal(starts.length, 2, "the spare");
+    // Three spares in a row start and exit at once: each next start waits longer (about 1 s, 2 s, 4 s).
+    for (let n = 1; n <= 3; n++) {
+      starts.at(-1)!.settle(true);
+      await turn();
+      starts.at(-1)!.exit();
+      await turn();
+      await turn();
+      assert.equal(starts.length, 1 + n, `failure ${n}: no start at once`);
+      clock.advance(minDelay(n) - 1);
+      await turn();
+      assert.equal(starts.length, 1 + n, `failure ${n}: no start before its delay`);
+      clock.advance(maxDelay(n) - minDelay(n) + 1);
+      await turn();
+      assert.equal(starts.length, 2 + n, `failure ${n}: one start after its delay`);
+    }
+    // This one runs and a session takes it: the next failure waits the first delay again.
+    starts.at(-1)!.settle(true);
+    await turn();
+    pool.factory("s", config);
+    assert.equal(starts.length, 5, "the session took the waiting spare");
+    clock.advance(QUIET_MS);
+    await turn();
+    await turn();
+    assert.equal(starts.length, 6, "the refill");
+    starts.at(-1)!.settle(true);
+    await turn();
+    starts.at(-1)!.exit();
+    await turn();
+    clock.advance(maxDelay(1));
+    await turn();
+    assert.equal(starts.length, 7, "after a take the count started over: the first delay");
   } finally {
     await pool.close();
   }

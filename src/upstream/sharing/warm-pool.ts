@@ -14,6 +14,7 @@ import type { ServerConfig } from "../../config/server-entry.js";
 import { errorMessage } from "../../errors.js";
 import type { Logger } from "../../logging.js";
 import type { ChildProcessLimiter } from "../children.js";
+import { backoffDelay, type BackoffPolicy } from "../backoff.js";
 import { sameServerConfig } from "../registry.js";
 import type { CreatedTransport, TransportFactory } from "../transports.js";
 
@@ -23,6 +24,14 @@ const STARTS_AT_ONCE = 1;
 export const QUIET_MS = 1_000;
 /** ... but for no longer than this in a row: sessions that keep coming still get spares. */
 export const MAX_HOLD_MS = 3_000;
+/**
+ * A spare that failed before any session took it (its process did not start, exited, or its connection ahead failed)
+ * delays the server's next start, doubling per failure in a row: a server that cannot start is not restarted in a loop
+ * while its demand lasts (warmPoolIdleMs). A take, or a spare that lived STABLE_MS, starts the count over.
+ */
+export const FAILED_START_BACKOFF: BackoffPolicy = { initialDelayMs: 1_000, maxDelayMs: 60_000, jitter: 0.2 };
+/** A spare that ends after living this long did not fail to start. */
+export const STABLE_MS = 30_000;
 
 interface Prestartable {
   prestart(): Promise<void>;
@@ -49,6 +58,8 @@ interface Warm<A extends Ahead> {
   ahead?: { key: string; value: A } | undefined;
   /** While it is starting: ends its count among the starting ones (whileStarting). */
   started?: (() => void) | undefined;
+  /** When the pool started it (its clock). */
+  since: number;
 }
 
 export interface WarmPoolOptions<A extends Ahead = Ahead> {
@@ -87,6 +98,8 @@ export class WarmPool<A extends Ahead = Ahead> {
   private heldSince: number | undefined;
   private readonly heldFills = new Set<string>();
   private holdTimer: TimerHandle | undefined;
+  /** Per server, spares that failed in a row and when the next start may begin (FAILED_START_BACKOFF). */
+  private readonly failures = new Map<string, { count: number; retryAt: number; timer?: TimerHandle | undefined }>();
   /** Trims the pools to their demand while any process waits. */
   private trimTimer: TimerHandle | undefined;
   private readonly clock: Clock;
@@ -129,6 +142,7 @@ export class WarmPool<A extends Ahead = Ahead> {
 
   /** Ends the waiting processes of `name` (its server was removed or changed); the next use fills the pool again. */
   evict(name: string): void {
+    this.clearFailures(name); // a changed config may start
     for (const warm of [...(this.waiting.get(name) ?? [])]) void this.drop(name, warm);
   }
 
@@ -142,6 +156,7 @@ export class WarmPool<A extends Ahead = Ahead> {
     if (!this.started || this.closed || this.options.size === 0) return;
     const config = this.options.warmable(name);
     if (!config) return;
+    if (this.backingOff(name)) return;
     const list = this.list(name);
     const wanted = this.wanted(name);
     const key = this.options.initialize ? this.keys.get(name) : undefined;
@@ -156,21 +171,18 @@ export class WarmPool<A extends Ahead = Ahead> {
         void created.terminate?.();
         return; // not a process this pool can start ahead (an injected factory)
       }
-      const warm: Warm<A> = { config, created, transport: transport as Prestartable, release };
+      const warm: Warm<A> = { config, created, transport: transport as Prestartable, release, since: this.clock.now() };
       list.push(warm);
       if (key !== undefined) {
         // Connected ahead: the connection starts the process; a drop or failure before a take ends it (lost).
-        warm.ahead = { key, value: this.options.initialize!(name, config, created, key, () => void this.drop(name, warm)) };
+        warm.ahead = { key, value: this.options.initialize!(name, config, created, key, () => void this.failed(name, warm)) };
         this.whileStarting(name, warm, warm.ahead.value.ready);
         continue;
       }
       // Died while waiting (take() clears this before a session's client sets its own).
-      warm.transport.onclose = () => void this.drop(name, warm);
+      warm.transport.onclose = () => void this.failed(name, warm);
       const started = warm.transport.prestart();
-      started.catch((err: unknown) => {
-        this.options.logger.warn({ server: name, err: errorMessage(err) }, "warm_process_failed");
-        void this.drop(name, warm);
-      });
+      started.catch((err: unknown) => void this.failed(name, warm, err));
       this.whileStarting(name, warm, started);
     }
     this.scheduleTrim();
@@ -304,6 +316,7 @@ export class WarmPool<A extends Ahead = Ahead> {
     this.trimTimer = undefined;
     if (this.holdTimer) this.clock.clearTimeout(this.holdTimer);
     this.holdTimer = undefined;
+    for (const name of [...this.failures.keys()]) this.clearFailures(name);
     const all = [...this.waiting.values()].flat();
     this.waiting.clear();
     await Promise.allSettled(
@@ -326,11 +339,13 @@ export class WarmPool<A extends Ahead = Ahead> {
       }
       if (warm.ahead?.key !== key) continue;
       if (!(warm.ahead ? warm.ahead.value.alive : warm.transport.running)) {
-        void this.drop(name, warm);
+        void this.failed(name, warm);
         continue;
       }
       const list = this.waiting.get(name)!;
       list.splice(list.indexOf(warm), 1);
+      this.clearFailures(name); // it started: the server can
+
       // A process's own watch ends here; a connection made ahead keeps its client's (the client set it).
       if (!warm.ahead) warm.transport.onclose = undefined;
       return warm;
@@ -349,6 +364,44 @@ export class WarmPool<A extends Ahead = Ahead> {
       this.waiting.set(name, list);
     }
     return list;
+  }
+
+  /**
+   * `warm` failed while it waited (see FAILED_START_BACKOFF): counted unless it had lived STABLE_MS, logged, and
+   * dropped. Not a failure when it no longer waits (dropped or taken before).
+   */
+  private failed(name: string, warm: Warm<A>, err?: unknown): Promise<void> {
+    if (!this.waiting.get(name)?.includes(warm) || this.closed) return this.drop(name, warm);
+    const now = this.clock.now();
+    if (now - warm.since >= STABLE_MS) this.clearFailures(name);
+    else {
+      const previous = this.failures.get(name);
+      if (previous?.timer) this.clock.clearTimeout(previous.timer);
+      const count = (previous?.count ?? 0) + 1;
+      const retryInMs = backoffDelay(FAILED_START_BACKOFF, count);
+      this.failures.set(name, { count, retryAt: now + retryInMs });
+      this.options.logger.warn({ server: name, failures: count, retryInMs, ...(err === undefined ? {} : { err: errorMessage(err) }) }, "warm_process_failed");
+    }
+    return this.drop(name, warm);
+  }
+
+  /** Whether `name`'s next start waits for its failures' delay; if so, fill(name) runs when it ends. */
+  private backingOff(name: string): boolean {
+    const failures = this.failures.get(name);
+    if (!failures) return false;
+    const wait = failures.retryAt - this.clock.now();
+    if (wait <= 0) return false;
+    failures.timer ??= this.clock.setTimeout(() => {
+      failures.timer = undefined;
+      this.fill(name);
+    }, wait);
+    return true;
+  }
+
+  private clearFailures(name: string): void {
+    const failures = this.failures.get(name);
+    if (failures?.timer) this.clock.clearTimeout(failures.timer);
+    this.failures.delete(name);
   }
 
   /** Ends `warm` if it still waits; settles once its child slot is free. */
