@@ -9,10 +9,11 @@ import { ErrorCodes, GatewayError } from "../errors.js";
 export class ChildProcessLimiter {
   private live = 0;
   /**
-   * At the cap, asked to free a slot that is only waiting (the warm pool's processes) for `server`: settles once
-   * one is free (its process lent to `server`, or ended and gone); undefined when nothing waits.
+   * At the cap, asked to free a slot that is only waiting (the warm pool's processes) for `server`: a waiting process
+   * of `server` hands its slot over (returned: the caller's release from now on), else one is ended and the promise
+   * settles once it is gone; undefined when nothing waits.
    */
-  reclaim: ((server: string) => Promise<void> | undefined) | undefined;
+  reclaim: ((server: string) => (() => void) | Promise<void> | undefined) | undefined;
 
   constructor(private readonly max: number) {}
 
@@ -23,7 +24,11 @@ export class ChildProcessLimiter {
 
   /** acquire(), at the cap once a waiting process's slot is free (reclaim): never more children than the cap, even briefly. */
   async reserve(server: string): Promise<() => void> {
-    if (this.live >= this.max) await this.reclaim?.(server);
+    if (this.live < this.max) return this.acquire(server);
+    const freed = this.reclaim?.(server);
+    // Handed over in this tick: no other reserve can take a slot freed for `server` in between.
+    if (typeof freed === "function") return freed;
+    await freed;
     return this.acquire(server);
   }
 

@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { ServerConfig } from "../../src/config/server-entry.js";
 import { silentLogger } from "../../src/logging.js";
-import type { ChildProcessLimiter } from "../../src/upstream/children.js";
+import { ChildProcessLimiter } from "../../src/upstream/children.js";
 import { FAILED_START_BACKOFF, MAX_HOLD_MS, QUIET_MS, WarmPool } from "../../src/upstream/sharing/warm-pool.js";
 import type { TransportFactory } from "../../src/upstream/transports.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
@@ -41,11 +41,11 @@ function harness() {
       settle: (ok) => settle(ok),
       exit: () => {
         s.running = false;
-        transport.onclose?.();
+        (transport as { onclose?: (() => void) | undefined }).onclose?.();
       },
     };
     starts.push(s);
-    const transport: { onclose?: (() => void) | undefined; [k: string]: unknown } = {
+    const transport = {
       prestart: () => started,
       get running() {
         return s.running;
@@ -219,5 +219,54 @@ test("a server whose spares exit at start is started again later each time, not 
     assert.equal(starts.length, 7, "after a take the count started over: the first delay");
   } finally {
     await pool.close();
+  }
+});
+
+test("at the child cap a waiting process's slot goes to its own server's connection, not to another's asking in the same tick", async () => {
+  const { pool, config, clock } = harness();
+  await pool.close(); // the harness's pool has no cap: this case builds its own
+  let alive = 0;
+  const inner: TransportFactory = () => {
+    let running = false;
+    const transport = {
+      prestart: () => {
+        running = true;
+        alive++;
+        return Promise.resolve();
+      },
+      get running() {
+        return running;
+      },
+      onclose: undefined,
+      start: () => Promise.resolve(),
+      send: () => Promise.resolve(),
+      close: () => Promise.resolve(),
+    };
+    return {
+      transport,
+      terminate: async () => {
+        await new Promise((r) => setTimeout(r, 20));
+        if (running) alive--;
+        running = false;
+      },
+    };
+  };
+  const children = new ChildProcessLimiter(2);
+  const capped = new WarmPool(inner, { size: 1, children, logger: silentLogger, warmable: () => config, clock });
+  children.reclaim = (server) => capped.reclaim(server);
+  capped.start();
+  try {
+    children.acquire("B"); // a session's own process: 1 of 2
+    capped.factory("A", config); // a session of A asked once (its own process from the factory: no slot counted here)
+    clock.advance(QUIET_MS);
+    for (let i = 0; i < 4; i++) await turn();
+    assert.equal(capped.size, 1, "A's spare waits: 2 of 2 slots");
+    const [a, c] = await Promise.allSettled([children.reserve("A"), children.reserve("C")]);
+    assert.equal(a.status, "fulfilled", "A's connection gets the slot of A's own spare");
+    assert.equal(c.status, "rejected", "C asked at the cap with nothing left to reclaim");
+    assert.ok(children.count <= children.limit, `never more than the cap (${children.count})`);
+    assert.ok(alive <= 2);
+  } finally {
+    await capped.close();
   }
 });

@@ -284,19 +284,21 @@ export class WarmPool<A extends Ahead = Ahead> {
   }
 
   /**
-   * Frees a child slot for a connection to `server` at the cap (ChildProcessLimiter.reserve): lends `server`'s own
-   * waiting process (its slot freed now; the connection takes the process in the same tick — if not, it is ended),
+   * Frees a child slot for a connection to `server` at the cap (ChildProcessLimiter.reserve): hands over the slot of
+   * `server`'s own waiting process (returned; the connection takes the process in the same tick — if not, it is ended),
    * else ends a waiting one — `server`'s own connection made ahead first (it is only taken whole, takeAhead), then
    * another server's — and settles once its process is gone, so the cap holds even while one ends. Undefined when
    * nothing waits.
    */
-  reclaim(server: string): Promise<void> | undefined {
+  reclaim(server: string): (() => void) | Promise<void> | undefined {
     const own = this.waiting.get(server) ?? [];
     const bare = own.find((w) => !w.ahead);
     if (bare) {
-      bare.release();
+      // Its slot goes to the asking connection as is (nothing can take it in between); the process follows in this tick.
+      const slot = bare.release;
+      bare.release = () => {};
       setImmediate(() => void this.drop(server, bare));
-      return Promise.resolve();
+      return slot;
     }
     if (own[0]) return this.drop(server, own[0]);
     for (const [name, list] of this.waiting) if (list[0]) return this.drop(name, list[0]);
