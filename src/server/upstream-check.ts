@@ -71,7 +71,7 @@ function lowerPriority(pid: number | null): void {
   } catch {
     /* not permitted, or already gone */
   }
-  if (process.platform === "linux") niceAutogroup(pid, 5);
+  if (process.platform === "linux") niceAutogroup(pid, 10);
 }
 
 /** The child's scheduling group's nice (it leads its own group: detached). */

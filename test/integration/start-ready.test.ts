@@ -37,10 +37,17 @@ after(async () => {
  * An upstream that is broken on purpose: each process appends its own nice value and its scheduling
  * group's line (/proc/self/autogroup, where there is one) to `record`, says why it fails on stderr and exits 1.
  */
+// A niced process (the check's) waits up to 5 s for its scheduling group's nice: the gateway sets it after the spawn and,
+// where Linux refuses it for 100 ms after another group's (EAGAIN), again 110 ms later — after this process would have read it.
 const BROKEN = `
 const fs = require("node:fs"), os = require("node:os");
-let group = "";
-try { group = fs.readFileSync("/proc/self/autogroup", "utf8").trim(); } catch {}
+const read = () => { try { return fs.readFileSync("/proc/self/autogroup", "utf8").trim(); } catch { return ""; } };
+const end = Date.now() + 5000;
+let group = read();
+while (os.getPriority() !== 0 && group && !/nice ${CHECK_NICE}$/.test(group) && Date.now() < end) {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+  group = read();
+}
 fs.appendFileSync(process.argv[1], JSON.stringify({ nice: os.getPriority(), group }) + "\\n");
 process.stderr.write("broken on purpose: no database at /nowhere\\n");
 process.exit(1);
