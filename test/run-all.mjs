@@ -10,10 +10,10 @@
  * CI runs both (.ci/run); the decision and its numbers are in test/README.md.
  *
  * EMCEEPEE_TEST_CONCURRENCY: files at once (default below). EMCEEPEE_TEST_TIMES=out.tsv
- * also writes each file's time (bench/test-times-reporter.mjs).
+ * also writes each file's time (bench/test-times-reporter.mjs). The failed tests are listed again at the end.
  */
 import { spawn } from "node:child_process";
-import { readFileSync, readdirSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -132,14 +132,22 @@ process.stdout.write(build.output);
 process.stdout.write(`test files: ${CONCURRENCY} at once (load average ${os.loadavg()[0].toFixed(1)}, ${CORES} cores)\n`);
 if (build.code !== 0) process.exit(build.code);
 
-const reporters = process.env.EMCEEPEE_TEST_TIMES
-  ? [
-      `--test-reporter=${process.stdout.isTTY ? "spec" : "tap"}`,
-      "--test-reporter-destination=stdout",
-      "--test-reporter=./bench/test-times-reporter.mjs",
-      `--test-reporter-destination=${process.env.EMCEEPEE_TEST_TIMES}`,
-    ]
-  : [];
+/**
+ * Node's own reporter on stdout (tap when not on a terminal before Node 23, spec otherwise: what it picks
+ * by itself), the failed tests again at the end (test/helpers/failures-reporter.mjs; a CI page shows
+ * only the log's last lines), and each file's time when EMCEEPEE_TEST_TIMES asks for it.
+ */
+const failuresFile = path.join(mkdtempSync(path.join(os.tmpdir(), "emceepee-test-")), "failures.txt");
+const defaultReporter = process.stdout.isTTY || Number(process.versions.node.split(".")[0]) >= 23 ? "spec" : "tap";
+const reporters = [
+  `--test-reporter=${defaultReporter}`,
+  "--test-reporter-destination=stdout",
+  "--test-reporter=./test/helpers/failures-reporter.mjs",
+  `--test-reporter-destination=${failuresFile}`,
+  ...(process.env.EMCEEPEE_TEST_TIMES
+    ? ["--test-reporter=./bench/test-times-reporter.mjs", `--test-reporter-destination=${process.env.EMCEEPEE_TEST_TIMES}`]
+    : []),
+];
 const tests = await run(
   process.execPath,
   [
@@ -159,5 +167,11 @@ const tests = await run(
 );
 const dist = await distBuild;
 process.stdout.write(dist.code === 0 ? dist.output : `# test dist/ build FAILED (exit ${dist.code}):\n${dist.output}`);
+try {
+  process.stdout.write(readFileSync(failuresFile, "utf8"));
+} catch {
+  /* the runner wrote nothing (it did not start) */
+}
+rmSync(path.dirname(failuresFile), { recursive: true, force: true });
 process.stdout.write(`# tests: ${tests.code === 0 ? "ok" : "FAILED"} in ${seconds(tests.ms)}\n`);
 process.exit(tests.code === 0 ? 0 : 1);
