@@ -2,16 +2,16 @@
  * `serve`'s early upstream processes (docs/adr/0039): once the config is
  * parsed, and before the gateway's modules load, one process of each stdio
  * config server starts (upstream/sharing/early-processes.ts), so that the
- * first session takes one that is already up. Only with the start-up check on
- * (serve's default; `--no-upstream-check` starts nothing early), the warm
- * pool on (`gateway.upstream.warmPool` > 0), and servers in session mode.
+ * first session takes one that is already up (a shared server's: its start-up
+ * check, which connects the shared connection). Only with the start-up check
+ * on (serve's default; `--no-upstream-check` starts nothing early) and the
+ * warm pool on (`gateway.upstream.warmPool` > 0).
  *
  * Until the gateway's exit paths are in place (lifecycle.ts), a SIGINT or
  * SIGTERM ends these processes' groups and then this process, by the same
  * signal; any exit before that SIGKILLs them (`exit`).
  */
 import type { LoadedConfig } from "../config/load.js";
-import { sharingOf } from "../config/schema.js";
 import type { EarlyProcesses } from "../upstream/sharing/early-processes.js";
 
 export interface EarlyStart {
@@ -24,9 +24,9 @@ export async function startEarly(config: LoadedConfig): Promise<EarlyStart | und
   const { upstream, servers } = config.gateway;
   if (upstream.warmPool === 0) return undefined;
   const { EarlyProcesses, startsEarly } = await import("../upstream/sharing/early-processes.js");
-  // Session mode only: a shared server runs one process, and the check's own would be a second one at once (one that can
-  // run only once — a fixed port, a lock file — would fail its check or its early start).
-  const chosen = Object.entries(config.mcpServers).filter(([, c]) => startsEarly(c) && sharingOf(c, config.gateway) === "session");
+  // Shared servers too: their start-up check connects the shared connection, which takes this process (one process
+  // per shared server, never the check's beside it: docs/adr/0039 §7).
+  const chosen = Object.entries(config.mcpServers).filter(([, c]) => startsEarly(c));
   if (!chosen.length) return undefined;
   const early = new EarlyProcesses({
     killGraceMs: upstream.killGraceMs,

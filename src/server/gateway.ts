@@ -264,7 +264,10 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   if (auditRetention) parts.add("audit-retention", () => auditRetention.close());
   let starting: Promise<void> | undefined;
   parts.add("start", () => starting?.catch(() => undefined)); // a start in progress finishes (what it opened is closed after)
-  const checker = new UpstreamChecker({ probe: upstreams.probe, logger });
+  // Once listening (the store open), a shared server's check connects the shared connection itself (docs/adr/0039 §7);
+  // `emceepee check --connect` checks a gateway that never listens, with throwaway connections only.
+  const checker = new UpstreamChecker({ probe: upstreams.probe, shared: (server, a) => (listened ? upstreams.sharedCheck(server, a) : undefined), logger });
+  let listened = false;
   parts.add("checker", () => checker.close());
 
   let state: GatewayState = "starting";
@@ -313,6 +316,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         webConsole?.start();
         const address = await listener.listen(server, settings.host, settings.port);
         listenedBase = new URL(address.url).origin;
+        listened = true;
         await store.announce(address.port);
         if (state === "starting") state = "ready";
         return address;

@@ -10,6 +10,14 @@
  * cannot get one fails with that reason. Nothing here touches sessions.
  * close() ends checks still running (gateway shutdown).
  *
+ * Except a shared server's, once the gateway listens (docs/adr/0039 §7): its
+ * check connects the shared connection itself (which takes the process
+ * `serve` started early) and lists its tools through a view of it, then
+ * leaves it connected for the sessions, so that a shared server never runs
+ * the check's process beside its own and its first session waits for no
+ * start. The report is the same (`upstream_check_ok`/`_failed`, the
+ * process's own words); a failed connection is made again by the next use.
+ *
  * A check's process runs in the background (docs/adr/0039 §6): niced
  * (CHECK_NICE) as soon as it is spawned, so that on a busy machine it yields
  * the CPU to the first sessions' processes and the gateway itself.
@@ -21,7 +29,7 @@ import type { ServerConfig } from "../config/server-entry.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { UpstreamHandlers } from "../upstream/client-handlers.js";
-import type { UpstreamConnection } from "../upstream/connection.js";
+import type { UpstreamHandle } from "../upstream/handle.js";
 import type { Upstreams } from "../upstream/sharing/factory.js";
 import type { TransportFactory } from "../upstream/transports.js";
 
@@ -31,6 +39,11 @@ export type UpstreamCheckResult =
 export interface UpstreamCheckerDeps {
   /** Makes each check's connection (the upstream factory's). */
   probe: Upstreams["probe"];
+  /**
+   * A shared server's check connects the shared connection itself and leaves it connected for the sessions
+   * (docs/adr/0039 §7): a view of it, or undefined for servers the check makes its own connection to.
+   */
+  shared?: Upstreams["sharedCheck"] | undefined;
   logger: Logger;
 }
 
@@ -99,15 +112,19 @@ const handlers: UpstreamHandlers = {
 };
 
 export class UpstreamChecker {
-  private readonly running = new Set<UpstreamConnection>();
+  private readonly running = new Set<UpstreamHandle>();
   private closed = false;
 
   constructor(private readonly deps: UpstreamCheckerDeps) {}
 
-  /** Connects once, lists tools, closes; never throws. */
+  /**
+   * Connects once, lists tools, closes; never throws. A shared server's check (deps.shared) connects the shared
+   * connection and lists its tools through a view of it, which it then closes: the connection stays for the
+   * sessions (one process per shared server, never the check's beside it).
+   */
   async check(server: string, config: ServerConfig): Promise<UpstreamCheckResult> {
     if (this.closed) return { server, ok: false, reason: "the gateway is shutting down" };
-    const conn = this.deps.probe(server, config, { handlers, logger: this.deps.logger.child({ check: true }) });
+    const conn = this.deps.shared?.(server, { handlers }) ?? this.deps.probe(server, config, { handlers, logger: this.deps.logger.child({ check: true }) });
     this.running.add(conn);
     try {
       await conn.connect();

@@ -13,7 +13,7 @@ import { test, describe, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, watch } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { call, connectClient } from "../helpers/gateway.js";
@@ -86,6 +86,41 @@ describe("early processes (the cases at once)", { concurrency: true }, () => {
     });
   }
 
+  test("shared mode: the start-up check connects the shared connection with the early process, and the first session starts nothing", SLOW, async (t) => {
+    const m = marker("shared");
+    // This case's own folder (the cases run at once, and `tmp` is set by whichever comes first).
+    const dir = await mkdtemp(path.join(os.tmpdir(), "emceepee-early-shared-"));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    // Loaded before the fixture by every process of this server: each appends its pid to <marker>.spawns beside it.
+    const recorder = path.join(dir, "spawn-recorder.mjs");
+    await writeFile(
+      recorder,
+      'import { appendFileSync } from "node:fs";\nappendFileSync(new URL(`./${process.argv.at(-1)}.spawns`, import.meta.url), `${process.pid}\\n`);\n',
+    );
+    const spawns = path.join(dir, `${m}.spawns`);
+    const servers = { slow: { command: process.execPath, args: ["--import", recorder, ...fixtureNodeArgs("slow-server"), m], sharing: "shared" } };
+    const cli = await startCliServe(os.tmpdir(), ["--config", await config(m, {}, servers), "--port", "0", "--store", "memory", "--log-level", "info"]);
+    try {
+      const started = await pollFor(async () => logLines(cli.stderr(), "upstream_started_early")[0], "upstream_started_early in the log", 120_000);
+      assert.equal(started.server, "slow");
+      const checked = await pollFor(async () => logLines(cli.stderr(), "upstream_check_ok")[0], "upstream_check_ok in the log", 120_000);
+      assert.equal(checked.server, "slow");
+      assert.ok(Number(checked.tools) > 0, `the check listed the tools: ${JSON.stringify(checked)}`);
+      const client = await connectClient(cli.url);
+      try {
+        const pid = await call(client, "execute_tool", { server: "slow", tool: "pid", args: {} });
+        assert.equal(Number(firstText(pid)), started.upstreamPid, `the first call ran in the early process (${firstText(pid)})`);
+      } finally {
+        await client.close();
+      }
+      const pids = (await readFile(spawns, "utf8")).trim().split("\n");
+      assert.deepEqual(pids, [String(started.upstreamPid)], "one process of the shared server: the early one, which the check connected (none of its own)");
+    } finally {
+      await stopChild(cli.child);
+    }
+    assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
+  });
+
   test("an early process that fails is logged, and the start-up check reports the server failed as before", SLOW, async () => {
     const m = marker("fail");
     const file = await config(m, {}, { bad: { command: process.execPath, args: ["-e", "process.stderr.write('early-boom\\n'); process.exit(3)", m] } });
@@ -105,8 +140,6 @@ describe("early processes (the cases at once)", { concurrency: true }, () => {
   for (const [what, file, flags] of [
     ["--no-upstream-check", (m: string) => config(m), ["--no-upstream-check"]],
     ["warmPool: 0", (m: string) => config(m, {}, undefined, { upstream: { warmPool: 0 } }), []],
-    // One process per shared server: the check's is the only one at start.
-    ["sharing: shared", (m: string) => config(m, { sharing: "shared" }), []],
   ] as const) {
     test(`${what} starts no process before the first session`, SLOW, async () => {
       const m = marker("nocheck");

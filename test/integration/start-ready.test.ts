@@ -1,8 +1,9 @@
 /**
  * What `serve` does between its start and its first session (docs/adr/0039
- * §6): the start-up check's own process runs niced behind the sessions'
+ * §6, §7): the start-up check's own process runs niced behind the sessions'
  * (src/server/upstream-check.ts), and still reports a broken upstream with the
- * process's own message; SDK v2's server package (the 2026-07-28 era's
+ * process's own message; a shared server's check connects the shared
+ * connection (not niced), and the first session gets the same clear error; SDK v2's server package (the 2026-07-28 era's
  * classifier, src/mcp/modern/envelope.ts) is not loaded until a modern message
  * arrives; the shipped bundle's `serve` has not loaded the console's pages,
  * minisearch, oauth4webapi or zod's other locales when it listens, and loads
@@ -22,6 +23,7 @@ import { CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_ME
 import * as envelope from "../../src/mcp/modern/envelope.js";
 import { CHECK_NICE } from "../../src/server/upstream-check.js";
 import { bundledCliEntry } from "../helpers/cli-build.js";
+import { call, connectClient } from "../helpers/gateway.js";
 import { MCP_POST_HEADERS, initializeBody, jsonRpcMessages, logLines, pollFor, rawRequest, startCliServe, stopChild } from "../helpers/core-extra.js";
 
 const SLOW = { timeout: 300_000 };
@@ -55,7 +57,8 @@ process.exit(1);
 
 describe("serve's start (the cases at once)", { concurrency: true }, () => {
   for (const sharing of ["session", "shared"] as const) {
-    test(`${sharing} mode: the start-up check's process runs niced and still reports the broken upstream with its message`, SLOW, async () => {
+    const what = sharing === "session" ? "the start-up check's process runs niced" : "the start-up check connects the shared connection, not niced,";
+    test(`${sharing} mode: ${what} and still reports the broken upstream with its message`, SLOW, async () => {
       tmp ??= await mkdtemp(path.join(os.tmpdir(), "emceepee-start-ready-"));
       const record = path.join(tmp, `${sharing}.jsonl`);
       const config = path.join(tmp, `${sharing}.json`);
@@ -69,12 +72,32 @@ describe("serve's start (the cases at once)", { concurrency: true }, () => {
           .trim()
           .split("\n")
           .map((line) => JSON.parse(line) as { nice: number; group: string });
-        // Session mode: the early process (docs/adr/0039 §5) at normal priority first, then the check's; shared mode starts nothing early.
-        assert.equal(runs.length, sharing === "session" ? 2 : 1, `one run per process: ${JSON.stringify(runs)}`);
-        const check = runs.at(-1)!;
-        if (sharing === "session") assert.equal(runs[0]!.nice, 0, `the early process is not niced: ${JSON.stringify(runs)}`);
-        if (process.platform !== "win32") assert.equal(check.nice, CHECK_NICE, `the check's process is niced: ${JSON.stringify(runs)}`);
-        if (check.group) assert.match(check.group, new RegExp(`nice ${CHECK_NICE}$`), `and so is its scheduling group: ${JSON.stringify(runs)}`);
+        if (sharing === "session") {
+          // The early process (docs/adr/0039 §5) at normal priority first, then the check's own, niced.
+          assert.equal(runs.length, 2, `one run per process: ${JSON.stringify(runs)}`);
+          const check = runs.at(-1)!;
+          assert.equal(runs[0]!.nice, 0, `the early process is not niced: ${JSON.stringify(runs)}`);
+          if (process.platform !== "win32") assert.equal(check.nice, CHECK_NICE, `the check's process is niced: ${JSON.stringify(runs)}`);
+          if (check.group) assert.match(check.group, new RegExp(`nice ${CHECK_NICE}$`), `and so is its scheduling group: ${JSON.stringify(runs)}`);
+        } else {
+          // The check connects the shared connection itself (§7): the early process, or (it exited before the check took it)
+          // the shared connection's own, at normal priority — the process that would serve the sessions, never a niced one beside it.
+          assert.ok(runs.length === 1 || runs.length === 2, `one or two runs: ${JSON.stringify(runs)}`);
+          assert.deepEqual(
+            runs.map((r) => r.nice),
+            runs.map(() => 0),
+            `no process of a shared server is niced: ${JSON.stringify(runs)}`,
+          );
+          // The first session gets the clear error it got before the check used the shared connection: the process's own words.
+          const client = await connectClient(cli.url);
+          try {
+            const result = await call(client, "execute_tool", { server: "broken", tool: "anything", args: {} });
+            assert.equal(result.isError, true, JSON.stringify(result));
+            assert.match(JSON.stringify(result.content), /broken on purpose: no database at \/nowhere/, JSON.stringify(result));
+          } finally {
+            await client.close();
+          }
+        }
       } finally {
         await stopChild(cli.child);
       }

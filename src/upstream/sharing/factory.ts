@@ -83,6 +83,12 @@ export interface Upstreams {
    * process, no receiver tasks, no liveness pings; the caller closes it.
    */
   readonly probe: (server: string, config: ServerConfig, attachment: Pick<UpstreamAttachment, "handlers" | "logger">) => UpstreamConnection;
+  /**
+   * For the start-up check of a config server in shared mode whose connection is everyone's (not one principal's):
+   * a view of that shared connection, which the check connects and then leaves (the connection stays for the
+   * sessions: docs/adr/0039 §7). Else undefined, and the check makes its own throwaway connection (`probe`).
+   */
+  readonly sharedCheck: (server: string, attachment: Pick<UpstreamAttachment, "handlers">) => UpstreamHandle | undefined;
   /** What each server answered when last connected (a transparent session's initialize answers from it: docs/adr/0034). */
   readonly known: KnownServers;
   /**
@@ -353,6 +359,11 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     perPrincipal: () => ({ connections: bound.size, shared: sharedByPrincipal.size, principals: newestPrincipal.size }),
     probe: (server, config, a) =>
       learning(server, config, connection(server, config, { ...a, transportFactory: o.probeTransportFactory ?? o.transportFactory, livenessPingMs: 0 })),
+    sharedCheck: (server, a) => {
+      const entry = registry.get(server);
+      if (!entry || isRuntime(entry) || entrySharing(entry, settings) !== "shared" || principalBound(entry.config)) return undefined;
+      return learning(server, entry.config, shared.attach(server, { handlers: a.handlers }));
+    },
     known,
     start: () => warm.start(),
     async close() {

@@ -169,10 +169,14 @@ export class SharedUpstream implements SharedSide {
   /** Closes the connection (the server was removed or changed, or the gateway closes); views still attached read "closed". */
   async close(): Promise<void> {
     this.closed = true;
-    await this.connecting?.catch(() => undefined);
+    // A connect in progress (the start-up check's, at start) is ended with the connection, not waited for: an upstream
+    // that never answers initialize would hold the gateway's shutdown for gateway.upstream.connectTimeoutMs.
+    const connecting = this.connecting;
+    const ending = connecting ? this.conn?.close() : undefined;
+    await connecting?.catch(() => undefined);
     this.closeReceivers();
     await Promise.allSettled(this.closingReceivers);
-    await this.conn?.close();
+    await (ending ?? this.conn?.close());
   }
 
   private closeReceivers(): void {
