@@ -171,10 +171,13 @@ describe("two gateways in sequence on one SQLite file (in process)", () => {
       peers.push(peer);
       return startTask(peer.client, RESEARCH, { topic: `durable ${server}` }, 120_000);
     };
-    const local = await start("local");
+    // The remote task first: the local one (four 1 s stages) is started last, right before the close, so that
+    // it is still working then even on a loaded machine (started first, it once completed while the remote one started).
     const remoteTask = await start("remote");
     const { store: firstStore } = first.gateway.context;
     assert.ok((await firstStore.tasks.get(remoteTask.taskId))?.upstreamTaskId, "the remote call runs as an upstream task");
+    const local = await start("local");
+    assert.equal((await firstStore.tasks.get(local.taskId))?.status, "working", "the local task is still working when the gateway stops");
     await first.close(); // as on SIGTERM: the sessions were not ended by their clients
     for (const p of peers) await p.client.close();
 
