@@ -2,10 +2,12 @@
  * `serve` starts each stdio upstream's process before its own modules load
  * and hands it to the first connection (docs/adr/0039, src/cli/early.ts,
  * src/upstream/sharing/early-processes.ts), spawning the real CLI: the first
- * session's first call runs in that process (session mode; a shared server starts nothing early), an
- * early process that fails is reported and the start-up check still reports
- * the server as failed, `--no-upstream-check` starts nothing early, and a
- * SIGTERM during the start leaves no process behind. The cases run at once
+ * session's first call runs in that process (in shared mode the start-up check
+ * connects the shared connection with it, and no other process of the server
+ * starts; a SIGTERM during that connect is not held by it), an early process
+ * that fails is reported and the start-up check still reports the server as
+ * failed, `--no-upstream-check` starts nothing early, and a SIGTERM during the
+ * start leaves no process behind. The cases run at once
  * (each its own gateway, config, marker and processes): the file takes about
  * as long as its longest case, not the sum of their start-ups and stops.
  */
@@ -156,6 +158,32 @@ describe("early processes (the cases at once)", { concurrency: true }, () => {
       }
     });
   }
+
+  test("shared mode: SIGTERM while the start-up check connects a server that never answers ends it without waiting for the connect", SLOW, async () => {
+    const m = marker("hung");
+    tmp ??= await mkdtemp(path.join(os.tmpdir(), "emceepee-early-"));
+    // Reads its stdin and never answers `initialize`; the connect would wait for connectTimeoutMs (10 min here).
+    const hung = { hung: { command: process.execPath, args: ["-e", "process.stdin.resume()", m], sharing: "shared" } };
+    const file = await config(m, {}, hung, { upstream: { connectTimeoutMs: 600_000 } });
+    const child = spawn(process.execPath, [...CLI_ARGS, "serve", "--config", file, "--port", "0", "--store", "memory"], {
+      env: cliEnv(),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+    child.stderr.resume();
+    try {
+      // The banner is printed just before the check starts, which connects the shared connection with the early process.
+      await pollFor(async () => (stdout.includes("listening on") ? true : undefined), "the banner", 120_000);
+      await pollFor(async () => (processesWith(m).length ? true : undefined), "the upstream's process", 120_000);
+      child.kill("SIGTERM");
+      const exit = await waitExit(child, 60_000);
+      assert.deepEqual([exit.code, exit.signal], [0, null], "closed and exited 0, not held by the connect in progress");
+    } finally {
+      await stopChild(child);
+    }
+    assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
+  });
 
   test("SIGTERM while the gateway starts ends the early processes too", SLOW, async (t) => {
     const m = marker("sigterm");
