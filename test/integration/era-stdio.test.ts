@@ -219,6 +219,19 @@ describe("the stdio face in both eras", () => {
     const wire = spawnRaw(["--face", "server:everything"]);
     const tasks = { "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } } };
     const onHost = (params: Record<string, unknown>) => ({ ...params, _meta: { ...ENVELOPE, ...tasks } });
+    /** A tools/call on the host, answered with its result: also when it outlived IMMEDIATE_RESULT_MS (a loaded machine) and came as a task. */
+    const callOnHost = async (id: number, params: Record<string, unknown>): Promise<Reply> => {
+      const reply = await wire.request(id, "tools/call", onHost(params));
+      if (reply.result?.resultType !== "task") return reply;
+      const taskId = reply.result.taskId as string;
+      let polls = 0;
+      const done = await waitFor(async () => {
+        const polled = await wire.request(`${id}-poll-${++polls}`, "tasks/get", onHost({ taskId }));
+        return polled.result?.status === "working" ? undefined : polled;
+      }, `call ${id}'s task ${taskId} to end`);
+      assert.equal(done.result?.status, "completed", brief(done));
+      return { id, result: done.result?.result };
+    };
     const bad = await wire.request("bad", "subscriptions/listen", withEnvelope({ notifications: "all" }));
     assert.equal(bad.error?.code, -32602, brief(bad));
     assert.match(bad.error?.message ?? "", /EMCP_BAD_ARGUMENTS: subscriptions\/listen needs params.notifications/);
@@ -227,18 +240,18 @@ describe("the stdio face in both eras", () => {
     const ack = await wire.next((m) => m.method === "notifications/subscriptions/acknowledged" && of("first")(m), "the acknowledgement");
     assert.deepEqual(ack.params?.notifications, { resourcesListChanged: true, resourceSubscriptions: [RESOURCE] });
     // On the principal's host, as the stream (a call that declares the tasks extension).
-    const toggled = await wire.request(1, "tools/call", onHost({ name: "toggle-subscriber-updates", arguments: {} }));
+    const toggled = await callOnHost(1, { name: "toggle-subscriber-updates", arguments: {} });
     assert.match(brief(toggled.result), /Started simulated resource updated/);
     const updated = await wire.next((m) => m.method === "notifications/resources/updated" && of("first")(m), "a resource update");
     assert.equal(updated.params?.uri, RESOURCE);
-    await wire.request(2, "tools/call", onHost({ name: "toggle-subscriber-updates", arguments: {} }));
+    await callOnHost(2, { name: "toggle-subscriber-updates", arguments: {} });
     // A second stream; the first is cancelled: the next list change reaches the second only.
     wire.send("second", "subscriptions/listen", withEnvelope({ notifications: { resourcesListChanged: true } }));
     await wire.next((m) => m.method === "notifications/subscriptions/acknowledged" && of("second")(m), "the second acknowledgement");
     wire.notify("notifications/cancelled", { requestId: "first", reason: "done listening" });
     const cut = wire.messages.length;
     const gzip = { name: "listen.gz", data: `data:text/plain;base64,${Buffer.from("stdio").toString("base64")}`, outputType: "resourceLink" };
-    await wire.request(3, "tools/call", onHost({ name: "gzip-file-as-resource", arguments: gzip }));
+    await callOnHost(3, { name: "gzip-file-as-resource", arguments: gzip });
     await wire.next((m) => m.method === "notifications/resources/list_changed" && of("second")(m), "the second stream's list change");
     await wire.request(4, "tools/list", withEnvelope()); // everything written before this answer has been read
     const late = wire.messages.slice(cut).filter((m) => of("first")(m) || m.id === "first");
