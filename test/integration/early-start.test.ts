@@ -41,6 +41,28 @@ async function config(marker: string, extra: Record<string, unknown> = {}, serve
   return file;
 }
 
+/** `emceepee serve --config file` on a free port, memory store, spawned directly (the cases signal it); its stdout so far. */
+function serveRaw(file: string) {
+  const child = spawn(process.execPath, [...CLI_ARGS, "serve", "--config", file, "--port", "0", "--store", "memory"], {
+    env: cliEnv(),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
+  child.stderr.resume();
+  return { child, stdout: () => stdout };
+}
+
+/** The pid of the process a new session's first call to `slow` ran in (the fixture's `pid` tool). */
+async function firstCallPid(url: string): Promise<number> {
+  const client = await connectClient(url);
+  try {
+    return Number(firstText(await call(client, "execute_tool", { server: "slow", tool: "pid", args: {} })));
+  } finally {
+    await client.close();
+  }
+}
+
 let markers = 0;
 /** Unique per case even when cases start in the same millisecond (they run at once). */
 const marker = (what: string) => `early-${what}-${process.pid}-${Date.now()}-${++markers}`;
@@ -74,13 +96,7 @@ describe("early processes (the cases at once)", { concurrency: true }, () => {
         const started = await pollFor(async () => logLines(cli.stderr(), "upstream_started_early")[0], "upstream_started_early in the log", 120_000);
         assert.equal(started.server, "slow");
         assert.ok(Number.isInteger(started.upstreamPid), `a pid: ${JSON.stringify(started)}`);
-        const client = await connectClient(cli.url);
-        try {
-          const pid = await call(client, "execute_tool", { server: "slow", tool: "pid", args: {} });
-          assert.equal(Number(firstText(pid)), started.upstreamPid, `the first call ran in the early process (${firstText(pid)})`);
-        } finally {
-          await client.close();
-        }
+        assert.equal(await firstCallPid(cli.url), started.upstreamPid, "the first call ran in the early process");
       } finally {
         await stopChild(cli.child);
       }
@@ -108,13 +124,7 @@ describe("early processes (the cases at once)", { concurrency: true }, () => {
       const checked = await pollFor(async () => logLines(cli.stderr(), "upstream_check_ok")[0], "upstream_check_ok in the log", 120_000);
       assert.equal(checked.server, "slow");
       assert.ok(Number(checked.tools) > 0, `the check listed the tools: ${JSON.stringify(checked)}`);
-      const client = await connectClient(cli.url);
-      try {
-        const pid = await call(client, "execute_tool", { server: "slow", tool: "pid", args: {} });
-        assert.equal(Number(firstText(pid)), started.upstreamPid, `the first call ran in the early process (${firstText(pid)})`);
-      } finally {
-        await client.close();
-      }
+      assert.equal(await firstCallPid(cli.url), started.upstreamPid, "the first call ran in the early process");
       const pids = (await readFile(spawns, "utf8")).trim().split("\n");
       assert.deepEqual(pids, [String(started.upstreamPid)], "one process of the shared server: the early one, which the check connected (none of its own)");
     } finally {
@@ -165,16 +175,10 @@ describe("early processes (the cases at once)", { concurrency: true }, () => {
     // Reads its stdin and never answers `initialize`; the connect would wait for connectTimeoutMs (10 min here).
     const hung = { hung: { command: process.execPath, args: ["-e", "process.stdin.resume()", m], sharing: "shared" } };
     const file = await config(m, {}, hung, { upstream: { connectTimeoutMs: 600_000 } });
-    const child = spawn(process.execPath, [...CLI_ARGS, "serve", "--config", file, "--port", "0", "--store", "memory"], {
-      env: cliEnv(),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
-    child.stderr.resume();
+    const { child, stdout } = serveRaw(file);
     try {
       // The banner is printed just before the check starts, which connects the shared connection with the early process.
-      await pollFor(async () => (stdout.includes("listening on") ? true : undefined), "the banner", 120_000);
+      await pollFor(async () => (stdout().includes("listening on") ? true : undefined), "the banner", 120_000);
       await pollFor(async () => (processesWith(m).length ? true : undefined), "the upstream's process", 120_000);
       child.kill("SIGTERM");
       const exit = await waitExit(child, 60_000);
@@ -193,17 +197,11 @@ describe("early processes (the cases at once)", { concurrency: true }, () => {
     // A server that does not end when its stdin closes (as many do): only its process group's end stops it.
     const script = "require('fs').writeFileSync(process.argv[1], ''); process.stdin.resume(); process.stdin.on('end', () => setInterval(() => {}, 1000))";
     const stubborn = { stubborn: { command: process.execPath, args: ["-e", script, startedFile] } };
-    const child = spawn(process.execPath, [...CLI_ARGS, "serve", "--config", await config(m, {}, stubborn), "--port", "0", "--store", "memory"], {
-      env: cliEnv(),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
-    child.stderr.resume();
+    const { child, stdout } = serveRaw(await config(m, {}, stubborn));
     try {
       // The upstream's process exists (it starts before the gateway's modules load): stop the gateway now.
       await fileAppears(startedFile, 120_000);
-      const listening = stdout.includes("listening on");
+      const listening = stdout().includes("listening on");
       t.diagnostic(listening ? "the gateway was listening already" : "signalled before the gateway listened");
       child.kill("SIGTERM");
       const exit = await waitExit(child, 60_000);
