@@ -13,7 +13,7 @@
 import { test, describe, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -157,6 +157,11 @@ await gateway.close();
   });
 
   /** What the bundle's loaded chunks hold: each chunk's linked source map names its inputs ("src/…", "node_modules/…"). */
+  /**
+   * Checkouts whose src/ the bundle's maps may name: this one, and the one whose node_modules/ the bundle's cache is in
+   * (a copy of the repository with node_modules/ linked to another checkout's maps to the other's src/).
+   */
+  const checkouts = [...new Set([ROOT, path.dirname(realpathSync(path.join(ROOT, "node_modules")))])];
   function bundleInputs(log: string): Set<string> {
     const inputs = new Set<string>();
     for (const line of existsSync(log) ? readFileSync(log, "utf8").split("\n") : []) {
@@ -167,7 +172,8 @@ await gateway.close();
       for (const source of map.sources) {
         const abs = path.resolve(path.dirname(file), source);
         const at = abs.lastIndexOf(`${path.sep}node_modules${path.sep}`);
-        inputs.add(abs.startsWith(path.join(ROOT, "src") + path.sep) ? path.relative(ROOT, abs) : at >= 0 ? abs.slice(at + 1) : abs);
+        const checkout = checkouts.find((root) => abs.startsWith(path.join(root, "src") + path.sep));
+        inputs.add(checkout ? path.relative(checkout, abs) : at >= 0 ? abs.slice(at + 1) : abs);
       }
     }
     return inputs;
