@@ -12,7 +12,8 @@
  * to `initialize` and `tools/list` through to the upstream: the transparent
  * face's tools/list is the upstream's; on the meta face (whose tools/list is
  * its own) also a `list_tools` call for the upstream. The client first waits
- * for the port to accept (polled every 5 ms; also reported), then sends
+ * for the port to accept (polled every 5 ms; also reported, with when each
+ * of initialize, tools/list and list_tools was answered after it), then sends
  * initialize once. For emceepee also the first `200` from /healthz (polled
  * alongside). CPU: the whole process tree at ready (the process, every live
  * descendant, and what reaped children used), and the relay process's own.
@@ -121,6 +122,8 @@ interface Sample {
   readyMs: number;
   relayCpuMs?: number | undefined;
   treeCpuMs: number;
+  /** After the port accepts: ms until initialize, tools/list and (meta) list_tools were answered. */
+  steps: number[];
 }
 
 interface Started {
@@ -195,19 +198,23 @@ async function measure(mode: Mode, before: boolean, tmp: string): Promise<Sample
     const face = mode === "meta" || !gateway ? "/mcp" : "/servers/everything/mcp";
     const client = new Client({ name: "bench-startup", version: "1.0.0" });
     const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${s.port}${face}`));
+    const step = (): number => performance.now() - t0 - listenMs;
     await client.connect(transport);
+    const steps = [step()];
     const tools = await client.listTools(undefined, { timeout: 120_000 });
+    steps.push(step());
     if (mode === "meta") {
       const listed = await client.callTool({ name: "list_tools", arguments: { server: "everything" } }, undefined, { timeout: 120_000 });
       if (listed.isError || !JSON.stringify(listed.content).includes("echo"))
         throw new Error(`meta: list_tools failed ${JSON.stringify(listed).slice(0, 300)}`);
+      steps.push(step());
     } else if (!tools.tools.some((t) => t.name === "echo")) throw new Error(`${mode}: tools/list has no echo`);
     const readyMs = performance.now() - t0;
     const cpu = treeCpu(s.child.pid!);
     const healthzMs = await health;
     await transport.terminateSession().catch(() => undefined);
     await client.close().catch(() => undefined);
-    return { listenMs, healthzMs, readyMs, relayCpuMs: mode === "direct" ? undefined : cpu.relay, treeCpuMs: cpu.tree };
+    return { listenMs, healthzMs, readyMs, relayCpuMs: mode === "direct" ? undefined : cpu.relay, treeCpuMs: cpu.tree, steps };
   } finally {
     await stop(s);
   }
@@ -252,7 +259,9 @@ async function main(): Promise<void> {
         const key = label(mode, before);
         inRound.set(key, s);
         samples.set(key, [...(samples.get(key) ?? []), s]);
-        log(`round ${round + 1} ${key}: ready ${fmt(s.readyMs, 0)} ms, tree CPU ${fmt(s.treeCpuMs, 0)} ms`);
+        log(
+          `round ${round + 1} ${key}: ready ${fmt(s.readyMs, 0)} ms (port ${fmt(s.listenMs, 0)}, then +${s.steps.map((x) => fmt(x, 0)).join(" +")}), tree CPU ${fmt(s.treeCpuMs, 0)} ms`,
+        );
       }
       const direct = inRound.get(label("direct", false))!;
       for (const [key, s] of inRound) {
@@ -276,6 +285,7 @@ async function main(): Promise<void> {
       `${fmt(med(ss.map((s) => s.readyMs)), 0)}`,
       `×${fmt(med(r.ready))} (${range(r.ready)})`,
       fmt(med(ss.map((s) => s.listenMs)), 0),
+      ss[0]!.steps.map((_, i) => fmt(med(ss.map((s) => s.steps[i]!)), 0)).join(" / "),
       healthz.length ? fmt(med(healthz), 0) : "—",
       relay.length ? fmt(med(relay), 0) : "—",
       fmt(med(ss.map((s) => s.treeCpuMs)), 0),
@@ -290,6 +300,7 @@ async function main(): Promise<void> {
         "start to ready, ms (median)",
         "vs direct, same round (median, range)",
         "port accepts, ms",
+        "then answered: initialize / tools/list / list_tools (meta), ms after the port accepts",
         "/healthz 200, ms",
         "relay CPU at ready, ms",
         "tree CPU at ready, ms",

@@ -35,6 +35,7 @@ import { onResponseSent } from "../../src/mcp/response-sent.js";
 import { SseRequestTap } from "../../src/mcp/sse-request-tap.js";
 import { releaseTaskProgressHandler } from "../../src/mcp/task-progress.js";
 import { wrapToolErrors } from "../../src/mcp/tool-errors.js";
+import { answerToolsList, toolList, type ToolRegistration } from "../../src/mcp/tool-list.js";
 import { tapTransport } from "../../src/mcp/transport-tap.js";
 import { sdkLeavesCallUnchecked } from "../../src/mcp/tool-call-checks.js";
 import { errorResponseFor } from "../../src/mcp/error-response.js";
@@ -252,6 +253,56 @@ describe("the workarounds still work against the real SDK (InMemoryTransport)", 
     );
     await client.close();
     await server.close();
+  });
+
+  test("toolList / answerToolsList (src/mcp/tool-list.ts): McpServer's own tools/list, byte for byte; the replaced handler answers, also after a later registerTool", async () => {
+    const tools: ToolRegistration[] = [
+      { name: "plain", inputSchema: z.strictObject({}) },
+      {
+        name: "rich",
+        title: "Rich",
+        description: "every kind of field",
+        inputSchema: z.strictObject({
+          text: z.string().min(1).describe("some text"),
+          n: z.number().int().max(10).optional(),
+          mode: z.enum(["a", "b"]).default("a"),
+          tags: z.array(z.string()).optional(),
+          env: z.record(z.string(), z.string()).optional(),
+          either: z.union([z.string(), z.object({ x: z.boolean() })]).optional(),
+        }),
+        outputSchema: z.looseObject({ ok: z.boolean(), items: z.array(z.looseObject({ id: z.string() })) }),
+        annotations: { readOnlyHint: true },
+      },
+    ];
+    const listed = async (server: McpServer): Promise<string> => {
+      const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+      await server.connect(serverSide);
+      const client = new Client({ name: "canary", version: "1.0.0" });
+      await client.connect(clientSide);
+      const result = await client.request({ method: "tools/list", params: {} }, z.unknown()); // as it came, not re-parsed
+      await client.close();
+      return JSON.stringify(result);
+    };
+    const register = (server: McpServer) => {
+      for (const { name, ...config } of tools) server.registerTool(name, config, () => ({ content: [] }));
+    };
+    const sdk = new McpServer({ name: "canary", version: "1.0.0" });
+    register(sdk);
+    const expected = await listed(sdk);
+    assert.equal(
+      JSON.stringify(toolList(tools)),
+      expected,
+      "McpServer's tools/list changed its mapping (keys, order, execution, JSON Schema options): update toolList in src/mcp/tool-list.ts",
+    );
+    const answered = new McpServer({ name: "canary", version: "1.0.0" });
+    register(answered);
+    answerToolsList(answered, { tools: [{ name: "cached", inputSchema: { type: "object" } }] });
+    answered.registerTool("later", { inputSchema: {} }, () => ({ content: [] }));
+    assert.equal(
+      await listed(answered),
+      JSON.stringify({ tools: [{ name: "cached", inputSchema: { type: "object" } }] }),
+      "McpServer no longer answers tools/list through the handler Server.setRequestHandler replaced (src/mcp/tool-list.ts)",
+    );
   });
 
   test("onResponseSent: every response a Server sends (results and errors) is seen, with its id", async () => {

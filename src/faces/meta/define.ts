@@ -30,8 +30,11 @@ export interface MetaTool<S extends z.ZodRawShape = z.ZodRawShape> {
   annotations?: ToolAnnotations;
   /** await_activity delivers events itself. @default true */
   envelope?: boolean;
-  /** Whether the gateway's settings offer this tool (run_code: gateway.codeMode.enabled). @default always */
-  enabled?: (ctx: MetaContext) => boolean;
+  /**
+   * Whether the gateway's settings offer this tool (run_code: gateway.codeMode.enabled). The gateway's
+   * alone, never a session's: each set of enabled tools has one tools/list per process (ADR 0052). @default always
+   */
+  enabled?: (gateway: GatewayContext) => boolean;
   run(ctx: MetaContext, args: z.infer<z.ZodObject<S>>, extra: Extra): Promise<CallToolResult>;
 }
 

@@ -3,16 +3,19 @@
  * gateway's management tools and its own resources. Every tool is registered
  * here once; the HTTP endpoint and `emceepee stdio` both use this function.
  * Each call is timed for the access log; gateway-made replies declare their
- * `outputSchema` (outputs.ts).
+ * `outputSchema` (outputs.ts). The tools' zod objects and their tools/list
+ * are built once per process, not per session (ADR 0052).
  */
 import { acceptCancelOfRequestZero } from "../../mcp/cancel-request-zero.js";
 import { jsonSchemaValidator } from "../../mcp/json-schema-validator.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { CallToolResult, ListToolsResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { principalOf } from "../../auth/principal.js";
 import { toToolErrorText } from "../../errors.js";
 import { wrapToolErrors } from "../../mcp/tool-errors.js";
+import { answerToolsList, toolList, type ToolRegistration } from "../../mcp/tool-list.js";
+import type { GatewayContext } from "../../session/gateway-context.js";
 import { logToolCall, resultOutcome } from "../access-log.js";
 import { wasPromoted, type MetaContext, type MetaTool } from "./define.js";
 import { DIAGRAMS_URI, diagramsContents } from "./diagrams.js";
@@ -74,50 +77,86 @@ Slow calls become tasks after timeout_ms: follow them with await_activity, get_t
 When a server asks for user input or an LLM completion, it shows up in pending_client_action: answer with respond_to_elicitation or respond_to_sampling.
 New events are delivered exactly once, in whichever tool response comes first.`;
 
+/** Each tool's registration, built at its first use in the process: every session's McpServer shares its zod objects. */
+const registrations = new Map<MetaTool, ToolRegistration>();
+
+function registrationOf(tool: MetaTool): ToolRegistration {
+  let registration = registrations.get(tool);
+  if (!registration) {
+    const outputSchema = META_OUTPUT_SCHEMAS[tool.name];
+    registration = {
+      name: tool.name,
+      title: tool.title,
+      description: tool.description,
+      inputSchema: z.strictObject(tool.input),
+      ...(outputSchema ? { outputSchema } : {}),
+      ...(tool.annotations ? { annotations: tool.annotations } : {}),
+    };
+    registrations.set(tool, registration);
+  }
+  return registration;
+}
+
+/** The meta tools `gateway`'s settings offer, in registration order. */
+export function enabledMetaTools(gateway: GatewayContext): MetaTool[] {
+  return META_TOOLS.filter((tool) => tool.enabled?.(gateway) !== false);
+}
+
+/** The tools/list of each set of enabled tools (keyed by their names), built once per process. */
+const toolLists = new Map<string, ListToolsResult>();
+
+/**
+ * The meta face's tools/list for `gateway`'s settings: built at its first
+ * use in the process (or by `serve` before it listens), then the same list
+ * for every session. Do not change what it returns (sessions answer copies).
+ */
+export function metaToolList(gateway: GatewayContext): ListToolsResult {
+  const tools = enabledMetaTools(gateway);
+  const key = tools.map((tool) => tool.name).join(",");
+  let list = toolLists.get(key);
+  if (!list) {
+    list = toolList(tools.map(registrationOf));
+    toolLists.set(key, list);
+  }
+  return list;
+}
+
 export function createMetaServer(ctx: MetaContext): McpServer {
   const server = new McpServer(
     { name: "emceepee", title: "emceepee MCP gateway", version: ctx.gateway.version },
     { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator },
   );
   acceptCancelOfRequestZero(server.server); // a client may number a call 0 (SDK 1.32 drops its cancel)
-  for (const tool of META_TOOLS) {
-    if (tool.enabled?.(ctx) === false) continue;
-    const outputSchema = META_OUTPUT_SCHEMAS[tool.name];
-    server.registerTool(
-      tool.name,
-      {
-        title: tool.title,
-        description: tool.description,
-        inputSchema: z.strictObject(tool.input),
-        ...(outputSchema ? { outputSchema } : {}),
-        ...(tool.annotations ? { annotations: tool.annotations } : {}),
-      },
-      async (args: unknown, extra) => {
-        ctx.session.touch();
-        const { server: target, tool: upstreamTool } = args as { server?: unknown; tool?: unknown };
-        const entry = {
-          face: "meta" as const,
-          server: typeof target === "string" ? target : undefined,
-          tool: tool.name,
-          upstreamTool: tool.name === "execute_tool" && typeof upstreamTool === "string" ? upstreamTool : undefined,
-          principalHash: principalOf(extra.authInfo)?.hash,
-        };
-        const result = await logToolCall(
-          ctx.gateway,
-          ctx.session,
-          entry,
-          extra.signal,
-          () => runTool(ctx, tool, args, extra),
-          (r) => (wasPromoted(r) ? "promoted" : resultOutcome(r)),
-        );
-        ctx.session.touch();
-        return tool.envelope === false ? result : withEnvelope(ctx.session, result);
-      },
-    );
+  const tools = enabledMetaTools(ctx.gateway);
+  for (const tool of tools) {
+    const { name, ...config } = registrationOf(tool);
+    server.registerTool(name, config, async (args: unknown, extra) => {
+      ctx.session.touch();
+      const { server: target, tool: upstreamTool } = args as { server?: unknown; tool?: unknown };
+      const entry = {
+        face: "meta" as const,
+        server: typeof target === "string" ? target : undefined,
+        tool: tool.name,
+        upstreamTool: tool.name === "execute_tool" && typeof upstreamTool === "string" ? upstreamTool : undefined,
+        principalHash: principalOf(extra.authInfo)?.hash,
+      };
+      const result = await logToolCall(
+        ctx.gateway,
+        ctx.session,
+        entry,
+        extra.signal,
+        () => runTool(ctx, tool, args, extra),
+        (r) => (wasPromoted(r) ? "promoted" : resultOutcome(r)),
+      );
+      ctx.session.touch();
+      return tool.envelope === false ? result : withEnvelope(ctx.session, result);
+    });
   }
   // Input-validation failures are answered by the SDK before a handler runs;
   // they are tool responses too, so they carry the session envelope as well.
   wrapToolErrors(server, (result) => withEnvelope(ctx.session, result));
+  // McpServer would convert every tool's schemas to JSON Schema at each tools/list (src/mcp/tool-list.ts).
+  answerToolsList(server, metaToolList(ctx.gateway));
   server.registerResource(
     "diagrams",
     DIAGRAMS_URI,

@@ -66,7 +66,7 @@ export const runCode = defineTool({
       .optional()
       .describe(`How long to wait before the run continues as a task (default ${DEFAULT_TIMEOUT_MS})`),
   },
-  enabled: ({ gateway }) => gateway.settings.codeMode.enabled,
+  enabled: (gateway) => gateway.settings.codeMode.enabled,
   async run(ctx, { code, timeout_ms }, extra) {
     const { session, gateway } = ctx;
     const limits = gateway.settings.codeMode;

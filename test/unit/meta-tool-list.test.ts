@@ -1,0 +1,121 @@
+/**
+ * The meta face's tools/list, built once per process (src/faces/meta/server.ts
+ * metaToolList, src/mcp/tool-list.ts; ADR 0052): what a session gets over HTTP
+ * is byte-for-byte what McpServer's own handler answered for the same tools
+ * registered as createMetaServer registered them before (one z.strictObject
+ * per tool per session, the SDK converting at each tools/list), for each set
+ * of tools the settings offer (run_code with code mode on); two sessions get
+ * the same bytes, and sessions are answered from the one list of the process.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { parseConfig } from "../../src/config/load.js";
+import { enabledMetaTools, metaToolList } from "../../src/faces/meta/server.js";
+import { META_OUTPUT_SCHEMAS } from "../../src/faces/meta/outputs.js";
+import { createGateway } from "../../src/server/gateway.js";
+import type { GatewayContext } from "../../src/session/gateway-context.js";
+
+const INIT = { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "tool-list-test", version: "1.0.0" } };
+
+/** The tools/list result as McpServer's own handler answers it, registered as createMetaServer did before ADR 0052. */
+async function sdkToolsList(gateway: GatewayContext): Promise<string> {
+  const server = new McpServer({ name: "emceepee", version: gateway.version }, { capabilities: { tools: {} } });
+  for (const tool of enabledMetaTools(gateway)) {
+    const outputSchema = META_OUTPUT_SCHEMAS[tool.name];
+    server.registerTool(
+      tool.name,
+      {
+        title: tool.title,
+        description: tool.description,
+        inputSchema: z.strictObject(tool.input),
+        ...(outputSchema ? { outputSchema } : {}),
+        ...(tool.annotations ? { annotations: tool.annotations } : {}),
+      },
+      () => ({ content: [] }),
+    );
+  }
+  const [ours, theirs] = InMemoryTransport.createLinkedPair();
+  await server.connect(theirs);
+  const answers: Array<(m: JSONRPCMessage) => void> = [];
+  ours.onmessage = (m) => answers.shift()?.(m);
+  await ours.start();
+  const request = (id: number, method: string, params: Record<string, unknown>) =>
+    new Promise<JSONRPCMessage>((resolve) => {
+      answers.push(resolve);
+      void ours.send({ jsonrpc: "2.0", id, method, params });
+    });
+  await request(1, "initialize", INIT);
+  await ours.send({ jsonrpc: "2.0", method: "notifications/initialized" });
+  const listed = (await request(2, "tools/list", {})) as { result: unknown };
+  await server.close();
+  return JSON.stringify(listed.result);
+}
+
+/** One JSON-RPC answer from /mcp (a JSON body or the SSE event carrying it). */
+async function post(url: string, body: unknown, session?: string): Promise<{ session: string | null; message: { result?: unknown } | undefined }> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-protocol-version": INIT.protocolVersion,
+      ...(session ? { "mcp-session-id": session } : {}),
+    },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  assert.ok(res.ok, `${res.status} ${text}`);
+  const json = res.headers.get("content-type")?.startsWith("application/json")
+    ? text
+    : text
+        .split("\n")
+        .filter((l) => l.startsWith("data: ") && l.length > 6)
+        .map((l) => l.slice(6))
+        .at(-1);
+  return { session: res.headers.get("mcp-session-id"), message: json ? (JSON.parse(json) as { result?: unknown }) : undefined };
+}
+
+/** A new session's tools/list result over HTTP, serialized as it came. */
+async function sessionToolsList(url: string): Promise<string> {
+  const init = await post(url, { jsonrpc: "2.0", id: 1, method: "initialize", params: INIT });
+  assert.ok(init.session, "a session id");
+  await post(url, { jsonrpc: "2.0", method: "notifications/initialized" }, init.session);
+  const listed = await post(url, { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} }, init.session);
+  assert.ok(listed.message?.result, JSON.stringify(listed.message));
+  return JSON.stringify(listed.message.result);
+}
+
+for (const codeMode of [false, true]) {
+  test(`the meta face's tools/list (code mode ${codeMode ? "on" : "off"}): the SDK's own answer, byte for byte, in every session; built once per process`, async () => {
+    const gateway = createGateway(parseConfig({ mcpServers: {}, gateway: { port: 0, logLevel: "silent", codeMode: { enabled: codeMode } } }));
+    try {
+      const { url } = await gateway.listen();
+      const expected = await sdkToolsList(gateway.context);
+      const names = (JSON.parse(expected) as { tools: Array<{ name: string }> }).tools.map((t) => t.name);
+      assert.equal(names.includes("run_code"), codeMode, "run_code is listed exactly when code mode is on");
+
+      const first = await sessionToolsList(url);
+      const second = await sessionToolsList(url);
+      assert.equal(first, expected, "the first session's tools/list is the SDK's");
+      assert.equal(second, expected, "the second session's too");
+
+      const list = metaToolList(gateway.context);
+      assert.equal(metaToolList(gateway.context), list, "one list per process for these settings, not one per call");
+      assert.equal(JSON.stringify(list), expected);
+      // Sessions are answered from that list (before ADR 0052 each tools/list converted the schemas anew).
+      (list.tools[0]!.inputSchema as Record<string, unknown>).type = "changed";
+      try {
+        assert.equal(await sessionToolsList(url), JSON.stringify(list), "answered from the process's list");
+      } finally {
+        (list.tools[0]!.inputSchema as Record<string, unknown>).type = "object";
+      }
+      assert.equal(JSON.stringify(metaToolList(gateway.context)), expected);
+    } finally {
+      await gateway.close();
+    }
+  });
+}
