@@ -133,6 +133,37 @@ describe("early processes (the cases at once)", { concurrency: true }, () => {
     assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
   });
 
+  test("session mode: the start-up check connects the early process ahead, and the first session takes it: no check process of its own", SLOW, async (t) => {
+    const m = marker("session-ahead");
+    const dir = await mkdtemp(path.join(os.tmpdir(), "emceepee-early-session-"));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    // Every process of this server appends its pid to <marker>.spawns (as in the shared case).
+    const recorder = path.join(dir, "spawn-recorder.mjs");
+    await writeFile(
+      recorder,
+      'import { appendFileSync } from "node:fs";\nappendFileSync(new URL(`./${process.argv.at(-1)}.spawns`, import.meta.url), `${process.pid}\\n`);\n',
+    );
+    const spawns = path.join(dir, `${m}.spawns`);
+    const servers = { slow: { command: process.execPath, args: ["--import", recorder, ...fixtureNodeArgs("slow-server"), m], sharing: "session" } };
+    const cli = await startCliServe(os.tmpdir(), ["--config", await config(m, {}, servers), "--port", "0", "--store", "memory", "--log-level", "info"]);
+    try {
+      const started = await pollFor(async () => logLines(cli.stderr(), "upstream_started_early")[0], "upstream_started_early in the log", 120_000);
+      const checked = await pollFor(async () => logLines(cli.stderr(), "upstream_check_ok")[0], "upstream_check_ok in the log", 120_000);
+      assert.equal(checked.server, "slow");
+      assert.ok(Number(checked.tools) > 0, `the check listed the tools: ${JSON.stringify(checked)}`);
+      // Before any session: the early process is the only one (ab5e077's check spawned a niced throwaway one beside it).
+      assert.deepEqual(
+        (await readFile(spawns, "utf8")).trim().split("\n"),
+        [String(started.upstreamPid)],
+        "one process: the early one, which the check connected",
+      );
+      assert.equal(await firstCallPid(cli.url), started.upstreamPid, "the first session's first call ran in it");
+    } finally {
+      await stopChild(cli.child);
+    }
+    assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
+  });
+
   test("an early process that fails is logged, and the start-up check reports the server failed as before", SLOW, async () => {
     const m = marker("fail");
     const file = await config(m, {}, { bad: { command: process.execPath, args: ["-e", "process.stderr.write('early-boom\\n'); process.exit(3)", m] } });

@@ -140,6 +140,30 @@ export class WarmPool<A extends Ahead = Ahead> {
     return { value: warm.ahead!.value, release: warm.release };
   }
 
+  /**
+   * Connects one process of `name` ahead now, with capability key `key`, before any session asked (serve's start-up
+   * check in session mode, docs/adr/0053): the factory below hands it the process started early. It then waits as
+   * if one session had asked (for idleMs), for the first session with the same key (takeAhead); a session with
+   * another key does not take it, and trim() ends it. Undefined when the pool is off or does not connect ahead, the
+   * server is not warmed, a session has asked for it already, or no child slot is free.
+   */
+  connectAheadNow(name: string, key: string): A | undefined {
+    if (!this.started || this.closed || this.options.size === 0 || !this.options.initialize || this.demand.has(name)) return undefined;
+    const config = this.options.warmable(name);
+    if (!config) return undefined;
+    const release = this.options.children.tryAcquire(name);
+    if (!release) return undefined;
+    const created = this.inner(name, config);
+    const warm: Warm<A> = { config, created, transport: created.transport as Partial<Prestartable> as Prestartable, release, since: this.clock.now() };
+    this.keys.set(name, key);
+    this.demand.set(name, [warm.since]);
+    this.list(name).push(warm);
+    warm.ahead = { key, value: this.options.initialize(name, config, warm.created, key, () => void this.failed(name, warm)) };
+    this.whileStarting(name, warm, warm.ahead.value.ready);
+    this.scheduleTrim();
+    return warm.ahead.value;
+  }
+
   /** Ends the waiting processes of `name` (its server was removed or changed); the next use fills the pool again. */
   evict(name: string): void {
     this.clearFailures(name); // a changed config may start
