@@ -21,12 +21,16 @@ const row = (shape: z.ZodRawShape = {}) => z.looseObject(shape);
 const event = row({ id: str, type: str, server: str, created_at: str, createdAt: str, data: z.record(str, z.unknown()), count: z.number().int().optional() });
 
 const elicitationSummary = row({ requestId: str, server: str, mode: str, message: str });
-const samplingSummary = row({ requestId: str, server: str });
 
-/** What withEnvelope adds to every structured reply (await_activity delivers its own). */
+/**
+ * What withEnvelope adds to every structured reply (await_activity delivers its own), named with the
+ * outer shape only: an event's fields are await_activity's `events[].events[]`, a waiting request's
+ * get_elicitations' and get_sampling_requests' rows. Each SDK client compiles every outputSchema at each
+ * tools/list; the full envelope in all 27 made that compile ×3-4 (ADR 0052).
+ */
 const envelope = {
-  events_since_last_response: z.array(event).optional(),
-  pending_client_action: row({ elicitations: z.array(elicitationSummary), sampling_requests: z.array(samplingSummary) }).optional(),
+  events_since_last_response: z.array(row()).optional(),
+  pending_client_action: row({ elicitations: z.array(row()), sampling_requests: z.array(row()) }).optional(),
 };
 
 /** task-view.ts: the project's names and their camelCase aliases (design MF-19). */
