@@ -18,6 +18,9 @@ import { existsSync, watch } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ListRootsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { call, connectClient } from "../helpers/gateway.js";
 import { CLI_ARGS, cliEnv, firstText, logLines, pollFor, startCliServe, stopChild, waitExit } from "../helpers/core-extra.js";
 import { fixtureNodeArgs } from "../helpers/cli-build.js";
@@ -163,6 +166,47 @@ describe("early processes (the cases at once)", { concurrency: true }, () => {
     }
     assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
   });
+
+  test(
+    "session mode: a first session that declares roots gets a process of its own, and the check's connection made ahead gives way to one for its key",
+    SLOW,
+    async () => {
+      const m = marker("session-roots");
+      const cli = await startCliServe(os.tmpdir(), [
+        "--config",
+        await config(m, { sharing: "session" }),
+        "--port",
+        "0",
+        "--store",
+        "memory",
+        "--log-level",
+        "info",
+      ]);
+      try {
+        const started = await pollFor(async () => logLines(cli.stderr(), "upstream_started_early")[0], "upstream_started_early in the log", 120_000);
+        await pollFor(async () => logLines(cli.stderr(), "upstream_check_ok")[0], "upstream_check_ok in the log", 120_000);
+        const client = new Client({ name: "early-roots", version: "1.0.0" }, { capabilities: { roots: { listChanged: true } } });
+        client.setRequestHandler(ListRootsRequestSchema, () => ({ roots: [{ uri: "file:///early-roots", name: "r" }] }));
+        await client.connect(new StreamableHTTPClientTransport(new URL(cli.url.replace(/\/mcp$/, "/servers/slow/mcp"))));
+        try {
+          const pid = Number(firstText((await client.callTool({ name: "pid", arguments: {} })) as CallToolResult));
+          assert.notEqual(pid, started.upstreamPid, "not the process the check initialized without roots");
+          // The check's guess ended at once (not at the pool's trim), so this session's ask makes a spare for its key (3065329
+          // kept the guess until the pool's trim and then started none, with no ask after it: no second connection made ahead).
+          await pollFor(
+            async () => (logLines(cli.stderr(), "warm_connection_ready").length >= 2 ? true : undefined),
+            "a connection made ahead for the roots key",
+            120_000,
+          );
+        } finally {
+          await client.close();
+        }
+      } finally {
+        await stopChild(cli.child);
+      }
+      assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
+    },
+  );
 
   test("an early process that fails is logged, and the start-up check reports the server failed as before", SLOW, async () => {
     const m = marker("fail");

@@ -60,6 +60,8 @@ interface Warm<A extends Ahead> {
   started?: (() => void) | undefined;
   /** When the pool started it (its clock). */
   since: number;
+  /** Made by connectAheadNow (the start-up check) before any session asked: a session of another key ends it. */
+  guessed?: true | undefined;
 }
 
 export interface WarmPoolOptions<A extends Ahead = Ahead> {
@@ -134,7 +136,12 @@ export class WarmPool<A extends Ahead = Ahead> {
     if (!this.options.initialize) return undefined;
     this.keys.set(name, key);
     const warm = this.take(name, config, key);
-    if (!warm) return undefined;
+    if (!warm) {
+      // The start-up check's guess missed (a client with roots came): its connection goes now, not at the trim, so that
+      // this session's ask fills the pool for its own key (docs/adr/0053).
+      for (const w of [...(this.waiting.get(name) ?? [])]) if (w.guessed && w.ahead?.key !== key) void this.drop(name, w);
+      return undefined;
+    }
     this.asked(name);
     this.fillSoon(name);
     return { value: warm.ahead!.value, release: warm.release };
@@ -154,7 +161,14 @@ export class WarmPool<A extends Ahead = Ahead> {
     const release = this.options.children.tryAcquire(name);
     if (!release) return undefined;
     const created = this.inner(name, config);
-    const warm: Warm<A> = { config, created, transport: created.transport as Partial<Prestartable> as Prestartable, release, since: this.clock.now() };
+    const warm: Warm<A> = {
+      config,
+      created,
+      transport: created.transport as Partial<Prestartable> as Prestartable,
+      release,
+      since: this.clock.now(),
+      guessed: true,
+    };
     this.keys.set(name, key);
     this.demand.set(name, [warm.since]);
     this.list(name).push(warm);
