@@ -266,13 +266,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   parts.add("start", () => starting?.catch(() => undefined)); // a start in progress finishes (what it opened is closed after)
   // Once listening (the store open), a shared server's check connects the shared connection itself (docs/adr/0039 §7);
   // `emceepee check --connect` checks a gateway that never listens, with throwaway connections only.
-  // A session-mode server whose early process still waits: the check connects it ahead for the first session (docs/adr/0053).
-  const checker = new UpstreamChecker({
-    probe: upstreams.probe,
-    shared: (server, a) => (listened ? upstreams.sharedCheck(server, a) : undefined),
-    ahead: (server) => (listened && early?.waitingFor.includes(server) ? upstreams.checkAhead(server) : undefined),
-    logger,
-  });
+  const checker = new UpstreamChecker({ probe: upstreams.probe, shared: (server, a) => (listened ? upstreams.sharedCheck(server, a) : undefined), logger });
   let listened = false;
   parts.add("checker", () => checker.close());
 

@@ -30,7 +30,7 @@ import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { UpstreamHandlers } from "../upstream/client-handlers.js";
 import type { UpstreamHandle } from "../upstream/handle.js";
-import type { CheckAhead, Upstreams } from "../upstream/sharing/factory.js";
+import type { Upstreams } from "../upstream/sharing/factory.js";
 import type { TransportFactory } from "../upstream/transports.js";
 
 export type UpstreamCheckResult =
@@ -44,11 +44,6 @@ export interface UpstreamCheckerDeps {
    * (docs/adr/0039 §7): a view of it, or undefined for servers the check makes its own connection to.
    */
   shared?: Upstreams["sharedCheck"] | undefined;
-  /**
-   * A session-mode server's check at serve's start reports from a connection made ahead over the process started
-   * early, which then waits for the first session (docs/adr/0053): it, or undefined for a throwaway connection.
-   */
-  ahead?: ((server: string) => CheckAhead | undefined) | undefined;
   logger: Logger;
 }
 
@@ -129,8 +124,6 @@ export class UpstreamChecker {
    */
   async check(server: string, config: ServerConfig): Promise<UpstreamCheckResult> {
     if (this.closed) return { server, ok: false, reason: "the gateway is shutting down" };
-    const ahead = this.deps.ahead?.(server);
-    if (ahead) return this.checkAhead(server, ahead);
     const conn = this.deps.shared?.(server, { handlers }) ?? this.deps.probe(server, config, { handlers, logger: this.deps.logger.child({ check: true }) });
     this.running.add(conn);
     try {
@@ -143,21 +136,6 @@ export class UpstreamChecker {
     } finally {
       await conn.close();
       this.running.delete(conn);
-    }
-  }
-
-  /**
-   * The check of a connection made ahead for a session: its connect and first tool list (fetched ahead, so no request
-   * of the check's), the same report. It is not closed: the warm pool keeps it for a session, or ends it if it failed.
-   */
-  private async checkAhead(server: string, ahead: CheckAhead): Promise<UpstreamCheckResult> {
-    const conn = ahead.connection;
-    try {
-      await ahead.ready;
-      const tools = conn.capabilities?.tools ? (await conn.cachedTools()).length : 0;
-      return { server, ok: true, tools, serverInfo: conn.serverInfo };
-    } catch (err) {
-      return { server, ok: false, reason: this.closed ? "the gateway is shutting down" : (conn.lastError ?? errorMessage(err)) };
     }
   }
 

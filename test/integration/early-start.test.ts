@@ -18,9 +18,6 @@ import { existsSync, watch } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ListRootsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { call, connectClient } from "../helpers/gateway.js";
 import { CLI_ARGS, cliEnv, firstText, logLines, pollFor, startCliServe, stopChild, waitExit } from "../helpers/core-extra.js";
 import { fixtureNodeArgs } from "../helpers/cli-build.js";
@@ -135,78 +132,6 @@ describe("early processes (the cases at once)", { concurrency: true }, () => {
     }
     assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
   });
-
-  test("session mode: the start-up check connects the early process ahead, and the first session takes it: no check process of its own", SLOW, async (t) => {
-    const m = marker("session-ahead");
-    const dir = await mkdtemp(path.join(os.tmpdir(), "emceepee-early-session-"));
-    t.after(() => rm(dir, { recursive: true, force: true }));
-    // Every process of this server appends its pid to <marker>.spawns (as in the shared case).
-    const recorder = path.join(dir, "spawn-recorder.mjs");
-    await writeFile(
-      recorder,
-      'import { appendFileSync } from "node:fs";\nappendFileSync(new URL(`./${process.argv.at(-1)}.spawns`, import.meta.url), `${process.pid}\\n`);\n',
-    );
-    const spawns = path.join(dir, `${m}.spawns`);
-    const servers = { slow: { command: process.execPath, args: ["--import", recorder, ...fixtureNodeArgs("slow-server"), m], sharing: "session" } };
-    const cli = await startCliServe(os.tmpdir(), ["--config", await config(m, {}, servers), "--port", "0", "--store", "memory", "--log-level", "info"]);
-    try {
-      const started = await pollFor(async () => logLines(cli.stderr(), "upstream_started_early")[0], "upstream_started_early in the log", 120_000);
-      const checked = await pollFor(async () => logLines(cli.stderr(), "upstream_check_ok")[0], "upstream_check_ok in the log", 120_000);
-      assert.equal(checked.server, "slow");
-      assert.ok(Number(checked.tools) > 0, `the check listed the tools: ${JSON.stringify(checked)}`);
-      // Before any session: the early process is the only one (ab5e077's check spawned a niced throwaway one beside it).
-      assert.deepEqual(
-        (await readFile(spawns, "utf8")).trim().split("\n"),
-        [String(started.upstreamPid)],
-        "one process: the early one, which the check connected",
-      );
-      assert.equal(await firstCallPid(cli.url), started.upstreamPid, "the first session's first call ran in it");
-    } finally {
-      await stopChild(cli.child);
-    }
-    assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
-  });
-
-  test(
-    "session mode: a first session that declares roots gets a process of its own, and the check's connection made ahead gives way to one for its key",
-    SLOW,
-    async () => {
-      const m = marker("session-roots");
-      const cli = await startCliServe(os.tmpdir(), [
-        "--config",
-        await config(m, { sharing: "session" }),
-        "--port",
-        "0",
-        "--store",
-        "memory",
-        "--log-level",
-        "info",
-      ]);
-      try {
-        const started = await pollFor(async () => logLines(cli.stderr(), "upstream_started_early")[0], "upstream_started_early in the log", 120_000);
-        await pollFor(async () => logLines(cli.stderr(), "upstream_check_ok")[0], "upstream_check_ok in the log", 120_000);
-        const client = new Client({ name: "early-roots", version: "1.0.0" }, { capabilities: { roots: { listChanged: true } } });
-        client.setRequestHandler(ListRootsRequestSchema, () => ({ roots: [{ uri: "file:///early-roots", name: "r" }] }));
-        await client.connect(new StreamableHTTPClientTransport(new URL(cli.url.replace(/\/mcp$/, "/servers/slow/mcp"))));
-        try {
-          const pid = Number(firstText((await client.callTool({ name: "pid", arguments: {} })) as CallToolResult));
-          assert.notEqual(pid, started.upstreamPid, "not the process the check initialized without roots");
-          // The check's guess ended at once (not at the pool's trim), so this session's ask makes a spare for its key (3065329
-          // kept the guess until the pool's trim and then started none, with no ask after it: no second connection made ahead).
-          await pollFor(
-            async () => (logLines(cli.stderr(), "warm_connection_ready").length >= 2 ? true : undefined),
-            "a connection made ahead for the roots key",
-            120_000,
-          );
-        } finally {
-          await client.close();
-        }
-      } finally {
-        await stopChild(cli.child);
-      }
-      assert.deepEqual(await waitForNoProcesses(m), [], "no upstream process left");
-    },
-  );
 
   test("an early process that fails is logged, and the start-up check reports the server failed as before", SLOW, async () => {
     const m = marker("fail");

@@ -89,13 +89,6 @@ export interface Upstreams {
    * sessions: docs/adr/0039 §7). Else undefined, and the check makes its own throwaway connection (`probe`).
    */
   readonly sharedCheck: (server: string, attachment: Pick<UpstreamAttachment, "handlers">) => UpstreamHandle | undefined;
-  /**
-   * For serve's start-up check of a config server in session mode (docs/adr/0053): a connection made ahead now with
-   * the gateway's own capabilities (no roots) through the warm pool — over the process started early — that the check
-   * reports from and leaves waiting for the first session that declares the same (WarmPool.connectAheadNow). Undefined
-   * when the pool cannot make one; the check then makes its own throwaway connection (`probe`).
-   */
-  readonly checkAhead: (server: string) => CheckAhead | undefined;
   /** What each server answered when last connected (a transparent session's initialize answers from it: docs/adr/0034). */
   readonly known: KnownServers;
   /**
@@ -109,12 +102,6 @@ export interface Upstreams {
   start(): void;
   /** Ends the shared connections and the waiting processes (after the sessions have closed). */
   close(): Promise<void>;
-}
-
-/** A connection the start-up check has made ahead for a session (Upstreams.checkAhead): settles when connected and listed, or failed. */
-export interface CheckAhead {
-  readonly ready: Promise<void>;
-  readonly connection: UpstreamConnection;
 }
 
 /** What differs between the connections made here (the rest is the gateway's). */
@@ -376,14 +363,6 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
       const entry = registry.get(server);
       if (!entry || isRuntime(entry) || entrySharing(entry, settings) !== "shared" || principalBound(entry.config)) return undefined;
       return learning(server, entry.config, shared.attach(server, { handlers: a.handlers }));
-    },
-    checkAhead: (server) => {
-      const entry = registry.get(server);
-      if (!entry || isRuntime(entry)) return undefined;
-      const ahead = warm.connectAheadNow(server, capabilityKey(undefined));
-      // The first session's initialize may answer from what this connect learns (docs/adr/0034), as after any connect.
-      ahead?.ready.then(() => void known.learn(server, entry.config, ahead.connection)).catch(() => undefined);
-      return ahead;
     },
     known,
     start: () => warm.start(),

@@ -60,8 +60,6 @@ interface Warm<A extends Ahead> {
   started?: (() => void) | undefined;
   /** When the pool started it (its clock). */
   since: number;
-  /** Made by connectAheadNow (the start-up check) before any session asked: a session of another key ends it. */
-  guessed?: true | undefined;
 }
 
 export interface WarmPoolOptions<A extends Ahead = Ahead> {
@@ -136,46 +134,10 @@ export class WarmPool<A extends Ahead = Ahead> {
     if (!this.options.initialize) return undefined;
     this.keys.set(name, key);
     const warm = this.take(name, config, key);
-    if (!warm) {
-      // The start-up check's guess missed (a client with roots came): its connection goes now, not at the trim, so that
-      // this session's ask fills the pool for its own key (docs/adr/0053).
-      for (const w of [...(this.waiting.get(name) ?? [])]) if (w.guessed && w.ahead?.key !== key) void this.drop(name, w);
-      return undefined;
-    }
+    if (!warm) return undefined;
     this.asked(name);
     this.fillSoon(name);
     return { value: warm.ahead!.value, release: warm.release };
-  }
-
-  /**
-   * Connects one process of `name` ahead now, with capability key `key`, before any session asked (serve's start-up
-   * check in session mode, docs/adr/0053): the factory below hands it the process started early. It then waits as
-   * if one session had asked (for idleMs), for the first session with the same key (takeAhead); a session with
-   * another key does not take it, and trim() ends it. Undefined when the pool is off or does not connect ahead, the
-   * server is not warmed, a session has asked for it already, or no child slot is free.
-   */
-  connectAheadNow(name: string, key: string): A | undefined {
-    if (!this.started || this.closed || this.options.size === 0 || !this.options.initialize || this.demand.has(name)) return undefined;
-    const config = this.options.warmable(name);
-    if (!config) return undefined;
-    const release = this.options.children.tryAcquire(name);
-    if (!release) return undefined;
-    const created = this.inner(name, config);
-    const warm: Warm<A> = {
-      config,
-      created,
-      transport: created.transport as Partial<Prestartable> as Prestartable,
-      release,
-      since: this.clock.now(),
-      guessed: true,
-    };
-    this.keys.set(name, key);
-    this.demand.set(name, [warm.since]);
-    this.list(name).push(warm);
-    warm.ahead = { key, value: this.options.initialize(name, config, warm.created, key, () => void this.failed(name, warm)) };
-    this.whileStarting(name, warm, warm.ahead.value.ready);
-    this.scheduleTrim();
-    return warm.ahead.value;
   }
 
   /** Ends the waiting processes of `name` (its server was removed or changed); the next use fills the pool again. */
