@@ -106,9 +106,9 @@ export function enabledMetaTools(gateway: GatewayContext): MetaTool[] {
 const toolLists = new Map<string, ListToolsResult>();
 
 /**
- * The meta face's tools/list for `gateway`'s settings: built at its first
- * use in the process (or by `serve` before it listens), then the same list
- * for every session. Do not change what it returns (sessions answer copies).
+ * The meta face's tools/list for `gateway`'s settings: built at the first
+ * meta session in the process that has these settings, then the same list for
+ * every session. Do not change what it returns (sessions answer copies).
  */
 export function metaToolList(gateway: GatewayContext): ListToolsResult {
   const tools = enabledMetaTools(gateway);
