@@ -1,11 +1,12 @@
 /**
  * The meta face's tools/list, built once per process (src/faces/meta/server.ts
  * metaToolList, src/mcp/tool-list.ts; ADR 0052): what a session gets over HTTP
- * is byte-for-byte what McpServer's own handler answered for the same tools
+ * is byte-for-byte what McpServer's own handler answers for the same tools
  * registered as createMetaServer registered them before (one z.strictObject
  * per tool per session, the SDK converting at each tools/list), for each set
  * of tools the settings offer (run_code with code mode on); two sessions get
  * the same bytes, and sessions are answered from the one list of the process.
+ * It guards the seam, not the definitions: a changed description passes it.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
