@@ -156,12 +156,12 @@ await gateway.close();
     assert.ok(modern.packages.has("@modelcontextprotocol/server"), "a modern message did not load @modelcontextprotocol/server");
   });
 
-  /** What the bundle's loaded chunks hold: each chunk's linked source map names its inputs ("src/…", "node_modules/…"). */
   /**
    * Checkouts whose src/ the bundle's maps may name: this one, and the one whose node_modules/ the bundle's cache is in
    * (a copy of the repository with node_modules/ linked to another checkout's maps to the other's src/).
    */
   const checkouts = [...new Set([ROOT, path.dirname(realpathSync(path.join(ROOT, "node_modules")))])];
+  /** What the bundle's loaded chunks hold: each chunk's linked source map names its inputs ("src/…", "node_modules/…"). */
   function bundleInputs(log: string): Set<string> {
     const inputs = new Set<string>();
     for (const line of existsSync(log) ? readFileSync(log, "utf8").split("\n") : []) {

@@ -19,6 +19,7 @@ import { enabledMetaTools, metaToolList } from "../../src/faces/meta/server.js";
 import { META_OUTPUT_SCHEMAS } from "../../src/faces/meta/outputs.js";
 import { createGateway } from "../../src/server/gateway.js";
 import type { GatewayContext } from "../../src/session/gateway-context.js";
+import { jsonRpcMessages, MCP_POST_HEADERS, rawInitialize, rawRequest } from "../helpers/core-extra.js";
 
 const INIT = { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "tool-list-test", version: "1.0.0" } };
 
@@ -56,38 +57,16 @@ async function sdkToolsList(gateway: GatewayContext): Promise<string> {
   return JSON.stringify(listed.result);
 }
 
-/** One JSON-RPC answer from /mcp (a JSON body or the SSE event carrying it). */
-async function post(url: string, body: unknown, session?: string): Promise<{ session: string | null; message: { result?: unknown } | undefined }> {
-  const res = await fetch(url, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      "mcp-protocol-version": INIT.protocolVersion,
-      ...(session ? { "mcp-session-id": session } : {}),
-    },
-    body: JSON.stringify(body),
-  });
-  const text = await res.text();
-  assert.ok(res.ok, `${res.status} ${text}`);
-  const json = res.headers.get("content-type")?.startsWith("application/json")
-    ? text
-    : text
-        .split("\n")
-        .filter((l) => l.startsWith("data: ") && l.length > 6)
-        .map((l) => l.slice(6))
-        .at(-1);
-  return { session: res.headers.get("mcp-session-id"), message: json ? (JSON.parse(json) as { result?: unknown }) : undefined };
-}
-
-/** A new session's tools/list result over HTTP, serialized as it came. */
+/** A new session's tools/list result over HTTP (test/helpers' raw requests), serialized as it came. */
 async function sessionToolsList(url: string): Promise<string> {
-  const init = await post(url, { jsonrpc: "2.0", id: 1, method: "initialize", params: INIT });
-  assert.ok(init.session, "a session id");
-  await post(url, { jsonrpc: "2.0", method: "notifications/initialized" }, init.session);
-  const listed = await post(url, { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} }, init.session);
-  assert.ok(listed.message?.result, JSON.stringify(listed.message));
-  return JSON.stringify(listed.message.result);
+  const session = await rawInitialize(url);
+  const headers = { ...MCP_POST_HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18" };
+  await rawRequest(url, { headers, body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) });
+  const res = await rawRequest(url, { headers, body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list", params: {} }) });
+  assert.equal(res.status, 200, res.body);
+  const result = jsonRpcMessages(res).find((m) => m.id === 2)?.result as unknown;
+  assert.ok(result, res.body);
+  return JSON.stringify(result);
 }
 
 for (const codeMode of [false, true]) {

@@ -110,8 +110,7 @@ const toolLists = new Map<string, ListToolsResult>();
  * meta session in the process that has these settings, then the same list for
  * every session. Do not change what it returns (sessions answer copies).
  */
-export function metaToolList(gateway: GatewayContext): ListToolsResult {
-  const tools = enabledMetaTools(gateway);
+export function metaToolList(gateway: GatewayContext, tools: MetaTool[] = enabledMetaTools(gateway)): ListToolsResult {
   const key = tools.map((tool) => tool.name).join(",");
   let list = toolLists.get(key);
   if (!list) {
@@ -156,7 +155,7 @@ export function createMetaServer(ctx: MetaContext): McpServer {
   // they are tool responses too, so they carry the session envelope as well.
   wrapToolErrors(server, (result) => withEnvelope(ctx.session, result));
   // McpServer would convert every tool's schemas to JSON Schema at each tools/list (src/mcp/tool-list.ts).
-  answerToolsList(server, metaToolList(ctx.gateway));
+  answerToolsList(server, metaToolList(ctx.gateway, tools));
   server.registerResource(
     "diagrams",
     DIAGRAMS_URI,
