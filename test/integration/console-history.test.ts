@@ -201,7 +201,13 @@ describe("console history in a real browser", { skip, timeout: 600_000 }, () => 
       await phone.goto(`${base}/console/activity`);
       const cell = phone.locator("#activity td[data-label='Kind']").first();
       await cell.waitFor();
-      assert.equal(await cell.evaluate((el) => el.ownerDocument.defaultView!.getComputedStyle(el).display), "block");
+      // Wait for the card layout itself: a cell read before the stylesheet applies, or one the page's refresh replaced,
+      // computes display '' (CI, loaded machine). A layout that never becomes cards still fails here.
+      await phone.waitForFunction(
+        `(() => { const el = document.querySelector("#activity td[data-label='Kind']"); return el !== null && getComputedStyle(el).display === "block"; })()`,
+        undefined,
+        { timeout: 60_000 },
+      );
       assert.match(await cell.evaluate((el) => el.ownerDocument.defaultView!.getComputedStyle(el, "::before").content), /Kind/);
       const width = Number(await phone.evaluate("document.documentElement.scrollWidth"));
       assert.ok(width <= 375, `no sideways scrolling (${width}px)`);
