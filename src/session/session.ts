@@ -181,10 +181,11 @@ export class Session {
   view(name: string): ConnectionView {
     const conn = this.upstreams.get(name);
     if (!conn) return { status: "not_connected" };
+    const lastError = this.upstreams.lastError(name);
     return {
       status: conn.status,
       ...(conn.connectedAt !== undefined ? { connectedAt: conn.connectedAt } : {}),
-      ...(conn.lastError !== undefined ? { lastError: conn.lastError } : {}),
+      ...(lastError !== undefined ? { lastError } : {}),
       ...(conn.serverInfo ? { serverInfo: conn.serverInfo } : {}),
       ...(conn.stderrLines.length ? { stderr: conn.stderrLines } : {}),
     };

@@ -58,6 +58,8 @@ export interface UpstreamPoolHost {
 export class UpstreamPool {
   private readonly connections = new Map<string, UpstreamHandle>();
   private readonly connecting = new Map<string, Promise<UpstreamHandle>>();
+  /** Why the last connection to a server failed or dropped, kept while a new attempt replaces it (until one connects). */
+  private readonly failures = new Map<string, string>();
   /** Receiver tasks per upstream (they die with the connection that created them). */
   private readonly receivers = new Map<string, ReceiverTaskStore>();
   /** Receiver stores of dropped connections still deleting their rows. */
@@ -103,6 +105,7 @@ export class UpstreamPool {
     if (inflight) return inflight;
     // A view of a shared connection rejoins it after a drop; an own connection is made anew.
     if (existing?.shared && existing.status !== "closed") return this.connect(name, existing);
+    if (existing?.lastError !== undefined) this.failures.set(name, existing.lastError);
     const handle = this.deps.upstreams(name, {
       sessionId: this.host.sessionId,
       handlers: this.host.handlersFor(name),
@@ -125,6 +128,7 @@ export class UpstreamPool {
           void conn.close();
           throw new GatewayError(ErrorCodes.CLOSED, `connection to '${name}' was closed while connecting`);
         }
+        this.failures.delete(name);
         this.host.connected(name, conn);
         this.reconnections.onConnected(name, conn);
         if (!conn.shared) this.watchIdle(name, conn, conn.requestCount);
@@ -179,6 +183,18 @@ export class UpstreamPool {
     return this.connections.get(name);
   }
 
+  /**
+   * Why `name` is not connected: its connection's own failure, or, while a
+   * new attempt is under way, why the one before failed or dropped (a
+   * reconnect's `connecting` must not hide what list_servers showed a moment
+   * before).
+   */
+  lastError(name: string): string | undefined {
+    const conn = this.connections.get(name);
+    if (conn?.status === "connected") return undefined;
+    return conn?.lastError ?? this.failures.get(name);
+  }
+
   /** Connections currently live. */
   live(): UpstreamHandle[] {
     return [...this.connections.values()].filter((c) => c.status === "connected");
@@ -195,6 +211,7 @@ export class UpstreamPool {
     const conn = this.connections.get(name);
     this.connections.delete(name);
     this.connecting.delete(name);
+    this.failures.delete(name);
     await settle();
     await this.receivers.get(name)?.close();
     this.receivers.delete(name);
