@@ -75,15 +75,30 @@ export async function assertSameAsDirect(gatewayClient: Client, server: string, 
   }
 }
 
-/** A free TCP port on 127.0.0.1 (closed again before returning). */
+/**
+ * A free TCP port on 127.0.0.1 (closed again before returning), for a child
+ * told `--port`. Picked at random below Linux's ephemeral range
+ * (/proc/sys/net/ipv4/ip_local_port_range, 32768–60999 here): a port the
+ * kernel handed out (`listen(0)`) is handed out again to the next outgoing
+ * connection or `listen(0)` of any process, which then held it before the
+ * child bound it (CI: "127.0.0.1:34835: port already in use"). Below that
+ * range only another freePort pick can collide.
+ */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+  for (let tries = 0; ; tries++) {
+    const port = FREE_PORT_LOW + Math.floor(Math.random() * (FREE_PORT_HIGH - FREE_PORT_LOW));
+    if (await bindable(port)) return port;
+    if (tries >= 50) throw new Error(`freePort: 50 random ports in ${FREE_PORT_LOW}–${FREE_PORT_HIGH - 1} were all taken`);
+  }
+}
+const FREE_PORT_LOW = 20_000;
+const FREE_PORT_HIGH = 32_768;
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
+    srv.once("error", () => resolve(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
   });
 }
 
