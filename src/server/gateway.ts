@@ -266,8 +266,11 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   parts.add("start", () => starting?.catch(() => undefined)); // a start in progress finishes (what it opened is closed after)
   // Once listening (the store open), a shared server's check connects the shared connection itself (docs/adr/0039 §7);
   // `emceepee check --connect` checks a gateway that never listens, with throwaway connections only.
-  const checker = new UpstreamChecker({ probe: upstreams.probe, shared: (server, a) => (listened ? upstreams.sharedCheck(server, a) : undefined), logger });
-  let listened = false;
+  const checker = new UpstreamChecker({
+    probe: upstreams.probe,
+    shared: (server, a) => (listenedBase !== undefined ? upstreams.sharedCheck(server, a) : undefined),
+    logger,
+  });
   parts.add("checker", () => checker.close());
 
   let state: GatewayState = "starting";
@@ -316,7 +319,6 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
         webConsole?.start();
         const address = await listener.listen(server, settings.host, settings.port);
         listenedBase = new URL(address.url).origin;
-        listened = true;
         await store.announce(address.port);
         if (state === "starting") state = "ready";
         return address;
