@@ -37,7 +37,9 @@ if (skip !== undefined) {
     const replicas: Array<{ id: string; base: string; served: RunningCli }> = [];
 
     async function startReplica(id: string): Promise<{ id: string; base: string; served: RunningCli }> {
-      return { id, ...(await set.start(id, { mcpServers: { everything: everythingStdio(), modern: { url: upstream.url } } }, LEASE_MS)) };
+      // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per replica (issue 21).
+      const config = { mcpServers: { everything: everythingStdio(), modern: { url: upstream.url } }, gateway: { upstream: { warmPool: 0 } } };
+      return { id, ...(await set.start(id, config, LEASE_MS)) };
     }
 
     before(async () => {

@@ -61,7 +61,8 @@ if (skip !== undefined) {
         tasks: { url: modern.url },
         slow: { ...slowServerStdio(), sharing: "shared" },
       };
-      const replica = { id, ...(await set.start(id, { mcpServers }, leaseMs)) };
+      // No warm spare (upstream.warmPool 0): each replica's sessions start their own server-everything; a spare none took cost one per replica (issue 21).
+      const replica = { id, ...(await set.start(id, { mcpServers, gateway: { upstream: { warmPool: 0 } } }, leaseMs)) };
       replicas.set(id, replica);
       return replica;
     }

@@ -263,7 +263,8 @@ describe("traces (in-memory exporter)", () => {
   async function tracedGateway() {
     const exporter = new InMemorySpanExporter();
     const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-    const gw = await gatewayWith({ mcpServers: { echo: metaEcho(), slow: slowServerStdio() } }, { tracerProvider });
+    // No warm spare (upstream.warmPool 0): each test calls one server once; a spare of it was never taken (issue 21).
+    const gw = await gatewayWith({ mcpServers: { echo: metaEcho(), slow: slowServerStdio() }, gateway: { upstream: { warmPool: 0 } } }, { tracerProvider });
     return { gw, exporter };
   }
 
