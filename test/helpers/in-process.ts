@@ -14,6 +14,8 @@
  *   "catalog"     test/fixtures/tool-catalog.ts, the catalog named by the next
  *                 argument (inProcessCatalog(name)): many tools, for tool search.
  *   "rug-pull"    test/fixtures/rug-pull-server.ts: a tool whose description changes after its first call.
+ *   "task-server" test/fixtures/task-server-tools.ts, its own task store per connection (a process's
+ *                 own, as over stdio); its block-loop tool would block the test process: not for that.
  * Any other entry goes to the real transports (defaultTransportFactory).
  */
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
@@ -27,12 +29,13 @@ import { defaultTransportFactory, type TransportFactory } from "../../src/upstre
 import { createSlowServer } from "../fixtures/slow-server-tools.js";
 import { CATALOGS, createCatalogServer, isCatalogName, type CatalogName } from "../fixtures/tool-catalog.js";
 import { createRugPullServer } from "../fixtures/rug-pull-server.js";
+import { StuckPollStore, createTaskServer } from "../fixtures/task-server-tools.js";
 import { startGateway, type TestGateway } from "./gateway.js";
 
 /** The command of an in-process entry (never run: the factory below answers it). */
 export const IN_PROCESS_COMMAND = "emceepee-test-in-process";
 
-export type InProcessUpstream = "everything" | "slow" | "catalog" | "rug-pull";
+export type InProcessUpstream = "everything" | "slow" | "catalog" | "rug-pull" | "task-server";
 
 /** A server entry for `mcpServers` served in this process. */
 export function inProcess(name: InProcessUpstream): { command: string; args: string[] } {
@@ -75,6 +78,11 @@ const BUILDERS: Record<InProcessUpstream, (drop: () => void, sessionId: string, 
     return { server: createCatalogServer(name) };
   },
   "rug-pull": () => createRugPullServer(),
+  "task-server": () => {
+    const store = new StuckPollStore();
+    // The store's TTL timers (up to 2 min) would outlive the connection and hold the test process open.
+    return { server: createTaskServer(store), cleanup: () => store.cleanup() };
+  },
 };
 
 /** The gateway's transport factory with the in-process upstreams; everything else goes to `real`. */

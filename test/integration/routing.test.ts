@@ -2,8 +2,8 @@
  * Where an upstream's server→client requests go, and what the task that
  * waits on them shows (ADR 0002 §7, §8), against server-everything (its own
  * code in this process over the SDK's in-memory transport, which the gateway
- * treats as stdio: no per-request streams; and a real Streamable HTTP process)
- * and real SDK clients:
+ * treats as stdio: no per-request streams; and a real Streamable HTTP process),
+ * the task-server fixture (in this process too) and real SDK clients:
  * - two concurrent calls on one upstream: over Streamable HTTP the first
  *   call's elicitation arrives on the first call's stream; over stdio (no way
  *   to tell) on the standalone stream; one call alone, on its stream;
@@ -30,7 +30,7 @@ import { CallToolResultSchema, RELATED_TASK_META_KEY, type CallToolResult } from
 import type { TransportFactory } from "../../src/upstream/transports.js";
 import { allText, errorCodeOf, field, pendingAction } from "../helpers/async-extra.js";
 import { MCP_POST_HEADERS, jsonRpcMessages, rawRequest, startEverythingHttp, type ChildServer } from "../helpers/core-extra.js";
-import { ROOT, call, connectClient, fixtureArgs, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { call, connectClient, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, inProcessTransportFactory, startInProcessGateway } from "../helpers/in-process.js";
 import { LONG, getTask, pollTask, sessionOf, startTask, streamedResult, taskResult, text, waitFor } from "../helpers/tasks.js";
 import { DroppingFetch, FULL_CAPABILITIES, connectFace, type Peer, type SseStreamLog, type WireMessage } from "../helpers/transparent.js";
@@ -49,10 +49,10 @@ before(async () => {
     mcpServers: {
       everything: inProcess("everything"),
       web: { url: web.url },
-      tasks: { command: process.execPath, args: fixtureArgs("task-server"), cwd: ROOT },
+      tasks: inProcess("task-server"),
     },
     // taskPollTimeoutMs bounds every tasks/get to an upstream: long enough for a loaded machine's answers. No warm pool:
-    // a spare task-server process that no test takes (the pool's own tests: warm-pool.test.ts).
+    // a spare task-server connection that no test takes (the pool's own tests: warm-pool.test.ts).
     gateway: { http: { sseKeepAliveMs: 200 }, tasks: { progressKeepAliveMs: 300 }, upstream: { taskPollTimeoutMs: 5_000, warmPool: 0 } },
   });
   base = gw.url.replace(/\/mcp$/, "");
@@ -98,7 +98,7 @@ async function standaloneOpen(net: DroppingFetch): Promise<void> {
 
 /**
  * Issue 21: the bounded waits on the task-server (a 20 s task and a 5 s poll bound, at once: each case has its own session
- * and task-server process) run beside the other suites, which run one after another as before. With every case at once,
+ * and task-server connection) run beside the other suites, which run one after another as before. With every case at once,
  * at load 30-49, calls to the HTTP upstream were lost ("other side closed", two sessions' calls on it at once): the
  * suites that use it stay one after another.
  */

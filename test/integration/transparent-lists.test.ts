@@ -82,7 +82,8 @@ test("a client's cancellation of a tools/call reaches the upstream as notificati
 });
 
 test("the server-everything tools not exercised elsewhere (env, resource links and references, gzip) equal direct", async () => {
-  const gw = await startGateway({ mcpServers: { everything: everythingStdio() } });
+  // No warm pool: its spare would be a second process that this one session never takes (docs/adr/0056).
+  const gw = await startGateway({ mcpServers: { everything: everythingStdio() }, gateway: { upstream: { warmPool: 0 } } });
   gateways.push(gw);
   const client = await face(gw, "/servers/everything/mcp");
   const direct = await connectDirectEverything();

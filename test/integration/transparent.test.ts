@@ -5,7 +5,10 @@
  * for "the same results as direct", a client connected straight to
  * server-everything over stdio answers the same requests in the same test.
  * The second upstream, the slow-server fixture (its tools on /all/mcp), runs
- * in this process (test/helpers/in-process.ts).
+ * in this process (test/helpers/in-process.ts). The last two suites (two
+ * sessions' isolation, SSE resumption) compare nothing with direct: they use a
+ * second gateway whose server-everything is in this process (docs/adr/0049,
+ * 0056), not a process per session.
  *
  * Tool definitions are compared without `execution`: a planned change
  * rewrites execution.taskSupport on this face.
@@ -64,6 +67,8 @@ const CALLS: ReadonlyArray<{ tool: string; args: Record<string, unknown> }> = [
 
 let gw: TestGateway;
 let base: string;
+/** A gateway with server-everything in this process, for the suites that compare nothing with direct. */
+let local: TestGateway;
 /** A client of /servers/everything/mcp, and one connected straight to server-everything. */
 let face: Peer;
 let direct: Peer;
@@ -72,6 +77,7 @@ const metaClients = new Set<Client>();
 
 const serverUrl = () => `${base}/servers/everything/mcp`;
 const allUrl = () => `${base}/all/mcp`;
+const localUrl = () => `${local.url.replace(/\/mcp$/, "")}/servers/everything/mcp`;
 
 async function open(url: string, options: PeerOptions = ANSWERING): Promise<Peer> {
   const peer = await connectFace(url, options);
@@ -98,7 +104,7 @@ async function firstQueued(meta: Client, tool: "get_elicitations" | "get_samplin
 }
 
 before(async () => {
-  gw = await startInProcessGateway({ mcpServers: { everything: everythingStdio(), slow: inProcess("slow") } });
+  [gw, local] = await Promise.all([startInProcessGateway({ mcpServers: { everything: everythingStdio(), slow: inProcess("slow") } }), startInProcessGateway()]);
   base = gw.url.replace(/\/mcp$/, "");
   face = await open(serverUrl());
   // Declare upstream what the gateway declares, so both sessions get the same tools.
@@ -110,6 +116,7 @@ after(async () => {
   await Promise.allSettled([...peers].map((p) => p.close()));
   await direct?.close();
   await gw?.close();
+  await local?.close();
 });
 
 /** Runs the same tool call directly and on `peer` (as `peerTool`); both results, direct first. */
@@ -542,7 +549,7 @@ describe("two sessions on the same upstream", () => {
     PER_SESSION("on a shared stdio upstream, an elicitation while two sessions' calls run is refused (test/integration/sharing.test.ts)"),
     async () => {
       const answering = (name: string): PeerOptions => ({ elicit: () => ({ action: "accept", content: { name } }), sample });
-      const [a, b] = await Promise.all([open(serverUrl(), answering("Alice")), open(serverUrl(), answering("Bob"))]);
+      const [a, b] = await Promise.all([open(localUrl(), answering("Alice")), open(localUrl(), answering("Bob"))]);
       assert.notEqual(a.sessionId, b.sessionId);
 
       const [ra, rb] = await Promise.all([a.callTool("trigger-elicitation-request"), b.callTool("trigger-elicitation-request")]);
@@ -585,7 +592,7 @@ describe("Last-Event-ID: a dropped SSE stream resumes without losing messages", 
 
   test("a tool call's stream drops after the first progress notification: the rest and the result are replayed", SLOW, async () => {
     const net = new DroppingFetch();
-    const face = await open(serverUrl(), { ...ANSWERING, http: { fetch: net.fetch, reconnectionOptions } });
+    const face = await open(localUrl(), { ...ANSWERING, http: { fetch: net.fetch, reconnectionOptions } });
     const token = "resume-me";
     net.dropAfter((m, kind) => kind === "post" && m.method === "notifications/progress" && m.params?.progressToken === token);
     // 4 steps over 1 s: the later steps happen while the client is away.
@@ -612,7 +619,7 @@ describe("Last-Event-ID: a dropped SSE stream resumes without losing messages", 
 
   test("the standalone GET stream drops: a log message sent meanwhile is replayed on reconnect", SLOW, async () => {
     const net = new DroppingFetch();
-    const face = await open(serverUrl(), {
+    const face = await open(localUrl(), {
       ...ANSWERING,
       http: { fetch: net.fetch, reconnectionOptions: { ...reconnectionOptions, initialReconnectionDelay: 50 } },
     });
