@@ -49,6 +49,12 @@ const CRASHY = path.join(FIXTURES, "crashy-server.mjs");
 const crashyStdio = (mode = "exit-at-start") => ({ command: process.execPath, args: [CRASHY, mode] });
 const SLOW = { timeout: 120_000 };
 /**
+ * The suites with a stdio server-everything (the comparison with direct, stderr, a session's process) or a crashing one
+ * run without the warm pool: its spare is a process no test here takes, and a crashing server's spare is started again
+ * about 1.7 times a second (docs/adr/0049 §5, 0056; the pool's own tests: warm-pool.test.ts).
+ */
+const STDIO_NO_WARM = { gateway: { upstream: { warmPool: 0 } } };
+/**
  * Suites about per-session upstreams only, skipped whole in the shared pass (a skipped test would still run its
  * suite's before(): a gateway and an upstream for nothing). docs/adr/0010; test/integration/sharing.test.ts.
  */
@@ -85,7 +91,7 @@ describe("meta-tools face over Streamable HTTP (server-everything from the confi
   let direct: Client | undefined;
 
   before(async () => {
-    gw = await startGateway();
+    gw = await startGateway(STDIO_NO_WARM);
     client = await connectClient(gw.url);
     direct = await connectDirectEverything();
     await waitConnected(client, "everything");
@@ -327,7 +333,7 @@ describe("session isolation: notifications, logs and events stay in their sessio
   }
 
   before(async () => {
-    gw = await startGateway();
+    gw = await startGateway(STDIO_NO_WARM);
     a = await connectClient(gw.url, { name: "session-a" });
     b = await connectClient(gw.url, { name: "session-b" });
     await waitConnected(a, "everything");
@@ -415,7 +421,8 @@ describe("an upstream in the config that exits at start", () => {
   let client!: Client;
 
   before(async () => {
-    gw = await startInProcessGateway({ mcpServers: { everything: inProcess("everything"), crashy: crashyStdio() } });
+    // No warm pool: it would start the crashing server again and again while the suite runs (docs/adr/0049 §5, 0056).
+    gw = await startInProcessGateway({ mcpServers: { everything: inProcess("everything"), crashy: crashyStdio() }, ...STDIO_NO_WARM });
     client = await connectClient(gw.url);
     await waitConnected(client, "everything");
   });
@@ -547,7 +554,7 @@ describe("DELETE through the SDK client ends the session and its upstream proces
   let client: Client | undefined;
 
   before(async () => {
-    gw = await startGateway();
+    gw = await startGateway(STDIO_NO_WARM);
   });
 
   after(async () => {

@@ -98,7 +98,8 @@ describe("reconnection after an upstream crash", () => {
     const gw = await gatewayWith(
       {
         mcpServers: { everything: everythingStdio() },
-        gateway: { upstream: { reconnect: { initialDelayMs: 50, maxDelayMs: 50, maxAttempts: 2 } } },
+        // No warm pool: what is bounded is the session's reconnection; a spare would be started again and again (ADR 0056).
+        gateway: { upstream: { reconnect: { initialDelayMs: 50, maxDelayMs: 50, maxAttempts: 2 }, warmPool: 0 } },
       },
       { logger: createLogger("info", sink) },
     );
@@ -176,7 +177,8 @@ describe("limits and broken upstreams", () => {
     // for all: the hanging one waits it out; nothing else has a process start to wait for but garbage, which fails either way.
     const gw = await startInProcessGateway({
       mcpServers: { everything: inProcess("everything"), hang: crashy("hang"), garbage: crashy("garbage") },
-      gateway: { upstream: { connectTimeoutMs: 5_000, reconnect: { maxAttempts: 0 } } },
+      // No warm pool: the broken servers' spares would be started again and again while the test runs (ADR 0056).
+      gateway: { upstream: { connectTimeoutMs: 5_000, reconnect: { maxAttempts: 0 }, warmPool: 0 } },
     });
     gateways.push(gw);
     const c = await client(gw);
