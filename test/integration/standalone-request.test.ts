@@ -73,7 +73,7 @@ describe("a server→client request with no call behind it, on the transparent f
   });
 
   test("a client that never opens its GET stream: the upstream gets EMCP_CLIENT_UNREACHABLE after standaloneStreamWaitMs, not its own timeout", async () => {
-    const { logger, lines } = logLines();
+    const { logger, lines } = logLines("debug");
     // The upstream would wait 150 s; the gateway gives up after 1 s.
     const gw = await startGateway(
       { mcpServers: { r: rootsOnce(150_000) }, gateway: { upstream: { warmPool: 0 }, http: { standaloneStreamWaitMs: 1_000 } } },
@@ -81,6 +81,9 @@ describe("a server→client request with no call behind it, on the transparent f
     );
     gateways.push(gw);
     const { client, asked } = await rootsClient(gw.url.replace(/\/mcp$/, "/servers/r/mcp"), fetchWithoutGet);
+    // The call below only once the roots/list waits for the GET stream: a request that comes while a call is in flight
+    // rides that call's stream (one call on a stdio upstream), which a slow upstream start under load made happen.
+    await pollFor(async () => (lines.some((l) => l.msg === "client_stream_wait") ? true : undefined), "the roots/list waiting for the GET stream", 120_000);
     const seen = await rootsSeen(client, "roots");
     assert.match(seen, /^failed: .*EMCP_CLIENT_UNREACHABLE: .*roots\/list.*standalone GET stream.*gateway\.http\.standaloneStreamWaitMs/, seen);
     assert.equal(asked(), 0);
