@@ -291,7 +291,8 @@ export async function answerModern(
   }
   try {
     // Ephemeral: never persisted, no replay; asked mid-call only through MRTR (its askable capabilities).
-    session = gateway.sessions.create({ id: randomUUID(), downstreamCapabilities: askable, connect: false, principal: exchange.principal });
+    // Stateless: a session-mode server is reached through the principal's lingering connection (docs/adr/0058).
+    session = gateway.sessions.create({ id: randomUUID(), downstreamCapabilities: askable, connect: false, principal: exchange.principal, stateless: true });
   } catch (err) {
     const own = err instanceof GatewayError && err.code === ErrorCodes.PRINCIPAL_LIMIT;
     return sendError(exchange, id, { httpStatus: own ? 429 : 503, ...jsonRpcErrorOf(err, gateway) });

@@ -94,7 +94,8 @@ export class SessionManager {
   /**
    * `connect`: connect every configured server now, in the background (else on
    * first use). `oneShot: false`: never expire the session as one-shot.
-   * `principal`: who creates it (its owner; counted toward its limits). Throws
+   * `principal`: who creates it (its owner; counted toward its limits).
+   * `stateless`: it serves one 2026-07-28 request (Session.stateless). Throws
    * EMCP_LIMIT_REACHED (maxSessions) or EMCP_PRINCIPAL_LIMIT (maxPerPrincipal).
    */
   create(
@@ -104,6 +105,8 @@ export class SessionManager {
       connect?: boolean;
       oneShot?: boolean;
       principal?: Principal | undefined;
+      /** It serves one 2026-07-28 request (Session.stateless). */
+      stateless?: boolean;
     } = {},
   ): Session {
     const id = options.id ?? this.deps.newId();
@@ -115,6 +118,7 @@ export class SessionManager {
     this.limits.admitSession(options.principal);
     const session = new Session(id, this.deps, options.downstreamCapabilities);
     session.principal = options.principal;
+    session.stateless = options.stateless ?? false;
     this.sessions.set(id, session);
     this.count(session);
     this.watch(session);

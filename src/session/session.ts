@@ -80,6 +80,8 @@ export class Session {
   readonly record: SessionRecordKeeper;
   /** Who created it (src/auth/): another principal's requests find no such session. Undefined: no authentication was on. */
   principal: Principal | undefined;
+  /** It serves one 2026-07-28 request and ends with its answer: its upstreams are its principal's lingering connections (docs/adr/0058). */
+  stateless = false;
 
   constructor(
     readonly id: string,
@@ -121,6 +123,7 @@ export class Session {
     this.upstreams = new UpstreamPool(deps, {
       sessionId: id,
       principal: () => this.principal,
+      stateless: () => this.stateless,
       logger: this.logger,
       roots: downstreamCapabilities?.roots,
       handlersFor: (server) => this.routing.handlersFor(server),

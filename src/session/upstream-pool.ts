@@ -37,6 +37,8 @@ export interface UpstreamPoolHost {
   sessionId: string;
   /** Whom the session acts for: upstreams with `auth` are connected with this principal's own credentials. */
   principal?: () => { issuer: string; subject: string } | undefined;
+  /** The session serves one 2026-07-28 request (UpstreamAttachment.stateless). */
+  stateless?: () => boolean;
   logger: Logger;
   /** Declared to upstreams when the downstream client has roots. */
   roots: ClientCapabilities["roots"] | undefined;
@@ -113,6 +115,7 @@ export class UpstreamPool {
       roots: this.host.roots,
       persistence: this.host.persistenceFor?.(name),
       principal: this.host.principal?.(),
+      stateless: this.host.stateless?.(),
     });
     if (handle.receiverTasks) this.replaceReceivers(name, handle.receiverTasks);
     return this.connect(name, handle);

@@ -26,9 +26,9 @@ const T = { timeout: 120_000 };
 const modern = (url: string, _id: number, method: string, params: Record<string, unknown>) => modernRequest(url, method, params, { capabilities: CAPS });
 
 /** An SDK v2 client pinned to 2026-07-28 that answers elicitation, sampling and roots. */
-async function modernClient(url: string): Promise<{ client: ModernClient; asked: string[] }> {
+async function modernClient(url: string, capabilities: Record<string, unknown> = CAPS): Promise<{ client: ModernClient; asked: string[] }> {
   const asked: string[] = [];
-  const client = new ModernClient({ name: "modern-mrtr", version: "1" }, { capabilities: CAPS, versionNegotiation: { mode: { pin: MODERN } } });
+  const client = new ModernClient({ name: "modern-mrtr", version: "1" }, { capabilities, versionNegotiation: { mode: { pin: MODERN } } });
   client.setRequestHandler("elicitation/create", (request) => {
     asked.push(`elicitation: ${request.params.message}`);
     const message = request.params.message;
@@ -40,10 +40,12 @@ async function modernClient(url: string): Promise<{ client: ModernClient; asked:
     asked.push("sampling");
     return { role: "assistant", model: "test-model", content: { type: "text", text: "Paris" } };
   });
-  client.setRequestHandler("roots/list", () => {
-    asked.push("roots");
-    return { roots: [{ uri: "file:///work/project", name: "project" }] };
-  });
+  if (capabilities.roots) {
+    client.setRequestHandler("roots/list", () => {
+      asked.push("roots");
+      return { roots: [{ uri: "file:///work/project", name: "project" }] };
+    });
+  }
   await client.connect(new ModernTransport(new URL(url)));
   return { client, asked };
 }
@@ -146,6 +148,36 @@ describe("MRTR bridges for a 2026-07-28 client", () => {
       await client.close();
     }
     assert.equal(parkedCallsOf(gw.gateway.context).size, 0, "bridge 1 parks nothing: the state travels with the client");
+  });
+
+  it("a client that declares no roots: its requests share one upstream connection (ADR 0058), and bridges 1 and 3 still reach it", T, async () => {
+    const { client, asked } = await modernClient(modernFace, { elicitation: { form: {} }, sampling: {} });
+    const discovers = () => upstream.methods.filter((m) => m === "server/discover").length;
+    try {
+      // The first request may connect (the principal's connection); every later one reuses it.
+      assert.match(textOf(await client.callTool({ name: "test_input_required_result_elicitation", arguments: {} })), /Hello, Alice!/);
+      const connected = discovers();
+      for (let i = 0; i < 3; i++) {
+        assert.match(textOf(await client.callTool({ name: "test_input_required_result_multi_round", arguments: {} })), /Alice likes blue/);
+        assert.match(textOf(await client.callTool({ name: "test_input_required_result_sampling", arguments: {} })), /model said: Paris/);
+      }
+      assert.equal(discovers(), connected, "no new upstream connection for the same principal's later requests");
+      assert.ok(asked.filter((a) => a.startsWith("elicitation")).length >= 7, asked.join(", "));
+    } finally {
+      await client.close();
+    }
+    const legacy = await modernClient(everything, { elicitation: { form: {} }, sampling: {} });
+    try {
+      for (let i = 0; i < 2; i++) {
+        const elicited = await legacy.client.callTool({ name: "trigger-elicitation-request", arguments: {} });
+        assert.match(textOf(elicited), /Alice/);
+        const sampled = await legacy.client.callTool({ name: "trigger-sampling-request", arguments: { prompt: "Capital of France?", maxTokens: 20 } });
+        assert.match(textOf(sampled), /Paris/);
+      }
+    } finally {
+      await legacy.client.close();
+    }
+    assert.equal(parkedCallsOf(gw.gateway.context).size, 0, "every parked call was resumed");
   });
 
   it("bridge 1 on the wire: the upstream's state is sealed; a changed, replayed or re-aimed one is refused", T, async () => {

@@ -76,26 +76,26 @@ test("per-principal maps hold nothing for people whose connections (own and shar
         }
       }
     }
-    assert.deepEqual(upstreams.perPrincipal(), { connections: 8, shared: 4, principals: 4 });
+    assert.deepEqual(upstreams.perPrincipal(), { connections: 8, shared: 4, principals: 4, stateless: 0 });
     // The first session of each person leaves: their shared connection stays for the second.
     for (const { h } of handles.filter((x) => x.s === 0)) await h.close();
-    assert.deepEqual(upstreams.perPrincipal(), { connections: 8, shared: 4, principals: 4 });
+    assert.deepEqual(upstreams.perPrincipal(), { connections: 8, shared: 4, principals: 4, stateless: 0 });
     const sharedOfP0 = handles.find((x) => x.p === people[0] && x.s === 1 && x.server === "sh")!.h;
     assert.equal(sharedOfP0.status, "connected");
     for (const { h } of handles.filter((x) => x.s === 1)) await h.close();
     // The shared sets are forgotten at once; their connections close in the background.
     assert.equal(upstreams.perPrincipal().shared, 0);
     await waitFor(() => upstreams.perPrincipal().connections === 0 || undefined, "every connection ended");
-    assert.deepEqual(upstreams.perPrincipal(), { connections: 0, shared: 0, principals: 0 });
+    assert.deepEqual(upstreams.perPrincipal(), { connections: 0, shared: 0, principals: 0, stateless: 0 });
 
     // Someone coming back gets a new shared set and connection, which serves calls.
     const again = upstreams.factory("sh", { sessionId: "again", handlers, logger: silentLogger, principal: people[0] });
     await again.connect();
     assert.ok((await again.listToolsPage()).tools.length > 0);
-    assert.deepEqual(upstreams.perPrincipal(), { connections: 1, shared: 1, principals: 1 });
+    assert.deepEqual(upstreams.perPrincipal(), { connections: 1, shared: 1, principals: 1, stateless: 0 });
     await again.close();
     await waitFor(() => upstreams.perPrincipal().connections === 0 || undefined, "its connection ended");
-    assert.deepEqual(upstreams.perPrincipal(), { connections: 0, shared: 0, principals: 0 });
+    assert.deepEqual(upstreams.perPrincipal(), { connections: 0, shared: 0, principals: 0, stateless: 0 });
   } finally {
     await upstreams.close();
     await store.close();

@@ -49,6 +49,11 @@ export interface UpstreamAttachment {
    * credentials: an own connection takes them, and a shared server is shared per principal, never across them.
    */
   principal?: { issuer: string; subject: string } | undefined;
+  /**
+   * The session serves one 2026-07-28 request (stateless: it ends with its answer). A session-mode server is then
+   * reached through the principal's lingering connection instead of a process of its own per request (docs/adr/0058).
+   */
+  stateless?: boolean | undefined;
 }
 
 /** Makes a session's handle to `server` (as undici's Agent takes a `factory`); connect it with handle.connect(). */
@@ -97,7 +102,7 @@ export interface Upstreams {
    */
   renew(server: string, principal: PrincipalRef | undefined): void;
   /** Entries of the per-principal maps (tests): (server, principal) keys with live connections, principals' shared sets, their newest principals. */
-  perPrincipal(): { connections: number; shared: number; principals: number };
+  perPrincipal(): { connections: number; shared: number; principals: number; stateless: number };
   /** Turns the warm pool on (`serve`). */
   start(): void;
   /** Ends the shared connections and the waiting processes (after the sessions have closed). */
@@ -253,7 +258,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
    * Shared connections of one principal (servers with `auth` or secrets), or of everyone (`undefined`). A principal's
    * close when their last session leaves, and `unused` is called when none is left (the set is forgotten).
    */
-  const sharedFor = (principal: PrincipalRef | undefined, bearer?: () => string | undefined, unused?: () => void) =>
+  const sharedFor = (principal: PrincipalRef | undefined, bearer?: () => string | undefined, unused?: () => void, stateless?: { lingerMs: number }) =>
     new SharedUpstreams(
       registry,
       {
@@ -266,7 +271,15 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
             logger,
             // Shared runtime servers have no credentials (entrySharing); their URL rules still apply (docs/adr/0015).
             runtime: isRuntime(entry),
-            ...credentialed(name, entry.config, o.transportFactory, principal, isRuntime(entry), bearer),
+            // A stateless set's connection to a session-mode server may take the process started early or warm (ADR 0044).
+            ...credentialed(
+              name,
+              entry.config,
+              stateless && !principalBound(entry.config) ? warm.factory : o.transportFactory,
+              principal,
+              isRuntime(entry),
+              bearer,
+            ),
             receiverTasks: receivers(`shared:${name}`, name, logger),
             ...(t ? { onEnded: t.onEnded } : {}),
             // No `roots`: servers cache the roots per connection, and one session's roots must not reach another's calls (ADR 0010).
@@ -274,6 +287,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
           return t ? t.track(made) : made;
         },
         ...(unused ? { unused } : {}),
+        ...(stateless ? { linger: { ms: stateless.lingerMs, clock } } : {}),
       },
       logger,
     );
@@ -282,6 +296,34 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
   const sharedByPrincipal = new Map<string, SharedUpstreams>();
   /** The principal object of each key's newest session: a forwarded token is the newest one seen (passthrough). */
   const newestPrincipal = new Map<string, PrincipalRef>();
+  /**
+   * Per principal, keyed by principalKey(): the connections 2026-07-28 requests use to session-mode servers. Each
+   * request's session ends with its answer; the connection stays idleReleaseMs for the principal's next request.
+   */
+  const statelessByPrincipal = new Map<string, { upstreams: SharedUpstreams; principal: PrincipalRef | undefined }>();
+  const statelessFor = (principal: PrincipalRef | undefined): SharedUpstreams => {
+    const key = principalKey(principal);
+    const have = statelessByPrincipal.get(key);
+    if (have) {
+      if (principal) have.principal = principal; // a forwarded token is the newest one seen (passthrough)
+      return have.upstreams;
+    }
+    const made: { upstreams: SharedUpstreams; principal: PrincipalRef | undefined } = {
+      principal,
+      upstreams: sharedFor(
+        principal,
+        (): string | undefined => inboundTokenOf(made.principal),
+        () => {
+          if (statelessByPrincipal.get(key) !== made) return;
+          statelessByPrincipal.delete(key);
+          void made.upstreams.close();
+        },
+        { lingerMs: upstream.idleReleaseMs },
+      ),
+    };
+    statelessByPrincipal.set(key, made);
+    return made.upstreams;
+  };
 
   const known = new KnownServers();
   registry.onChange((name) => known.forget(name));
@@ -327,6 +369,12 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
       }
       return mine.attach(server, { handlers: a.handlers, persistence: a.persistence });
     }
+    // A stateless request has no session to give a process to: its principal's lingering connection serves it. Not
+    // when it declares roots (a connection declaring them is asked for that request's roots and may keep them), nor
+    // with idleReleaseMs 0 (connections kept for a session's life, here one request): an own one, as before.
+    if (a.stateless && a.roots === undefined && !isRuntime(entry) && upstream.idleReleaseMs > 0) {
+      return statelessFor(a.principal).attach(server, { handlers: a.handlers, persistence: a.persistence });
+    }
     if (!perPrincipal && !isRuntime(entry)) {
       // Connected ahead with this session's capabilities (docs/adr/0044): it becomes the session's, handlers and all.
       const ahead = warm.takeAhead(server, config, capabilityKey(a.roots));
@@ -356,7 +404,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     renew(server, principal) {
       for (const conn of bound.get(`${server} ${principalKey(principal ?? ANONYMOUS)}`) ?? []) conn.renew("the person's secret for it changed");
     },
-    perPrincipal: () => ({ connections: bound.size, shared: sharedByPrincipal.size, principals: newestPrincipal.size }),
+    perPrincipal: () => ({ connections: bound.size, shared: sharedByPrincipal.size, principals: newestPrincipal.size, stateless: statelessByPrincipal.size }),
     probe: (server, config, a) =>
       learning(server, config, connection(server, config, { ...a, transportFactory: o.probeTransportFactory ?? o.transportFactory, livenessPingMs: 0 })),
     sharedCheck: (server, a) => {
@@ -369,6 +417,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     async close() {
       await shared.close();
       await Promise.all([...sharedByPrincipal.values()].map((s) => s.close()));
+      await Promise.all([...statelessByPrincipal.values()].map((s) => s.upstreams.close()));
       await warm.close();
     },
   };

@@ -7,8 +7,10 @@
  * session is disconnected from the server by the change) — and the next
  * attach makes a new one; an update rolled back finds the retiring one again.
  * A principal's set (`unused` given) also closes a connection once its last
- * session has left, and says when none is left. close() ends them all.
+ * session has left (after `linger`, when given), and says when none is left.
+ * close() ends them all.
  */
+import type { Clock, TimerHandle } from "../../clock.js";
 import { ErrorCodes, GatewayError } from "../../errors.js";
 import type { Logger } from "../../logging.js";
 import { sameServerConfig, type ServerRegistry } from "../registry.js";
@@ -26,12 +28,16 @@ export interface SharedUpstreamsOptions {
    * none is left (the owner forgets the set and closes it). Absent: connections stay until their config changes.
    */
   unused?: (() => void) | undefined;
+  /** With `unused`: a connection whose last session left stays this long for the next (a new session takes it). */
+  linger?: { ms: number; clock: Clock } | undefined;
 }
 
 export class SharedUpstreams {
   private readonly byName = new Map<string, SharedUpstream>();
   /** Replaced or removed servers' connections, closing once their sessions have detached. */
   private readonly retiring = new Set<SharedUpstream>();
+  /** Connections left by their last session, each closing when its timer fires (`linger`). */
+  private readonly lingering = new Map<SharedUpstream, TimerHandle>();
   private closed = false;
   private readonly unsubscribe: () => void;
 
@@ -58,6 +64,7 @@ export class SharedUpstreams {
     // An update that was rolled back: the connection of the config now current is still there.
     shared ??= [...this.retiring].find((r) => r.name === name && sameServerConfig(r.config, entry.config));
     if (shared && this.retiring.delete(shared)) this.byName.set(name, shared);
+    if (shared) this.stopLingering(shared);
     if (!shared) {
       // The last session leaving a retired (or removed) server closes its connection.
       shared = new SharedUpstream(
@@ -85,6 +92,7 @@ export class SharedUpstreams {
   async close(): Promise<void> {
     this.closed = true;
     this.unsubscribe();
+    for (const shared of [...this.lingering.keys()]) this.stopLingering(shared);
     const all = [...this.byName.values(), ...this.retiring];
     this.byName.clear();
     this.retiring.clear();
@@ -96,11 +104,37 @@ export class SharedUpstreams {
     const entry = this.registry.get(shared.name);
     const current = this.byName.get(shared.name) === shared && entry !== undefined && sameServerConfig(shared.config, entry.config);
     if (current && !this.options.unused) return;
+    const linger = this.options.linger;
+    if (current && linger) {
+      // Kept for the next session; its timer closes it (an attach stops the timer).
+      if (!this.lingering.has(shared)) {
+        const timer = linger.clock.setTimeout(() => {
+          this.lingering.delete(shared);
+          this.release(shared);
+        }, linger.ms);
+        this.lingering.set(shared, timer);
+      }
+      return;
+    }
+    this.release(shared);
+  }
+
+  /** `shared` has no session left: it closes, and the owner hears when the set is empty. */
+  private release(shared: SharedUpstream): void {
+    if (this.closed || shared.attached > 0) return;
     this.retire(shared);
     if (this.options.unused && this.byName.size === 0 && this.retiring.size === 0) this.options.unused();
   }
 
+  private stopLingering(shared: SharedUpstream): void {
+    const timer = this.lingering.get(shared);
+    if (timer === undefined) return;
+    this.options.linger?.clock.clearTimeout(timer);
+    this.lingering.delete(shared);
+  }
+
   private retire(shared: SharedUpstream): void {
+    this.stopLingering(shared);
     if (this.byName.get(shared.name) === shared) this.byName.delete(shared.name);
     if (shared.attached > 0) {
       this.retiring.add(shared);
