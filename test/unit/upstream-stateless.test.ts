@@ -11,23 +11,15 @@ import { parseServerEntry } from "../../src/config/server-entry.js";
 import { silentLogger } from "../../src/logging.js";
 import { openStore } from "../../src/store/open.js";
 import { ChildProcessLimiter } from "../../src/upstream/children.js";
-import type { UpstreamHandlers } from "../../src/upstream/client-handlers.js";
 import { ServerRegistry } from "../../src/upstream/registry.js";
 import { createUpstreams } from "../../src/upstream/sharing/factory.js";
 import type { TransportFactory } from "../../src/upstream/transports.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
+import { unusedHandlers } from "../helpers/upstream-handlers.js";
 import { waitFor } from "../helpers/tasks.js";
 
-const handlers: UpstreamHandlers = {
-  onElicit: () => Promise.reject(new Error("no elicitation here")),
-  onSample: () => Promise.reject(new Error("no sampling here")),
-  onNotification: () => undefined,
-  onLog: () => undefined,
-  onStderr: () => undefined,
-  onListRoots: () => Promise.resolve({ roots: [] }),
-  onDisconnect: () => undefined,
-};
+const handlers = unusedHandlers();
 
 async function setup(idleReleaseMs: number) {
   const store = await openStore({ kind: "memory" });
