@@ -43,6 +43,8 @@ export interface SharedSide {
   readonly name: string;
   /** The current connection, in whatever state. */
   readonly connection: UpstreamConnection | undefined;
+  /** Why the last connection failed or dropped, while a new one is connecting. */
+  readonly lastFailure: string | undefined;
   /** The live connection, connecting once for every caller. */
   connect(): Promise<unknown>;
   /** One session leaves: its subscriptions and level stop counting. */
@@ -90,7 +92,9 @@ export class SharedUpstreamView extends UpstreamHandle {
   }
 
   get lastError(): string | undefined {
-    return this.upstream.connection?.lastError;
+    const conn = this.upstream.connection;
+    if (conn?.status === "connected") return undefined;
+    return conn?.lastError ?? this.upstream.lastFailure;
   }
 
   override get stderrLines(): readonly string[] {

@@ -54,6 +54,13 @@ export class SharedUpstream implements SharedSide {
     private readonly onEmpty?: (shared: SharedUpstream) => void,
   ) {}
 
+  private failure: string | undefined;
+
+  /** Why the last connection failed or dropped, while a new one is connecting (until it connects). */
+  get lastFailure(): string | undefined {
+    return this.failure;
+  }
+
   /** The current connection, in whatever state. */
   get connection(): UpstreamConnection | undefined {
     return this.conn;
@@ -76,6 +83,8 @@ export class SharedUpstream implements SharedSide {
     if (this.closed) throw new GatewayError(ErrorCodes.CLOSED, `the shared connection to '${this.name}' is closed`);
     if (this.conn?.status === "connected") return this.conn;
     this.connecting ??= (async () => {
+      // Why the one replaced failed stays told until the new one connects (list_servers: `connecting` and lastError).
+      if (this.conn?.lastError !== undefined) this.failure = this.conn.lastError;
       const conn = this.newConnection({ handlers: this.dispatcher(), persistence: this.persistence() });
       this.tools = undefined;
       this.closeReceivers();
@@ -87,6 +96,7 @@ export class SharedUpstream implements SharedSide {
         await conn.close();
         throw new GatewayError(ErrorCodes.CLOSED, `the shared connection to '${this.name}' was closed while connecting`);
       }
+      this.failure = undefined;
       this.logger.info({ server: this.name, sessions: this.views.size }, "shared_upstream_connected");
       return conn;
     })().finally(() => (this.connecting = undefined));
