@@ -16,7 +16,7 @@ import { startModernReferenceServer, type ModernReferenceServer } from "../fixtu
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import { MODERN, modernRequest } from "../helpers/modern-requests.js";
-import type { TestGateway } from "../helpers/gateway.js";
+import { everythingStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { parkedCallsOf } from "../../src/http/modern-mrtr.js";
 
 const CAPS = { elicitation: { form: {} }, sampling: {}, roots: {} };
@@ -213,6 +213,27 @@ describe("MRTR bridges for a 2026-07-28 client", () => {
     const replay = await modern(modernFace, 5, "tools/call", { name: tool, arguments: {}, inputResponses, requestState: state });
     assert.match(replay.body.error?.message ?? "", /used already/, JSON.stringify(replay.body));
     assert.equal(replay.body.error?.data?.code, "EMCP_BAD_REQUEST_STATE");
+  });
+});
+
+describe("two 2026-07-28 requests at once to a session-mode stdio server (ADR 0058)", () => {
+  // A real process: on stdio an upstream's request mid-call is told apart only while one call is in flight (ADR 0010).
+  it("each gets its own elicitation as input_required: the principal's connection serves one request at a time", T, async () => {
+    const gw = await startGateway({ mcpServers: { everything: everythingStdio() }, gateway: { upstream: { warmPool: 0 } } });
+    try {
+      const url = gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
+      const caps = { elicitation: { form: {} } };
+      // One request first, so the principal's connection is there (lingering) when the two below arrive together.
+      await modernRequest(url, "tools/list", {}, { capabilities: caps });
+      const call = { name: "trigger-elicitation-request", arguments: {} };
+      const answers = await Promise.all([
+        modernRequest(url, "tools/call", call, { capabilities: caps }),
+        modernRequest(url, "tools/call", call, { capabilities: caps }),
+      ]);
+      for (const r of answers) assert.equal(r.body.result?.resultType, "input_required", JSON.stringify(r.body).slice(0, 600));
+    } finally {
+      await gw.close();
+    }
   });
 });
 

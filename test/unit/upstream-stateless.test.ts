@@ -2,7 +2,8 @@
  * 2026-07-28 requests to a session-mode server (docs/adr/0058): each request's
  * session ends with its answer, so its handle is a view of its principal's
  * lingering connection — one process per principal, not one per request —
- * which closes idleReleaseMs after the principal's last request.
+ * which closes idleReleaseMs after the principal's last request. One request
+ * holds it at a time; another meanwhile connects its own, as before.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -78,6 +79,23 @@ test("a principal's stateless requests share one connection; another principal's
     await waitFor(() => t.upstreams.perPrincipal().stateless === 0 || undefined, "alice's set closed too");
     await t.request("a4", alice);
     assert.equal(t.made(), 4, "after the wait a request connects again");
+  } finally {
+    await t.close();
+  }
+});
+
+test("one request at a time: a second request while the first holds the connection connects its own; the next one after takes the lingering one", async () => {
+  const t = await setup(60_000);
+  try {
+    const first = t.upstreams.factory("up", { sessionId: "c0", handlers, logger: silentLogger, stateless: true });
+    const second = t.upstreams.factory("up", { sessionId: "c1", handlers, logger: silentLogger, stateless: true });
+    await Promise.all([first.connect(), second.connect()]);
+    assert.equal(first.shared, true, "the first takes the principal's connection");
+    assert.equal(second.shared, false, "the second, while the first holds it, gets its own (what the upstream asks mid-call is never in doubt)");
+    assert.equal(t.made(), 2);
+    await Promise.all([first.close(), second.close()]);
+    await t.request("c2");
+    assert.equal(t.made(), 2, "the next request takes the lingering connection");
   } finally {
     await t.close();
   }

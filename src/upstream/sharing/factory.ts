@@ -369,11 +369,13 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
       }
       return mine.attach(server, { handlers: a.handlers, persistence: a.persistence });
     }
-    // A stateless request has no session to give a process to: its principal's lingering connection serves it. Not
-    // when it declares roots (a connection declaring them is asked for that request's roots and may keep them), nor
-    // with idleReleaseMs 0 (connections kept for a session's life, here one request): an own one, as before.
+    // A stateless request has no session to give a process to: its principal's lingering connection serves it, one
+    // request at a time (what the upstream asks mid-call is then always that request's, as in a session of its own).
+    // An own one, as before, while another request holds it; when it declares roots (a connection declaring them is
+    // asked for that request's roots and may keep them); with idleReleaseMs 0 (kept for a session's life: one request).
     if (a.stateless && a.roots === undefined && !isRuntime(entry) && upstream.idleReleaseMs > 0) {
-      return statelessFor(a.principal).attach(server, { handlers: a.handlers, persistence: a.persistence });
+      const mine = statelessFor(a.principal);
+      if ((mine.get(server)?.attached ?? 0) === 0) return mine.attach(server, { handlers: a.handlers, persistence: a.persistence });
     }
     if (!perPrincipal && !isRuntime(entry)) {
       // Connected ahead with this session's capabilities (docs/adr/0044): it becomes the session's, handlers and all.
