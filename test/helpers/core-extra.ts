@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import os from "node:os";
@@ -78,21 +78,38 @@ export async function assertSameAsDirect(gatewayClient: Client, server: string, 
 /**
  * A free TCP port on 127.0.0.1 (closed again before returning), for a child
  * told `--port`. Picked at random below Linux's ephemeral range
- * (/proc/sys/net/ipv4/ip_local_port_range, 32768–60999 here): a port the
- * kernel handed out (`listen(0)`) is handed out again to the next outgoing
- * connection or `listen(0)` of any process, which then held it before the
- * child bound it (CI: "127.0.0.1:34835: port already in use"). Below that
- * range only another freePort pick can collide.
+ * (/proc/sys/net/ipv4/ip_local_port_range): a port the kernel handed out
+ * (`listen(0)`) is handed out again to the next outgoing connection or
+ * `listen(0)` of any process, which then held it before the child bound it
+ * (CI: "127.0.0.1:34835: port already in use"). Below that range only another
+ * pick can collide: never one of this process's own (kept), rarely another
+ * test process's (about 1 in 10,000 a pair).
  */
 export async function freePort(): Promise<number> {
-  for (let tries = 0; ; tries++) {
-    const port = FREE_PORT_LOW + Math.floor(Math.random() * (FREE_PORT_HIGH - FREE_PORT_LOW));
-    if (await bindable(port)) return port;
-    if (tries >= 50) throw new Error(`freePort: 50 random ports in ${FREE_PORT_LOW}–${FREE_PORT_HIGH - 1} were all taken`);
+  const [low, high] = freePortRange();
+  for (let tries = 1; ; tries++) {
+    const port = low + Math.floor(Math.random() * (high - low));
+    if (!handedOut.has(port) && (await bindable(port))) {
+      handedOut.add(port);
+      return port;
+    }
+    if (tries >= 50) throw new Error(`freePort: ${tries} random ports in ${low}–${high - 1} were all taken`);
   }
 }
-const FREE_PORT_LOW = 20_000;
-const FREE_PORT_HIGH = 32_768;
+/** Ports this process's freePort gave (a child may not have bound one yet). */
+const handedOut = new Set<number>();
+
+/** [low, high): the 10,000 ports below the kernel's ephemeral range (32768 by default; a range starting lower is not used). */
+function freePortRange(): [number, number] {
+  let ephemeralLow = 32_768;
+  try {
+    const first = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    if (Number.isInteger(first) && first >= 11_024) ephemeralLow = first;
+  } catch {
+    // not Linux: the default range
+  }
+  return [ephemeralLow - 10_000, ephemeralLow];
+}
 
 function bindable(port: number): Promise<boolean> {
   return new Promise((resolve) => {

@@ -29,6 +29,7 @@ import {
   assertSameAsDirect,
   connectDirectEverything,
   firstText,
+  freePort,
   initializeBody,
   listServers,
   MCP_POST_HEADERS,
@@ -68,14 +69,6 @@ function tempConfig(name: string, content: unknown): Promise<string> {
 after(async () => {
   if (tmp) await rm(await tmp, { recursive: true, force: true });
 });
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** `emceepee <args>` run once for the file (the help texts several tests read: once each, not once per test). */
 const once = new Map<string, ReturnType<typeof runCli>>();
