@@ -292,38 +292,47 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
       logger,
     );
   const shared = sharedFor(undefined);
-  /** Per principal, keyed by principalKey(): a connection made with one person's credentials serves only that person. */
-  const sharedByPrincipal = new Map<string, SharedUpstreams>();
-  /** The principal object of each key's newest session: a forwarded token is the newest one seen (passthrough). */
-  const newestPrincipal = new Map<string, PrincipalRef>();
   /**
-   * Per principal, keyed by principalKey(): the connections 2026-07-28 requests use to session-mode servers. Each
-   * request's session ends with its answer; the connection stays idleReleaseMs for the principal's next request.
+   * Sets of shared connections keyed by principalKey(): a connection made with one person's credentials serves only
+   * that person. A set is made on its principal's first use and forgotten (closed) when its last connection leaves.
+   * `bearer` reads the newest principal object seen for the key: a forwarded token is the newest one (passthrough).
    */
-  const statelessByPrincipal = new Map<string, { upstreams: SharedUpstreams; principal: PrincipalRef | undefined }>();
-  const statelessFor = (principal: PrincipalRef | undefined): SharedUpstreams => {
-    const key = principalKey(principal);
-    const have = statelessByPrincipal.get(key);
-    if (have) {
-      if (principal) have.principal = principal; // a forwarded token is the newest one seen (passthrough)
-      return have.upstreams;
-    }
-    const made: { upstreams: SharedUpstreams; principal: PrincipalRef | undefined } = {
-      principal,
-      upstreams: sharedFor(
-        principal,
-        (): string | undefined => inboundTokenOf(made.principal),
-        () => {
-          if (statelessByPrincipal.get(key) !== made) return;
-          statelessByPrincipal.delete(key);
-          void made.upstreams.close();
-        },
-        { lingerMs: upstream.idleReleaseMs },
-      ),
+  const principalSets = (stateless?: { lingerMs: number }) => {
+    const sets = new Map<string, { upstreams: SharedUpstreams; principal: PrincipalRef | undefined }>();
+    return {
+      sets,
+      for(principal: PrincipalRef | undefined): SharedUpstreams {
+        const key = principalKey(principal);
+        const have = sets.get(key);
+        if (have) {
+          if (principal) have.principal = principal;
+          return have.upstreams;
+        }
+        const made: { upstreams: SharedUpstreams; principal: PrincipalRef | undefined } = {
+          principal,
+          upstreams: sharedFor(
+            principal,
+            () => inboundTokenOf(made.principal),
+            () => {
+              if (sets.get(key) !== made) return;
+              sets.delete(key);
+              void made.upstreams.close();
+            },
+            stateless,
+          ),
+        };
+        sets.set(key, made);
+        return made.upstreams;
+      },
     };
-    statelessByPrincipal.set(key, made);
-    return made.upstreams;
   };
+  /** Servers with `auth` or secrets in shared mode: each principal's own shared set. */
+  const sharedByPrincipal = principalSets();
+  /**
+   * The connections 2026-07-28 requests use to session-mode servers. Each request's session ends with its answer;
+   * the connection stays idleReleaseMs for the principal's next request (docs/adr/0058).
+   */
+  const statelessByPrincipal = principalSets({ lingerMs: upstream.idleReleaseMs });
 
   const known = new KnownServers();
   registry.onChange((name) => known.forget(name));
@@ -350,23 +359,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     const perPrincipal = principalBound(entry.config);
     if (entrySharing(entry, settings) === "shared") {
       if (!perPrincipal) return shared.attach(server, { handlers: a.handlers, persistence: a.persistence });
-      const key = principalKey(a.principal);
-      if (a.principal) newestPrincipal.set(key, a.principal);
-      let mine = sharedByPrincipal.get(key);
-      if (!mine) {
-        const made = sharedFor(
-          a.principal,
-          () => inboundTokenOf(newestPrincipal.get(key)),
-          // The principal's last session left every server of theirs: their set and newest principal are forgotten.
-          () => {
-            if (sharedByPrincipal.get(key) !== made) return;
-            sharedByPrincipal.delete(key);
-            newestPrincipal.delete(key);
-            void made.close();
-          },
-        );
-        sharedByPrincipal.set(key, (mine = made));
-      }
+      const mine = sharedByPrincipal.for(a.principal);
       return mine.attach(server, { handlers: a.handlers, persistence: a.persistence });
     }
     // A stateless request has no session to give a process to: its principal's lingering connection serves it, one
@@ -374,7 +367,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     // An own one, as before, while another request holds it; when it declares roots (a connection declaring them is
     // asked for that request's roots and may keep them); with idleReleaseMs 0 (kept for a session's life: one request).
     if (a.stateless && a.roots === undefined && !isRuntime(entry) && upstream.idleReleaseMs > 0) {
-      const mine = statelessFor(a.principal);
+      const mine = statelessByPrincipal.for(a.principal);
       if ((mine.get(server)?.attached ?? 0) === 0) return mine.attach(server, { handlers: a.handlers, persistence: a.persistence });
     }
     if (!perPrincipal && !isRuntime(entry)) {
@@ -406,7 +399,12 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     renew(server, principal) {
       for (const conn of bound.get(`${server} ${principalKey(principal ?? ANONYMOUS)}`) ?? []) conn.renew("the person's secret for it changed");
     },
-    perPrincipal: () => ({ connections: bound.size, shared: sharedByPrincipal.size, principals: newestPrincipal.size, stateless: statelessByPrincipal.size }),
+    perPrincipal: () => ({
+      connections: bound.size,
+      shared: sharedByPrincipal.sets.size,
+      principals: [...sharedByPrincipal.sets.values()].filter((s) => s.principal !== undefined).length,
+      stateless: statelessByPrincipal.sets.size,
+    }),
     probe: (server, config, a) =>
       learning(server, config, connection(server, config, { ...a, transportFactory: o.probeTransportFactory ?? o.transportFactory, livenessPingMs: 0 })),
     sharedCheck: (server, a) => {
@@ -418,8 +416,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     start: () => warm.start(),
     async close() {
       await shared.close();
-      await Promise.all([...sharedByPrincipal.values()].map((s) => s.close()));
-      await Promise.all([...statelessByPrincipal.values()].map((s) => s.upstreams.close()));
+      await Promise.all([...sharedByPrincipal.sets.values(), ...statelessByPrincipal.sets.values()].map((s) => s.upstreams.close()));
       await warm.close();
     },
   };
