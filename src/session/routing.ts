@@ -7,12 +7,14 @@
  * the connection could attribute it: the bridge then sends it where that call
  * lives (its downstream request's stream, or its task's tasks/result), and the
  * gateway task owning the call reads `input_required` while the request waits
- * for the client (ADR 0002 §8). Upstream task ids are translated to the
- * gateway's (or hidden). When a connection
- * drops, the work that depended on it is failed (design UP-5) and
- * the pool reconnects it.
+ * for the client (ADR 0002 §8). A face that will install a bridge says so when
+ * it starts (BridgeSlot below): a request its upstreams send before (roots/list
+ * on `initialized`) waits for it (docs/adr/0060). Upstream task ids are
+ * translated to the gateway's (or hidden). When a connection drops, the work
+ * that depended on it is failed (design UP-5) and the pool reconnects it.
  */
 import { RELATED_TASK_META_KEY } from "@modelcontextprotocol/sdk/types.js";
+import type { Clock } from "../clock.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { TaskRecord } from "../store/contracts.js";
@@ -26,7 +28,7 @@ import type { BufferManager } from "./buffers.js";
 import type { EventSystem } from "./event-system.js";
 import type { PendingRequests } from "./pending-requests.js";
 
-/** How long a server→client request waits for a connecting client to send `initialized`. */
+/** How long a server→client request waits for a connecting client's face and its `initialized`, together. */
 const CLIENT_INITIALIZE_WAIT_MS = 10_000;
 
 /** What routing reads and feeds in its session. */
@@ -36,15 +38,19 @@ export interface RoutingHost {
   readonly buffers: BufferManager;
   readonly events: EventSystem;
   readonly logger: Logger;
-  /** The session's native route to its client, if its face installed one. */
-  bridge(): DownstreamBridge | undefined;
+  readonly clock: Clock;
   isClosed(): boolean;
   /** The connection to `server` dropped and its work was failed: reconnect it. */
   dropped(server: string, counts: { failedTasks: number; rejectedRequests: number }): void;
 }
 
 export class ClientRouting {
-  constructor(private readonly host: RoutingHost) {}
+  /** The session's native route to its client (its face installs it). */
+  readonly bridge: BridgeSlot;
+
+  constructor(private readonly host: RoutingHost) {
+    this.bridge = new BridgeSlot(host.clock);
+  }
 
   /** The handlers a connection to `server` answers and records its traffic with. */
   handlersFor(server: string): UpstreamHandlers {
@@ -105,12 +111,12 @@ export class ClientRouting {
 
   /** A gateway task changed status: the client hears it under the gateway's id. */
   taskStatusChanged(record: TaskRecord): void {
-    this.host.bridge()?.notify(record.server, "notifications/tasks/status", toMcpTask(record));
+    this.bridge.get()?.notify(record.server, "notifications/tasks/status", toMcpTask(record));
   }
 
   /** A server was added or removed: the aggregate face's lists changed. */
   serverSetChanged(): void {
-    const bridge = this.host.bridge();
+    const bridge = this.bridge.get();
     if (!bridge?.aggregate) return;
     for (const kind of ["tools", "resources", "prompts"]) bridge.notify("", `notifications/${kind}/list_changed`, undefined);
   }
@@ -121,19 +127,21 @@ export class ClientRouting {
    * others; their requests wait in the pending queue instead).
    */
   private bridgeFor(server: string): DownstreamBridge | undefined {
-    const bridge = this.host.bridge();
+    const bridge = this.bridge.get();
     return bridge?.serves(server) ? bridge : undefined;
   }
 
   /**
-   * The bridge for a server→client request: upstreams may ask before the
-   * client has sent `initialized`; wait a while for it, then use the pending
-   * queue (a client that never initializes must not hold upstream requests).
+   * The bridge for a server→client request: upstreams may ask before their
+   * face has installed its bridge (they connect while it starts) and before
+   * the client has sent `initialized`; wait a while for both, then use the
+   * pending queue (a client that never initializes must not hold upstream requests).
    */
   private async initializedBridgeFor(server: string, signal: AbortSignal): Promise<DownstreamBridge | undefined> {
-    const bridge = this.bridgeFor(server);
-    if (!bridge) return undefined;
-    return (await bridge.whenInitialized(signal, CLIENT_INITIALIZE_WAIT_MS)) ? bridge : undefined;
+    const deadline = this.host.clock.now() + CLIENT_INITIALIZE_WAIT_MS;
+    const bridge = await this.bridge.wait(signal, CLIENT_INITIALIZE_WAIT_MS);
+    if (!bridge?.serves(server)) return undefined;
+    return (await bridge.whenInitialized(signal, Math.max(0, deadline - this.host.clock.now()))) ? bridge : undefined;
   }
 
   /**
@@ -188,7 +196,7 @@ export class ClientRouting {
         return;
       default:
         await tasks.noteUpstreamStatus(record.taskId, message);
-        this.host.bridge()?.notify(server, "notifications/tasks/status", {
+        this.bridge.get()?.notify(server, "notifications/tasks/status", {
           ...toMcpTask(await tasks.get(record.taskId)),
           status: params?.status === "input_required" ? "input_required" : "working",
         });
@@ -214,6 +222,58 @@ export class ClientRouting {
       host.dropped(server, { failedTasks: failedTasks.length, rejectedRequests: rejected });
       host.events.add("server_disconnected", server, { reason, failedTasks, rejectedRequests: rejected });
       host.logger.warn({ server, reason, failedTasks: failedTasks.length }, "session_upstream_disconnected");
+    });
+  }
+}
+
+/**
+ * Where a session's bridge lives. The transparent face connects its upstreams
+ * before it can build the bridge (its server's capabilities come from them),
+ * and an upstream may ask the instant it gets `initialized` (roots/list, as
+ * server-filesystem does). So the face says a bridge is coming when it starts
+ * (expect()), and wait() gives such a request the bridge once installed, not
+ * "none". Installing a bridge, or undefined (none is coming after all, or the
+ * face closed), ends every wait. A session no face expects one for (the
+ * meta-tools face) waits for nothing.
+ */
+export class BridgeSlot {
+  private current: DownstreamBridge | undefined;
+  private expected = false;
+  private readonly waiters = new Set<() => void>();
+
+  constructor(private readonly clock: Clock) {}
+
+  get(): DownstreamBridge | undefined {
+    return this.current;
+  }
+
+  install(bridge: DownstreamBridge | undefined): void {
+    this.current = bridge;
+    this.expected = false;
+    for (const wake of [...this.waiters]) wake();
+  }
+
+  /** A face that will install a bridge is starting. */
+  expect(): void {
+    this.expected = true;
+  }
+
+  /** The bridge now or, while one is expected, once installed (undefined after `timeoutMs`); rejects if `signal` aborts first. */
+  wait(signal: AbortSignal, timeoutMs: number): Promise<DownstreamBridge | undefined> {
+    if (this.current || !this.expected) return Promise.resolve(this.current);
+    return new Promise((resolve, reject) => {
+      const done = (settle: () => void) => {
+        this.clock.clearTimeout(timer);
+        signal.removeEventListener("abort", onAbort);
+        this.waiters.delete(wake);
+        settle();
+      };
+      const wake = () => done(() => resolve(this.current));
+      const onAbort = () => done(() => reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason ?? "cancelled"))));
+      const timer = this.clock.setTimeout(wake, timeoutMs);
+      this.waiters.add(wake);
+      if (signal.aborted) onAbort();
+      else signal.addEventListener("abort", onAbort, { once: true });
     });
   }
 }

@@ -74,8 +74,6 @@ export class Session {
   private readonly routing: ClientRouting;
   private readonly upstreams: UpstreamPool;
   private closed = false;
-  /** Set by the transparent face once its client has initialized. */
-  bridge: DownstreamBridge | undefined;
   /** This session's record in the SessionStore (see the header). */
   readonly record: SessionRecordKeeper;
   /** Who created it (src/auth/): another principal's requests find no such session. Undefined: no authentication was on. */
@@ -116,7 +114,7 @@ export class Session {
       buffers: this.buffers,
       events: this.events,
       logger: this.logger,
-      bridge: () => this.bridge,
+      clock,
       isClosed: () => this.closed,
       dropped: (server, counts) => this.upstreams.dropped(server, counts),
     });
@@ -150,6 +148,24 @@ export class Session {
 
   get isClosed(): boolean {
     return this.closed;
+  }
+
+  /** The transparent face's native route to its client (routing.ts): installed by the face; undefined: none (the meta-tools face). */
+  get bridge(): DownstreamBridge | undefined {
+    return this.routing.bridge.get();
+  }
+
+  /** Installing a bridge, or undefined (none is coming, the face closed), ends the waits expectBridge() began. */
+  set bridge(bridge: DownstreamBridge | undefined) {
+    this.routing.bridge.install(bridge);
+  }
+
+  /**
+   * A transparent face is starting for this session: what its upstreams ask
+   * before it installs its bridge waits for it (bounded) instead of finding none (docs/adr/0060).
+   */
+  expectBridge(): void {
+    this.routing.bridge.expect();
   }
 
   touch(): void {

@@ -16,6 +16,9 @@
  *   "rug-pull"    test/fixtures/rug-pull-server.ts: a tool whose description changes after its first call.
  *   "task-server" test/fixtures/task-server-tools.ts, its own task store per connection (a process's
  *                 own, as over stdio); its block-loop tool would block the test process: not for that.
+ *   "roots-once"  test/fixtures/roots-once-tools.ts: asks its client at once on `initialized`
+ *                 (inProcessRootsOnce(): what it asks, how long it waits). Nothing in between: its
+ *                 request reaches the gateway in the same turn as the `initialized` that caused it.
  * Any other entry goes to the real transports (defaultTransportFactory).
  */
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
@@ -30,12 +33,13 @@ import { createSlowServer } from "../fixtures/slow-server-tools.js";
 import { CATALOGS, createCatalogServer, isCatalogName, type CatalogName } from "../fixtures/tool-catalog.js";
 import { createRugPullServer } from "../fixtures/rug-pull-server.js";
 import { StuckPollStore, createTaskServer } from "../fixtures/task-server-tools.js";
+import { createRootsOnceServer, type RootsOnceAsk } from "../fixtures/roots-once-tools.js";
 import { startGateway, type TestGateway } from "./gateway.js";
 
 /** The command of an in-process entry (never run: the factory below answers it). */
 export const IN_PROCESS_COMMAND = "emceepee-test-in-process";
 
-export type InProcessUpstream = "everything" | "slow" | "catalog" | "rug-pull" | "task-server";
+export type InProcessUpstream = "everything" | "slow" | "catalog" | "rug-pull" | "task-server" | "roots-once";
 
 /** A server entry for `mcpServers` served in this process. */
 export function inProcess(name: InProcessUpstream): { command: string; args: string[] } {
@@ -45,6 +49,11 @@ export function inProcess(name: InProcessUpstream): { command: string; args: str
 /** A server entry for one of test/fixtures/tool-catalog.ts's catalogs, served in this process. */
 export function inProcessCatalog(name: CatalogName): { command: string; args: string[] } {
   return { command: IN_PROCESS_COMMAND, args: ["catalog", name] };
+}
+
+/** roots-once (test/fixtures/roots-once-tools.ts) served in this process, asking `asks` on `initialized` and waiting `timeoutMs` for each answer. */
+export function inProcessRootsOnce(asks: readonly RootsOnceAsk[], timeoutMs: number): { command: string; args: string[] } {
+  return { command: IN_PROCESS_COMMAND, args: ["roots-once", String(timeoutMs), ...asks] };
 }
 
 /** The tool-search corpus: server-everything and each catalog of test/fixtures/tool-catalog.ts but `except`, all in this process. */
@@ -78,6 +87,9 @@ const BUILDERS: Record<InProcessUpstream, (drop: () => void, sessionId: string, 
     return { server: createCatalogServer(name) };
   },
   "rug-pull": () => createRugPullServer(),
+  "roots-once": (_drop, _sessionId, [timeoutMs = "1000", ...asks]) => ({
+    server: createRootsOnceServer({ timeoutMs: Number(timeoutMs), asks: asks as RootsOnceAsk[] }),
+  }),
   "task-server": () => {
     const store = new StuckPollStore();
     // The store's TTL timers (up to 2 min) would outlive the connection and hold the test process open.

@@ -10,6 +10,11 @@
  * session, the first session's initialize connects it). Last, the canary of
  * src/mcp/standalone-listener.ts: the SDK transport still only stores what is
  * sent before the GET, and its members the seam uses are still there.
+ * Asked the instant the upstream gets `initialized`, before its face has
+ * installed the session's bridge (docs/adr/0060): roots/list, elicitation and
+ * sampling reach the client and are answered with its own answers; roots-once
+ * in this process (its request comes in the same turn as `initialized`), and
+ * over stdio on /all/mcp while another upstream is still connecting.
  */
 import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -18,11 +23,20 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport, type EventStore } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ListRootsRequestSchema, type CallToolResult, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ListRootsRequestSchema,
+  type CallToolResult,
+  type JSONRPCMessage,
+} from "@modelcontextprotocol/sdk/types.js";
 import { fixtureArgs, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { firstText, pollFor } from "../helpers/core-extra.js";
 import { logLines } from "../helpers/log-lines.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
+import { inProcess, inProcessRootsOnce, inProcessTransportFactory, startInProcessGateway } from "../helpers/in-process.js";
+import type { TransportFactory } from "../../src/upstream/transports.js";
 import { standaloneListenerOf, watchStandaloneStream } from "../../src/mcp/standalone-listener.js";
 
 const gateways: TestGateway[] = [];
@@ -111,6 +125,94 @@ describe("a server→client request with no call behind it, on the transparent f
     );
   });
 });
+
+describe("asked the instant the upstream gets `initialized`, before the face has installed its bridge (docs/adr/0060)", () => {
+  test("in process, roots/list: the upstream gets the client's roots, not none (/servers/<name>/mcp and /all/mcp)", async () => {
+    const gw = await startInProcessGateway({
+      mcpServers: { r: { ...inProcessRootsOnce(["roots"], 60_000), sharing: "session" } },
+      gateway: { upstream: { warmPool: 0 } },
+    });
+    gateways.push(gw);
+    for (const face of ["/servers/r/mcp", "/all/mcp"]) {
+      const { client, asked } = await rootsClient(gw.url.replace(/\/mcp$/, face));
+      const tool = (await client.listTools()).tools.map((t) => t.name).find((n) => n.endsWith("roots"));
+      assert.ok(tool, `${face} lists the roots tool`);
+      assert.equal(await rootsSeen(client, tool), JSON.stringify(["file:///a"]), `${face}: the upstream got the client's roots`);
+      assert.equal(asked(), 1, `${face}: the client was asked once`);
+    }
+  });
+
+  test("in process, elicitation and sampling: the client is asked and its answers reach the upstream (not the pending queue)", async () => {
+    const gw = await startInProcessGateway({
+      mcpServers: { r: { ...inProcessRootsOnce(["elicit", "sample"], 60_000), sharing: "session" } },
+      gateway: { upstream: { warmPool: 0 } },
+    });
+    gateways.push(gw);
+    const client = new Client({ name: "standalone-request-test", version: "1.0.0" }, { capabilities: { elicitation: { form: {} }, sampling: {} } });
+    const asked: string[] = [];
+    client.setRequestHandler(ElicitRequestSchema, (req) => {
+      asked.push(`elicit: ${req.params.message}`);
+      return { action: "accept", content: { name: "Ada" } };
+    });
+    client.setRequestHandler(CreateMessageRequestSchema, () => {
+      asked.push("sample");
+      return { model: "test", role: "assistant", content: { type: "text", text: "hello" } };
+    });
+    await client.connect(new StreamableHTTPClientTransport(new URL(gw.url.replace(/\/mcp$/, "/servers/r/mcp"))));
+    clients.push(client);
+    assert.equal(await rootsSeen(client, "elicited"), JSON.stringify({ action: "accept", content: { name: "Ada" } }));
+    assert.equal(await rootsSeen(client, "sampled"), JSON.stringify({ type: "text", text: "hello" }));
+    assert.deepEqual(asked.sort(), ["elicit: asked at start", "sample"]);
+  });
+
+  test("over stdio on /all/mcp while another upstream is still connecting: the roots/list waits for the face, the client's roots arrive", async () => {
+    // `late` answers nothing until roots-once (a real process) has asked; the aggregate face waits for it
+    // (gateway.transparent.aggregateWaitMs), so the roots/list comes before the face has its bridge.
+    let asked!: () => void;
+    const rootsAsked = new Promise<void>((resolve) => (asked = resolve));
+    const linked = inProcessTransportFactory();
+    const factory: TransportFactory = (name, config, options) => {
+      const created = linked(name, config, options);
+      if (name === "late") holdSends(created.transport, rootsAsked);
+      if (name === "r") onIncoming(created.transport, (m) => (m as { method?: string }).method === "roots/list" && setImmediate(asked));
+      return created;
+    };
+    const gw = await startGateway(
+      {
+        mcpServers: { r: rootsOnce(60_000), late: inProcess("everything") },
+        gateway: { upstream: { warmPool: 0 }, transparent: { aggregateWaitMs: 120_000 } },
+      },
+      { transportFactory: factory },
+    );
+    gateways.push(gw);
+    const { client, asked: clientAsked } = await rootsClient(gw.url.replace(/\/mcp$/, "/all/mcp"));
+    const tool = (await client.listTools()).tools.map((t) => t.name).find((n) => n.endsWith("roots"));
+    assert.ok(tool, "/all/mcp lists the roots tool");
+    assert.equal(await rootsSeen(client, tool), JSON.stringify(["file:///a"]));
+    assert.equal(clientAsked(), 1);
+  });
+});
+
+/** What `transport` sends waits for `gate` (an upstream that answers nothing, not even initialize, until then). */
+function holdSends(transport: Transport, gate: Promise<void>): void {
+  const send = transport.send.bind(transport);
+  transport.send = async (message, options) => {
+    await gate;
+    return send(message, options);
+  };
+}
+
+/** `seen` hears each message `transport` delivers, before whoever set its onmessage. */
+function onIncoming(transport: Transport, seen: (message: JSONRPCMessage) => void): void {
+  let handler: Transport["onmessage"];
+  Object.defineProperty(transport, "onmessage", {
+    configurable: true,
+    get: () => handler,
+    set: (fn: Transport["onmessage"]) => {
+      handler = fn && ((message, extra) => (seen(message), fn(message, extra)));
+    },
+  });
+}
 
 describe("canary: src/mcp/standalone-listener.ts (SDK 1.32)", () => {
   test("the SDK transport only stores a request sent before the client's GET stream, and a GET without Last-Event-ID does not deliver it; the seam sees the GET", async () => {

@@ -57,7 +57,14 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   });
   // A server face whose upstream answered before (with this config) answers from that, connecting on first use (docs/adr/0034).
   const known = knownUpstream(session, gateway, target);
-  const connections = known ? [] : await connectAll(session, catalog, aggregate);
+  // The upstreams connected below may ask at once (roots/list on `initialized`): they wait for this face's bridge (docs/adr/0060).
+  session.expectBridge();
+  const connections = known
+    ? []
+    : await connectAll(session, catalog, aggregate).catch((err: unknown) => {
+        session.bridge = undefined; // no face, no bridge: nothing waits for one
+        throw err;
+      });
   const capabilities = deriveCapabilities(known ? [known] : connections, target);
   const single = target.kind === "server" ? (connections[0] ?? known) : undefined;
   const virtual = target.kind === "virtual" ? gateway.curation?.virtualServer(target.name) : undefined;
