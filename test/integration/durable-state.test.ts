@@ -5,7 +5,9 @@
  *
  * - In process: two gateways in sequence on one file (the first closed as on
  *   SIGTERM). What the first acknowledged is there; what was running is
- *   settled by the second's start, with events delivered once.
+ *   settled by the second's start, with events delivered once. Their slow
+ *   upstream is in process too (test/helpers/in-process.ts); the stdio
+ *   server-everything stays where the case is its process ending with the gateway.
  * - Real processes: `emceepee serve --store sqlite:<tmp>` under load (many
  *   promoted calls completing) is SIGKILLed; every task the client was told
  *   completed before the kill still has its result, read back through the
@@ -26,6 +28,7 @@ import { openStore } from "../../src/store/open.js";
 import { allText, awaitActivity, activityEvents, elicitations, envelopeEvents, eventually, promote } from "../helpers/async-extra.js";
 import { runCli, startCliServe, startEverythingHttp, stopChild, waitExit, type ChildServer } from "../helpers/core-extra.js";
 import { ROOT, call, connectClient, everythingStdio, slowServerStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
 import { connectFace, startTask, type Peer } from "../helpers/tasks.js";
 
 const SLOW = { timeout: 240_000 };
@@ -54,7 +57,12 @@ function dbFile(): string {
 /** A gateway on `file` (closed after the test if the test does not). */
 async function gatewayOn(file: string, raw: { mcpServers?: Record<string, unknown>; gateway?: Record<string, unknown> } = {}): Promise<TestGateway> {
   // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway and session server (issue 21).
-  const gw = await startGateway({ ...raw, gateway: { upstream: { warmPool: 0 }, ...raw.gateway, store: { kind: "sqlite", path: file } } });
+  // In-process upstreams (inProcess(...)) where a case is about the store, not the upstream's process (docs/adr/0060 §2).
+  const gw = await startInProcessGateway({
+    mcpServers: {},
+    ...raw,
+    gateway: { upstream: { warmPool: 0 }, ...raw.gateway, store: { kind: "sqlite", path: file } },
+  });
   cleanups.push(() => gw.close());
   return gw;
 }
@@ -82,7 +90,7 @@ describe("two gateways in sequence on one SQLite file (in process)", () => {
     SLOW,
     async () => {
       const file = dbFile();
-      const first = await gatewayOn(file, { mcpServers: { slow: slowServerStdio() } });
+      const first = await gatewayOn(file, { mcpServers: { slow: inProcess("slow") } });
       const c = await client(first);
       const sessionId = sessionIdOf(c);
       const done = await promote(c, "slow", "slow", { ms: 200 }, 0);
@@ -92,7 +100,7 @@ describe("two gateways in sequence on one SQLite file (in process)", () => {
       await call(c, "list_servers"); // everything so far delivered
       await first.close();
 
-      const second = await gatewayOn(file, { mcpServers: { slow: slowServerStdio() } });
+      const second = await gatewayOn(file, { mcpServers: { slow: inProcess("slow") } });
       const { store } = second.gateway.context;
       const kept = await store.tasks.get(done.taskId);
       assert.equal(kept?.status, "completed");
@@ -115,7 +123,7 @@ describe("two gateways in sequence on one SQLite file (in process)", () => {
 
   test("events not yet delivered before the restart are delivered after it, once; delivered ones never again", SLOW, async () => {
     const file = dbFile();
-    const first = await gatewayOn(file, { mcpServers: { slow: slowServerStdio() } });
+    const first = await gatewayOn(file, { mcpServers: { slow: inProcess("slow") } });
     const c = await client(first);
     const sessionId = sessionIdOf(c);
     const task = await promote(c, "slow", "slow", { ms: 300 }, 0);
@@ -124,7 +132,7 @@ describe("two gateways in sequence on one SQLite file (in process)", () => {
     await session.events.flushed();
     await first.close();
 
-    const second = await gatewayOn(file, { mcpServers: { slow: slowServerStdio() } });
+    const second = await gatewayOn(file, { mcpServers: { slow: inProcess("slow") } });
     const events = await undelivered(second.gateway.context.store, sessionId);
     assert.deepEqual(
       events.map((e) => e.type),
@@ -137,7 +145,7 @@ describe("two gateways in sequence on one SQLite file (in process)", () => {
 
   test("a pending elicitation is withdrawn at the next start with an event; its call fails", SLOW, async () => {
     const file = dbFile();
-    const first = await gatewayOn(file, { mcpServers: { slow: slowServerStdio() } });
+    const first = await gatewayOn(file, { mcpServers: { slow: inProcess("slow") } });
     const c = await client(first);
     const sessionId = sessionIdOf(c);
     const task = await promote(c, "slow", "elicit-twice", {}, 0);
@@ -148,7 +156,7 @@ describe("two gateways in sequence on one SQLite file (in process)", () => {
     await call(c, "list_servers");
     await first.close();
 
-    const second = await gatewayOn(file, { mcpServers: { slow: slowServerStdio() } });
+    const second = await gatewayOn(file, { mcpServers: { slow: inProcess("slow") } });
     const { store } = second.gateway.context;
     assert.deepEqual(await store.pending.listAll(), [], "nothing waits for an answer no upstream call can take");
     const events = await undelivered(store, sessionId);
@@ -245,7 +253,11 @@ describe("emceepee serve --store sqlite: real processes", () => {
     async () => {
       const file = dbFile();
       const config = path.join(tmp, "kill.json");
-      await writeFile(config, JSON.stringify({ mcpServers: { everything: everythingStdio() }, gateway: { upstream: { warmPool: 0 } } }));
+      // One stdio process for the three clients ("sharing": "shared"), not one each: the case is the store under a kill (docs/adr/0060 §2).
+      await writeFile(
+        config,
+        JSON.stringify({ mcpServers: { everything: { ...everythingStdio(), sharing: "shared" } }, gateway: { upstream: { warmPool: 0 } } }),
+      );
       const args = ["--config", config, "--port", "0", "--store", `sqlite:${file}`, "--no-upstream-check", "--log-level", "silent"];
       const served = await startCliServe(ROOT, args);
       const stop = () => stopChild(served.child);

@@ -81,7 +81,7 @@ if (skip !== undefined) {
     await writeFile(
       config,
       JSON.stringify({
-        mcpServers: { everything: everythingStdio(), remote: { url: remote.url } },
+        mcpServers: { everything: everythingStdio(), shared: { ...everythingStdio(), sharing: "shared" }, remote: { url: remote.url } },
         gateway: {
           // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway (issue 21).
           upstream: { warmPool: 0 },
@@ -294,6 +294,8 @@ if (skip !== undefined) {
         sessions.push(await connect());
         await shift();
       }
+      // The calls go to "shared": one stdio process per replica for all these sessions, not one per session (and again
+      // per adopted session); the case is the replicas' sessions and tasks, not their upstream processes (docs/adr/0060 §2).
       // Native tasks on the HTTP upstream (they run upstream, not on a replica), one of them in a session of the victim.
       const remotePeers: Peer[] = [];
       while (remotePeers.length < 3 || !remotePeers.some((p) => onVictim(p.sessionId))) {
@@ -303,9 +305,9 @@ if (skip !== undefined) {
       const research = await Promise.all(remotePeers.map((p) => startTask(p.client, "simulate-research-query", { topic: "replicas" })));
       // Each session starts a call that outlives the kill (promoted to a task) on its owner.
       // And a result acknowledged before the kill (the task reported completed), in every session.
-      const done = await Promise.all(sessions.map((c) => promote(c, "everything", "trigger-long-running-operation", { duration: 1, steps: 1 }, 100)));
+      const done = await Promise.all(sessions.map((c) => promote(c, "shared", "trigger-long-running-operation", { duration: 1, steps: 1 }, 100)));
       for (const [i, c] of sessions.entries()) assert.equal((await waitTerminal(c, done[i]!.taskId, 30_000)).status, "completed");
-      const tasks = await Promise.all(sessions.map((c) => promote(c, "everything", "trigger-long-running-operation", { duration: 4, steps: 4 }, 200)));
+      const tasks = await Promise.all(sessions.map((c) => promote(c, "shared", "trigger-long-running-operation", { duration: 4, steps: 4 }, 200)));
       const victimSessions = new Set(replicaLog(victim, "session_created").map((l) => l.sessionHash as string));
       // Load: echo calls from every session while the replica dies.
       let stop = false;
@@ -314,13 +316,9 @@ if (skip !== undefined) {
         for (let n = 0; !stop; n++) {
           try {
             // A call cut by the kill on a direct connection to the dead replica (the balancer cannot answer for it) ends by its timeout.
-            const r = (await c.callTool(
-              { name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message: `s${i}-${n}` } } },
-              undefined,
-              {
-                timeout: 15_000,
-              },
-            )) as CallToolResult;
+            const r = (await c.callTool({ name: "execute_tool", arguments: { server: "shared", tool: "echo", args: { message: `s${i}-${n}` } } }, undefined, {
+              timeout: 15_000,
+            })) as CallToolResult;
             outcomes.push(r.isError ? { ok: false, reason: allText(r) } : { ok: true });
           } catch (err) {
             outcomes.push({ ok: false, reason: String(err) });
@@ -344,7 +342,7 @@ if (skip !== undefined) {
       // Every session goes on: a new call succeeds, and each task ended one way or the other, with a reason when failed.
       let failedWithReason = 0;
       for (const [i, c] of sessions.entries()) {
-        const r = await call(c, "execute_tool", { server: "everything", tool: "echo", args: { message: `after-${i}` } }).catch((err: unknown) => {
+        const r = await call(c, "execute_tool", { server: "shared", tool: "echo", args: { message: `after-${i}` } }).catch((err: unknown) => {
           const logs = replicas.map(
             (rep) =>
               `${rep.id}:\n${rep.served
