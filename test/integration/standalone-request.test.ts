@@ -6,15 +6,14 @@
  * client that never opens one gets the upstream a JSON-RPC error
  * (EMCP_CLIENT_UNREACHABLE) after gateway.http.standaloneStreamWaitMs, not the
  * upstream's own timeout; a session that ends while it waits leaves no timer.
- * The upstream is test/fixtures/roots-once-server.ts (stdio, one process per
- * session, the first session's initialize connects it). Last, the canary of
+ * The upstream is roots-once (test/fixtures/roots-once-tools.ts) in this
+ * process, one connection per session: its request comes in the same turn as
+ * `initialized`, before the face has installed the session's bridge, and waits
+ * for it (docs/adr/0060); elicitation and sampling asked then reach the client
+ * too, and over stdio (a real process) on /all/mcp, while another upstream is
+ * still connecting, so does roots/list. Last, the canary of
  * src/mcp/standalone-listener.ts: the SDK transport still only stores what is
  * sent before the GET, and its members the seam uses are still there.
- * Asked the instant the upstream gets `initialized`, before its face has
- * installed the session's bridge (docs/adr/0060): roots/list, elicitation and
- * sampling reach the client and are answered with its own answers; roots-once
- * in this process (its request comes in the same turn as `initialized`), and
- * over stdio on /all/mcp while another upstream is still connecting.
  */
 import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -46,8 +45,13 @@ after(async () => {
   await Promise.allSettled(gateways.map((g) => g.close()));
 });
 
-/** roots-once over stdio, one process per session, waiting `rootsTimeoutMs` for its roots/list answer. */
+/** roots-once in this process, one connection per session, waiting `rootsTimeoutMs` for its roots/list answer (it asks in the turn of `initialized`). */
 function rootsOnce(rootsTimeoutMs: number) {
+  return { ...inProcessRootsOnce(["roots"], rootsTimeoutMs), sharing: "session" };
+}
+
+/** roots-once over stdio, one process per session. */
+function rootsOnceStdio(rootsTimeoutMs: number) {
   return { command: process.execPath, args: fixtureArgs("roots-once-server"), env: { ROOTS_TIMEOUT_MS: String(rootsTimeoutMs) }, sharing: "session" };
 }
 
@@ -75,7 +79,7 @@ async function rootsSeen(client: Client, tool: string): Promise<string> {
 describe("a server→client request with no call behind it, on the transparent faces", () => {
   test("sent right after initialized, before the client's GET stream: it waits for the stream and the client is asked once (/servers/<name>/mcp and /all/mcp)", async () => {
     // The upstream waits 30 s for its answer: without the wait the request is only stored, and it times out.
-    const gw = await startGateway({ mcpServers: { r: rootsOnce(30_000) }, gateway: { upstream: { warmPool: 0 } } });
+    const gw = await startInProcessGateway({ mcpServers: { r: rootsOnce(30_000) }, gateway: { upstream: { warmPool: 0 } } });
     gateways.push(gw);
     for (const face of ["/servers/r/mcp", "/all/mcp"]) {
       const { client, asked } = await rootsClient(gw.url.replace(/\/mcp$/, face));
@@ -89,7 +93,7 @@ describe("a server→client request with no call behind it, on the transparent f
   test("a client that never opens its GET stream: the upstream gets EMCP_CLIENT_UNREACHABLE after standaloneStreamWaitMs, not its own timeout", async () => {
     const { logger, lines } = logLines("debug");
     // The upstream would wait 150 s; the gateway gives up after 1 s.
-    const gw = await startGateway(
+    const gw = await startInProcessGateway(
       { mcpServers: { r: rootsOnce(150_000) }, gateway: { upstream: { warmPool: 0 }, http: { standaloneStreamWaitMs: 1_000 } } },
       { logger },
     );
@@ -111,7 +115,7 @@ describe("a server→client request with no call behind it, on the transparent f
   test("the session ends while its request waits for the GET stream: the wait ends with it and leaves no timer", async () => {
     const { logger, lines } = logLines("debug");
     const clock = new ManualClock(Date.now());
-    const gw = await startGateway({ mcpServers: { r: rootsOnce(150_000) }, gateway: { upstream: { warmPool: 0 } } }, { logger, clock });
+    const gw = await startInProcessGateway({ mcpServers: { r: rootsOnce(150_000) }, gateway: { upstream: { warmPool: 0 } } }, { logger, clock });
     gateways.push(gw);
     const { client } = await rootsClient(gw.url.replace(/\/mcp$/, "/servers/r/mcp"), fetchWithoutGet);
     await pollFor(async () => (lines.some((l) => l.msg === "client_stream_wait") ? true : undefined), "the roots/list waiting for the GET stream", 120_000);
@@ -127,21 +131,6 @@ describe("a server→client request with no call behind it, on the transparent f
 });
 
 describe("asked the instant the upstream gets `initialized`, before the face has installed its bridge (docs/adr/0060)", () => {
-  test("in process, roots/list: the upstream gets the client's roots, not none (/servers/<name>/mcp and /all/mcp)", async () => {
-    const gw = await startInProcessGateway({
-      mcpServers: { r: { ...inProcessRootsOnce(["roots"], 60_000), sharing: "session" } },
-      gateway: { upstream: { warmPool: 0 } },
-    });
-    gateways.push(gw);
-    for (const face of ["/servers/r/mcp", "/all/mcp"]) {
-      const { client, asked } = await rootsClient(gw.url.replace(/\/mcp$/, face));
-      const tool = (await client.listTools()).tools.map((t) => t.name).find((n) => n.endsWith("roots"));
-      assert.ok(tool, `${face} lists the roots tool`);
-      assert.equal(await rootsSeen(client, tool), JSON.stringify(["file:///a"]), `${face}: the upstream got the client's roots`);
-      assert.equal(asked(), 1, `${face}: the client was asked once`);
-    }
-  });
-
   test("in process, elicitation and sampling: the client is asked and its answers reach the upstream (not the pending queue)", async () => {
     const gw = await startInProcessGateway({
       mcpServers: { r: { ...inProcessRootsOnce(["elicit", "sample"], 60_000), sharing: "session" } },
@@ -179,7 +168,7 @@ describe("asked the instant the upstream gets `initialized`, before the face has
     };
     const gw = await startGateway(
       {
-        mcpServers: { r: rootsOnce(60_000), late: inProcess("everything") },
+        mcpServers: { r: rootsOnceStdio(60_000), late: inProcess("everything") },
         gateway: { upstream: { warmPool: 0 }, transparent: { aggregateWaitMs: 120_000 } },
       },
       { transportFactory: factory },
