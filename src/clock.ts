@@ -52,3 +52,22 @@ export function pooledRandom(poolBytes = 4096): () => number {
     return pool[at++]! / 256;
   };
 }
+
+/**
+ * Waits for `until` at most `timeoutMs` of `clock`'s time: true once it resolves, false when the time runs out
+ * first; rejects with the signal's reason when `signal` aborts first. Leaves no timer or listener behind.
+ */
+export function within(until: Promise<unknown>, signal: AbortSignal, timeoutMs: number, clock: Clock): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const done = (settle: () => void) => {
+      clock.clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      settle();
+    };
+    const onAbort = () => done(() => reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason ?? "cancelled"))));
+    const timer = clock.setTimeout(() => done(() => resolve(false)), timeoutMs);
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    void until.then(() => done(() => resolve(true)));
+  });
+}

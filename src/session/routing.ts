@@ -14,7 +14,7 @@
  * that depended on it is failed (design UP-5) and the pool reconnects it.
  */
 import { RELATED_TASK_META_KEY } from "@modelcontextprotocol/sdk/types.js";
-import type { Clock } from "../clock.js";
+import { within, type Clock } from "../clock.js";
 import { errorMessage } from "../errors.js";
 import type { Logger } from "../logging.js";
 import type { TaskRecord } from "../store/contracts.js";
@@ -238,8 +238,8 @@ export class ClientRouting {
  */
 export class BridgeSlot {
   private current: DownstreamBridge | undefined;
-  private expected = false;
-  private readonly waiters = new Set<() => void>();
+  /** Resolved by install() while a bridge is expected. */
+  private coming: { promise: Promise<void>; resolve: () => void } | undefined;
 
   constructor(private readonly clock: Clock) {}
 
@@ -249,31 +249,22 @@ export class BridgeSlot {
 
   install(bridge: DownstreamBridge | undefined): void {
     this.current = bridge;
-    this.expected = false;
-    for (const wake of [...this.waiters]) wake();
+    this.coming?.resolve();
+    this.coming = undefined;
   }
 
   /** A face that will install a bridge is starting. */
   expect(): void {
-    this.expected = true;
+    if (!this.coming) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.coming = { promise, resolve };
+    }
   }
 
   /** The bridge now or, while one is expected, once installed (undefined after `timeoutMs`); rejects if `signal` aborts first. */
-  wait(signal: AbortSignal, timeoutMs: number): Promise<DownstreamBridge | undefined> {
-    if (this.current || !this.expected) return Promise.resolve(this.current);
-    return new Promise((resolve, reject) => {
-      const done = (settle: () => void) => {
-        this.clock.clearTimeout(timer);
-        signal.removeEventListener("abort", onAbort);
-        this.waiters.delete(wake);
-        settle();
-      };
-      const wake = () => done(() => resolve(this.current));
-      const onAbort = () => done(() => reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason ?? "cancelled"))));
-      const timer = this.clock.setTimeout(wake, timeoutMs);
-      this.waiters.add(wake);
-      if (signal.aborted) onAbort();
-      else signal.addEventListener("abort", onAbort, { once: true });
-    });
+  async wait(signal: AbortSignal, timeoutMs: number): Promise<DownstreamBridge | undefined> {
+    if (!this.current && this.coming) await within(this.coming.promise, signal, timeoutMs, this.clock);
+    return this.current;
   }
 }

@@ -25,7 +25,7 @@ import {
   type ServerRequest,
 } from "@modelcontextprotocol/sdk/types.js";
 import type { AnySchema, SchemaOutput } from "@modelcontextprotocol/sdk/server/zod-compat.js";
-import { systemClock, type Clock } from "../../clock.js";
+import { systemClock, within, type Clock } from "../../clock.js";
 import { DEFAULT_SETTINGS } from "../../config/schema.js";
 import { ErrorCodes, GatewayError, toJsonRpcError } from "../../errors.js";
 import type { Logger } from "../../logging.js";
@@ -233,7 +233,7 @@ export function createBridge(
     // A virtual face serves several upstreams too: a server added or removed may change its lists.
     aggregate: catalog.target.kind !== "server",
     serves: (upstream) => (catalog.target.kind === "server" ? catalog.target.server === upstream : catalog.servers().includes(upstream)),
-    whenInitialized: (signal, timeoutMs) => (ready ? Promise.resolve(true) : waitInitialized(initialized, signal, timeoutMs, clock)),
+    whenInitialized: (signal, timeoutMs) => (ready ? Promise.resolve(true) : within(initialized, signal, timeoutMs, clock)),
     // Humans answer these: they wait as long as queued ones do (pendingRequests.timeoutMs).
     elicit: (_upstream, params, signal, origin) => ask({ method: "elicitation/create", params }, ElicitResultSchema, signal, origin, requestTimeoutMs),
     sample: (_upstream, params, signal, origin) =>
@@ -247,17 +247,3 @@ export function createBridge(
 }
 
 /** true once `initialized` resolves, false after `timeoutMs`; rejects if `signal` aborts first. */
-function waitInitialized(initialized: Promise<void>, signal: AbortSignal, timeoutMs: number, clock: Clock): Promise<boolean> {
-  return new Promise((resolve, reject) => {
-    const done = (fn: () => void) => {
-      clock.clearTimeout(timer);
-      signal.removeEventListener("abort", onAbort);
-      fn();
-    };
-    const onAbort = () => done(() => reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason ?? "cancelled"))));
-    const timer = clock.setTimeout(() => done(() => resolve(false)), timeoutMs);
-    if (signal.aborted) return onAbort();
-    signal.addEventListener("abort", onAbort, { once: true });
-    void initialized.then(() => done(() => resolve(true)));
-  });
-}
