@@ -24,6 +24,26 @@ export function processesWith(marker: string): number[] {
   return found;
 }
 
+/** The parent pid of `pid` (undefined once it is gone). */
+export function parentPid(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The processes carrying `marker` whose parent does not: a child the marked process is spawning carries its
+ * parent's command line between fork and exec (libuv forks, then execs), which on a loaded machine lasts long
+ * enough for a scan to see it.
+ */
+export function outermostWith(marker: string): number[] {
+  const found = processesWith(marker);
+  return found.filter((pid) => !found.includes(parentPid(pid) ?? -1));
+}
+
 /** Polls until no process carries `marker` (or the deadline passes: generous, processes end slowly on a loaded machine); returns what is left. */
 export async function waitForNoProcesses(marker: string, timeoutMs = 60_000): Promise<number[]> {
   const deadline = Date.now() + timeoutMs;
