@@ -310,7 +310,8 @@ test("gateway.codeMode.enabled false: the meta face has no run_code", async () =
 
 test("a tool result larger than the script's memory ends the run at the memory bound; the gateway goes on", async () => {
   const big = { command: process.execPath, args: fixtureArgs("big-result-server"), cwd: ROOT };
-  const small = await startInProcessGateway({ mcpServers: { big }, gateway: { codeMode: { memoryBytes: 1024 * 1024 } } });
+  // No warm spare: the one session never takes it (ADR 0059).
+  const small = await startInProcessGateway({ mcpServers: { big }, gateway: { codeMode: { memoryBytes: 1024 * 1024 }, upstream: { warmPool: 0 } } });
   try {
     const c = await connectClient(small.url);
     const ok = await call(c, "run_code", { code: `return mcp.text(await mcp.call("big", "big", { bytes: 1000 })).length;` });

@@ -14,7 +14,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { loadConfig } from "../../src/config/load.js";
 import { createGateway } from "../../src/server/gateway.js";
 import { freePort } from "../helpers/core-extra.js";
-import { everythingStdio } from "../helpers/gateway.js";
+import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
 
 const EXAMPLE = path.resolve(import.meta.dirname, "../../examples/oauth");
@@ -54,7 +54,8 @@ describe("examples/oauth: the README's complete OAuth setup", () => {
     assert.equal(loaded.gateway.console.oidc?.clientId, "emceepee-console");
     const config = {
       ...loaded,
-      mcpServers: { everything: { ...everythingStdio() } },
+      // The example's upstream, in this process: the test is about the login, not the upstream's process (ADR 0059).
+      mcpServers: { everything: inProcess("everything") },
       gateway: {
         ...loaded.gateway,
         port: 0,
@@ -62,7 +63,7 @@ describe("examples/oauth: the README's complete OAuth setup", () => {
         auth: { ...loaded.gateway.auth, oauth: { ...loaded.gateway.auth.oauth, issuers: [issuer] } },
       },
     };
-    const gateway = createGateway(config);
+    const gateway = createGateway(config, { transportFactory: inProcessTransportFactory() });
     const { url } = await gateway.listen();
     close = () => gateway.close();
 

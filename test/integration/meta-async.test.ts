@@ -489,10 +489,12 @@ describe("session envelope and await_activity", () => {
 
 describe("task failure, cancellation and expiry (slow-server fixture)", () => {
   // The upstream's process exits mid-call (lifecycle): these two run on the stdio fixture, a process per session.
+  // No warm spare: neither case's session takes one (the second session's process starts on its first call; the
+  // spare the pool made beside it lived on unused until the gateway closed: ADR 0059).
   let processes: TestGateway;
   const processPool = new ClientPool(() => processes);
   before(async () => {
-    processes = await startGateway({ mcpServers: { slow: slowServerStdio() } });
+    processes = await startGateway({ mcpServers: { slow: slowServerStdio() }, gateway: { upstream: { warmPool: 0 } } });
   });
   after(async () => {
     await processPool.closeAll();

@@ -103,6 +103,14 @@ function eventsOf(a: Activity): WireEvent[] {
   return a.events.flatMap((g) => g.events);
 }
 
+// One server-everything over Streamable HTTP serves both suites' url servers (each gateway opens its own MCP sessions
+// on it): the second process cost about 0.8 s of CPU and no case is about it (ADR 0059).
+let everythingHttp: Promise<ChildServer> | undefined;
+const sharedEverythingHttp = (): Promise<ChildServer> => (everythingHttp ??= startEverythingHttp());
+after(async () => {
+  await (await everythingHttp?.catch(() => undefined))?.close();
+});
+
 describe("a client written against the documented alias names (list_servers, add_server, list_tasks, get_task)", () => {
   let gw: TestGateway;
   let http: ChildServer;
@@ -111,13 +119,12 @@ describe("a client written against the documented alias names (list_servers, add
   before(async () => {
     [gw, http] = await Promise.all([
       startInProcessGateway({ mcpServers: { everything: inProcess("everything"), slow: inProcess("slow") } }),
-      startEverythingHttp(),
+      sharedEverythingHttp(),
     ]);
   });
   after(async () => {
     await pool.closeAll();
     await gw?.close();
-    await http?.close();
   });
 
   test("list_servers rows carry the alias names (name, connected, status, connectedAt) besides the project's names", SLOW, async (t) => {
@@ -301,7 +308,7 @@ describe("add_server of an existing name (an update, design UP-11)", () => {
 
   before(async () => {
     // The update to a stdio config needs runtime stdio servers (opt-in, docs/adr/0006).
-    [gw, http] = await Promise.all([startInProcessGateway({ gateway: { servers: { allowRuntimeStdio: true } } }), startEverythingHttp()]);
+    [gw, http] = await Promise.all([startInProcessGateway({ gateway: { servers: { allowRuntimeStdio: true } } }), sharedEverythingHttp()]);
     a = await connectClient(gw.url, { name: "session-a" });
     b = await connectClient(gw.url, { name: "session-b" });
     await waitConnected(a, "everything");
@@ -311,7 +318,6 @@ describe("add_server of an existing name (an update, design UP-11)", () => {
     await a?.close().catch(() => undefined);
     await b?.close().catch(() => undefined);
     await gw?.close();
-    await http?.close();
   });
 
   async function echo(client: Client, server: string, message: string): Promise<string> {
