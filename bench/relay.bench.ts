@@ -19,8 +19,10 @@
  * `session-sdk`, `shared-sdk` are the default SSE answers with the fast path off (through the SDK's HTTP transport).
  * Peers (modes `supergateway`, `mcp-proxy`, in the default set): installed on
  * demand into node_modules/.cache/emceepee-bench-peers (`npm install --prefix`,
- * never package.json), each fronting server-everything over stdio with one
- * process per session (supergateway `--stateful`, mcp-proxy's stream endpoint);
+ * never package.json), each fronting server-everything over stdio: supergateway
+ * `--stateful` with one process per session (as emceepee's session mode),
+ * mcp-proxy's stream endpoint with one process for all sessions, started
+ * before it listens (as emceepee's shared mode; docs/adr/0061);
  * their own process's CPU is reported in the gateway column. `floor` (not in
  * the default set): bench/lib/floor-relay.ts, the smallest correct Node relay
  * (node:http, one stdio server-everything, id rewrite, line splitting): the
@@ -40,7 +42,7 @@ import { startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.
 import { descendantPids, threadCpuMs } from "./lib/proc.js";
 import { fmt, percentile, table } from "./lib/stats.js";
 import { option } from "./lib/options.js";
-import { peerArgs, peerBin, type Peer } from "./lib/peers.js";
+import { PEER_TOPOLOGY, peerArgs, peerBin, type Peer } from "./lib/peers.js";
 
 const opts = {
   sessions: option("sessions", 16),
@@ -142,7 +144,7 @@ function gatewayConfig(sharing: "session" | "shared", json: boolean, fastPath = 
 }
 
 /**
- * A peer relay (supergateway or mcp-proxy, bench/lib/peers.ts) in front of a stdio server-everything per session, or the
+ * A peer relay (bench/lib/peers.ts: supergateway with a stdio server-everything per session, mcp-proxy with one for all), or the
  * floor (bench/lib/floor-relay.ts: the smallest correct Node relay, one stdio server-everything), on its Streamable HTTP endpoint.
  */
 async function startPeer(peer: Peer | "floor"): Promise<{ url: string; child: ChildProcess }> {
@@ -326,7 +328,7 @@ async function main(): Promise<void> {
       m === "direct"
         ? "direct (server-everything HTTP)"
         : m === "supergateway" || m === "mcp-proxy"
-          ? `${m} (stdio per session)`
+          ? `${m} (${PEER_TOPOLOGY[m]})`
           : m === "floor"
             ? "floor (minimal Node relay, one stdio)"
             : m.startsWith("meta")

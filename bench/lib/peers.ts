@@ -1,7 +1,9 @@
 /**
  * The peer relays the benches compare with: supergateway@4 (stdio → Streamable
- * HTTP, `--stateful`) and mcp-proxy@6 (stream endpoint), each in front of a
- * stdio server per session. Installed on first use into
+ * HTTP, `--stateful`), which starts a stdio server per session (emceepee's
+ * session mode), and mcp-proxy@6 (stream endpoint), which starts one before it
+ * listens and relays every session through it (emceepee's shared mode; one
+ * `Client` made at start, docs/adr/0061). Installed on first use into
  * node_modules/.cache/emceepee-bench-peers (`npm install --prefix`, never
  * package.json), as bench/relay.bench.ts does.
  */
@@ -10,6 +12,9 @@ import fs from "node:fs";
 import path from "node:path";
 
 export type Peer = "supergateway" | "mcp-proxy";
+
+/** How many upstream processes each peer runs, for the benches' row labels (counted: docs/adr/0061). */
+export const PEER_TOPOLOGY: Record<Peer, string> = { supergateway: "stdio per session", "mcp-proxy": "one stdio for all sessions" };
 
 const PEERS_DIR = path.resolve("node_modules/.cache/emceepee-bench-peers");
 const PEER_BINS: Record<Peer, string> = { supergateway: "supergateway/dist/index.js", "mcp-proxy": "mcp-proxy/dist/bin/mcp-proxy.mjs" };
