@@ -1,7 +1,8 @@
 /**
  * The runtime server policy (docs/adr/0006) end to end, over Streamable HTTP
  * against server-everything (its own code in process, test/helpers/in-process.ts;
- * the remote one a Streamable HTTP process): what add_server / remove_server may do
+ * the remote one the SDK's stateless server with an `echo` tool, on a node:http
+ * listener in this process): what add_server / remove_server may do
  * by default, with `gateway.servers.*` opted in, and on a gateway bound beyond
  * loopback with and without a token. And session ids kept out of the logs:
  * the gateway's own logger (createLogger) writing to a captured stream.
@@ -11,14 +12,19 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
 import { createLogger, sessionHash } from "../../src/logging.js";
 import { call, connectClient, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
-import { firstText, listServers, pollFor, startEverythingHttp, type ChildServer } from "../helpers/core-extra.js";
+import { firstText, listServers, pollFor } from "../helpers/core-extra.js";
 import { errorCodeOf, field, payloadText } from "../helpers/async-extra.js";
 
 const SLOW = { timeout: 120_000 };
@@ -55,11 +61,45 @@ async function connectWithToken(url: string, token: string): Promise<Client> {
 /** The gateway listens on 0.0.0.0; clients reach it on 127.0.0.1 (a loopback Host the guards accept). */
 const viaLoopback = (url: string) => url.replace("//0.0.0.0:", "//127.0.0.1:");
 
-let http: ChildServer | undefined;
+/**
+ * The remote (`url`) server: the SDK's MCP server, stateless over Streamable HTTP, with server-everything's `echo`
+ * reply; GET and DELETE are 405 as the spec allows. In this process: the policy is the subject, not the upstream's
+ * process (a server-everything process cost about 1 s of CPU; ADR 0059).
+ */
+async function remoteEchoUpstream(): Promise<{ url: string; close(): Promise<void> }> {
+  const listener = createServer((req, res) => {
+    if (req.method !== "POST") {
+      res.writeHead(405).end();
+      return;
+    }
+    const server = new McpServer({ name: "remote-echo", version: "1.0.0" });
+    server.registerTool("echo", { description: "echoes", inputSchema: { message: z.string() } }, ({ message }) => ({
+      content: [{ type: "text", text: `Echo: ${message}` }],
+    }));
+    const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true });
+    res.on("close", () => {
+      void transport.close();
+      void server.close();
+    });
+    void server.connect(transport).then(() => transport.handleRequest(req, res));
+  });
+  await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
+  const { port } = listener.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        listener.closeAllConnections();
+        listener.close(() => resolve());
+      }),
+  };
+}
+
+let http: { url: string; close(): Promise<void> } | undefined;
 const marker = path.join(os.tmpdir(), `emceepee-policy-${process.pid}-${Date.now()}`);
 
 before(async () => {
-  http = await startEverythingHttp();
+  http = await remoteEchoUpstream();
 });
 after(async () => {
   await http?.close();
