@@ -55,11 +55,16 @@ export function pooledRandom(poolBytes = 4096): () => number {
 
 /**
  * Waits for `until` at most `timeoutMs` of `clock`'s time: true once it resolves, false when the time runs out
- * first; rejects with the signal's reason when `signal` aborts first. Leaves no timer or listener behind.
+ * first (a rejection of `until` counts as never resolving); rejects with the signal's reason when `signal` aborts
+ * first. Leaves no timer or listener behind, and a wait that ended holds nothing of its own through `until`.
  */
 export function within(until: Promise<unknown>, signal: AbortSignal, timeoutMs: number, clock: Clock): Promise<boolean> {
   return new Promise((resolve, reject) => {
+    // The reaction on `until` outlives a timeout or an abort when `until` never settles: it holds only this box,
+    // which the end of the wait empties (the closures here share one context, which a reaction would keep whole).
+    const box: SettleBox = {};
     const done = (settle: () => void) => {
+      box.settle = undefined;
       clock.clearTimeout(timer);
       signal.removeEventListener("abort", onAbort);
       settle();
@@ -68,6 +73,19 @@ export function within(until: Promise<unknown>, signal: AbortSignal, timeoutMs: 
     const timer = clock.setTimeout(() => done(() => resolve(false)), timeoutMs);
     if (signal.aborted) return onAbort();
     signal.addEventListener("abort", onAbort, { once: true });
-    void until.then(() => done(() => resolve(true)));
+    box.settle = () => done(() => resolve(true));
+    onResolved(until, box);
   });
+}
+
+interface SettleBox {
+  settle?: (() => void) | undefined;
+}
+
+/** within()'s reaction, made apart from its closures so that it holds the box alone. */
+function onResolved(until: Promise<unknown>, box: SettleBox): void {
+  void until.then(
+    () => box.settle?.(),
+    () => undefined,
+  );
 }

@@ -8,6 +8,8 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -15,6 +17,7 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { createBridge, DownstreamRoutes } from "../../src/faces/transparent/bridge.js";
 import { Catalog } from "../../src/faces/transparent/catalog.js";
+import { within } from "../../src/clock.js";
 import { silentLogger } from "../../src/logging.js";
 import { primeServerTransport } from "../../src/mcp/resume-session.js";
 import { UpstreamConnection } from "../../src/upstream/connection.js";
@@ -120,4 +123,30 @@ test("resuming a session: a replayed initialize the SDK transport never answers 
   assert.match(String(primed.error), /did not answer a replayed message within 10000ms/);
   assert.equal(clock.pendingTimers, 0);
   await transport.close();
+});
+
+test("within(): a wait on a promise that never settles lets go of its signal once the clock ends it", async () => {
+  // An expected bridge that never comes (BridgeSlot) or a client that never sends `initialized`: each request's wait
+  // times out, and what it held (its signal, timer, resolvers) must not stay reachable through the promise's reaction.
+  setFlagsFromString("--expose-gc");
+  const gc = runInNewContext("gc") as () => void;
+  const clock = new ManualClock();
+  const never = new Promise<void>(() => undefined);
+  const signals: Array<WeakRef<AbortSignal>> = [];
+  for (let i = 0; i < 200; i++) {
+    const waited = (() => {
+      const controller = new AbortController();
+      signals.push(new WeakRef(controller.signal));
+      return within(never, controller.signal, 1_000, clock);
+    })();
+    clock.advance(1_000);
+    assert.equal(await waited, false, "the time ran out first");
+  }
+  for (let i = 0; i < 5; i++) {
+    gc();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  const kept = signals.filter((s) => s.deref() !== undefined).length;
+  assert.ok(kept < 10, `${kept} of 200 timed-out waits' signals are still reachable`);
+  assert.equal(await within(Promise.resolve(), new AbortController().signal, 1_000, clock), true, "a settled promise still ends the wait at once");
 });

@@ -245,5 +245,3 @@ export function createBridge(
     },
   };
 }
-
-/** true once `initialized` resolves, false after `timeoutMs`; rejects if `signal` aborts first. */

@@ -95,7 +95,7 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   // Upstreams may ask for roots/elicitation before this client has sent `initialized` (they initialized
   // with the gateway earlier). When the client's capabilities are known up front (HTTP), the bridge is
   // installed now and such requests wait for the client to initialize (for a bounded time, see
-  // Session.initializedBridgeFor) instead of answering "no roots" or queueing what the client could take.
+  // ClientRouting.initializedBridgeFor in src/session/routing.ts) instead of answering "no roots" or queueing what the client could take.
   let markInitialized!: () => void;
   const initialized = new Promise<void>((resolve) => (markInitialized = resolve));
   const install = (caps: ClientCapabilities) => {
