@@ -88,7 +88,8 @@ const BUILDERS: Record<InProcessUpstream, (drop: () => void, sessionId: string, 
   },
   "rug-pull": () => createRugPullServer(),
   "roots-once": (_drop, _sessionId, [timeoutMs = "1000", ...asks]) => ({
-    server: createRootsOnceServer({ timeoutMs: Number(timeoutMs), asks: asks as RootsOnceAsk[] }),
+    // No asks named: the fixture's default (roots), as its stdio entry asks.
+    server: createRootsOnceServer({ timeoutMs: Number(timeoutMs), ...(asks.length ? { asks: asks as RootsOnceAsk[] } : {}) }),
   }),
   "task-server": () => {
     const store = new StuckPollStore();

@@ -1,13 +1,17 @@
 /**
  * `emceepee stdio` as a real child process: the meta face and the
- * transparent face over stdio return what server-everything returns directly.
+ * transparent face over stdio return what server-everything returns directly,
+ * and an upstream's requests at `initialized` reach the stdio client.
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { ROOT, everythingStdio } from "../helpers/gateway.js";
+import { CreateMessageRequestSchema, ElicitRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { ROOT, everythingStdio, fixtureArgs } from "../helpers/gateway.js";
 import { CLI_ARGS, GATEWAY_UPSTREAM_CAPABILITIES } from "../helpers/core-extra.js";
 
 const clients: Client[] = [];
@@ -15,8 +19,9 @@ after(async () => {
   await Promise.allSettled(clients.map((c) => c.close()));
 });
 
-async function spawnClient(args: string[]): Promise<Client> {
+async function spawnClient(args: string[], handlers?: (client: Client) => void): Promise<Client> {
   const client = new Client({ name: "stdio-test", version: "1.0.0" }, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
+  handlers?.(client);
   await client.connect(
     new StdioClientTransport({
       command: process.execPath,
@@ -65,6 +70,33 @@ test("transparent face over stdio (--face server:everything): same tools and res
     { ...directSum, execution: { ...directSum.execution, taskSupport: "optional" } },
   );
   for (const c of CALLS) assert.deepEqual(await face.callTool(c), await direct.callTool(c), c.name);
+});
+
+test("transparent face over stdio (--face all): an elicitation and a sampling request the upstream sends at initialized reach the client (ADR 0060 §1)", async () => {
+  // roots-once asks both the moment it gets the gateway's `initialized`, before the face's bridge exists: they wait
+  // for it (session.expectBridge()) instead of going to the meta face's queue, which a stdio transparent client never reads.
+  const dir = mkdtempSync(path.join(os.tmpdir(), "emceepee-stdio-face-"));
+  const config = path.join(dir, "config.json");
+  writeFileSync(
+    config,
+    JSON.stringify({
+      mcpServers: { r: { command: process.execPath, args: fixtureArgs("roots-once-server"), env: { ROOTS_ASKS: "elicit,sample", ROOTS_TIMEOUT_MS: "60000" } } },
+      gateway: { upstream: { warmPool: 0 } },
+    }),
+  );
+  const client = await spawnClient(["stdio", "--face", "all", "--config", config, "--store", "memory"], (c) => {
+    c.setRequestHandler(ElicitRequestSchema, () => ({ action: "accept", content: { name: "Ada" } }));
+    c.setRequestHandler(CreateMessageRequestSchema, () => ({ model: "test", role: "assistant", content: { type: "text", text: "hello" } }));
+  });
+  const names = (await client.listTools()).tools.map((t) => t.name);
+  const text = async (suffix: string) => {
+    const name = names.find((n) => n.endsWith(suffix));
+    assert.ok(name, `a tool ending in ${suffix}: ${names.join(", ")}`);
+    const r = (await client.callTool({ name, arguments: {} }, undefined, { timeout: 120_000 })) as CallToolResult;
+    return r.content[0]?.type === "text" ? r.content[0].text : "";
+  };
+  assert.equal(await text("elicited"), JSON.stringify({ action: "accept", content: { name: "Ada" } }));
+  assert.equal(await text("sampled"), JSON.stringify({ type: "text", text: "hello" }));
 });
 
 /** Drops the session envelope blocks (events / pending actions) the meta face may append. */
