@@ -13,17 +13,15 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { z } from "zod";
 import { createLogger } from "../../src/logging.js";
 import { createTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
 import { call, connectClient, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { allText, errorCodeOf, eventually, field, payloadText } from "../helpers/async-extra.js";
 import { freePort } from "../helpers/core-extra.js";
 import { redisSkipReason, startRedis } from "../helpers/redis.js";
+import { statelessEchoHandler } from "../helpers/echo-upstream.js";
 
 const SLOW = { timeout: 120_000 };
 const MARKER = "SECRET-PAST-THE-EXCERPT-7f3a";
@@ -60,24 +58,9 @@ async function listen(handle: (req: IncomingMessage, res: ServerResponse) => voi
   };
 }
 
-/** A real MCP server (stateless Streamable HTTP, the SDK's) with `echo`; GET and DELETE are 405 as the spec allows. */
+/** A real MCP server (stateless Streamable HTTP, the SDK's) with `echo`, recording its requests. */
 function mcpUpstream(): Promise<Endpoint> {
-  return listen((req, res) => {
-    if (req.method !== "POST") {
-      res.writeHead(405).end();
-      return;
-    }
-    const server = new McpServer({ name: "recording-upstream", version: "1.0.0" });
-    server.registerTool("echo", { description: "echoes", inputSchema: { message: z.string() } }, ({ message }) => ({
-      content: [{ type: "text", text: `echo: ${message}` }],
-    }));
-    const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true });
-    res.on("close", () => {
-      void transport.close();
-      void server.close();
-    });
-    void server.connect(transport).then(() => transport.handleRequest(req, res));
-  });
+  return listen(statelessEchoHandler("recording-upstream", "echo: "));
 }
 
 function ok(result: CallToolResult): CallToolResult {

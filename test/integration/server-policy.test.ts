@@ -17,13 +17,11 @@ import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { z } from "zod";
 import { createLogger, sessionHash } from "../../src/logging.js";
 import { call, connectClient, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, startInProcessGateway } from "../helpers/in-process.js";
+import { statelessEchoHandler } from "../helpers/echo-upstream.js";
 import { firstText, listServers, pollFor } from "../helpers/core-extra.js";
 import { errorCodeOf, field, payloadText } from "../helpers/async-extra.js";
 
@@ -61,28 +59,9 @@ async function connectWithToken(url: string, token: string): Promise<Client> {
 /** The gateway listens on 0.0.0.0; clients reach it on 127.0.0.1 (a loopback Host the guards accept). */
 const viaLoopback = (url: string) => url.replace("//0.0.0.0:", "//127.0.0.1:");
 
-/**
- * The remote (`url`) server: the SDK's MCP server, stateless over Streamable HTTP, with server-everything's `echo`
- * reply; GET and DELETE are 405 as the spec allows. In this process: the policy is the subject, not the upstream's
- * process (a server-everything process cost about 1 s of CPU; ADR 0059).
- */
+/** The remote (`url`) server, in this process: the policy is the subject, not the upstream's process (ADR 0059). */
 async function remoteEchoUpstream(): Promise<{ url: string; close(): Promise<void> }> {
-  const listener = createServer((req, res) => {
-    if (req.method !== "POST") {
-      res.writeHead(405).end();
-      return;
-    }
-    const server = new McpServer({ name: "remote-echo", version: "1.0.0" });
-    server.registerTool("echo", { description: "echoes", inputSchema: { message: z.string() } }, ({ message }) => ({
-      content: [{ type: "text", text: `Echo: ${message}` }],
-    }));
-    const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true });
-    res.on("close", () => {
-      void transport.close();
-      void server.close();
-    });
-    void server.connect(transport).then(() => transport.handleRequest(req, res));
-  });
+  const listener = createServer(statelessEchoHandler("remote-echo", "Echo: "));
   await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
   const { port } = listener.address() as AddressInfo;
   return {
