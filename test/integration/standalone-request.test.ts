@@ -157,6 +157,8 @@ describe("asked the instant the upstream gets `initialized`, before the face has
   test("over stdio on /all/mcp while another upstream is still connecting: the roots/list waits for the face, the client's roots arrive", async () => {
     // `late` answers nothing until roots-once (a real process) has asked; the aggregate face waits for it
     // (gateway.transparent.aggregateWaitMs), so the roots/list comes before the face has its bridge.
+    // `late` is the slow fixture, which never asks for roots: server-everything asks 350 ms after its
+    // `initialized`, a second ask the count below would see when the call takes that long (the CI on 3971a79).
     let asked!: () => void;
     const rootsAsked = new Promise<void>((resolve) => (asked = resolve));
     const linked = inProcessTransportFactory();
@@ -168,7 +170,7 @@ describe("asked the instant the upstream gets `initialized`, before the face has
     };
     const gw = await startGateway(
       {
-        mcpServers: { r: rootsOnceStdio(60_000), late: inProcess("everything") },
+        mcpServers: { r: rootsOnceStdio(60_000), late: inProcess("slow") },
         gateway: { upstream: { warmPool: 0 }, transparent: { aggregateWaitMs: 120_000 } },
       },
       { transportFactory: factory },
