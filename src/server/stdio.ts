@@ -9,6 +9,9 @@
  * probe, then initialize). A modern `subscriptions/listen` is the HTTP one
  * with the wire as its stream: the acknowledgement and notifications on
  * stdout, ended by the request's `notifications/cancelled` or the wire's end.
+ * The 2025 face is built at the connection's first request, its `initialize`,
+ * as over HTTP: its upstreams connect knowing the client's capabilities, so
+ * they declare its roots (docs/adr/0064).
  */
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
@@ -35,10 +38,22 @@ export interface StdioOptions {
 type Era = "legacy" | "modern";
 type Message = JSONRPCMessage & { id?: string | number; method?: string; params?: Record<string, unknown> };
 
+/** What the wire's first request decides. */
+interface EraHandlers {
+  /** The first request of a 2025 connection (its initialize, usually): attach the 2025 server to the transport. */
+  legacy(first: Message): Promise<void>;
+  /** The 2025 face could not be built: answer `request` (held while it was being built) with this. */
+  refused(request: Message & { id: string | number }, error: unknown): void;
+  pinned(): void;
+  message(message: Message): void;
+}
+
 /**
  * The stdio wire as the 2025 face's transport, with the era decided by the
- * first request: until then and on a legacy connection messages reach the
- * 2025 server; on a modern one they go to `modern` and the 2025 server is detached.
+ * first request: on a legacy connection messages reach the 2025 server, which
+ * attaches at that request (held until it has); on a modern one they go to
+ * `modern`. A 2025 face that cannot be built answers the held requests with
+ * the reason and leaves the era open: the client may initialize again.
  */
 class EraPinningTransport implements Transport {
   era: Era | undefined;
@@ -47,17 +62,27 @@ class EraPinningTransport implements Transport {
   onerror?: Transport["onerror"];
   #ended = false;
   #endedWaiters: Array<() => void> = [];
+  /** Legacy messages that came while the 2025 face was being built. */
+  #held: Message[] | undefined;
 
   constructor(
     private readonly wire: StdioServerTransport,
-    private readonly modern: { pinned(): void; message(message: Message): void },
+    private readonly handlers: EraHandlers,
   ) {}
 
-  async start(): Promise<void> {
+  /** Opens the wire: messages are routed from here on. */
+  async open(): Promise<void> {
     this.wire.onmessage = (message) => this.#route(message as Message);
     this.wire.onerror = (error) => this.onerror?.(error);
     this.wire.onclose = () => this.#end();
     await this.wire.start();
+  }
+
+  /** The 2025 server attaching (Server.connect): the wire is open already. */
+  async start(): Promise<void> {}
+
+  get isEnded(): boolean {
+    return this.#ended;
   }
 
   send(message: JSONRPCMessage): Promise<void> {
@@ -88,21 +113,39 @@ class EraPinningTransport implements Transport {
   }
 
   #route(message: Message): void {
-    if (this.era === "legacy") return this.onmessage?.(message);
-    if (this.era === "modern") return this.modern.message(message);
+    if (this.era === "legacy") {
+      if (this.#held) this.#held.push(message);
+      else this.onmessage?.(message);
+      return;
+    }
+    if (this.era === "modern") return this.handlers.message(message);
     if (message.method === undefined) return; // a response before any request: nothing asked for it
     // No envelope (initialize included): the 2025 session, unchanged, for the rest of the connection.
     if (!hasEnvelopeClaim(message)) {
       this.era = "legacy";
-      return this.onmessage?.(message);
+      this.#held = [message];
+      this.handlers.legacy(message).then(
+        () => {
+          const held = this.#held ?? [];
+          this.#held = undefined;
+          for (const m of held) this.onmessage?.(m);
+        },
+        (err: unknown) => {
+          const held = this.#held ?? [];
+          this.#held = undefined;
+          this.era = undefined;
+          for (const m of held) if (m.method !== undefined && m.id !== undefined) this.handlers.refused(m as Message & { id: string | number }, err);
+        },
+      );
+      return;
     }
     // A refused envelope (malformed, an unsupported revision) and server/discover answer without pinning.
     const classified = classifyModernMessage(message);
     if (classified.kind !== "reject" && message.method !== "server/discover") {
       this.era = "modern";
-      this.modern.pinned();
+      this.handlers.pinned();
     }
-    this.modern.message(message);
+    this.handlers.message(message);
   }
 }
 
@@ -121,11 +164,11 @@ export async function serveStdioSession(
           target: face.kind === "all" ? { kind: "all", separator: settings.transparent.separator } : face,
           ...(init ? { init } : {}),
         });
-  // The 2025 session, made at once as before; dropped if the connection turns out modern.
-  // One session per process: never expired as one-shot.
-  const session = sessions.create({ connect: face.kind === "meta" && settings.upstream.eagerConnect, oneShot: false });
-  observability.faces.opened(session.id, "stdio", "pipe");
-  const server = await build(session);
+  // The 2025 session, made at once; dropped if the connection turns out modern. Its face and upstreams
+  // wait for the client's first request (its capabilities). One session per process: never expired as one-shot.
+  const session = sessions.create({ connect: false, oneShot: false });
+  let server: FaceServer | undefined;
+  let building: Promise<void> | undefined;
   const modernOptions: ModernEndpointOptions = {
     face: (requestSession, init) => {
       observability.faces.opened(requestSession.id, "stdio", "pipe");
@@ -137,13 +180,17 @@ export async function serveStdioSession(
   const inFlight = new Map<string | number, () => void>();
   const wire = new StdioServerTransport(stdin as never, stdout as never);
   const transport: EraPinningTransport = new EraPinningTransport(wire, {
+    legacy(first) {
+      building = attachLegacy(first);
+      return building;
+    },
+    refused(request, err) {
+      const { code, message, data } = toJsonRpcError(err, context.logger);
+      reply({ id: request.id, error: { code, message, ...(data !== undefined ? { data } : {}) } });
+    },
     pinned() {
-      // The 2025 session will never be used: its server is detached (the wire stays) and the session ends.
-      void server
-        .close()
-        .catch(() => undefined)
-        .then(() => sessions.destroy(session.id, "stdio connection pinned to 2026-07-28"))
-        .catch(() => undefined);
+      // The 2025 session will never be used (its face was never built): it ends.
+      void sessions.destroy(session.id, "stdio connection pinned to 2026-07-28").catch(() => undefined);
     },
     message(message) {
       void serveModern(message).catch((err: unknown) => context.logger.warn({ err, method: message.method }, "stdio_modern_request_failed"));
@@ -156,6 +203,18 @@ export async function serveStdioSession(
     for (const end of inFlight.values()) end();
   });
   const reply = (message: Record<string, unknown>) => void transport.send({ jsonrpc: "2.0", ...message } as JSONRPCMessage).catch(() => undefined);
+
+  /** The 2025 face for the connection's first request, knowing the client's capabilities when it is `initialize`. */
+  async function attachLegacy(first: Message): Promise<void> {
+    const init = first.method === "initialize" ? (first.params as InitializeRequest["params"] | undefined) : undefined;
+    if (init?.capabilities) session.clientInitializing(init.capabilities);
+    if (face.kind === "meta" && settings.upstream.eagerConnect) session.connectAllInBackground();
+    const built = await build(session, init?.capabilities ? init : undefined);
+    server = built;
+    await built.connect(transport);
+    observability.tapServer(transport, session, "pipe");
+    if (transport.isEnded) await built.close().catch(() => undefined); // the wire ended while the face was built
+  }
 
   async function serveModern(message: Message): Promise<void> {
     if (message.method === undefined) return; // a response: a modern client is never asked anything over the wire
@@ -224,12 +283,13 @@ export async function serveStdioSession(
     }
   }
 
-  await server.connect(transport);
-  observability.tapServer(transport, session, "pipe");
+  observability.faces.opened(session.id, "stdio", "pipe");
+  await transport.open();
   return {
     session,
     async close() {
-      if (transport.era !== "modern") return server.close();
+      await building?.catch(() => undefined);
+      if (transport.era === "legacy" && server) return server.close();
       await transport.closeWire();
     },
   };

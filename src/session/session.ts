@@ -81,14 +81,18 @@ export class Session {
   /** It serves one 2026-07-28 request and ends with its answer: its upstreams are its principal's lingering connections (docs/adr/0058). */
   stateless = false;
 
+  /** The downstream client's capabilities, when known before connecting upstream (clientInitializing()). */
+  private clientCapabilities: ClientCapabilities | undefined;
+
   constructor(
     readonly id: string,
     private readonly deps: SessionDeps,
     /** The downstream client's capabilities, when known before connecting upstream. */
-    readonly downstreamCapabilities?: ClientCapabilities,
+    downstreamCapabilities?: ClientCapabilities,
     /** The stored record of a session resumed after a gateway restart. */
     resumed?: SessionRecord,
   ) {
+    this.clientCapabilities = downstreamCapabilities;
     const { settings, clock, newId } = deps;
     // Never the id itself in logs: it is a bearer secret (logging.ts).
     this.logger = deps.logger.child({ sessionHash: sessionHash(id) });
@@ -123,7 +127,7 @@ export class Session {
       principal: () => this.principal,
       stateless: () => this.stateless,
       logger: this.logger,
-      roots: downstreamCapabilities?.roots,
+      roots: () => this.clientCapabilities?.roots,
       handlersFor: (server) => this.routing.handlersFor(server),
       connected: (server, conn) => this.events.add("server_connected", server, { serverInfo: conn.serverInfo ?? null }),
       failed: (server, reason) => deps.upstreamFailed?.(this, server, reason),
@@ -173,6 +177,21 @@ export class Session {
   }
 
   /** Starts connecting to every configured server without waiting. */
+  /** What the client declared, as upstreams are told it (`roots`). */
+  get downstreamCapabilities(): ClientCapabilities | undefined {
+    return this.clientCapabilities;
+  }
+
+  /**
+   * The client's capabilities from an initialize that came after the session
+   * was made (the stdio face: one session per process, made before the
+   * client speaks). Upstreams connected from now on declare its roots; a
+   * connection made before keeps what it declared.
+   */
+  clientInitializing(capabilities: ClientCapabilities): void {
+    this.clientCapabilities = capabilities;
+  }
+
   connectAllInBackground(): void {
     this.upstreams.connectAllInBackground(this.deps.registry.names(this));
   }

@@ -40,8 +40,8 @@ export interface UpstreamPoolHost {
   /** The session serves one 2026-07-28 request (UpstreamAttachment.stateless). */
   stateless?: () => boolean;
   logger: Logger;
-  /** Declared to upstreams when the downstream client has roots. */
-  roots: ClientCapabilities["roots"] | undefined;
+  /** Declared to upstreams when the downstream client has roots (asked at each new connection: over stdio the client's initialize comes after the session). */
+  roots(): ClientCapabilities["roots"] | undefined;
   /** How the session answers and records what `server` sends. */
   handlersFor(server: string): UpstreamHandlers;
   /** A connection to `server` is up (first time or again). */
@@ -112,7 +112,7 @@ export class UpstreamPool {
       sessionId: this.host.sessionId,
       handlers: this.host.handlersFor(name),
       logger: this.host.logger,
-      roots: this.host.roots,
+      roots: this.host.roots(),
       persistence: this.host.persistenceFor?.(name),
       principal: this.host.principal?.(),
       stateless: this.host.stateless?.(),

@@ -1,26 +1,29 @@
 /**
  * `emceepee stdio` as a real child process: the meta face and the
  * transparent face over stdio return what server-everything returns directly,
- * and an upstream's requests at `initialized` reach the stdio client.
+ * and an upstream's requests at `initialized` (roots, elicitation, sampling) reach the stdio client.
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { createInterface } from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { CreateMessageRequestSchema, ElicitRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ROOT, everythingStdio, fixtureArgs } from "../helpers/gateway.js";
-import { CLI_ARGS, GATEWAY_UPSTREAM_CAPABILITIES } from "../helpers/core-extra.js";
+import { CLI_ARGS, GATEWAY_UPSTREAM_CAPABILITIES, cliEnv } from "../helpers/core-extra.js";
 
 const clients: Client[] = [];
 after(async () => {
   await Promise.allSettled(clients.map((c) => c.close()));
 });
 
-async function spawnClient(args: string[], handlers?: (client: Client) => void): Promise<Client> {
-  const client = new Client({ name: "stdio-test", version: "1.0.0" }, { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } });
+async function spawnClient(args: string[], handlers?: (client: Client) => void, roots = false): Promise<Client> {
+  const capabilities = { elicitation: { form: {}, url: {} }, sampling: {}, ...(roots ? { roots: { listChanged: true } } : {}) };
+  const client = new Client({ name: "stdio-test", version: "1.0.0" }, { capabilities });
   handlers?.(client);
   await client.connect(
     new StdioClientTransport({
@@ -72,31 +75,76 @@ test("transparent face over stdio (--face server:everything): same tools and res
   for (const c of CALLS) assert.deepEqual(await face.callTool(c), await direct.callTool(c), c.name);
 });
 
-test("transparent face over stdio (--face all): an elicitation and a sampling request the upstream sends at initialized reach the client (ADR 0060 §1)", async () => {
-  // roots-once asks both the moment it gets the gateway's `initialized`, before the face's bridge exists: they wait
-  // for it (session.expectBridge()) instead of going to the meta face's queue, which a stdio transparent client never reads.
+for (const face of ["all", "server:r"]) {
+  test(`transparent face over stdio (--face ${face}): the roots, elicitation and sampling request the upstream sends at initialized reach the client (ADR 0060 §1, ADR 0064)`, async () => {
+    // roots-once asks all three the moment it gets the gateway's `initialized`, before the face's bridge exists: they wait
+    // for it (session.expectBridge()) instead of going to the meta face's queue, which a stdio transparent client never reads.
+    // Its roots ask needs the client's roots declared to it: the face and its upstream wait for the client's initialize.
+    const dir = mkdtempSync(path.join(os.tmpdir(), "emceepee-stdio-face-"));
+    const config = path.join(dir, "config.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        mcpServers: {
+          r: { command: process.execPath, args: fixtureArgs("roots-once-server"), env: { ROOTS_ASKS: "roots,elicit,sample", ROOTS_TIMEOUT_MS: "60000" } },
+        },
+        gateway: { upstream: { warmPool: 0 } },
+      }),
+    );
+    const client = await spawnClient(
+      ["stdio", "--face", face, "--config", config, "--store", "memory"],
+      (c) => {
+        c.setRequestHandler(ListRootsRequestSchema, () => ({ roots: [{ uri: "file:///a", name: "a" }] }));
+        c.setRequestHandler(ElicitRequestSchema, () => ({ action: "accept", content: { name: "Ada" } }));
+        c.setRequestHandler(CreateMessageRequestSchema, () => ({ model: "test", role: "assistant", content: { type: "text", text: "hello" } }));
+      },
+      true,
+    );
+    const names = (await client.listTools()).tools.map((t) => t.name);
+    const text = async (suffix: string) => {
+      const name = names.find((n) => n.endsWith(suffix));
+      assert.ok(name, `a tool ending in ${suffix}: ${names.join(", ")}`);
+      const r = (await client.callTool({ name, arguments: {} }, undefined, { timeout: 120_000 })) as CallToolResult;
+      return r.content[0]?.type === "text" ? r.content[0].text : "";
+    };
+    assert.equal(await text("roots"), JSON.stringify(["file:///a"]));
+    assert.equal(await text("elicited"), JSON.stringify({ action: "accept", content: { name: "Ada" } }));
+    assert.equal(await text("sampled"), JSON.stringify({ type: "text", text: "hello" }));
+  });
+}
+
+test("transparent face over stdio whose upstream cannot start: initialize gets the reason, the process stays, and a later initialize is tried afresh", async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), "emceepee-stdio-face-"));
   const config = path.join(dir, "config.json");
-  writeFileSync(
-    config,
-    JSON.stringify({
-      mcpServers: { r: { command: process.execPath, args: fixtureArgs("roots-once-server"), env: { ROOTS_ASKS: "elicit,sample", ROOTS_TIMEOUT_MS: "60000" } } },
-      gateway: { upstream: { warmPool: 0 } },
-    }),
-  );
-  const client = await spawnClient(["stdio", "--face", "all", "--config", config, "--store", "memory"], (c) => {
-    c.setRequestHandler(ElicitRequestSchema, () => ({ action: "accept", content: { name: "Ada" } }));
-    c.setRequestHandler(CreateMessageRequestSchema, () => ({ model: "test", role: "assistant", content: { type: "text", text: "hello" } }));
+  writeFileSync(config, JSON.stringify({ mcpServers: { gone: { command: path.join(dir, "no-such-command") } }, gateway: { upstream: { warmPool: 0 } } }));
+  const child = spawn(process.execPath, [...CLI_ARGS, "stdio", "--face", "server:gone", "--config", config, "--store", "memory"], {
+    cwd: ROOT,
+    env: cliEnv(),
+    stdio: ["pipe", "pipe", "ignore"],
   });
-  const names = (await client.listTools()).tools.map((t) => t.name);
-  const text = async (suffix: string) => {
-    const name = names.find((n) => n.endsWith(suffix));
-    assert.ok(name, `a tool ending in ${suffix}: ${names.join(", ")}`);
-    const r = (await client.callTool({ name, arguments: {} }, undefined, { timeout: 120_000 })) as CallToolResult;
-    return r.content[0]?.type === "text" ? r.content[0].text : "";
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const replies = new Map<number, (reply: { error?: { code: number; message: string } }) => void>();
+  createInterface({ input: child.stdout }).on("line", (line) => {
+    const message = JSON.parse(line) as { id?: number; error?: { code: number; message: string } };
+    if (typeof message.id === "number") replies.get(message.id)?.(message);
+  });
+  const initialize = (id: number) => {
+    const reply = new Promise<{ error?: { code: number; message: string } }>((resolve) => replies.set(id, resolve));
+    const params = { protocolVersion: "2025-11-25", capabilities: { roots: {} }, clientInfo: { name: "stdio-test", version: "1" } };
+    child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id, method: "initialize", params })}\n`);
+    return reply;
   };
-  assert.equal(await text("elicited"), JSON.stringify({ action: "accept", content: { name: "Ada" } }));
-  assert.equal(await text("sampled"), JSON.stringify({ type: "text", text: "hello" }));
+  try {
+    for (const id of [1, 2]) {
+      const reply = await initialize(id);
+      assert.ok(reply.error, `initialize ${id} is refused: ${JSON.stringify(reply)}`);
+      assert.match(reply.error.message, /gone/, `initialize ${id} names the server: ${reply.error.message}`);
+    }
+    child.stdin.end();
+    assert.equal(await exited, 0, "stdin's end ends the gateway cleanly");
+  } finally {
+    child.kill("SIGKILL");
+  }
 });
 
 /** Drops the session envelope blocks (events / pending actions) the meta face may append. */

@@ -55,7 +55,7 @@ function poolOf(upstreams: () => UpstreamHandle): UpstreamPool {
     {
       sessionId: "s1",
       logger: silentLogger,
-      roots: undefined,
+      roots: () => undefined,
       handlersFor: () => ({}) as never,
       connected: () => undefined,
       listChanged: () => undefined,
