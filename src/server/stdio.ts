@@ -128,7 +128,7 @@ class EraPinningTransport implements Transport {
         () => {
           const held = this.#held ?? [];
           this.#held = undefined;
-          for (const m of held) this.onmessage?.(m);
+          if (!this.#ended) for (const m of held) this.onmessage?.(m); // else the face closed itself (attachLegacy)
         },
         (err: unknown) => {
           const held = this.#held ?? [];
@@ -168,7 +168,6 @@ export async function serveStdioSession(
   // wait for the client's first request (its capabilities). One session per process: never expired as one-shot.
   const session = sessions.create({ connect: false, oneShot: false });
   let server: FaceServer | undefined;
-  let building: Promise<void> | undefined;
   const modernOptions: ModernEndpointOptions = {
     face: (requestSession, init) => {
       observability.faces.opened(requestSession.id, "stdio", "pipe");
@@ -180,10 +179,7 @@ export async function serveStdioSession(
   const inFlight = new Map<string | number, () => void>();
   const wire = new StdioServerTransport(stdin as never, stdout as never);
   const transport: EraPinningTransport = new EraPinningTransport(wire, {
-    legacy(first) {
-      building = attachLegacy(first);
-      return building;
-    },
+    legacy: (first) => attachLegacy(first),
     refused(request, err) {
       const { code, message, data } = toJsonRpcError(err, context.logger);
       reply({ id: request.id, error: { code, message, ...(data !== undefined ? { data } : {}) } });
@@ -288,8 +284,8 @@ export async function serveStdioSession(
   return {
     session,
     async close() {
-      await building?.catch(() => undefined);
       if (transport.era === "legacy" && server) return server.close();
+      // Not waiting for a face still being built (an /all face may wait long for its upstreams): it closes itself when done (attachLegacy).
       await transport.closeWire();
     },
   };

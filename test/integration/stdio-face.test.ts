@@ -14,7 +14,8 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ROOT, everythingStdio, fixtureArgs } from "../helpers/gateway.js";
-import { CLI_ARGS, GATEWAY_UPSTREAM_CAPABILITIES, cliEnv } from "../helpers/core-extra.js";
+import { CLI_ARGS, GATEWAY_UPSTREAM_CAPABILITIES, cliEnv, pollFor } from "../helpers/core-extra.js";
+import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
 
 const clients: Client[] = [];
 after(async () => {
@@ -142,6 +143,35 @@ test("transparent face over stdio whose upstream cannot start: initialize gets t
     }
     child.stdin.end();
     assert.equal(await exited, 0, "stdin's end ends the gateway cleanly");
+  } finally {
+    child.kill("SIGKILL");
+  }
+});
+
+test("transparent face over stdio whose upstream never answers: stdin's end during initialize ends the process, without waiting for the connect", async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "emceepee-stdio-face-"));
+  const config = path.join(dir, "config.json");
+  const marker = newMarker();
+  const silent = { command: process.execPath, args: ["-e", "setInterval(() => {}, 1e9)", marker] };
+  writeFileSync(config, JSON.stringify({ mcpServers: { silent }, gateway: { upstream: { warmPool: 0, connectTimeoutMs: 600_000 } } }));
+  const child = spawn(process.execPath, [...CLI_ARGS, "stdio", "--face", "server:silent", "--config", config, "--store", "memory"], {
+    cwd: ROOT,
+    env: cliEnv(),
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  let stderr = "";
+  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
+  try {
+    const params = { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "stdio-test", version: "1" } };
+    child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params })}\n`);
+    // The face is being built: its upstream's process has started and waits for an answer it never gets.
+    await pollFor(async () => (processesWith(marker).length > 0 ? true : undefined), "the upstream's process", 120_000);
+    child.stdin.end();
+    // Bounded far below connectTimeoutMs (600 s): the end does not wait for the face.
+    const code = await Promise.race([exited, new Promise<"still running">((resolve) => setTimeout(() => resolve("still running"), 120_000).unref())]);
+    assert.equal(code, 0, stderr.split("\n").slice(-5).join("\n"));
+    assert.deepEqual(await waitForNoProcesses(marker), [], "the upstream's process ended with the gateway");
   } finally {
     child.kill("SIGKILL");
   }
