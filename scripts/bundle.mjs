@@ -21,9 +21,14 @@
  *   (`z.locales`, ≈ 360 KB of a gateway's start) as one namespace, so the
  *   bundle would compile them all at every start; no emceepee code calls
  *   `z.config(z.locales.xx())`, and English is zod's default (docs/adr/0045).
+ * - ajv (≈ 335 KB, two packages of CommonJS) evaluated when the first JSON
+ *   Schema is compiled, not at start: the SDK's Client and Server import its
+ *   ajv provider statically whatever validator they are given, and the
+ *   provider imports ajv and ajv-formats at its top (docs/adr/0063).
  *
  * Usage: node scripts/bundle.mjs [outDir] (default: dist). Imported, bundle(root, outDir).
  */
+import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
@@ -55,6 +60,42 @@ export const zodEnglishOnly = {
   },
 };
 
+/**
+ * The SDK's ajv provider with ajv loaded on first use: its two imports become
+ * `require()` calls in the function that builds the default Ajv instance
+ * (esbuild keeps a required CommonJS package as a function evaluated at its
+ * first call), and that instance is built at the first `getValidator`, not in
+ * the constructor. Same options, same formats, same messages. Each edit must
+ * match the SDK's file exactly once, else the build fails: a new SDK whose
+ * provider changed is looked at again instead of bundled half-edited.
+ */
+export const sdkAjvOnFirstUse = {
+  name: "sdk-ajv-on-first-use",
+  setup(b) {
+    b.onLoad({ filter: /[\\/]node_modules[\\/]@modelcontextprotocol[\\/]sdk[\\/]dist[\\/]esm[\\/]validation[\\/]ajv-provider\.js$/ }, async (args) => {
+      let contents = await readFile(args.path, "utf8");
+      const edit = (from, to) => {
+        const at = contents.indexOf(from);
+        if (at < 0 || contents.indexOf(from, at + 1) >= 0) throw new Error(`${args.path}: expected "${from}" once (scripts/bundle.mjs, sdkAjvOnFirstUse)`);
+        contents = contents.slice(0, at) + to + contents.slice(at + from.length);
+      };
+      edit("import Ajv from 'ajv';\n", "");
+      edit("import _addFormats from 'ajv-formats';\n", "");
+      edit(
+        "function createDefaultAjvInstance() {\n    const ajv = new Ajv({",
+        "function createDefaultAjvInstance() {\n    const Ajv = require('ajv').default;\n    const ajv = new Ajv({",
+      );
+      edit("const addFormats = _addFormats;", "const addFormats = require('ajv-formats').default;");
+      edit("this._ajv = ajv ?? createDefaultAjvInstance();", "if (ajv) this._ajvInstance = ajv;");
+      edit(
+        "export class AjvJsonSchemaValidator {",
+        "export class AjvJsonSchemaValidator {\n    get _ajv() {\n        return (this._ajvInstance ??= createDefaultAjvInstance());\n    }",
+      );
+      return { contents, resolveDir: path.dirname(args.path), loader: "js" };
+    });
+  },
+};
+
 /** Builds the bundle of `root`'s src/cli into `<outDir>/cli/`. */
 export async function bundle(root = ROOT, outDir = path.join(root, "dist")) {
   await build({
@@ -70,7 +111,7 @@ export async function bundle(root = ROOT, outDir = path.join(root, "dist")) {
     target: "node20",
     tsconfig: path.join(root, "tsconfig.build.json"),
     external: EXTERNAL,
-    plugins: [zodEnglishOnly],
+    plugins: [zodEnglishOnly, sdkAjvOnFirstUse],
     // CommonJS packages inside an ES module bundle call require() for node: built-ins.
     banner: { js: 'import { createRequire as __emceepeeRequire } from "node:module"; const require = __emceepeeRequire(import.meta.url);' },
     sourcemap: "linked",
