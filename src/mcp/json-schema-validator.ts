@@ -12,6 +12,15 @@
  * (the same form asked again compiles once), at most MAX_COMPILED_SCHEMAS; a
  * full cache starts a fresh Ajv instance and drops the old one with
  * everything it compiled.
+ *
+ * Compiled at first use (docs/adr/0063): getValidator hands out a validator
+ * that compiles its schema (and builds the Ajv instance, and in the bundle
+ * evaluates ajv) the first time it validates. The SDK's Client asks for one
+ * per tool with an output schema at every tools/list, before any call; the
+ * gateway's start-up check and a session's first tools/list thus compile
+ * nothing. A schema Ajv cannot compile fails the call that validates against
+ * it ("Failed to validate structured content: …" from the SDK's Client, or
+ * respond_to_elicitation's error), not the tools/list that brought it.
  */
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv-provider.js";
 import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator as SchemaValidatorProvider } from "@modelcontextprotocol/sdk/validation/types.js";
@@ -20,28 +29,41 @@ import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator as Schema
 export const MAX_COMPILED_SCHEMAS = 256;
 
 export class BoundedSchemaValidator implements SchemaValidatorProvider {
-  private ajv = new AjvJsonSchemaValidator();
-  private readonly compiled = new Map<string, JsonSchemaValidator<unknown>>();
+  /** Built at the first compile. */
+  private ajv: AjvJsonSchemaValidator | undefined;
+  /** Schemas compiled by the current Ajv instance. */
+  private compiled = 0;
+  /** Validators handed out, by the schema's JSON text (compiled or not yet). */
+  private readonly validators = new Map<string, JsonSchemaValidator<unknown>>();
 
   constructor(private readonly max = MAX_COMPILED_SCHEMAS) {}
 
   /** Distinct schemas compiled by the current Ajv instance. */
   get size(): number {
-    return this.compiled.size;
+    return this.compiled;
   }
 
   getValidator<T>(schema: JsonSchemaType): JsonSchemaValidator<T> {
     const key = JSON.stringify(schema);
-    let validate = this.compiled.get(key);
-    if (!validate) {
-      if (this.compiled.size >= this.max) {
-        this.compiled.clear();
-        this.ajv = new AjvJsonSchemaValidator();
-      }
-      validate = this.ajv.getValidator<unknown>(schema);
-      this.compiled.set(key, validate);
+    let validator = this.validators.get(key);
+    if (!validator) {
+      if (this.validators.size >= this.max) this.validators.clear();
+      let validate: JsonSchemaValidator<unknown> | undefined;
+      validator = (input) => (validate ??= this.compile(schema))(input);
+      this.validators.set(key, validator);
     }
-    return validate as JsonSchemaValidator<T>;
+    return validator as JsonSchemaValidator<T>;
+  }
+
+  /** Compiles `schema` with the current Ajv instance; a full one is dropped first, with everything it compiled. */
+  private compile(schema: JsonSchemaType): JsonSchemaValidator<unknown> {
+    if (!this.ajv || this.compiled >= this.max) {
+      this.ajv = new AjvJsonSchemaValidator();
+      this.compiled = 0;
+    }
+    const validate = this.ajv.getValidator<unknown>(schema);
+    this.compiled++;
+    return validate;
   }
 }
 

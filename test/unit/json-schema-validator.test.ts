@@ -2,7 +2,8 @@
  * The shared JSON Schema validator is bounded (issue 29): Ajv caches a
  * compiled validator per schema object for good, and every elicitation
  * brings a new object, so a long-running gateway kept one more compiled
- * validator per answered elicitation.
+ * validator per answered elicitation. Validators compile at their first
+ * validation, not when handed out (docs/adr/0063).
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -28,13 +29,28 @@ test("at most `max` schemas are kept compiled; validators handed out before a re
   const v = new BoundedSchemaValidator(3);
   const schema = (n: number): JsonSchemaType => ({ type: "object", properties: { [`f${n}`]: { type: "integer" } }, required: [`f${n}`] });
   const early = v.getValidator(schema(0));
+  assert.equal(early({ f0: 1 }).valid, true);
   for (let n = 1; n < 10; n++) {
-    v.getValidator(schema(n));
+    assert.equal(v.getValidator(schema(n))({ [`f${n}`]: n }).valid, true);
     assert.ok(v.size <= 3, `at most 3 compiled, got ${v.size}`);
   }
   assert.equal(early({ f0: 1 }).valid, true);
   assert.equal(early({ f0: "x" }).valid, false);
   assert.equal(MAX_COMPILED_SCHEMAS, 256, "the documented bound (docs/design/limits.md)");
+});
+
+test("a validator compiles its schema at its first validation, once; a schema that cannot compile fails there, not when handed out", () => {
+  const v = new BoundedSchemaValidator();
+  const a = v.getValidator(form());
+  const b = v.getValidator(form());
+  assert.equal(b, a, "handed out once per schema text");
+  assert.equal(v.size, 0, "nothing compiled before the first validation");
+  assert.equal(a({ name: 1 }).valid, false);
+  assert.equal(v.size, 1);
+  assert.equal(b({ name: "Ada" }).valid, true);
+  assert.equal(v.size, 1, "compiled once");
+  const broken = v.getValidator({ $ref: "#/definitions/missing" });
+  assert.throws(() => broken({}), /resolve reference/);
 });
 
 test("upstream clients validate tool output with the shared validator: one compiled schema for every connection", async () => {
@@ -60,6 +76,7 @@ test("upstream clients validate tool output with the shared validator: one compi
   try {
     for (const { client } of clients) {
       await client.listTools();
+      assert.equal(jsonSchemaValidator.size, before + (client === clients[0]!.client ? 0 : 1), "listing tools compiles nothing");
       const result = await client.callTool({ name: "measure", arguments: {} });
       assert.deepEqual(result.structuredContent, { upstreamOutputCheck: 42 });
     }
