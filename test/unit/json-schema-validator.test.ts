@@ -9,6 +9,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { JsonSchemaType } from "@modelcontextprotocol/sdk/validation/types.js";
 import { z } from "zod";
 import { BoundedSchemaValidator, MAX_COMPILED_SCHEMAS, jsonSchemaValidator } from "../../src/mcp/json-schema-validator.js";
@@ -86,5 +88,38 @@ test("upstream clients validate tool output with the shared validator: one compi
       await client.close();
       await upstream.close();
     }
+  }
+});
+
+test("an output schema Ajv cannot compile: the upstream's tools are still listed, and a call of that tool fails its check", async () => {
+  const upstream = new Server({ name: "upstream", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const tools = [
+    {
+      name: "broken",
+      inputSchema: { type: "object" as const },
+      outputSchema: { type: "object" as const, properties: { a: { $ref: "#/definitions/missing" } } },
+    },
+    { name: "plain", inputSchema: { type: "object" as const } },
+  ];
+  upstream.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
+  upstream.setRequestHandler(CallToolRequestSchema, () => ({ content: [], structuredContent: { a: 1 } }));
+  const { client } = newUpstreamClient({
+    clientInfo: { name: "test", version: "1" },
+    handlers: unusedHandlers(),
+    attribution: () => undefined,
+    toolsChanged: () => undefined,
+  });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await upstream.connect(serverSide);
+  await client.connect(clientSide);
+  try {
+    assert.deepEqual(
+      (await client.listTools()).tools.map((t) => t.name),
+      ["broken", "plain"],
+    );
+    await assert.rejects(client.callTool({ name: "broken", arguments: {} }), /Failed to validate structured content: can't resolve reference/);
+  } finally {
+    await client.close();
+    await upstream.close();
   }
 });
