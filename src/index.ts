@@ -58,7 +58,7 @@ export interface Gateway {
    * Calling it again returns the same address; after `close()` it rejects with `EMCP_CLOSED`.
    */
   listen(): Promise<{ url: string; port: number }>;
-  /** Serves one session over stdio streams with the chosen face; resolves once it is connected. */
+  /** Serves one session over stdio streams with the chosen face; resolves once the streams are read (the face and its upstreams start at the client's `initialize`, docs/adr/0064). */
   serveStdio(options?: StdioOptions): Promise<void>;
   /**
    * Drains and closes everything: HTTP server, sessions, upstream connections,

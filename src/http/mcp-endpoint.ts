@@ -237,6 +237,7 @@ export class McpEndpoint {
         session = this.gateway.sessions.create({
           id: randomUUID(),
           downstreamCapabilities: body.params.capabilities,
+          face: this.options.kind,
           connect: this.options.connectAll,
           principal,
         });

@@ -15,10 +15,10 @@
  */
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { InitializeRequest, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { isInitializeRequest, type InitializeRequest, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { createMetaServer } from "../faces/meta/server.js";
 import { createTransparentServer } from "../faces/transparent/server.js";
-import { toJsonRpcError } from "../errors.js";
+import { ErrorCodes, GatewayError, toJsonRpcError } from "../errors.js";
 import { answerModern, type ModernEndpointOptions } from "../http/modern-endpoint.js";
 import { listenRequestOf, serveListen, type ListenSink } from "../http/modern-subscriptions.js";
 import type { FaceServer } from "../http/face-server.js";
@@ -89,9 +89,8 @@ class EraPinningTransport implements Transport {
     return this.wire.send(message);
   }
 
-  /** The 2025 server closing: on a modern connection that only detaches it, the wire stays for the modern requests. */
+  /** The 2025 server closing (never attached on a modern connection). */
   async close(): Promise<void> {
-    if (this.era === "modern") return this.onclose?.();
     await this.wire.close();
   }
 
@@ -166,7 +165,7 @@ export async function serveStdioSession(
         });
   // The 2025 session, made at once; dropped if the connection turns out modern. Its face and upstreams
   // wait for the client's first request (its capabilities). One session per process: never expired as one-shot.
-  const session = sessions.create({ connect: false, oneShot: false });
+  const session = sessions.create({ connect: false, oneShot: false, face });
   let server: FaceServer | undefined;
   const modernOptions: ModernEndpointOptions = {
     face: (requestSession, init) => {
@@ -181,7 +180,11 @@ export async function serveStdioSession(
   const transport: EraPinningTransport = new EraPinningTransport(wire, {
     legacy: (first) => attachLegacy(first),
     refused(request, err) {
-      const { code, message, data } = toJsonRpcError(err, context.logger);
+      // The wire's end closed the session under the face (so its upstream's connect failed): say that, not the upstream's error.
+      const reason = transport.isEnded
+        ? new GatewayError(ErrorCodes.CLOSED, "the stdio connection closed (its stdin ended, or the gateway is closing) while its face was starting")
+        : err;
+      const { code, message, data } = toJsonRpcError(reason, context.logger);
       reply({ id: request.id, error: { code, message, ...(data !== undefined ? { data } : {}) } });
     },
     pinned() {
@@ -202,10 +205,11 @@ export async function serveStdioSession(
 
   /** The 2025 face for the connection's first request, knowing the client's capabilities when it is `initialize`. */
   async function attachLegacy(first: Message): Promise<void> {
-    const init = first.method === "initialize" ? (first.params as InitializeRequest["params"] | undefined) : undefined;
-    if (init?.capabilities) session.clientInitializing(init.capabilities);
+    // Only a valid initialize tells upstreams anything; the SDK server answers an invalid one as it would have.
+    const init = isInitializeRequest(first) ? first.params : undefined;
+    if (init) session.clientInitializing(init.capabilities);
     if (face.kind === "meta" && settings.upstream.eagerConnect) session.connectAllInBackground();
-    const built = await build(session, init?.capabilities ? init : undefined);
+    const built = await build(session, init);
     server = built;
     await built.connect(transport);
     observability.tapServer(transport, session, "pipe");

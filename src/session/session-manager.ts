@@ -107,6 +107,8 @@ export class SessionManager {
       principal?: Principal | undefined;
       /** It serves one 2026-07-28 request (Session.stateless). */
       stateless?: boolean;
+      /** The face it serves: the meta face's upstreams are not told the client's roots (Session.passesRoots). */
+      face?: FaceRecord | undefined;
     } = {},
   ): Session {
     const id = options.id ?? this.deps.newId();
@@ -119,6 +121,7 @@ export class SessionManager {
     const session = new Session(id, this.deps, options.downstreamCapabilities);
     session.principal = options.principal;
     session.stateless = options.stateless ?? false;
+    session.passesRoots = options.face?.kind !== "meta";
     this.sessions.set(id, session);
     this.count(session);
     this.watch(session);
@@ -175,6 +178,7 @@ export class SessionManager {
       throw new GatewayError(ErrorCodes.LIMIT_REACHED, `the gateway already has ${settings.sessions.maxSessions} sessions (gateway.sessions.maxSessions)`);
     }
     const session = new Session(id, this.deps, record.clientCapabilities, record);
+    session.passesRoots = record.face.kind !== "meta";
     this.sessions.set(id, session);
     // Counted, never refused: it was admitted when it began (its owner may be over the limit here for a while, ADR 0018).
     this.count(session);

@@ -80,8 +80,13 @@ export class Session {
   principal: Principal | undefined;
   /** It serves one 2026-07-28 request and ends with its answer: its upstreams are its principal's lingering connections (docs/adr/0058). */
   stateless = false;
+  /**
+   * Its face passes an upstream's roots/list on to the client (the transparent faces). The meta face
+   * cannot (it answers `[]`), so its upstreams are not told the client has roots (UP-4, docs/adr/0064 §3).
+   */
+  passesRoots = true;
 
-  /** The downstream client's capabilities, when known before connecting upstream (clientInitializing()). */
+  /** The downstream client's capabilities, when known before connecting upstream (else clientInitializing()): upstreams are told its roots. */
   private clientCapabilities: ClientCapabilities | undefined;
 
   constructor(
@@ -127,7 +132,7 @@ export class Session {
       principal: () => this.principal,
       stateless: () => this.stateless,
       logger: this.logger,
-      roots: () => this.clientCapabilities?.roots,
+      roots: () => (this.passesRoots ? this.clientCapabilities?.roots : undefined),
       handlersFor: (server) => this.routing.handlersFor(server),
       connected: (server, conn) => this.events.add("server_connected", server, { serverInfo: conn.serverInfo ?? null }),
       failed: (server, reason) => deps.upstreamFailed?.(this, server, reason),
@@ -176,12 +181,6 @@ export class Session {
     this.lastActivityAt = this.deps.clock.now();
   }
 
-  /** Starts connecting to every configured server without waiting. */
-  /** What the client declared, as upstreams are told it (`roots`). */
-  get downstreamCapabilities(): ClientCapabilities | undefined {
-    return this.clientCapabilities;
-  }
-
   /**
    * The client's capabilities from an initialize that came after the session
    * was made (the stdio face: one session per process, made before the
@@ -192,6 +191,7 @@ export class Session {
     this.clientCapabilities = capabilities;
   }
 
+  /** Starts connecting to every configured server without waiting. */
   connectAllInBackground(): void {
     this.upstreams.connectAllInBackground(this.deps.registry.names(this));
   }

@@ -6,20 +6,30 @@
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { ROOT, everythingStdio, fixtureArgs } from "../helpers/gateway.js";
+import { PassThrough } from "node:stream";
+import { ROOT, everythingStdio, fixtureArgs, type TestGateway } from "../helpers/gateway.js";
+import { inProcess, inProcessRootsOnce, inProcessTransportFactory, startInProcessGateway } from "../helpers/in-process.js";
+import { parseConfig } from "../../src/config/load.js";
+import { createGateway, type Gateway } from "../../src/server/gateway.js";
+import type { StdioFace } from "../../src/server/stdio.js";
+import type { TransportFactory } from "../../src/upstream/transports.js";
 import { CLI_ARGS, GATEWAY_UPSTREAM_CAPABILITIES, cliEnv, pollFor } from "../helpers/core-extra.js";
 import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
 
 const clients: Client[] = [];
+const gateways: Gateway[] = [];
+const httpGateways: TestGateway[] = [];
 after(async () => {
   await Promise.allSettled(clients.map((c) => c.close()));
+  await Promise.allSettled([...gateways, ...httpGateways].map((g) => g.close()));
 });
 
 async function spawnClient(args: string[], handlers?: (client: Client) => void, roots = false): Promise<Client> {
@@ -114,10 +124,14 @@ for (const face of ["all", "server:r"]) {
   });
 }
 
-test("transparent face over stdio whose upstream cannot start: initialize gets the reason, the process stays, and a later initialize is tried afresh", async () => {
+test("transparent face over stdio whose upstream cannot start: initialize gets the reason, the process stays, and a later initialize starts the upstream again", async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), "emceepee-stdio-face-"));
   const config = path.join(dir, "config.json");
-  writeFileSync(config, JSON.stringify({ mcpServers: { gone: { command: path.join(dir, "no-such-command") } }, gateway: { upstream: { warmPool: 0 } } }));
+  // Each start of `gone` leaves a line in `starts`, then it exits before answering.
+  const starts = path.join(dir, "starts");
+  const gone = { command: process.execPath, args: ["-e", `require("node:fs").appendFileSync(${JSON.stringify(starts)}, "x\\n"); process.exit(1)`] };
+  writeFileSync(config, JSON.stringify({ mcpServers: { gone }, gateway: { upstream: { warmPool: 0 } } }));
+  const startCount = () => (existsSync(starts) ? readFileSync(starts, "utf8").split("\n").filter(Boolean).length : 0);
   const child = spawn(process.execPath, [...CLI_ARGS, "stdio", "--face", "server:gone", "--config", config, "--store", "memory"], {
     cwd: ROOT,
     env: cliEnv(),
@@ -133,13 +147,19 @@ test("transparent face over stdio whose upstream cannot start: initialize gets t
     const reply = new Promise<{ error?: { code: number; message: string } }>((resolve) => replies.set(id, resolve));
     const params = { protocolVersion: "2025-11-25", capabilities: { roots: {} }, clientInfo: { name: "stdio-test", version: "1" } };
     child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id, method: "initialize", params })}\n`);
-    return reply;
+    // The gateway exiting, or nothing for 120 s, fails the case at once instead of at the file's timeout.
+    return Promise.race([
+      reply,
+      exited.then((code) => assert.fail(`the gateway exited (code ${code}) before answering initialize ${id}`)),
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer to initialize ${id} in 120 s`)), 120_000).unref()),
+    ]);
   };
   try {
     for (const id of [1, 2]) {
       const reply = await initialize(id);
       assert.ok(reply.error, `initialize ${id} is refused: ${JSON.stringify(reply)}`);
-      assert.match(reply.error.message, /gone/, `initialize ${id} names the server: ${reply.error.message}`);
+      assert.match(reply.error.message, /EMCP_UPSTREAM_UNAVAILABLE: upstream 'gone'/, `initialize ${id} names the server: ${reply.error.message}`);
+      assert.equal(startCount(), id, `initialize ${id} started the upstream afresh`);
     }
     child.stdin.end();
     assert.equal(await exited, 0, "stdin's end ends the gateway cleanly");
@@ -173,8 +193,88 @@ test("transparent face over stdio whose upstream never answers: stdin's end duri
     assert.equal(code, 0, stderr.split("\n").slice(-5).join("\n"));
     assert.deepEqual(await waitForNoProcesses(marker), [], "the upstream's process ended with the gateway");
   } finally {
+    // The upstream runs in its own process group: a failed case ends it too, not only the gateway.
     child.kill("SIGKILL");
+    for (const pid of processesWith(marker)) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // gone meanwhile
+      }
+    }
   }
+});
+
+type WireReply = { id?: number; method?: string; result?: unknown; error?: { code: number; message: string } };
+
+/** `serveStdio` on in-memory streams, the gateway and its upstreams in this process; `factory` links the upstreams. */
+async function stdioInProcess(mcpServers: Record<string, unknown>, face: StdioFace, factory: TransportFactory = inProcessTransportFactory()) {
+  const gateway = createGateway(parseConfig({ mcpServers, gateway: { logLevel: "silent", upstream: { warmPool: 0 } } }), { transportFactory: factory });
+  gateways.push(gateway);
+  const stdin = new PassThrough();
+  const stdout = new PassThrough();
+  await gateway.serveStdio({ face, stdin, stdout });
+  const waiting = new Map<number, (reply: WireReply) => void>();
+  createInterface({ input: stdout }).on("line", (line) => {
+    const message = JSON.parse(line) as WireReply;
+    if (message.method === "roots/list" && message.id !== undefined) send({ id: message.id, result: { roots: [{ uri: "file:///a", name: "a" }] } });
+    else if (message.method === undefined && typeof message.id === "number") waiting.get(message.id)?.(message);
+  });
+  const send = (message: object) => stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...message })}\n`);
+  const request = (id: number, method: string, params: object) => {
+    const reply = new Promise<WireReply>((resolve) => waiting.set(id, resolve));
+    send({ id, method, params });
+    return Promise.race([
+      reply,
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer to ${method} (${id}) in 120 s`)), 120_000).unref()),
+    ]);
+  };
+  return { gateway, send, request };
+}
+
+const initializeParams = (capabilities: object) => ({ protocolVersion: "2025-11-25", capabilities, clientInfo: { name: "stdio-test", version: "1" } });
+
+test("over stdio (in process), an initialize the SDK refuses tells the upstreams nothing: the refusal is the SDK server's, not an upstream's", async () => {
+  const { request } = await stdioInProcess({ r: inProcessRootsOnce(["roots"], 60_000) }, { kind: "server", server: "r" });
+  const reply = await request(1, "initialize", initializeParams({ roots: "yes" }));
+  assert.ok(reply.error, JSON.stringify(reply));
+  assert.doesNotMatch(reply.error.message, /EMCP_UPSTREAM/, reply.error.message);
+  assert.match(reply.error.message, /capabilities[\s\S]*expected object/, reply.error.message);
+});
+
+test("over stdio (in process), the connection closing while its face starts: the held initialize is told so, not that the upstream failed", async () => {
+  let asked!: () => void;
+  const connecting = new Promise<void>((resolve) => (asked = resolve));
+  const linked = inProcessTransportFactory();
+  const factory: TransportFactory = (name, config, options) => {
+    const created = linked(name, config, options);
+    // An upstream that answers nothing, not even initialize.
+    created.transport.send = async () => asked();
+    return created;
+  };
+  const { gateway, request } = await stdioInProcess({ held: inProcess("slow") }, { kind: "server", server: "held" }, factory);
+  const reply = request(1, "initialize", initializeParams({}));
+  await connecting;
+  await gateway.close();
+  const answered = await reply;
+  assert.match(answered.error?.message ?? "", /^EMCP_CLOSED: the stdio connection closed .* while its face was starting/, JSON.stringify(answered));
+});
+
+test("the meta face does not tell its upstreams the client has roots (it cannot pass their roots/list on): over stdio and over HTTP", async () => {
+  const servers = { r: inProcessRootsOnce(["roots"], 60_000) };
+  const viaMeta = { name: "execute_tool", arguments: { server: "r", tool: "roots", args: {} } };
+  const overStdio = await stdioInProcess(servers, { kind: "meta" });
+  await overStdio.request(1, "initialize", initializeParams({ roots: { listChanged: true } }));
+  overStdio.send({ method: "notifications/initialized" });
+  const stdioResult = await overStdio.request(2, "tools/call", viaMeta);
+  assert.match(JSON.stringify(stdioResult.result), /not asked/, JSON.stringify(stdioResult));
+  const gw = await startInProcessGateway({ mcpServers: servers, gateway: { upstream: { warmPool: 0 } } });
+  httpGateways.push(gw);
+  const client = new Client({ name: "stdio-face-test", version: "1.0.0" }, { capabilities: { roots: { listChanged: true } } });
+  client.setRequestHandler(ListRootsRequestSchema, () => ({ roots: [{ uri: "file:///a", name: "a" }] }));
+  await client.connect(new StreamableHTTPClientTransport(new URL(gw.url)));
+  clients.push(client);
+  assert.match(JSON.stringify(await client.callTool(viaMeta)), /not asked/);
 });
 
 /** Drops the session envelope blocks (events / pending actions) the meta face may append. */
