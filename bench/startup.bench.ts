@@ -15,7 +15,9 @@
  * for the port to accept (polled every 5 ms; also reported, with when each
  * of initialize, tools/list and list_tools was answered after it), then sends
  * initialize once. For emceepee also the first `200` from /healthz (polled
- * alongside). CPU: the whole process tree at ready (the process, every live
+ * alongside). Also when the relay's first upstream process started, from
+ * /proc start times (10 ms ticks; for emceepee its early process, ADR 0063):
+ * session and shared mode's ready waits for that process's own start. CPU: the whole process tree at ready (the process, every live
  * descendant, and what reaped children used), and the relay process's own.
  *
  * Options (argv `--name=value` or env `BENCH_NAME=value`): rounds (5),
@@ -88,6 +90,23 @@ function treeCpu(pid: number): { relay: number; tree: number } {
   return { relay: root.own, tree };
 }
 
+/** Start time of `pid` in clock ticks after boot (/proc stat field 22), or undefined if it is gone. */
+function startTicks(pid: number): number | undefined {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** When the relay's first live descendant (its upstream: for emceepee the early process) started, in ms after the relay (10 ms ticks). */
+function firstChildMs(pid: number): number | undefined {
+  const own = startTicks(pid);
+  const starts = descendantPids(pid).flatMap((d) => startTicks(d) ?? []);
+  return own === undefined || !starts.length ? undefined : ((Math.min(...starts) - own) * 1000) / TICKS;
+}
+
 function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const sock = net.connect(port, "127.0.0.1", () => (sock.destroy(), resolve(true)));
@@ -122,6 +141,8 @@ interface Sample {
   readyMs: number;
   relayCpuMs?: number | undefined;
   treeCpuMs: number;
+  /** The relay's first live descendant at ready started this many ms after the relay (10 ms ticks). */
+  upstreamStartMs?: number | undefined;
   /** After the port accepts: ms until initialize, tools/list and (meta) list_tools were answered. */
   steps: number[];
 }
@@ -211,10 +232,11 @@ async function measure(mode: Mode, before: boolean, tmp: string): Promise<Sample
     } else if (!tools.tools.some((t) => t.name === "echo")) throw new Error(`${mode}: tools/list has no echo`);
     const readyMs = performance.now() - t0;
     const cpu = treeCpu(s.child.pid!);
+    const upstreamStartMs = mode === "direct" ? undefined : firstChildMs(s.child.pid!);
     const healthzMs = await health;
     await transport.terminateSession().catch(() => undefined);
     await client.close().catch(() => undefined);
-    return { listenMs, healthzMs, readyMs, relayCpuMs: mode === "direct" ? undefined : cpu.relay, treeCpuMs: cpu.tree, steps };
+    return { listenMs, healthzMs, readyMs, relayCpuMs: mode === "direct" ? undefined : cpu.relay, treeCpuMs: cpu.tree, upstreamStartMs, steps };
   } finally {
     await stop(s);
   }
@@ -280,10 +302,12 @@ async function main(): Promise<void> {
     const r = ratios.get(key)!;
     const healthz = ss.flatMap((s) => (s.healthzMs === undefined ? [] : [s.healthzMs]));
     const relay = ss.flatMap((s) => (s.relayCpuMs === undefined ? [] : [s.relayCpuMs]));
+    const upstream = ss.flatMap((s) => (s.upstreamStartMs === undefined ? [] : [s.upstreamStartMs]));
     return [
       key,
       `${fmt(med(ss.map((s) => s.readyMs)), 0)}`,
       `×${fmt(med(r.ready))} (${range(r.ready)})`,
+      upstream.length ? fmt(med(upstream), 0) : "—",
       fmt(med(ss.map((s) => s.listenMs)), 0),
       ss[0]!.steps.map((_, i) => fmt(med(ss.map((s) => s.steps[i]!)), 0)).join(" / "),
       healthz.length ? fmt(med(healthz), 0) : "—",
@@ -299,6 +323,7 @@ async function main(): Promise<void> {
         "",
         "start to ready, ms (median)",
         "vs direct, same round (median, range)",
+        "upstream process started, ms",
         "port accepts, ms",
         "then answered: initialize / tools/list / list_tools (meta), ms after the port accepts",
         "/healthz 200, ms",
