@@ -13,8 +13,8 @@ import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ROOT, type TestGateway } from "./gateway.js";
-import { freePort, startCliServe, startEverythingHttp, stopChild, waitExit, type ChildServer, type RunningCli } from "./core-extra.js";
-import { inProcess, startInProcessGateway } from "./in-process.js";
+import { freePort, startCliServe, stopChild, waitExit, type RunningCli } from "./core-extra.js";
+import { inProcess, startEverythingHttpInProcess, startInProcessGateway, type InProcessHttpServer } from "./in-process.js";
 import type { TestOidcProvider } from "./oidc.js";
 import type { RedisServer } from "./redis.js";
 import { waitFor } from "./tasks.js";
@@ -60,11 +60,12 @@ export interface RestartingGateway {
 /**
  * The real CLI on a SQLite file in a fresh folder named after `name`, with
  * server-everything over Streamable HTTP as the upstream `remote` (its tasks
- * outlive the gateway).
+ * outlive the gateway), served in the test process (startEverythingHttpInProcess:
+ * the gateway's restart is the point, not the upstream's process; docs/adr/0062).
  */
 export async function startRestartingGateway(name: string): Promise<RestartingGateway> {
   const tmp = await mkdtemp(path.join(os.tmpdir(), `emceepee-${name}-`));
-  let remote: ChildServer | undefined;
+  let remote: InProcessHttpServer | undefined;
   let served: RunningCli | undefined;
   const close = async () => {
     if (served) await stopChild(served.child);
@@ -72,7 +73,7 @@ export async function startRestartingGateway(name: string): Promise<RestartingGa
     await rm(tmp, { recursive: true, force: true });
   };
   try {
-    remote = await startEverythingHttp();
+    remote = await startEverythingHttpInProcess();
     const config = path.join(tmp, "gateway.json");
     await writeFile(config, JSON.stringify({ mcpServers: { remote: { url: remote.url } } }));
     const port = await freePort();

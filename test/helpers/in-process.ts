@@ -20,9 +20,17 @@
  *                 (inProcessRootsOnce(): what it asks, how long it waits). Nothing in between: its
  *                 request reaches the gateway in the same turn as the `initialized` that caused it.
  * Any other entry goes to the real transports (defaultTransportFactory).
+ *
+ * startEverythingHttpInProcess(): server-everything over Streamable HTTP in this process, as its own
+ * `streamableHttp` entry serves it (a session per initialize), for a `url` upstream of a gateway the test
+ * runs as a process (docs/adr/0062).
  */
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { randomUUID } from "node:crypto";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { everythingServerEntry } from "../../src/config/demo.js";
@@ -142,4 +150,76 @@ export function startInProcessGateway(raw: Parameters<typeof startGateway>[0] = 
     { mcpServers: { everything: inProcess("everything") }, ...raw },
     { ...deps, transportFactory: inProcessTransportFactory(deps.transportFactory) },
   );
+}
+
+/** An upstream served over HTTP in this process. */
+export interface InProcessHttpServer {
+  /** http://127.0.0.1:PORT/mcp */
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * server-everything over Streamable HTTP in this process: what its `streamableHttp` entry does (node_modules/
+ * @modelcontextprotocol/server-everything/dist/transports/streamableHttp.js: a createServer() and a transport with
+ * an event store per session, made at an initialize without a session id; 400 for an unknown one), on node:http
+ * instead of express, without the process (issue 21, docs/adr/0062). Its sessions, and their tasks, outlive the
+ * gateways that use it.
+ */
+export async function startEverythingHttpInProcess(): Promise<InProcessHttpServer> {
+  const sessions = new Map<string, { transport: StreamableHTTPServerTransport; close: () => Promise<void> }>();
+  const badSession = (res: http.ServerResponse) =>
+    res
+      .writeHead(400, { "content-type": "application/json" })
+      .end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message: "Bad Request: No valid session ID provided" }, id: null }));
+  const server = http.createServer((req, res) => {
+    void (async () => {
+      if (new URL(req.url ?? "/", "http://x").pathname !== "/mcp") return void res.writeHead(404).end();
+      const sessionId = req.headers["mcp-session-id"];
+      const known = typeof sessionId === "string" ? sessions.get(sessionId) : undefined;
+      if (known) return known.transport.handleRequest(req, res);
+      if (sessionId !== undefined || req.method !== "POST") return badSession(res);
+      const { server: mcp, cleanup } = everything.createServer();
+      const events: Array<{ id: string; streamId: string; message: unknown }> = [];
+      const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        eventStore: {
+          storeEvent: async (streamId, message) => {
+            const id = randomUUID();
+            events.push({ id, streamId, message });
+            return id;
+          },
+          replayEventsAfter: async (lastEventId, { send }) => {
+            const at = events.findIndex((e) => e.id === lastEventId);
+            if (at === -1) return lastEventId;
+            let last = lastEventId;
+            for (const e of events.slice(at + 1)) {
+              await send(e.id, e.message as never);
+              last = e.id;
+            }
+            return last;
+          },
+        },
+        onsessioninitialized: (id) => void sessions.set(id, { transport, close: () => mcp.close() }),
+      });
+      mcp.server.onclose = () => {
+        const id = transport.sessionId;
+        if (id && sessions.delete(id)) cleanup(id);
+      };
+      await mcp.connect(transport);
+      await transport.handleRequest(req, res);
+    })().catch(() => {
+      if (!res.headersSent) res.writeHead(500).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    close: async () => {
+      await Promise.allSettled([...sessions.values()].map((s) => s.close()));
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
 }

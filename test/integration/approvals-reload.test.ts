@@ -1,6 +1,7 @@
 /**
  * SIGHUP reloads governance.approvals in the real CLI (issue 24, docs/adr/0025):
- * `emceepee serve` with a real server-everything and a rule sending echo to
+ * `emceepee serve` with a remote echo server (in the test process: the reload is
+ * the subject, not the upstream's process; docs/adr/0062) and a rule sending echo to
  * approval; after the reload a new approval is told to the webhook the file
  * now names, expires after the reloaded ttlMs, and a plain call is held for
  * the reloaded holdMs; governance.audit.storeArguments turned on by the same
@@ -14,28 +15,33 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { ROOT, connectClient, everythingStdio } from "../helpers/gateway.js";
+import { ROOT, connectClient } from "../helpers/gateway.js";
+import { statelessEchoHandler } from "../helpers/echo-upstream.js";
 import { logLines, pollFor, startCliServe, stopChild, type RunningCli } from "../helpers/core-extra.js";
 
 let tmp: string | undefined;
 let served: RunningCli | undefined;
 let hooks: Server | undefined;
+/** The upstream `everything`: echo over Streamable HTTP, in this process (no upstream process under the CLI; issue 21). */
+let upstream: Server | undefined;
+let upstreamUrl: string;
 const clients: Client[] = [];
 
 after(async () => {
   await Promise.allSettled(clients.map((c) => c.close()));
   if (served) await stopChild(served.child);
-  hooks?.closeAllConnections();
-  await new Promise((resolve) => (hooks ? hooks.close(resolve) : resolve(undefined)));
+  for (const listener of [hooks, upstream]) {
+    listener?.closeAllConnections();
+    await new Promise((resolve) => (listener ? listener.close(resolve) : resolve(undefined)));
+  }
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
 function config(approvals: Record<string, unknown>, storeArguments = false) {
   const rules = [{ id: "echo-needs-a-person", server: "everything", tool: "echo", action: "approve" }];
   return {
-    mcpServers: { everything: everythingStdio() },
-    // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway (issue 21).
-    gateway: { upstream: { warmPool: 0 }, governance: { profile: "enforce", rules, approvals, audit: { storeArguments } } },
+    mcpServers: { everything: { url: upstreamUrl } },
+    gateway: { governance: { profile: "enforce", rules, approvals, audit: { storeArguments } } },
   };
 }
 
@@ -51,6 +57,10 @@ test("SIGHUP: governance.approvals and audit.storeArguments apply to the next ap
   });
   await new Promise<void>((resolve) => hooks!.listen(0, "127.0.0.1", resolve));
   const hookUrl = `http://127.0.0.1:${(hooks.address() as AddressInfo).port}/hook`;
+  const echo = createServer(statelessEchoHandler("remote-echo", "Echo: "));
+  upstream = echo;
+  await new Promise<void>((resolve) => echo.listen(0, "127.0.0.1", resolve));
+  upstreamUrl = `http://127.0.0.1:${(echo.address() as AddressInfo).port}/mcp`;
 
   tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-approvals-reload-"));
   const file = path.join(tmp, "config.json");

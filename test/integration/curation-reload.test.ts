@@ -1,6 +1,7 @@
 /**
  * SIGHUP reloads governance and rate limits in the real CLI (issue 24,
- * docs/adr/0024): `emceepee serve` with a real server-everything; a client
+ * docs/adr/0024): `emceepee serve` with a remote echo server (in the test
+ * process: the reload is the subject, not the upstream's process; docs/adr/0062); a client
  * connected to /servers/everything/mcp is told tools/list_changed when the
  * reloaded curation renames a tool, and then sees the new name; a rate limit
  * added by the reload applies at once; a file whose governance block is
@@ -9,35 +10,45 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { Client as SdkClient } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ToolListChangedNotificationSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { ROOT, connectClient, everythingStdio } from "../helpers/gateway.js";
+import { ROOT, connectClient } from "../helpers/gateway.js";
+import { statelessEchoHandler } from "../helpers/echo-upstream.js";
 import { CLI_ARGS, logLines, pollFor, startCliServe, stopChild, type RunningCli } from "../helpers/core-extra.js";
 
 let tmp: string | undefined;
 let served: RunningCli | undefined;
 const clients: Client[] = [];
+/** The upstream `everything`: echo over Streamable HTTP, in this process (no upstream process under the CLIs; issue 21). */
+let upstream: Server | undefined;
+let upstreamUrl: string;
 
 before(async () => {
   tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-curation-reload-"));
+  const listener = createServer(statelessEchoHandler("remote-echo", "Echo: "));
+  upstream = listener;
+  await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
+  upstreamUrl = `http://127.0.0.1:${(listener.address() as AddressInfo).port}/mcp`;
 });
 
 after(async () => {
   await Promise.allSettled(clients.map((c) => c.close()));
   if (served) await stopChild(served.child);
+  upstream?.closeAllConnections();
+  await new Promise<void>((resolve) => (upstream ? upstream.close(() => resolve()) : resolve()));
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
 function config(echoName: string, extra: Record<string, unknown> = {}) {
   return {
-    mcpServers: { everything: everythingStdio() },
+    mcpServers: { everything: { url: upstreamUrl } },
     gateway: {
-      // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway (issue 21).
-      upstream: { warmPool: 0 },
       governance: {
         curation: [{ server: "everything", tool: "echo", name: echoName }],
         virtualServers: [{ name: "kit", tools: [{ server: "everything", tool: "echo", as: "shout" }] }],

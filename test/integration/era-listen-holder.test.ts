@@ -31,7 +31,8 @@ if (skip !== undefined) {
     let set: ReplicaSet;
 
     async function startReplica(id: string): Promise<string> {
-      const config = { mcpServers: { slow: slowServerStdio() }, gateway: { sessions: { idleTimeoutMs: IDLE_MS } } };
+      // No warm spare (upstream.warmPool 0): nothing takes one here (a slow-server fewer under r1; issue 21, docs/adr/0062).
+      const config = { mcpServers: { slow: slowServerStdio() }, gateway: { sessions: { idleTimeoutMs: IDLE_MS }, upstream: { warmPool: 0 } } };
       return (await set.start(id, config, LEASE_MS)).base;
     }
 

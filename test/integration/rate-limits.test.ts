@@ -6,17 +6,22 @@
  * error with data.retryAfterSeconds and the limit's scope, no task made) while
  * bob goes on; /metrics counts the refusals by scope. Then two replicas
  * (`emceepee serve` children, cluster on) on one real redis-server share one
- * per-server bucket: calls spread over both are refused beyond its capacity.
+ * per-server bucket: calls spread over both are refused beyond its capacity
+ * (their upstream: an echo server over Streamable HTTP in the test process, as
+ * the limit is the subject, not the upstream's process; docs/adr/0062).
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { ROOT, everythingStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { ROOT, startGateway, type TestGateway } from "../helpers/gateway.js";
+import { statelessEchoHandler } from "../helpers/echo-upstream.js";
 import { freePort, logLines, startCliServe, stopChild, type RunningCli } from "../helpers/core-extra.js";
 import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
 import { MemoryOAuthClient, loginAndConnect } from "../helpers/oauth-client.js";
@@ -123,22 +128,25 @@ const skip = redisSkipReason();
 describe("rate limits shared by two replicas on one Redis (emceepee serve, cluster on)", { timeout: 300_000, skip }, () => {
   let redis: RedisServer;
   let tmp: string;
+  let upstream: Server | undefined;
   const replicas: RunningCli[] = [];
   const clients: Client[] = [];
 
   before(async () => {
     tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-rate-limits-"));
     redis = await startRedis();
+    const echo = createServer(statelessEchoHandler("remote-echo", "Echo: "));
+    upstream = echo;
+    await new Promise<void>((resolve) => echo.listen(0, "127.0.0.1", resolve));
+    const upstreamUrl = `http://127.0.0.1:${(echo.address() as AddressInfo).port}/mcp`;
     const started = [1, 2].map(async (i) => {
       const port = await freePort();
       const config = path.join(tmp, `r${i}.json`);
       await writeFile(
         config,
         JSON.stringify({
-          mcpServers: { everything: everythingStdio() },
+          mcpServers: { everything: { url: upstreamUrl } },
           gateway: {
-            // No warm spare (upstream.warmPool 0): not what this file tests, and one server-everything fewer per gateway (issue 21).
-            upstream: { warmPool: 0 },
             store: { kind: "redis", url: redis.url, keyPrefix: "rl-test:" },
             cluster: { enabled: true, replicaId: `r${i}`, advertiseUrl: `http://127.0.0.1:${port}`, secret: "${EMCEEPEE_CLUSTER_SECRET}" },
             rateLimits: [{ name: "everything-total", scope: "server", server: "everything", capacity: 3, refillPerMinute: NEVER }],
@@ -161,6 +169,8 @@ describe("rate limits shared by two replicas on one Redis (emceepee serve, clust
     await Promise.allSettled(clients.map((c) => c.close()));
     await Promise.allSettled(replicas.map((r) => stopChild(r.child)));
     await redis?.stop();
+    upstream?.closeAllConnections();
+    await new Promise<void>((resolve) => (upstream ? upstream.close(() => resolve()) : resolve()));
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 

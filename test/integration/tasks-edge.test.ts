@@ -6,19 +6,20 @@
  * at least their TTL, and per-session retention is bounded; a connection
  * closing under an emulated call never crashes the gateway. The tests on the
  * task-server fixture share one gateway (a session, so an upstream, each).
- * server-everything runs in process (test/helpers/in-process.ts) but in the
- * removal test, where a stdio connection closes under the call.
+ * server-everything and the task-server run in process (test/helpers/in-process.ts)
+ * but in the removal test, where a stdio connection closes under the call.
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { CreateTaskResultSchema, RELATED_TASK_META_KEY, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { systemClock, type Clock } from "../../src/clock.js";
 import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
-import { call, connectClient, everythingStdio, fixtureArgs, ROOT, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
+import { call, connectClient, everythingStdio, startGateway, waitConnected, type TestGateway } from "../helpers/gateway.js";
 import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
 import { connectFace, getTask, pollTask, RecordingTaskStore, rpcError, startTask, taskResult, waitFor, withoutMeta, type Peer } from "../helpers/tasks.js";
 
-const taskServer = { command: process.execPath, args: fixtureArgs("task-server"), cwd: ROOT };
+/** The task-server fixture in this process (issue 21, docs/adr/0062): what its tests show is the gateway's task handling, not a process. */
+const taskServer = inProcess("task-server");
 const gateways: TestGateway[] = [];
 const peers: Peer[] = [];
 after(async () => {
