@@ -873,7 +873,10 @@ describe("fuzz: hostile JSON-RPC over HTTP", () => {
   }
 
   before(async () => {
-    gw = await startGateway();
+    // No warm spare: the child-process counts below are the sessions' own processes. With the pool (warmPool 1) a
+    // spare whose refill was held while the warm-up's sessions opened (QUIET_MS) could start after the baseline
+    // was taken, and read as a leak (2 → 3 on a quiet machine, 28 Nov).
+    gw = await startGateway({ gateway: { upstream: { warmPool: 0 } } });
     base = new URL(gw.url).origin;
     health = await connectClient(gw.url, { name: "fuzz-health" });
     await waitConnected(health, "everything");
