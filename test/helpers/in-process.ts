@@ -189,15 +189,14 @@ export async function startEverythingHttpInProcess(): Promise<InProcessHttpServe
             events.push({ id, streamId, message });
             return id;
           },
+          // As the SDK's InMemoryEventStore (server-everything's): the events of the resumed stream after
+          // `lastEventId`, and that stream's id ('' for an unknown event).
           replayEventsAfter: async (lastEventId, { send }) => {
             const at = events.findIndex((e) => e.id === lastEventId);
-            if (at === -1) return lastEventId;
-            let last = lastEventId;
-            for (const e of events.slice(at + 1)) {
-              await send(e.id, e.message as never);
-              last = e.id;
-            }
-            return last;
+            if (at === -1) return "";
+            const streamId = events[at]!.streamId;
+            for (const e of events.slice(at + 1)) if (e.streamId === streamId) await send(e.id, e.message as never);
+            return streamId;
           },
         },
         onsessioninitialized: (id) => void sessions.set(id, { transport, close: () => mcp.close() }),
