@@ -7,9 +7,6 @@
  * (the acknowledgement and notifications on stdout, ended by its cancellation).
  */
 import assert from "node:assert/strict";
-import { spawn, type ChildProcessByStdio } from "node:child_process";
-import { createInterface } from "node:readline";
-import type { Readable, Writable } from "node:stream";
 import { after, describe, it } from "node:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -18,6 +15,7 @@ import { StdioClientTransport as ModernStdioTransport } from "@modelcontextproto
 import { ROOT } from "../helpers/gateway.js";
 import { CLI_ARGS, cliEnv } from "../helpers/core-extra.js";
 import { waitFor } from "../helpers/tasks.js";
+import { brief, spawnStdioWire, type Reply, type WireMessage } from "../helpers/stdio-wire.js";
 
 const MODERN = "2026-07-28";
 const T = { timeout: 120_000 };
@@ -27,13 +25,6 @@ const ENVELOPE = {
   "io.modelcontextprotocol/clientCapabilities": {},
   "io.modelcontextprotocol/clientInfo": { name: "era-stdio", version: "1" },
 };
-
-interface Reply {
-  id: number | string;
-  result?: Record<string, any>;
-  error?: { code: number; message: string; data?: any };
-}
-type WireMessage = Reply & { method?: string; params?: Record<string, any> };
 
 /** What an SDK stdio client transport (either SDK) needs to spawn `emceepee stdio --face server:everything`, with its own state folder. */
 const everythingOverStdio = () => ({
@@ -47,52 +38,11 @@ const everythingOverStdio = () => ({
 const cleanups: Array<() => Promise<unknown>> = [];
 after(() => Promise.allSettled(cleanups.map((c) => c())));
 
-/** `emceepee stdio` on raw pipes: one JSON-RPC message a line each way. */
+/** `emceepee stdio` on raw pipes (test/helpers/stdio-wire.ts), ended after the file. */
 function spawnRaw(args: string[] = []) {
-  const child: ChildProcessByStdio<Writable, Readable, Readable> = spawn(process.execPath, [...CLI_ARGS, "stdio", ...args], {
-    cwd: ROOT,
-    env: cliEnv(),
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  let stderr = "";
-  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
-  const waiting = new Map<number | string, (reply: Reply) => void>();
-  const messages: WireMessage[] = [];
-  createInterface({ input: child.stdout }).on("line", (line) => {
-    const message = JSON.parse(line) as WireMessage;
-    messages.push(message);
-    if (message.method === undefined) waiting.get(message.id)?.(message);
-  });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  cleanups.push(async () => {
-    child.stdin.end();
-    child.kill("SIGTERM");
-    await exited;
-  });
-  const write = (message: Record<string, unknown>) => child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...message })}\n`);
-  return {
-    /** The gateway's log so far (JSON lines on stderr). */
-    log: () => stderr,
-    /** Every message read from stdout, in order. */
-    messages,
-    /** The first message so far that matches (polled). */
-    next: (match: (m: WireMessage) => boolean, what: string) =>
-      waitFor(() => messages.find(match), `${what} on stdout; it carried: ${brief(messages.slice(-5))}`),
-    notify: (method: string, params: Record<string, unknown> = {}) => write({ method, params }),
-    /** Sends a request without waiting for its answer. */
-    send: (id: number | string, method: string, params: Record<string, unknown> = {}) => write({ id, method, params }),
-    request(id: number | string, method: string, params: Record<string, unknown> = {}): Promise<Reply> {
-      const replied = new Promise<Reply>((resolve) => waiting.set(id, resolve));
-      write({ id, method, params });
-      return replied;
-    },
-    /** Ends stdin; resolves with the exit code. */
-    end: async () => {
-      child.stdin.end();
-      await exited;
-      return child.exitCode;
-    },
-  };
+  const wire = spawnStdioWire(args);
+  cleanups.push(() => wire.stop());
+  return wire;
 }
 
 const withEnvelope = (params: Record<string, unknown> = {}, version = MODERN) => ({
@@ -101,8 +51,6 @@ const withEnvelope = (params: Record<string, unknown> = {}, version = MODERN) =>
 });
 const RESOURCE = "demo://resource/dynamic/text/1";
 const INITIALIZE = { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "era-stdio-legacy", version: "1" } };
-/** A reply, short enough for an assertion message. */
-const brief = (value: unknown) => JSON.stringify(value)?.slice(0, 400);
 const textOf = (result: unknown) => JSON.stringify((result as { content?: unknown }).content);
 
 describe("the stdio face in both eras", () => {
@@ -203,9 +151,10 @@ describe("the stdio face in both eras", () => {
     await waitFor(() => count(ended) === 1 || undefined, "the discover request's session ends");
     const before = count(created);
     let answered = false;
-    void wire
-      .request(2, "tools/call", withEnvelope({ name: "trigger-long-running-operation", arguments: { duration: 120, steps: 120 } }))
-      .then(() => (answered = true));
+    void wire.request(2, "tools/call", withEnvelope({ name: "trigger-long-running-operation", arguments: { duration: 120, steps: 120 } })).then(
+      () => (answered = true),
+      () => undefined, // never answered: it gives up at the gateway's end (or after 120 s)
+    );
     await waitFor(() => count(created) > before || undefined, "the call's session is made");
     wire.notify("notifications/cancelled", { requestId: 2, reason: "the user stopped it" });
     // Its session ends (face closed, upstream call cancelled) long before the two-minute operation could.

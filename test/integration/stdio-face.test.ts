@@ -5,11 +5,9 @@
  */
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { createInterface } from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -21,8 +19,9 @@ import { parseConfig } from "../../src/config/load.js";
 import { createGateway, type Gateway } from "../../src/server/gateway.js";
 import type { StdioFace } from "../../src/server/stdio.js";
 import type { TransportFactory } from "../../src/upstream/transports.js";
-import { CLI_ARGS, GATEWAY_UPSTREAM_CAPABILITIES, cliEnv, pollFor } from "../helpers/core-extra.js";
+import { CLI_ARGS, GATEWAY_UPSTREAM_CAPABILITIES, pollFor } from "../helpers/core-extra.js";
 import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
+import { brief, spawnStdioWire, wireOver, type WireMessage } from "../helpers/stdio-wire.js";
 
 const clients: Client[] = [];
 const gateways: Gateway[] = [];
@@ -47,6 +46,12 @@ async function spawnClient(args: string[], handlers?: (client: Client) => void, 
   clients.push(client);
   return client;
 }
+
+const initializeParams = (capabilities: Record<string, unknown>) => ({
+  protocolVersion: "2025-11-25",
+  capabilities,
+  clientInfo: { name: "stdio-test", version: "1" },
+});
 
 const CALLS = [
   { name: "echo", arguments: { message: "over stdio" } },
@@ -132,39 +137,17 @@ test("transparent face over stdio whose upstream cannot start: initialize gets t
   const gone = { command: process.execPath, args: ["-e", `require("node:fs").appendFileSync(${JSON.stringify(starts)}, "x\\n"); process.exit(1)`] };
   writeFileSync(config, JSON.stringify({ mcpServers: { gone }, gateway: { upstream: { warmPool: 0 } } }));
   const startCount = () => (existsSync(starts) ? readFileSync(starts, "utf8").split("\n").filter(Boolean).length : 0);
-  const child = spawn(process.execPath, [...CLI_ARGS, "stdio", "--face", "server:gone", "--config", config, "--store", "memory"], {
-    cwd: ROOT,
-    env: cliEnv(),
-    stdio: ["pipe", "pipe", "ignore"],
-  });
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  const replies = new Map<number, (reply: { error?: { code: number; message: string } }) => void>();
-  createInterface({ input: child.stdout }).on("line", (line) => {
-    const message = JSON.parse(line) as { id?: number; error?: { code: number; message: string } };
-    if (typeof message.id === "number") replies.get(message.id)?.(message);
-  });
-  const initialize = (id: number) => {
-    const reply = new Promise<{ error?: { code: number; message: string } }>((resolve) => replies.set(id, resolve));
-    const params = { protocolVersion: "2025-11-25", capabilities: { roots: {} }, clientInfo: { name: "stdio-test", version: "1" } };
-    child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id, method: "initialize", params })}\n`);
-    // The gateway exiting, or nothing for 120 s, fails the case at once instead of at the file's timeout.
-    return Promise.race([
-      reply,
-      exited.then((code) => assert.fail(`the gateway exited (code ${code}) before answering initialize ${id}`)),
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer to initialize ${id} in 120 s`)), 120_000).unref()),
-    ]);
-  };
+  const wire = spawnStdioWire(["--face", "server:gone", "--config", config, "--store", "memory"]);
   try {
     for (const id of [1, 2]) {
-      const reply = await initialize(id);
-      assert.ok(reply.error, `initialize ${id} is refused: ${JSON.stringify(reply)}`);
+      const reply = await wire.request(id, "initialize", initializeParams({ roots: {} }));
+      assert.ok(reply.error, `initialize ${id} is refused: ${brief(reply)}`);
       assert.match(reply.error.message, /EMCP_UPSTREAM_UNAVAILABLE: upstream 'gone'/, `initialize ${id} names the server: ${reply.error.message}`);
       assert.equal(startCount(), id, `initialize ${id} started the upstream afresh`);
     }
-    child.stdin.end();
-    assert.equal(await exited, 0, "stdin's end ends the gateway cleanly");
+    assert.equal(await wire.end(), 0, "stdin's end ends the gateway cleanly");
   } finally {
-    child.kill("SIGKILL");
+    await wire.stop();
   }
 });
 
@@ -174,27 +157,19 @@ test("transparent face over stdio whose upstream never answers: stdin's end duri
   const marker = newMarker();
   const silent = { command: process.execPath, args: ["-e", "setInterval(() => {}, 1e9)", marker] };
   writeFileSync(config, JSON.stringify({ mcpServers: { silent }, gateway: { upstream: { warmPool: 0, connectTimeoutMs: 600_000 } } }));
-  const child = spawn(process.execPath, [...CLI_ARGS, "stdio", "--face", "server:silent", "--config", config, "--store", "memory"], {
-    cwd: ROOT,
-    env: cliEnv(),
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  let stderr = "";
-  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
+  const wire = spawnStdioWire(["--face", "server:silent", "--config", config, "--store", "memory"]);
   try {
-    const params = { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "stdio-test", version: "1" } };
-    child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params })}\n`);
+    wire.send(1, "initialize", initializeParams({}));
     // The face is being built: its upstream's process has started and waits for an answer it never gets.
     await pollFor(async () => (processesWith(marker).length > 0 ? true : undefined), "the upstream's process", 120_000);
-    child.stdin.end();
+    wire.child.stdin.end();
     // Bounded far below connectTimeoutMs (600 s): the end does not wait for the face.
-    const code = await Promise.race([exited, new Promise<"still running">((resolve) => setTimeout(() => resolve("still running"), 120_000).unref())]);
-    assert.equal(code, 0, stderr.split("\n").slice(-5).join("\n"));
+    const code = await Promise.race([wire.exited, new Promise<"still running">((resolve) => setTimeout(() => resolve("still running"), 120_000).unref())]);
+    assert.equal(code, 0, wire.log().split("\n").slice(-5).join("\n"));
     assert.deepEqual(await waitForNoProcesses(marker), [], "the upstream's process ended with the gateway");
   } finally {
     // The upstream runs in its own process group: a failed case ends it too, not only the gateway.
-    child.kill("SIGKILL");
+    await wire.stop();
     for (const pid of processesWith(marker)) {
       try {
         process.kill(pid, "SIGKILL");
@@ -205,34 +180,16 @@ test("transparent face over stdio whose upstream never answers: stdin's end duri
   }
 });
 
-type WireReply = { id?: number; method?: string; result?: unknown; error?: { code: number; message: string } };
-
-/** `serveStdio` on in-memory streams, the gateway and its upstreams in this process; `factory` links the upstreams. */
+/** `serveStdio` on in-memory streams, the gateway and its upstreams in this process; `factory` links the upstreams. The client answers roots/list with file:///a. */
 async function stdioInProcess(mcpServers: Record<string, unknown>, face: StdioFace, factory: TransportFactory = inProcessTransportFactory()) {
   const gateway = createGateway(parseConfig({ mcpServers, gateway: { logLevel: "silent", upstream: { warmPool: 0 } } }), { transportFactory: factory });
   gateways.push(gateway);
   const stdin = new PassThrough();
   const stdout = new PassThrough();
   await gateway.serveStdio({ face, stdin, stdout });
-  const waiting = new Map<number, (reply: WireReply) => void>();
-  createInterface({ input: stdout }).on("line", (line) => {
-    const message = JSON.parse(line) as WireReply;
-    if (message.method === "roots/list" && message.id !== undefined) send({ id: message.id, result: { roots: [{ uri: "file:///a", name: "a" }] } });
-    else if (message.method === undefined && typeof message.id === "number") waiting.get(message.id)?.(message);
-  });
-  const send = (message: object) => stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...message })}\n`);
-  const request = (id: number, method: string, params: object) => {
-    const reply = new Promise<WireReply>((resolve) => waiting.set(id, resolve));
-    send({ id, method, params });
-    return Promise.race([
-      reply,
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer to ${method} (${id}) in 120 s`)), 120_000).unref()),
-    ]);
-  };
-  return { gateway, send, request };
+  const answer = (request: WireMessage) => (request.method === "roots/list" ? { roots: [{ uri: "file:///a", name: "a" }] } : undefined);
+  return { gateway, ...wireOver(stdin, stdout, { answer }) };
 }
-
-const initializeParams = (capabilities: object) => ({ protocolVersion: "2025-11-25", capabilities, clientInfo: { name: "stdio-test", version: "1" } });
 
 test("over stdio (in process), an initialize the SDK refuses tells the upstreams nothing: the refusal is the SDK server's, not an upstream's", async () => {
   const { request } = await stdioInProcess({ r: inProcessRootsOnce(["roots"], 60_000) }, { kind: "server", server: "r" });
@@ -265,7 +222,7 @@ test("the meta face does not tell its upstreams the client has roots (it cannot 
   const viaMeta = { name: "execute_tool", arguments: { server: "r", tool: "roots", args: {} } };
   const overStdio = await stdioInProcess(servers, { kind: "meta" });
   await overStdio.request(1, "initialize", initializeParams({ roots: { listChanged: true } }));
-  overStdio.send({ method: "notifications/initialized" });
+  overStdio.notify("notifications/initialized");
   const stdioResult = await overStdio.request(2, "tools/call", viaMeta);
   assert.match(JSON.stringify(stdioResult.result), /not asked/, JSON.stringify(stdioResult));
   const gw = await startInProcessGateway({ mcpServers: servers, gateway: { upstream: { warmPool: 0 } } });
