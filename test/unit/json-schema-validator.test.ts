@@ -7,6 +7,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -64,16 +65,7 @@ test("upstream clients validate tool output with the shared validator: one compi
       content: [{ type: "text", text: "42" }],
       structuredContent: { upstreamOutputCheck: 42 },
     }));
-    const { client } = newUpstreamClient({
-      clientInfo: { name: "test", version: "1" },
-      handlers: unusedHandlers(),
-      attribution: () => undefined,
-      toolsChanged: () => undefined,
-    });
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await upstream.connect(serverSide);
-    await client.connect(clientSide);
-    clients.push({ client, upstream });
+    clients.push({ client: await upstreamClientOf(upstream), upstream });
   }
   try {
     for (const { client } of clients) {
@@ -103,15 +95,7 @@ test("an output schema Ajv cannot compile: the upstream's tools are still listed
   ];
   upstream.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
   upstream.setRequestHandler(CallToolRequestSchema, () => ({ content: [], structuredContent: { a: 1 } }));
-  const { client } = newUpstreamClient({
-    clientInfo: { name: "test", version: "1" },
-    handlers: unusedHandlers(),
-    attribution: () => undefined,
-    toolsChanged: () => undefined,
-  });
-  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-  await upstream.connect(serverSide);
-  await client.connect(clientSide);
+  const client = await upstreamClientOf(upstream);
   try {
     assert.deepEqual(
       (await client.listTools()).tools.map((t) => t.name),
@@ -123,3 +107,17 @@ test("an output schema Ajv cannot compile: the upstream's tools are still listed
     await upstream.close();
   }
 });
+
+/** The gateway's upstream client (newUpstreamClient) connected to `upstream` over the SDK's in-memory transport. */
+async function upstreamClientOf(upstream: { connect(transport: Transport): Promise<void> }) {
+  const { client } = newUpstreamClient({
+    clientInfo: { name: "test", version: "1" },
+    handlers: unusedHandlers(),
+    attribution: () => undefined,
+    toolsChanged: () => undefined,
+  });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await upstream.connect(serverSide);
+  await client.connect(clientSide);
+  return client;
+}
