@@ -54,3 +54,28 @@ export async function waitForNoProcesses(marker: string, timeoutMs = 60_000): Pr
   }
   return left;
 }
+
+/** Pids of `pid`'s live children (/proc; a gateway's stdio upstreams each lead a process group of their own). */
+export function childrenOf(pid: number): number[] {
+  return readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .map(Number)
+    .filter((child) => parentPid(child) === pid);
+}
+
+/**
+ * SIGKILLs a gateway as a crash would, and then its upstreams' process groups: a crashed gateway cannot end
+ * them, and a stdio server that does not exit when its stdin closes (server-everything with an elicitation of
+ * the dead gateway's still pending) would outlive the test run, re-parented to init.
+ */
+export function crash(child: { pid?: number | undefined; kill(signal: NodeJS.Signals): boolean }): void {
+  const groups = child.pid === undefined ? [] : childrenOf(child.pid);
+  child.kill("SIGKILL");
+  for (const group of groups) {
+    try {
+      process.kill(-group, "SIGKILL");
+    } catch {
+      /* gone, or not a group leader: the kill reached what it could */
+    }
+  }
+}

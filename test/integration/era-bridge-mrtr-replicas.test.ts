@@ -18,6 +18,7 @@ import { everythingStdio } from "../helpers/gateway.js";
 import { waitExit, type RunningCli } from "../helpers/core-extra.js";
 import { startReplicaSet, type ReplicaSet } from "../helpers/era-setups.js";
 import { MODERN, modernRequest } from "../helpers/modern-requests.js";
+import { crash } from "../helpers/processes.js";
 import { redisSkipReason } from "../helpers/redis.js";
 import { startModernReferenceServer, type ModernReferenceServer } from "../fixtures/modern-reference-server.js";
 
@@ -100,7 +101,7 @@ if (skip !== undefined) {
       const key = Object.keys(asked.body.result.inputRequests as object)[0]!;
 
       const owner = replicas[0]!.served.child;
-      owner.kill("SIGKILL");
+      crash(owner); // and its server-everything, which a SIGKILLed gateway leaves running (its elicitation pending)
       await waitExit(owner, 30_000);
       const started = Date.now();
       const retry = await modernRequest(
