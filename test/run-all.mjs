@@ -20,14 +20,14 @@ import { fileURLToPath } from "node:url";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 /**
- * Files at once: twice the cores on an idle machine (the files mostly wait), the
- * cores when the machine is already busy (a 1-minute load average of at least the
- * cores): at load 25, four files at once starved timing-sensitive tests (calls
- * meant to be promoted finished first, a 30 s condition bound ran out) that pass
- * with two under load 15. See test/README.md.
+ * Files at once: three times the cores on an idle machine, fewer as the 1-minute load average rises (one fewer per
+ * unit of load), down to the cores. The files mostly wait: on 2 cores a quiet run used ≈ 1.1 cores with four at
+ * once, and six at once took 302 → 230 s of wall for the same CPU (test/README.md, "Session 18 (lead)"). At load
+ * 25, four files at once starved timing-sensitive tests (calls meant to be promoted finished first, a 30 s
+ * condition bound ran out) that pass with two under load 15.
  */
 const CORES = os.availableParallelism();
-const CONCURRENCY = process.env.EMCEEPEE_TEST_CONCURRENCY ?? String(os.loadavg()[0] < CORES ? 2 * CORES : CORES);
+const CONCURRENCY = process.env.EMCEEPEE_TEST_CONCURRENCY ?? String(Math.max(CORES, Math.min(3 * CORES, Math.round(3 * CORES - os.loadavg()[0]))));
 
 function run(command, args, buffered) {
   const started = Date.now();
