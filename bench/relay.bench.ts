@@ -42,7 +42,7 @@ import { startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.
 import { descendantPids, threadCpuMs } from "./lib/proc.js";
 import { fmt, percentile, table } from "./lib/stats.js";
 import { option } from "./lib/options.js";
-import { PEER_TOPOLOGY, peerArgs, peerBin, type Peer } from "./lib/peers.js";
+import { PEER_TOPOLOGY, peerArgs, peerBin, startListening, type Peer } from "./lib/peers.js";
 
 const opts = {
   sessions: option("sessions", 16),
@@ -151,22 +151,7 @@ async function startPeer(peer: Peer | "floor"): Promise<{ url: string; child: Ch
   const port = await freePort();
   const everything = [EVERYTHING.command, ...EVERYTHING.args];
   const args = peer === "floor" ? ["--import", "tsx", FLOOR, String(port), ...everything] : [peerBin(peer, log), ...peerArgs(peer, port, everything)];
-  const child = spawn(process.execPath, args, { stdio: ["ignore", "ignore", "pipe"] });
-  let err = "";
-  child.stderr.on("data", (c: Buffer) => void (err = (err + c.toString()).slice(-4000)));
-  const url = `http://127.0.0.1:${port}/mcp`;
-  // Ready when it accepts a TCP connection (neither prints a stable line at every log level).
-  const deadline = performance.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`${peer} exited ${child.exitCode}: ${err}`);
-    const up = await new Promise<boolean>((resolve) => {
-      const sock = net.connect(port, "127.0.0.1", () => (sock.destroy(), resolve(true)));
-      sock.once("error", () => resolve(false));
-    });
-    if (up) return { url, child };
-    if (performance.now() > deadline) throw new Error(`${peer} did not listen within 60 s: ${err}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  return { url: `http://127.0.0.1:${port}/mcp`, child: await startListening(peer, args, port) };
 }
 
 interface Conn {

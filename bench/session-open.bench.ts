@@ -25,17 +25,21 @@
  * With `--before=<dir>` (another checkout beside a node_modules symlink) its gateway is measured too, in
  * the same rounds, alternating with this one (`--rounds=N`, default 1; the table gives each round).
  *
- * Options (argv `--name=value` or env `BENCH_NAME=value`): --sessions=100, --burst=16, --eager=0, --steps=0, --before, --rounds=1.
+ * The peers (`--peers`, default supergateway,mcp-proxy; bench/lib/peers.ts) are measured as direct is, in front of a stdio
+ * server-everything: supergateway starts one per session, mcp-proxy one for all.
+ *
+ * Options (argv `--name=value` or env `BENCH_NAME=value`): --sessions=100, --burst=16, --eager=0, --steps=0, --before, --rounds=1, --peers.
  * Output: markdown on stdout, progress on stderr. Every process it starts is stopped.
  */
 import { performance } from "node:perf_hooks";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { everythingServerEntry } from "../src/config/demo.js";
-import { startEverythingHttp } from "../test/helpers/core-extra.js";
+import { freePort, startEverythingHttp } from "../test/helpers/core-extra.js";
 import { startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.js";
 import { descendantPids, rssBytes } from "./lib/proc.js";
 import { option } from "./lib/options.js";
+import { PEER_TOPOLOGY, peerArgs, peerBin, startListening, type Peer } from "./lib/peers.js";
 import { fmt, mb, percentile, ratio, table } from "./lib/stats.js";
 import os from "node:os";
 
@@ -44,6 +48,10 @@ const BURST = option("burst", 16);
 const EAGER = option("eager", 0, 0) > 0;
 const STEPS = option("steps", 0, 0);
 const ROUNDS = option("rounds", 1);
+const PEERS = (process.argv.find((a) => a.startsWith("--peers="))?.slice("--peers=".length) ?? process.env.BENCH_PEERS ?? "supergateway,mcp-proxy")
+  .split(",")
+  .filter(Boolean) as Peer[];
+for (const p of PEERS) if (!(p in PEER_TOPOLOGY)) throw new Error(`--peers: unknown '${p}' (supergateway, mcp-proxy)`);
 const BEFORE = process.argv.find((a) => a.startsWith("--before="))?.slice("--before=".length) ?? process.env.BENCH_BEFORE;
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
@@ -174,6 +182,46 @@ async function directRun(): Promise<Row> {
   }
 }
 
+/**
+ * A peer relay in front of stdio server-everything (bench/lib/peers.ts): the same two measurements as direct's.
+ * Its upstream processes are its descendants; every one of them is ended with it.
+ */
+async function peerRun(peer: Peer): Promise<Row> {
+  const port = await freePort();
+  const everything = [process.execPath, everythingServerEntry(), "stdio"];
+  const child = await startListening(peer, [peerBin(peer, log), ...peerArgs(peer, port, everything)], port);
+  const url = `http://127.0.0.1:${port}/mcp`;
+  try {
+    await closeAll((await firstCalls(url, 1, false)).clients);
+    log(`${peer}: opening ${SESSIONS} sessions`);
+    const opened = await openAll(url, SESSIONS);
+    const children = descendantPids(child.pid!);
+    const rss = rssBytes(child.pid!) + children.reduce((n, pid) => n + rssBytes(pid), 0);
+    await closeAll(opened.clients);
+    await closeAll((await firstCalls(url, BURST, false)).clients);
+    const timed = await firstCalls(url, BURST, false);
+    await closeAll(timed.clients);
+    return {
+      name: `${peer} (${PEER_TOPOLOGY[peer]})`,
+      openMs: opened.ms,
+      processes: children.length,
+      rss: mb(rss),
+      p50: percentile(timed.times, 50),
+      max: Math.max(...timed.times),
+    };
+  } finally {
+    const left = descendantPids(child.pid!);
+    child.kill("SIGKILL");
+    for (const pid of left) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        /* gone */
+      }
+    }
+  }
+}
+
 /** A step's time in ms. */
 async function timed(work: () => Promise<unknown>): Promise<number> {
   const started = performance.now();
@@ -239,6 +287,7 @@ for (let round = 1; round <= ROUNDS; round++) {
   const rows: Row[] = [];
   const load = os.loadavg()[0]!;
   rows.push(await directRun());
+  for (const peer of PEERS) rows.push(await peerRun(peer));
   // Alternating: this tree first in odd rounds, the one before first in even rounds.
   const trees: Array<[string, string | undefined]> = BEFORE
     ? [

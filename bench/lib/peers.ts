@@ -7,9 +7,11 @@
  * node_modules/.cache/emceepee-bench-peers (`npm install --prefix`, never
  * package.json), as bench/relay.bench.ts does.
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
+import net from "node:net";
 import path from "node:path";
+import { performance } from "node:perf_hooks";
 
 export type Peer = "supergateway" | "mcp-proxy";
 
@@ -45,4 +47,28 @@ export function peerArgs(peer: Peer, port: number, server: readonly string[]): s
         "none",
       ]
     : ["--port", String(port), "--host", "127.0.0.1", "--server", "stream", "--", ...server];
+}
+
+/**
+ * `node <args>` (a peer relay, or another listener the benches compare with), resolved once it accepts a TCP
+ * connection on `port`: neither peer prints a stable line at every log level.
+ */
+export async function startListening(label: string, args: readonly string[], port: number): Promise<ChildProcess> {
+  const child = spawn(process.execPath, args, { stdio: ["ignore", "ignore", "pipe"] });
+  let err = "";
+  child.stderr.on("data", (c: Buffer) => void (err = (err + c.toString()).slice(-4000)));
+  const deadline = performance.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${label} exited ${child.exitCode}: ${err}`);
+    const up = await new Promise<boolean>((resolve) => {
+      const sock = net.connect(port, "127.0.0.1", () => (sock.destroy(), resolve(true)));
+      sock.once("error", () => resolve(false));
+    });
+    if (up) return child;
+    if (performance.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`${label} did not listen within 60 s: ${err}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
