@@ -93,6 +93,8 @@ export class McpEndpoint {
   private readonly resumptions = new Map<string, Promise<Binding | ResumeFailed | undefined>>();
   /** Attachments held or being made, by session id (sessions.maxAttachmentsPerSession). */
   private readonly attachments = new Map<string, number>();
+  /** close() ran: the bindings it cleared are the shutdown's, not failed initializes. */
+  private closed = false;
 
   constructor(
     private readonly gateway: GatewayContext,
@@ -287,7 +289,10 @@ export class McpEndpoint {
     await server.connect(transport);
     this.options.tap?.(transport, session);
     await transport.handleRequest(req, res, body);
-    if (!this.bindings.has(transportId)) {
+    if (this.closed) {
+      // The gateway shut down while the answer was written: the client may hold the id, so the record stays for the next start.
+      await server.close().catch(() => undefined);
+    } else if (!this.bindings.has(transportId)) {
       // The transport rejected the initialize: keep nothing (a priming event may have been stored).
       if (owner) {
         await this.gateway.sessions.destroy(session.id, "initialize failed");
@@ -466,6 +471,7 @@ export class McpEndpoint {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     const all = [...this.bindings.values()];
     this.bindings.clear();
     this.attachments.clear();

@@ -405,7 +405,7 @@ describe("principals are isolated: one gateway, across a restart (SQLite)", SLOW
     const attach = await rpc(`${base}/mcp?session=${ownerless}`, alice["/mcp"], undefined, "initialize", INIT);
     assert.equal(attach.status, 404, attach.text);
     const asOperator = await rpc(`${base}/mcp`, STATIC_TOKEN, ownerless, "tools/list");
-    assert.equal(asOperator.status, 200, asOperator.text);
+    assert.equal(asOperator.status, 200, `${asOperator.text}\n${served!.stderr().slice(-6000)}`);
     assert.equal(resumed(ownerless).length, 1);
     // Resumed now, held in memory: still not alice's.
     assert.equal((await rpc(`${base}/mcp`, alice["/mcp"], ownerless, "tools/list")).status, 404);
