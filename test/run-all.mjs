@@ -27,7 +27,8 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
  * condition bound ran out) that pass with two under load 15.
  */
 const CORES = os.availableParallelism();
-const CONCURRENCY = process.env.EMCEEPEE_TEST_CONCURRENCY ?? String(Math.max(CORES, Math.min(3 * CORES, Math.round(3 * CORES - os.loadavg()[0]))));
+const LOAD = os.loadavg()[0];
+const CONCURRENCY = process.env.EMCEEPEE_TEST_CONCURRENCY ?? String(Math.max(CORES, Math.min(3 * CORES, Math.round(3 * CORES - LOAD))));
 
 function run(command, args, buffered) {
   const started = Date.now();
@@ -129,7 +130,7 @@ if (!TSX) {
 
 const build = await cliBuild;
 process.stdout.write(build.output);
-process.stdout.write(`test files: ${CONCURRENCY} at once (load average ${os.loadavg()[0].toFixed(1)}, ${CORES} cores)\n`);
+process.stdout.write(`test files: ${CONCURRENCY} at once (load average ${LOAD.toFixed(1)} at the start, ${os.loadavg()[0].toFixed(1)} now; ${CORES} cores)\n`);
 if (build.code !== 0) process.exit(build.code);
 
 /**
