@@ -152,7 +152,18 @@ export class Peer {
 
   async close(): Promise<void> {
     if (this.transport instanceof StreamableHTTPClientTransport) await this.transport.terminateSession().catch(() => undefined);
-    await this.client.close().catch(() => undefined);
+    // A direct server-everything does not exit when its stdin closes: the SDK's close waited 2 s for it, then sent
+    // SIGTERM. It is the reference, not a subject: SIGTERM at once, after the SDK's close has begun listening for the exit.
+    const pid = this.transport instanceof StdioClientTransport ? this.transport.pid : null;
+    const closing = this.client.close().catch(() => undefined);
+    if (pid !== null) {
+      try {
+        process.kill(pid, "SIGTERM");
+      } catch {
+        // gone already
+      }
+    }
+    await closing;
   }
 }
 

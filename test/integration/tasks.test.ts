@@ -13,7 +13,7 @@
  * - isolation between sessions, TTL expiry and retention, errors.
  * Task ids the clients see must always be the gateway's, never the upstream's.
  */
-import { after, afterEach, before, describe, test } from "node:test";
+import { after, before, describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { ErrorCode, RELATED_TASK_META_KEY, type CallToolResult, type Task } from "@modelcontextprotocol/sdk/types.js";
 import { block, call, connectClient, drainEvents, TEST_SHARING, waitConnected, type TestGateway } from "../helpers/gateway.js";
@@ -49,18 +49,12 @@ let base: string;
 let direct: Peer;
 /** What the direct client gets for a research topic (memoized: each run takes ~4 s). */
 const directReports = new Map<string, Promise<string>>();
-/** Closed after each test. */
-const open: Array<{ close(): Promise<void> }> = [];
 
 before(async () => {
   store = new RecordingTaskStore();
   gw = await startInProcessGateway({}, { store: store.bundle });
   base = gw.url.replace(/\/mcp$/, "");
   direct = await connectDirect();
-});
-
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((c) => c.close()));
 });
 
 after(async () => {
@@ -77,18 +71,27 @@ function directReport(topic: string): Promise<string> {
   return report;
 }
 
-async function peer(path: string, options: PeerOptions = {}): Promise<Peer> {
+/** A transparent peer, closed when its test ends (t.after: the cases of a concurrent describe end at different times). */
+async function peer(t: TestContext, path: string, options: PeerOptions = {}): Promise<Peer> {
   const p = await connectFace(`${base}${path}`, options);
-  open.push(p);
+  t.after(() => p.close());
   return p;
 }
 
 /** The meta-tools face attached to a transparent peer's session. */
-async function attachMeta(p: Peer) {
+async function attachMeta(t: TestContext, p: Peer) {
   const meta = await connectClient(`${base}/mcp?session=${encodeURIComponent(p.sessionId)}`, { name: "meta-attached" });
-  open.push(meta);
+  t.after(() => meta.close());
   return meta;
 }
+
+/**
+ * The describes whose cases wait on server-everything's research tasks (4 stages of 1 s, fixed) run their cases at
+ * once (issue 21, docs/adr/0065): each case has its own sessions and peers, and checks only its own tasks (the store's
+ * id sets only grow). Not with shared upstreams (EMCEEPEE_TEST_SHARING=shared): calls of two sessions at once on a
+ * shared upstream have their elicitations refused (test/integration/sharing.test.ts), and the ambiguous cases elicit.
+ */
+const AT_ONCE = { concurrency: TEST_SHARING === "session" };
 
 /** Every task id the peer ever saw is a gateway id (a ULID the gateway stored), never an upstream one. */
 function assertOnlyGatewayIds(p: Peer): void {
@@ -108,9 +111,9 @@ async function runResearchTask(p: Peer, name: string, topic: string): Promise<{ 
   return { task, statuses, result };
 }
 
-describe("transparent face: task-augmented tools/call of an upstream task tool", () => {
-  test("capabilities and tools/list advertise tasks for every tool", async () => {
-    const p = await peer("/servers/everything/mcp");
+describe("transparent face: task-augmented tools/call of an upstream task tool", AT_ONCE, () => {
+  test("capabilities and tools/list advertise tasks for every tool", async (t) => {
+    const p = await peer(t, "/servers/everything/mcp");
     const caps = p.client.getServerCapabilities();
     assert.deepEqual(caps?.tasks, { list: {}, cancel: {}, requests: { tools: { call: {} } } });
     const { tools } = await p.client.listTools();
@@ -120,9 +123,9 @@ describe("transparent face: task-augmented tools/call of an upstream task tool",
     assert.ok(tools.every((t) => t.execution?.taskSupport === "optional"));
   });
 
-  test("simulate-research-query via /servers and /all: progress in tasks/get, result equals the direct one", async () => {
-    const one = await peer("/servers/everything/mcp");
-    const all = await peer("/all/mcp");
+  test("simulate-research-query via /servers and /all: progress in tasks/get, result equals the direct one", async (t) => {
+    const one = await peer(t, "/servers/everything/mcp");
+    const all = await peer(t, "/all/mcp");
     const [expected, viaOne, viaAll] = await Promise.all([
       directReport("python"),
       runResearchTask(one, RESEARCH, "python"),
@@ -154,8 +157,8 @@ describe("transparent face: task-augmented tools/call of an upstream task tool",
     }
   });
 
-  test("ambiguous: the queued elicitation reaches the client with the gateway's task id; the answer shapes the result", async () => {
-    const p = await peer("/servers/everything/mcp", {
+  test("ambiguous: the queued elicitation reaches the client with the gateway's task id; the answer shapes the result", async (t) => {
+    const p = await peer(t, "/servers/everything/mcp", {
       capabilities: ELICIT_AND_SAMPLE,
       elicit: () => ({ action: "accept", content: { interpretation: "programming" } }),
     });
@@ -175,8 +178,8 @@ describe("transparent face: task-augmented tools/call of an upstream task tool",
     assertOnlyGatewayIds(p);
   });
 
-  test("tasks/cancel cancels the upstream task too", async () => {
-    const p = await peer("/servers/everything/mcp");
+  test("tasks/cancel cancels the upstream task too", async (t) => {
+    const p = await peer(t, "/servers/everything/mcp");
     const task = await startTask(p.client, RESEARCH, { topic: "cancel me" });
     const upstreamId = await upstreamIdOf(gw, p, task.taskId);
     assert.ok(upstreamId);
@@ -244,8 +247,8 @@ describe("transparent face: task-augmented tools/call of an upstream task tool",
 });
 
 describe("transparent face: gateway-owned tasks", () => {
-  test("echo as a task: a gateway task whose result equals the direct one", async () => {
-    const p = await peer("/servers/everything/mcp");
+  test("echo as a task: a gateway task whose result equals the direct one", async (t) => {
+    const p = await peer(t, "/servers/everything/mcp");
     const task = await startTask(p.client, "echo", { message: "hello tasks" });
     assert.match(task.taskId, ULID);
     assert.equal(await upstreamIdOf(gw, p, task.taskId), undefined, "no upstream task behind echo");
@@ -258,15 +261,17 @@ describe("transparent face: gateway-owned tasks", () => {
     assertOnlyGatewayIds(p);
   });
 
-  test("session isolation: another session cannot get, fetch, cancel or list a task", async () => {
-    const a = await peer("/servers/everything/mcp");
-    const b = await peer("/servers/everything/mcp");
+  test("session isolation: another session cannot get, fetch, cancel or list a task", async (t) => {
+    const a = await peer(t, "/servers/everything/mcp");
+    const b = await peer(t, "/servers/everything/mcp");
     const done = await startTask(a.client, "echo", { message: "mine" });
     const running = await startTask(a.client, RESEARCH, { topic: "mine" });
     await pollTask(a.client, done.taskId, isTerminalTask, "terminal");
     for (const { taskId } of [done, running]) {
-      for (const attempt of [getTask(b.client, taskId), taskResult(b.client, taskId), b.client.experimental.tasks.cancelTask(taskId, LONG)]) {
-        const err = await rpcError(attempt);
+      // One at a time: started at once, an attempt that failed while an earlier one was awaited was an unhandled rejection
+      // (the case failed with it, seen in a copy whose upstream cancel was broken: the answers' order changed).
+      for (const attempt of [() => getTask(b.client, taskId), () => taskResult(b.client, taskId), () => b.client.experimental.tasks.cancelTask(taskId, LONG)]) {
+        const err = await rpcError(attempt());
         assert.equal(err.code, ErrorCode.InvalidParams);
         assert.match(err.message, /not found/i);
       }
@@ -289,8 +294,8 @@ describe("receiver tasks: the upstream's task-augmented sampling and elicitation
     return t;
   };
 
-  test("a client with the capabilities answers natively", async () => {
-    const p = await peer("/servers/everything/mcp", {
+  test("a client with the capabilities answers natively", async (t) => {
+    const p = await peer(t, "/servers/everything/mcp", {
       capabilities: ELICIT_AND_SAMPLE,
       elicit: () => ({ action: "accept", content: { name: "Ann", favoriteColor: "Blue" } }),
       sample: () => ({ model: "test-model", role: "assistant", content: { type: "text", text: "sampled natively" } }),
@@ -312,9 +317,9 @@ describe("receiver tasks: the upstream's task-augmented sampling and elicitation
     assertOnlyGatewayIds(p);
   });
 
-  test("a client without the capabilities answers through the pending queue (meta face attached)", async () => {
-    const p = await peer("/servers/everything/mcp");
-    const meta = await attachMeta(p);
+  test("a client without the capabilities answers through the pending queue (meta face attached)", async (t) => {
+    const p = await peer(t, "/servers/everything/mcp");
+    const meta = await attachMeta(t, p);
     const elicitCall = p.client.callTool({ name: "trigger-elicitation-request-async", arguments: {} }, undefined, LONG);
     const sampleCall = p.client.callTool({ name: "trigger-sampling-request-async", arguments: { prompt: "queued prompt" } }, undefined, LONG);
     const elicitation = await waitFor(
@@ -355,10 +360,10 @@ describe("receiver tasks: the upstream's task-augmented sampling and elicitation
         TEST_SHARING === "shared" &&
         "calls of two sessions at once on a shared stdio upstream: its elicitations are refused (test/integration/sharing.test.ts)",
     },
-    async () => {
-      const native = await peer("/servers/everything/mcp", { capabilities: ELICIT_AND_SAMPLE, elicit: () => ({ action: "decline" }) });
-      const queued = await peer("/servers/everything/mcp");
-      const meta = await attachMeta(queued);
+    async (t) => {
+      const native = await peer(t, "/servers/everything/mcp", { capabilities: ELICIT_AND_SAMPLE, elicit: () => ({ action: "decline" }) });
+      const queued = await peer(t, "/servers/everything/mcp");
+      const meta = await attachMeta(t, queued);
       const nativeCall = native.client.callTool({ name: "trigger-elicitation-request-async", arguments: {} }, undefined, LONG);
       const queuedCall = queued.client.callTool({ name: "trigger-elicitation-request-async", arguments: {} }, undefined, LONG);
       const pending = await waitFor(
@@ -374,9 +379,9 @@ describe("receiver tasks: the upstream's task-augmented sampling and elicitation
   );
 });
 
-describe("emulation: a plain tools/call of a task-only tool", () => {
-  test("blocks until the final result and sends progress keep-alives", async () => {
-    const p = await peer("/servers/everything/mcp");
+describe("emulation: a plain tools/call of a task-only tool", AT_ONCE, () => {
+  test("blocks until the final result and sends progress keep-alives", async (t) => {
+    const p = await peer(t, "/servers/everything/mcp");
     const progress: unknown[] = [];
     const [result, expected] = await Promise.all([
       p.client.callTool({ name: RESEARCH, arguments: { topic: "python" } }, undefined, { ...LONG, onprogress: (n) => void progress.push(n) }),
@@ -389,8 +394,8 @@ describe("emulation: a plain tools/call of a task-only tool", () => {
     assert.deepEqual(await p.client.experimental.tasks.listTasks(undefined, LONG), { tasks: [] }, "no task was created for the client");
   });
 
-  test("an elicitation during an emulated call reaches the client without any task id", async () => {
-    const p = await peer("/all/mcp", {
+  test("an elicitation during an emulated call reaches the client without any task id", async (t) => {
+    const p = await peer(t, "/all/mcp", {
       capabilities: ELICIT_AND_SAMPLE,
       elicit: () => ({ action: "accept", content: { interpretation: "snake" } }),
     });
@@ -407,9 +412,9 @@ describe("emulation: a plain tools/call of a task-only tool", () => {
 });
 
 describe("meta face: execute_tool on a task-only tool", () => {
-  test("waits for the report, or promotes it to a task whose result is the report", async () => {
+  test("waits for the report, or promotes it to a task whose result is the report", async (t) => {
     const meta = await connectClient(gw.url, { name: "meta" });
-    open.push(meta);
+    t.after(() => meta.close());
     await waitConnected(meta, "everything");
     await drainEvents(meta);
     const expected = await directReport("python");
@@ -435,10 +440,10 @@ describe("meta face: execute_tool on a task-only tool", () => {
 });
 
 describe("errors", () => {
-  test("tasks/get and tasks/result of an unknown id, tasks/cancel of a completed task", async () => {
-    const p = await peer("/servers/everything/mcp");
-    for (const attempt of [getTask(p.client, "01UNKNOWNTASK0000000000000"), taskResult(p.client, "nope")]) {
-      const err = await rpcError(attempt);
+  test("tasks/get and tasks/result of an unknown id, tasks/cancel of a completed task", async (t) => {
+    const p = await peer(t, "/servers/everything/mcp");
+    for (const attempt of [() => getTask(p.client, "01UNKNOWNTASK0000000000000"), () => taskResult(p.client, "nope")]) {
+      const err = await rpcError(attempt()); // one at a time, as in the isolation case
       assert.equal(err.code, ErrorCode.InvalidParams);
       assert.match(err.message, /not found/i);
     }
@@ -450,19 +455,19 @@ describe("errors", () => {
     assert.equal((await getTask(p.client, task.taskId)).status, "completed");
   });
 
-  test("a task-augmented call of a tool of an unknown server (/all) is an error", async () => {
-    const p = await peer("/all/mcp");
+  test("a task-augmented call of a tool of an unknown server (/all) is an error", async (t) => {
+    const p = await peer(t, "/all/mcp");
     const err = await rpcError(startTask(p.client, "nowhere__echo", { message: "x" }));
     assert.equal(err.code, ErrorCode.InvalidParams);
     assert.deepEqual((await p.client.experimental.tasks.listTasks(undefined, LONG)).tasks, []);
   });
 
-  test("a task-augmented call of an unknown tool is an error, not a task (regression)", async () => {
+  test("a task-augmented call of an unknown tool is an error, not a task (regression)", async (t) => {
     for (const [path, name] of [
       ["/servers/everything/mcp", "no-such-tool"],
       ["/all/mcp", "everything__no-such-tool"],
     ] as const) {
-      const p = await peer(path);
+      const p = await peer(t, path);
       const err = await rpcError(startTask(p.client, name, {}));
       assert.equal(err.code, ErrorCode.InvalidParams, `${path}: ${err.message}`);
       assert.deepEqual((await p.client.experimental.tasks.listTasks(undefined, LONG)).tasks, [], `${path}: no task was created`);
