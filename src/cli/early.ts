@@ -21,7 +21,7 @@ export interface EarlyStart {
 }
 
 export async function startEarly(config: LoadedConfig): Promise<EarlyStart | undefined> {
-  const { upstream, servers } = config.gateway;
+  const { upstream } = config.gateway;
   if (upstream.warmPool === 0) return undefined;
   const { EarlyProcesses, startsEarly } = await import("../upstream/sharing/early-processes.js");
   // Shared servers too: their start-up check connects the shared connection, which takes this process (one process
@@ -31,7 +31,6 @@ export async function startEarly(config: LoadedConfig): Promise<EarlyStart | und
   const early = new EarlyProcesses({
     killGraceMs: upstream.killGraceMs,
     maxMessageBytes: upstream.maxMessageBytes,
-    runtimeUrls: servers.runtimeUrls,
     idleMs: upstream.warmPoolIdleMs,
   });
   const onSignal = (signal: NodeJS.Signals) => {

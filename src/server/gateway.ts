@@ -115,7 +115,6 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
   const { upstream } = settings;
   const baseFactory =
     deps.transportFactory ??
-    deps.early?.base ??
     createTransportFactory({
       killGraceMs: upstream.killGraceMs,
       maxMessageBytes: upstream.maxMessageBytes,
@@ -129,7 +128,7 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     early.reportTo(({ event, ...fields }) => (event === "early_process_failed" ? logger.warn(fields, event) : logger.info(fields, event)));
     parts.add("early-processes", () => early.close());
   }
-  const connectionFactory = early && !deps.transportFactory ? observability.transportFactory(early.factory) : transportFactory;
+  const connectionFactory = early && !deps.transportFactory ? observability.transportFactory(early.factoryOver(baseFactory)) : transportFactory;
   const children = new ChildProcessLimiter(upstream.maxChildProcesses);
   const clientInfo = { name: "emceepee", version: pkg.version };
   const openedStore = () => store.opened();

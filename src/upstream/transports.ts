@@ -5,8 +5,9 @@
  * process group, ended as a whole: children.ts), not the SDK's. A Streamable
  * HTTP transport can continue a stored upstream session (`sessionId`, after a
  * gateway restart: ADR 0007) and end one (DELETE, when its session ends).
+ * The stdio half (and the types) live in transports-stdio.ts, which `serve`'s
+ * early processes load alone, without the remote transports (ADR 0066).
  */
-import { getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { openStandaloneStream } from "../mcp/resume-session.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
@@ -14,19 +15,20 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage, RequestId } from "@modelcontextprotocol/sdk/types.js";
 import { SseEventFramer } from "../mcp/sse-events.js";
 import type { GatewayError } from "../errors.js";
-import type { FetchLike, SseRequestTap } from "../mcp/sse-request-tap.js";
+import type { FetchLike } from "../mcp/sse-request-tap.js";
 import { DEFAULT_SETTINGS } from "../config/schema.js";
-import { isStdioConfig, remoteTransportOf, type RemoteServerConfig, type ServerConfig } from "../config/server-entry.js";
-import type { ProcessGroups } from "./children.js";
-import { GroupStdioClientTransport } from "./stdio-transport.js";
+import { isStdioConfig, remoteTransportOf, type RemoteServerConfig } from "../config/server-entry.js";
+import { createStdioTransport, type CreatedTransport, type TransportFactory, type TransportFactoryOptions } from "./transports-stdio.js";
 import { errorResponseFor } from "../mcp/error-response.js";
 import { isMediaType } from "../mcp/media-type.js";
 import { messageTooLarge } from "./message-bound.js";
 import { remoteFetch } from "./remote-fetch.js";
-import { RuntimeUrlPolicy, type RuntimeUrlRules } from "./url-policy.js";
+import { RuntimeUrlPolicy } from "./url-policy.js";
 import { EraTransport } from "./modern/era-transport.js";
 import { MrtrRequestTap } from "./modern/mrtr-tap.js";
 import { EraVerdicts } from "./modern/probe.js";
+
+export type { CreatedTransport, TransportFactory, TransportFactoryOptions, TransportOptions } from "./transports-stdio.js";
 
 /**
  * Bound on the `server/discover` probe of a Streamable HTTP upstream (then it is spoken to as 2025 era). The connect
@@ -36,61 +38,6 @@ const ERA_PROBE_TIMEOUT_MS = 300_000;
 /** Bound on `input_required` rounds of one request to a 2026-07-28 upstream (bridge 2). */
 const MAX_INPUT_ROUNDS = 8;
 
-export interface CreatedTransport {
-  transport: Transport;
-  /** For stdio upstreams: the child's stderr, captured into the session's logs. */
-  stderr?: NodeJS.ReadableStream | null;
-  /**
-   * Streamable HTTP: which of our requests' streams each upstream request
-   * arrived on (src/mcp/sse-request-tap.ts), for attributing server→client
-   * requests to the call they belong to.
-   */
-  requestStreams?: SseRequestTap;
-  /** The upstream's MCP session id (streamable HTTP), read after connect. */
-  sessionId?: () => string | undefined;
-  /** The protocol version the upstream session uses (streamable HTTP), read after connect. */
-  protocolVersion?: () => string | undefined;
-  /**
-   * Streamable HTTP created with `sessionId`: after `client.connect()` (which
-   * then skips initialize), sets the session's protocol version header.
-   */
-  continueSession?(protocolVersion: string): void;
-  /** Continued session: opens the standalone GET stream; false when the SDK cannot (src/mcp/resume-session.ts). */
-  openStandaloneStream?(onError: (err: unknown) => void): boolean;
-  /** Streamable HTTP: ends the upstream session (HTTP DELETE). */
-  terminateSession?(): Promise<void>;
-  /** The child's pid (stdio). */
-  pid?: () => number | null;
-  /**
-   * Ends the child's whole process group (stdio): resolves when it is gone.
-   * Idempotent; the transport's close() does the same. `graceMs` defaults to
-   * the factory's killGraceMs.
-   */
-  terminate?(graceMs?: number): Promise<void>;
-}
-
-export interface TransportOptions {
-  /** Continue this upstream session (Streamable HTTP only; other transports ignore it). */
-  sessionId?: string | undefined;
-  /** A server added at runtime: its URL is checked against gateway.servers.runtimeUrls and redirects are refused (remote-fetch.ts). */
-  runtime?: boolean | undefined;
-  /** Wraps the remote fetch: a principal's OAuth access token on every request (src/upstream/auth/, the upstream factory sets it). */
-  authFetch?: ((base: FetchLike) => FetchLike) | undefined;
-}
-
-export type TransportFactory = (name: string, config: ServerConfig, options?: TransportOptions) => CreatedTransport;
-
-export interface TransportFactoryOptions {
-  /** gateway.upstream.killGraceMs */
-  killGraceMs: number;
-  /** gateway.upstream.maxMessageBytes (design LM-6). @default 16 MiB */
-  maxMessageBytes?: number | undefined;
-  /** Registers every stdio process group (the gateway's close() and destroy() end them all). */
-  groups?: ProcessGroups | undefined;
-  /** gateway.servers.runtimeUrls (servers added at runtime only). */
-  runtimeUrls?: RuntimeUrlRules | undefined;
-}
-
 /** The transports the gateway uses for real upstreams. */
 export function createTransportFactory(options: TransportFactoryOptions): TransportFactory {
   const policy = new RuntimeUrlPolicy(options.runtimeUrls ?? DEFAULT_SETTINGS.servers.runtimeUrls);
@@ -98,19 +45,7 @@ export function createTransportFactory(options: TransportFactoryOptions): Transp
   // Which era each Streamable HTTP endpoint speaks, probed once (src/upstream/modern/probe.ts).
   const verdicts = new EraVerdicts();
   return (name, config, transportOptions = {}) => {
-    if (isStdioConfig(config)) {
-      const transport = new GroupStdioClientTransport({
-        command: config.command,
-        args: config.args,
-        env: { ...getDefaultEnvironment(), ...(config.env ?? {}) },
-        cwd: config.cwd,
-        killGraceMs: options.killGraceMs,
-        groups: options.groups,
-        maxMessageBytes,
-        name,
-      });
-      return { transport, stderr: transport.stderr, pid: () => transport.pid, terminate: (graceMs) => transport.terminate(graceMs) };
-    }
+    if (isStdioConfig(config)) return createStdioTransport(name, config, { killGraceMs: options.killGraceMs, maxMessageBytes, groups: options.groups });
     const plain = remoteFetch({ server: name, runtime: transportOptions.runtime ? policy : undefined });
     const fetch = transportOptions.authFetch ? transportOptions.authFetch(plain) : plain;
     return remoteTransport(config, transportOptions.sessionId, fetch, { name, maxMessageBytes }, verdicts);

@@ -6,17 +6,18 @@
  * session's own, through the warm pool's factory, or the shared one) takes
  * the running process instead of spawning one; as a warm process, it is only
  * spawned, and initialized by the connection that takes it (ADR 0034). One
- * not taken within `idleMs` is ended. The processes are made by the gateway's
- * own transport factory (`base`, handed to createGateway), below the
- * observability wrapper, and registered in its process groups.
+ * not taken within `idleMs` is ended. The processes are made as the gateway's
+ * transport factory makes its stdio ones (transports-stdio.ts, the same
+ * function) and registered in its process groups (`groups`, handed to
+ * createGateway). Only the stdio half is imported here: the remote transports
+ * load with the gateway, not before the early spawn (ADR 0066).
  */
-import type { RuntimeUrlRules } from "../url-policy.js";
 import { isStdioConfig, type ServerConfig } from "../../config/server-entry.js";
 import { errorMessage } from "../../errors.js";
 import { ProcessGroups } from "../children.js";
 import { sameServerConfig } from "../registry.js";
 import { hasSecrets } from "../auth/secrets.js";
-import { createTransportFactory, type CreatedTransport, type TransportFactory } from "../transports.js";
+import { createStdioTransport, type CreatedTransport, type TransportFactory } from "../transports-stdio.js";
 
 interface Prestartable {
   prestart(): Promise<void>;
@@ -35,8 +36,6 @@ export interface EarlyProcessesOptions {
   killGraceMs: number;
   /** gateway.upstream.maxMessageBytes */
   maxMessageBytes: number;
-  /** gateway.servers.runtimeUrls (the factory's; early processes are config servers') */
-  runtimeUrls: RuntimeUrlRules;
   /** A process nobody took in this long is ended (gateway.upstream.warmPoolIdleMs). */
   idleMs: number;
 }
@@ -55,28 +54,20 @@ export function startsEarly(config: ServerConfig): boolean {
 export class EarlyProcesses {
   /** The gateway's process groups (createGateway takes them: its close() and destroy() end these processes too). */
   readonly groups = new ProcessGroups();
-  /** The gateway's transport factory (createGateway takes it). */
-  readonly base: TransportFactory;
   private readonly waiting = new Map<string, Early>();
   private readonly events: EarlyEvent[] = [];
   private report: ((e: EarlyEvent) => void) | undefined;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
 
-  constructor(private readonly options: EarlyProcessesOptions) {
-    this.base = createTransportFactory({
-      killGraceMs: options.killGraceMs,
-      maxMessageBytes: options.maxMessageBytes,
-      groups: this.groups,
-      runtimeUrls: options.runtimeUrls,
-    });
-  }
+  constructor(private readonly options: EarlyProcessesOptions) {}
 
   /** Spawns one process of each server (those startsEarly() accepts). */
   start(servers: ReadonlyArray<readonly [string, ServerConfig]>): void {
     for (const [name, config] of servers) {
-      if (this.closed || !startsEarly(config) || this.waiting.has(name)) continue;
-      const created = this.base(name, config);
+      if (this.closed || !isStdioConfig(config) || !startsEarly(config) || this.waiting.has(name)) continue;
+      const { killGraceMs, maxMessageBytes } = this.options;
+      const created = createStdioTransport(name, config, { killGraceMs, maxMessageBytes, groups: this.groups });
       const transport = created.transport as Partial<Prestartable>;
       if (typeof transport.prestart !== "function") {
         void created.terminate?.();
@@ -100,17 +91,22 @@ export class EarlyProcesses {
     }
   }
 
-  /** The gateway's factory below observability: a waiting process of `name` with the same config, once; else a new one. */
-  readonly factory: TransportFactory = (name, config, transportOptions) => {
-    const early = this.waiting.get(name);
-    if (early) {
-      this.waiting.delete(name);
-      early.transport.onclose = undefined;
-      if (early.transport.running && sameServerConfig(early.config, config)) return early.created;
-      this.end(early);
-    }
-    return this.base(name, config, transportOptions);
-  };
+  /**
+   * The gateway's factory below observability: a waiting process of `name` with the same config, once; else what
+   * `base` (the gateway's transport factory, over `groups`) makes.
+   */
+  factoryOver(base: TransportFactory): TransportFactory {
+    return (name, config, transportOptions) => {
+      const early = this.waiting.get(name);
+      if (early) {
+        this.waiting.delete(name);
+        early.transport.onclose = undefined;
+        if (early.transport.running && sameServerConfig(early.config, config)) return early.created;
+        this.end(early);
+      }
+      return base(name, config, transportOptions);
+    };
+  }
 
   /** Events so far and from now on go to `report` (the gateway's logger, once it exists). */
   reportTo(report: (e: EarlyEvent) => void): void {
