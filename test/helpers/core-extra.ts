@@ -229,12 +229,12 @@ export function jsonRpcMessages(res: RawResponse): Array<Record<string, any>> {
   return (Array.isArray(parsed) ? parsed : [parsed]) as Array<Record<string, any>>;
 }
 
-export function initializeBody(id: number | string = 1): string {
+export function initializeBody(id: number | string = 1, protocolVersion = "2025-06-18"): string {
   return JSON.stringify({
     jsonrpc: "2.0",
     id,
     method: "initialize",
-    params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw-client", version: "1.0.0" } },
+    params: { protocolVersion, capabilities: {}, clientInfo: { name: "raw-client", version: "1.0.0" } },
   });
 }
 

@@ -15,6 +15,7 @@ import { test } from "node:test";
 import { pino } from "pino";
 import { openStore } from "../../src/store/open.js";
 import type { Store } from "../../src/store/contracts.js";
+import { initializeBody, MCP_POST_HEADERS } from "../helpers/core-extra.js";
 import { startInProcessGateway } from "../helpers/in-process.js";
 
 /** `store` with its replay appends held from the `from`-th on, until `release()`. */
@@ -72,16 +73,8 @@ test("a shutdown while the initialize's answer is written keeps the session's re
     const order = gw.gateway.closeOrder;
     assert.ok(order.includes("endpoints"), order.join(", "));
     watch.before = order[order.indexOf("endpoints") - 1];
-    const answer = await fetch(gw.url, {
-      method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "initialize",
-        params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "shutdown-after-initialize", version: "1" } },
-      }),
-    });
+    // 2025-11-25: the stream is primed (the priming event is the stream's first replay write).
+    const answer = await fetch(gw.url, { method: "POST", headers: MCP_POST_HEADERS, body: initializeBody(1, "2025-11-25") });
     assert.equal(answer.status, 200);
     const sessionId = answer.headers.get("mcp-session-id");
     assert.ok(sessionId, "the client was told its session id");
