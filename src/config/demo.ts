@@ -12,7 +12,7 @@
  * (gateway.upstream.warmPool, 1) keeps a process ready for the next session.
  */
 import { createRequire } from "node:module";
-import { ErrorCodes, GatewayError } from "../errors.js";
+import { ErrorCodes, GatewayError } from "../error-codes.js";
 
 export const EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything";
 

@@ -10,7 +10,7 @@
  *   prompting, are read from the environment variable named after the id
  *   (`github-token` → `GITHUB_TOKEN`), since a gateway cannot prompt.
  */
-import { ErrorCodes, GatewayError } from "../errors.js";
+import { ErrorCodes, GatewayError } from "../error-codes.js";
 import { closest, describeValue } from "./server-entry.js";
 
 /** The top-level keys emceepee's own format has. */

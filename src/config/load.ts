@@ -8,7 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
+import { ErrorCodes, GatewayError, errorMessage } from "../error-codes.js";
 import { inputVariable, normalizeFormat } from "./formats.js";
 import { CONFIG_PARSE, configFileSchema, type GatewayConfig } from "./schema.js";
 import { governanceWarnings } from "./governance.js";
