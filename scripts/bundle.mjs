@@ -96,6 +96,9 @@ export const sdkAjvOnFirstUse = {
   },
 };
 
+/** The bundle's plugins (test/unit/bundle-ajv.test.ts checks sdkAjvOnFirstUse is one of them). */
+export const PLUGINS = [zodEnglishOnly, sdkAjvOnFirstUse];
+
 /** Builds the bundle of `root`'s src/cli into `<outDir>/cli/`. */
 export async function bundle(root = ROOT, outDir = path.join(root, "dist")) {
   await build({
@@ -111,7 +114,7 @@ export async function bundle(root = ROOT, outDir = path.join(root, "dist")) {
     target: "node20",
     tsconfig: path.join(root, "tsconfig.build.json"),
     external: EXTERNAL,
-    plugins: [zodEnglishOnly, sdkAjvOnFirstUse],
+    plugins: PLUGINS,
     // CommonJS packages inside an ES module bundle call require() for node: built-ins.
     banner: { js: 'import { createRequire as __emceepeeRequire } from "node:module"; const require = __emceepeeRequire(import.meta.url);' },
     sourcemap: "linked",

@@ -20,7 +20,10 @@
  * gateway's start-up check and a session's first tools/list thus compile
  * nothing. A schema Ajv cannot compile fails the call that validates against
  * it ("Failed to validate structured content: …" from the SDK's Client, or
- * respond_to_elicitation's error), not the tools/list that brought it.
+ * respond_to_elicitation's error), not the tools/list that brought it; the
+ * upstream has run that call (the Client checks its result), and the error is
+ * kept, not compiled again. A schema's top-level `$id` is not used: two
+ * schemas with one `$id` are two schemas here.
  */
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv-provider.js";
 import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator as SchemaValidatorProvider } from "@modelcontextprotocol/sdk/validation/types.js";
@@ -49,7 +52,19 @@ export class BoundedSchemaValidator implements SchemaValidatorProvider {
     if (!validator) {
       if (this.validators.size >= this.max) this.validators.clear();
       let validate: JsonSchemaValidator<unknown> | undefined;
-      validator = (input) => (validate ??= this.compile(schema))(input);
+      validator = (input) => {
+        if (!validate) {
+          try {
+            validate = this.compile(schema);
+          } catch (err) {
+            // Not compiled again at each call: every call validating against it fails with the same error.
+            validate = () => {
+              throw err;
+            };
+          }
+        }
+        return validate(input);
+      };
       this.validators.set(key, validator);
     }
     return validator as JsonSchemaValidator<T>;
@@ -61,7 +76,11 @@ export class BoundedSchemaValidator implements SchemaValidatorProvider {
       this.ajv = new AjvJsonSchemaValidator();
       this.compiled = 0;
     }
-    const validate = this.ajv.getValidator<unknown>(schema);
+    // Without its top-level $id: the SDK's provider looks a schema with an $id up in the instance before it compiles
+    // (getSchema), and Ajv registers the compiled one under it, so every later schema with that $id — another
+    // upstream's, or the same tool's after its tools/list changed — was checked against the first one compiled.
+    const { $id: _id, ...anonymous } = schema as JsonSchemaType & { $id?: unknown };
+    const validate = this.ajv.getValidator<unknown>(typeof _id === "string" ? anonymous : schema);
     this.compiled++;
     return validate;
   }

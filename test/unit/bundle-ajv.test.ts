@@ -15,7 +15,14 @@ import { AjvJsonSchemaValidator as SdkProvider } from "@modelcontextprotocol/sdk
 import type { JsonSchemaType, jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const { sdkAjvOnFirstUse } = (await import(pathToFileURL(path.join(ROOT, "scripts/bundle.mjs")).href)) as { sdkAjvOnFirstUse: Plugin };
+const { sdkAjvOnFirstUse, PLUGINS } = (await import(pathToFileURL(path.join(ROOT, "scripts/bundle.mjs")).href)) as {
+  sdkAjvOnFirstUse: Plugin;
+  PLUGINS: Plugin[];
+};
+
+test("the bundle is built with the plugin", () => {
+  assert.ok(PLUGINS.includes(sdkAjvOnFirstUse), "scripts/bundle.mjs's plugins include sdkAjvOnFirstUse");
+});
 
 /** Counts evaluations of ajv's main module in globalThis.__ajvEvaluated. */
 const markAjv: Plugin = {

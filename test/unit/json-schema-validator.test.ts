@@ -53,7 +53,23 @@ test("a validator compiles its schema at its first validation, once; a schema th
   assert.equal(b({ name: "Ada" }).valid, true);
   assert.equal(v.size, 1, "compiled once");
   const broken = v.getValidator({ $ref: "#/definitions/missing" });
-  assert.throws(() => broken({}), /resolve reference/);
+  const thrown: unknown[] = [];
+  for (let i = 0; i < 2; i++)
+    assert.throws(
+      () => broken({}),
+      (err) => (thrown.push(err), /resolve reference/.test(String(err))),
+    );
+  assert.equal(thrown[1], thrown[0], "the same error object again: the failed compile is kept, not tried at every call");
+});
+
+test("two schemas with one $id are two schemas (another upstream's, or the same tool's after its list changed)", () => {
+  const v = new BoundedSchemaValidator();
+  const before = v.getValidator({ $id: "urn:tool:out", type: "object", properties: { n: { type: "number" } }, required: ["n"] });
+  assert.equal(before({ n: 1 }).valid, true);
+  const after = v.getValidator({ $id: "urn:tool:out", type: "object", properties: { s: { type: "string" } }, required: ["s"] });
+  assert.equal(after({ s: "x" }).valid, true, "valid under its own schema");
+  assert.equal(after({ n: 1 }).valid, false, "not checked against the first schema with that $id");
+  assert.equal(before({ s: "x" }).valid, false);
 });
 
 test("upstream clients validate tool output with the shared validator: one compiled schema for every connection", async () => {
