@@ -50,13 +50,11 @@ if (skip !== undefined) {
       try {
         const ack = await stream.next((m) => m.method === "notifications/subscriptions/acknowledged", "the acknowledgement", 60_000);
         assert.deepEqual(ack.params?.notifications?.taskIds, [taskId]);
-        // The observation window: longer than the owner record lasts (idle + lease = 25 s) unless something renews it.
-        // Its last write before the window is the call's or the listen's, both answered before the acknowledgement; the
-        // margin covers a refresh sent just before it (membership.seen does not wait for Redis) and Redis's expiry
-        // (to the millisecond). 5 s, not 20 (issue 21, docs/adr/0065): the window only has to outlast one unrenewed
-        // record; a longer one asks more of the correct code (two keep-alives on time, not one), never less.
-        // The stream's keep-alive (LISTEN_KEEPALIVE_MS 15 s) renews it 10 s before it lapses, as before.
-        await sleep(IDLE_MS + LEASE_MS + 5_000);
+        // The observation window: longer than the owner record lasts (idle + lease = 25 s) unless something renews it,
+        // and long enough for two of the stream's keep-alives (LISTEN_KEEPALIVE_MS 15 s): one that renewed once and never
+        // again would let the record lapse at 40 s. So idle + lease + 20 s = 45 s (a 30 s window, tried in 8a8a851, did not
+        // tell the two apart: review of session 18).
+        await sleep(IDLE_MS + LEASE_MS + 20_000);
         const got = await modernRequest(`${r2}/servers/slow/mcp`, "tasks/get", { taskId });
         assert.equal(got.body.result?.status, "working", `tasks/get on the other replica: ${JSON.stringify(got.body)}`);
       } finally {
