@@ -13,7 +13,7 @@
 import { SpanKind, context, trace, type Tracer } from "@opentelemetry/api";
 import { isStdioConfig } from "../config/server-entry.js";
 import { tapTransport } from "../mcp/transport-tap.js";
-import type { TransportFactory } from "../upstream/transports.js";
+import type { TransportFactory } from "../upstream/transport-types.js";
 import type { GatewayMetrics } from "./metrics.js";
 import { InflightOperations } from "./operations.js";
 import { cancelledId, requestAttributes, requestOf, responseOf, spanName, type NetworkTransport } from "./semconv.js";

@@ -16,7 +16,7 @@ import type { PageHandler } from "../http/server.js";
 import type { Logger } from "../logging.js";
 import { sessionHash } from "../logging.js";
 import type { Store } from "../store/contracts.js";
-import type { TransportFactory } from "../upstream/transports.js";
+import type { TransportFactory } from "../upstream/transport-types.js";
 import { instrumentTransportFactory } from "./instrument-client.js";
 import { instrumentServerTransport } from "./instrument-server.js";
 import { GatewayMetrics } from "./metrics.js";

@@ -31,7 +31,7 @@ import type { Logger } from "../logging.js";
 import type { UpstreamHandlers } from "../upstream/client-handlers.js";
 import type { UpstreamHandle } from "../upstream/handle.js";
 import type { Upstreams } from "../upstream/sharing/factory.js";
-import type { TransportFactory } from "../upstream/transports.js";
+import type { TransportFactory } from "../upstream/transport-types.js";
 
 export type UpstreamCheckResult =
   { server: string; ok: true; tools: number; serverInfo?: Implementation | undefined } | { server: string; ok: false; reason: string };

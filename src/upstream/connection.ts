@@ -34,7 +34,7 @@ import {
   type ConnectionPersistence,
   type UpstreamSessionSnapshot,
 } from "./session-continuation.js";
-import type { CreatedTransport, TransportFactory } from "./transports.js";
+import type { CreatedTransport, TransportFactory } from "./transport-types.js";
 import { excerptOf } from "./remote-fetch.js";
 import type { ReceiverTaskStore } from "./receiver-tasks.js";
 import type { ClientTaskStore } from "./client-handlers.js";

@@ -14,7 +14,7 @@ import { systemClock, type Clock, type TimerHandle } from "../clock.js";
 import type { Logger } from "../logging.js";
 import { errorMessage } from "../errors.js";
 import type { UpstreamRequests } from "./requests.js";
-import type { CreatedTransport } from "./transports.js";
+import type { CreatedTransport } from "./transport-types.js";
 
 /** An upstream session (Streamable HTTP) as the gateway keeps it: its id and what its initialize negotiated. */
 export interface UpstreamSessionSnapshot {

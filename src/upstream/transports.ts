@@ -5,8 +5,9 @@
  * process group, ended as a whole: children.ts), not the SDK's. A Streamable
  * HTTP transport can continue a stored upstream session (`sessionId`, after a
  * gateway restart: ADR 0007) and end one (DELETE, when its session ends).
- * The stdio half (and the types) live in transports-stdio.ts, which `serve`'s
- * early processes load alone, without the remote transports (ADR 0066).
+ * The stdio half lives in transports-stdio.ts, which `serve`'s early
+ * processes load alone, without the remote transports (ADR 0066); the types
+ * all transports share, in transport-types.ts.
  */
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { openStandaloneStream } from "../mcp/resume-session.js";
@@ -18,7 +19,8 @@ import type { GatewayError } from "../errors.js";
 import type { FetchLike } from "../mcp/sse-request-tap.js";
 import { DEFAULT_SETTINGS } from "../config/schema.js";
 import { isStdioConfig, remoteTransportOf, type RemoteServerConfig } from "../config/server-entry.js";
-import { createStdioTransport, type CreatedTransport, type TransportFactory, type TransportFactoryOptions } from "./transports-stdio.js";
+import { createStdioTransport } from "./transports-stdio.js";
+import type { CreatedTransport, TransportFactory, TransportFactoryOptions } from "./transport-types.js";
 import { errorResponseFor } from "../mcp/error-response.js";
 import { isMediaType } from "../mcp/media-type.js";
 import { messageTooLarge } from "./message-bound.js";
@@ -27,8 +29,6 @@ import { RuntimeUrlPolicy } from "./url-policy.js";
 import { EraTransport } from "./modern/era-transport.js";
 import { MrtrRequestTap } from "./modern/mrtr-tap.js";
 import { EraVerdicts } from "./modern/probe.js";
-
-export type { CreatedTransport, TransportFactory, TransportFactoryOptions, TransportOptions } from "./transports-stdio.js";
 
 /**
  * Bound on the `server/discover` probe of a Streamable HTTP upstream (then it is spoken to as 2025 era). The connect

@@ -7,7 +7,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { isStdioConfig } from "../../src/config/server-entry.js";
-import type { TransportFactory } from "../../src/upstream/transports.js";
+import type { TransportFactory } from "../../src/upstream/transport-types.js";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { inbox } from "../../src/console/read-model.js";
 import { call, type TestGateway } from "../helpers/gateway.js";

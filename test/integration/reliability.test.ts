@@ -22,7 +22,7 @@ import { allText, awaitUntil, errorCodeOf, eventually, EventLedger, promote, ses
 import { initializeBody, MCP_POST_HEADERS, pollFor } from "../helpers/core-extra.js";
 import { connectFace, startTask, upstreamIdOf } from "../helpers/tasks.js";
 import { inProcess, inProcessTransportFactory, startInProcessGateway } from "../helpers/in-process.js";
-import type { TransportFactory } from "../../src/upstream/transports.js";
+import type { TransportFactory } from "../../src/upstream/transport-types.js";
 import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
 
 /** The tests that count a session's processes run without the warm pool (its own tests: warm-pool.test.ts, processes.test.ts). */

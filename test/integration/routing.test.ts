@@ -27,7 +27,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { CallToolResultSchema, RELATED_TASK_META_KEY, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import type { TransportFactory } from "../../src/upstream/transports.js";
+import type { TransportFactory } from "../../src/upstream/transport-types.js";
 import { allText, errorCodeOf, field, pendingAction } from "../helpers/async-extra.js";
 import { MCP_POST_HEADERS, jsonRpcMessages, rawRequest, startEverythingHttp, type ChildServer } from "../helpers/core-extra.js";
 import { call, connectClient, startGateway, type TestGateway } from "../helpers/gateway.js";

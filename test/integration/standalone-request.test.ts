@@ -35,7 +35,7 @@ import { firstText, pollFor } from "../helpers/core-extra.js";
 import { logLines } from "../helpers/log-lines.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { inProcess, inProcessRootsOnce, inProcessTransportFactory, startInProcessGateway } from "../helpers/in-process.js";
-import type { TransportFactory } from "../../src/upstream/transports.js";
+import type { TransportFactory } from "../../src/upstream/transport-types.js";
 import { standaloneListenerOf, watchStandaloneStream } from "../../src/mcp/standalone-listener.js";
 
 const gateways: TestGateway[] = [];

@@ -18,7 +18,7 @@ import { inProcess, inProcessRootsOnce, inProcessTransportFactory, startInProces
 import { parseConfig } from "../../src/config/load.js";
 import { createGateway, type Gateway } from "../../src/server/gateway.js";
 import type { StdioFace } from "../../src/server/stdio.js";
-import type { TransportFactory } from "../../src/upstream/transports.js";
+import type { TransportFactory } from "../../src/upstream/transport-types.js";
 import { CLI_ARGS, GATEWAY_UPSTREAM_CAPABILITIES, pollFor } from "../helpers/core-extra.js";
 import { newMarker, processesWith, waitForNoProcesses } from "../helpers/processes.js";
 import { brief, spawnStdioWire, wireOver, type WireMessage } from "../helpers/stdio-wire.js";

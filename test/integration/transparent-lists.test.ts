@@ -14,7 +14,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { block, call, connectClient, everythingStdio, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { connectDirectEverything, pollFor } from "../helpers/core-extra.js";
-import type { TransportFactory } from "../../src/upstream/transports.js";
+import type { TransportFactory } from "../../src/upstream/transport-types.js";
 import { inProcess, inProcessTransportFactory, startInProcessGateway } from "../helpers/in-process.js";
 
 const gateways: TestGateway[] = [];

@@ -20,7 +20,8 @@ import { ListRootsRequestSchema, type CallToolResult, type JSONRPCMessage } from
 import { call, everythingStdio, fixtureArgs, startGateway, type TestGateway } from "../helpers/gateway.js";
 import { pollFor, processAlive } from "../helpers/core-extra.js";
 import { logLines } from "../helpers/log-lines.js";
-import { defaultTransportFactory, type TransportFactory } from "../../src/upstream/transports.js";
+import { defaultTransportFactory } from "../../src/upstream/transports.js";
+import type { TransportFactory } from "../../src/upstream/transport-types.js";
 
 /** Bound for a spawn and initialize of server-everything on a loaded machine. */
 const READY_MS = 120_000;

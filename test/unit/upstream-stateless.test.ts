@@ -14,7 +14,7 @@ import { openStore } from "../../src/store/open.js";
 import { ChildProcessLimiter } from "../../src/upstream/children.js";
 import { ServerRegistry } from "../../src/upstream/registry.js";
 import { createUpstreams } from "../../src/upstream/sharing/factory.js";
-import type { TransportFactory } from "../../src/upstream/transports.js";
+import type { TransportFactory } from "../../src/upstream/transport-types.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 import { inProcess, inProcessTransportFactory } from "../helpers/in-process.js";
 import { unusedHandlers } from "../helpers/upstream-handlers.js";

@@ -13,7 +13,7 @@ import type { ServerConfig } from "../../src/config/server-entry.js";
 import { silentLogger } from "../../src/logging.js";
 import { ChildProcessLimiter } from "../../src/upstream/children.js";
 import { FAILED_START_BACKOFF, MAX_HOLD_MS, QUIET_MS, WarmPool } from "../../src/upstream/sharing/warm-pool.js";
-import type { TransportFactory } from "../../src/upstream/transports.js";
+import type { TransportFactory } from "../../src/upstream/transport-types.js";
 import { ManualClock } from "../fixtures/manual-clock.js";
 
 interface Start {

@@ -7,7 +7,7 @@
 import type { ServerConfig } from "../../config/server-entry.js";
 import { isStdioConfig } from "../../config/server-entry.js";
 import { ErrorCodes, GatewayError } from "../../errors.js";
-import type { TransportFactory } from "../transports.js";
+import type { TransportFactory } from "../transport-types.js";
 import type { UpstreamOAuth } from "./upstream-oauth.js";
 
 /** Who holds an upstream grant when the gateway runs without authentication. */

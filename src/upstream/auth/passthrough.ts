@@ -8,7 +8,7 @@ import type { ServerConfig } from "../../config/server-entry.js";
 import { isStdioConfig } from "../../config/server-entry.js";
 import { ErrorCodes, GatewayError } from "../../errors.js";
 import type { Logger } from "../../logging.js";
-import type { TransportFactory } from "../transports.js";
+import type { TransportFactory } from "../transport-types.js";
 
 /** Whether `config` forwards the caller's token. */
 export function isPassthrough(config: ServerConfig): boolean {

@@ -15,7 +15,7 @@ import { isStdioConfig, type ServerConfig, type TokenExchangeConfig } from "../.
 import { ErrorCodes, errorMessage, GatewayError } from "../../errors.js";
 import type { Logger } from "../../logging.js";
 import type { FetchLike } from "../../mcp/sse-request-tap.js";
-import type { TransportFactory } from "../transports.js";
+import type { TransportFactory } from "../transport-types.js";
 
 export const TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange";
 export const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token";

@@ -17,7 +17,8 @@ import { errorMessage } from "../../errors.js";
 import { ProcessGroups } from "../children.js";
 import { sameServerConfig } from "../registry.js";
 import { hasSecrets } from "../auth/secrets.js";
-import { createStdioTransport, type CreatedTransport, type TransportFactory } from "../transports-stdio.js";
+import { createStdioTransport } from "../transports-stdio.js";
+import type { CreatedTransport, TransportFactory } from "../transport-types.js";
 
 interface Prestartable {
   prestart(): Promise<void>;

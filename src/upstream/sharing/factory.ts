@@ -20,7 +20,7 @@ import { UpstreamConnection, type UpstreamConnectionOptions } from "../connectio
 import type { UpstreamHandle } from "../handle.js";
 import { configFor, entrySharing, isRuntime, type ServerRegistry } from "../registry.js";
 import type { ConnectionPersistence } from "../session-continuation.js";
-import type { TransportFactory } from "../transports.js";
+import type { TransportFactory } from "../transport-types.js";
 import { SharedUpstreams } from "./shared-upstreams.js";
 import { ANONYMOUS, withPrincipalAuth } from "../auth/connect.js";
 import { isPassthrough, warnPassthrough, withPassthrough } from "../auth/passthrough.js";

@@ -16,7 +16,7 @@ import type { Logger } from "../../logging.js";
 import type { ChildProcessLimiter } from "../children.js";
 import { backoffDelay, type BackoffPolicy } from "../backoff.js";
 import { sameServerConfig } from "../registry.js";
-import type { CreatedTransport, TransportFactory } from "../transports.js";
+import type { CreatedTransport, TransportFactory } from "../transport-types.js";
 
 /** Processes of one server the pool starts at a time (see whileStarting()). */
 const STARTS_AT_ONCE = 1;
