@@ -157,58 +157,42 @@ async function gatewayRun(name: string, upstream: Record<string, unknown>, trans
   }
 }
 
+/**
+ * Direct's and a peer's two measurements on `url` (a warm-up session first): `sessions` opened at once, with the
+ * processes and RSS of `pid`'s tree then, and a burst's first calls after a burst that made the demand.
+ */
+async function measureUrl(name: string, url: string, pid: number, processes: () => number): Promise<Row> {
+  await closeAll((await firstCalls(url, 1, false)).clients);
+  log(`${name}: opening ${SESSIONS} sessions`);
+  const opened = await openAll(url, SESSIONS);
+  const count = processes();
+  const rss = rssBytes(pid) + descendantPids(pid).reduce((n, child) => n + rssBytes(child), 0);
+  await closeAll(opened.clients);
+  await closeAll((await firstCalls(url, BURST, false)).clients);
+  const timed = await firstCalls(url, BURST, false);
+  await closeAll(timed.clients);
+  return { name, openMs: opened.ms, processes: count, rss: mb(rss), p50: percentile(timed.times, 50), max: Math.max(...timed.times) };
+}
+
 async function directRun(): Promise<Row> {
   const server = await startEverythingHttp();
   try {
-    const url = server.url;
-    await closeAll((await firstCalls(url, 1, false)).clients);
-    log(`direct: opening ${SESSIONS} sessions`);
-    const opened = await openAll(url, SESSIONS);
-    const rss = rssBytes(server.child.pid!);
-    await closeAll(opened.clients);
-    await closeAll((await firstCalls(url, BURST, false)).clients);
-    const timed = await firstCalls(url, BURST, false);
-    await closeAll(timed.clients);
-    return {
-      name: "direct (server-everything, Streamable HTTP)",
-      openMs: opened.ms,
-      processes: 1,
-      rss: mb(rss),
-      p50: percentile(timed.times, 50),
-      max: Math.max(...timed.times),
-    };
+    return await measureUrl("direct (server-everything, Streamable HTTP)", server.url, server.child.pid!, () => 1);
   } finally {
     await server.close();
   }
 }
 
 /**
- * A peer relay in front of stdio server-everything (bench/lib/peers.ts): the same two measurements as direct's.
- * Its upstream processes are its descendants; every one of them is ended with it.
+ * A peer relay in front of stdio server-everything (bench/lib/peers.ts), measured as direct is. Its upstream
+ * processes are its descendants; every one of them is ended with it.
  */
 async function peerRun(peer: Peer): Promise<Row> {
   const port = await freePort();
   const everything = [process.execPath, everythingServerEntry(), "stdio"];
   const child = await startListening(peer, [peerBin(peer, log), ...peerArgs(peer, port, everything)], port);
-  const url = `http://127.0.0.1:${port}/mcp`;
   try {
-    await closeAll((await firstCalls(url, 1, false)).clients);
-    log(`${peer}: opening ${SESSIONS} sessions`);
-    const opened = await openAll(url, SESSIONS);
-    const children = descendantPids(child.pid!);
-    const rss = rssBytes(child.pid!) + children.reduce((n, pid) => n + rssBytes(pid), 0);
-    await closeAll(opened.clients);
-    await closeAll((await firstCalls(url, BURST, false)).clients);
-    const timed = await firstCalls(url, BURST, false);
-    await closeAll(timed.clients);
-    return {
-      name: `${peer} (${PEER_TOPOLOGY[peer]})`,
-      openMs: opened.ms,
-      processes: children.length,
-      rss: mb(rss),
-      p50: percentile(timed.times, 50),
-      max: Math.max(...timed.times),
-    };
+    return await measureUrl(`${peer} (${PEER_TOPOLOGY[peer]})`, `http://127.0.0.1:${port}/mcp`, child.pid!, () => descendantPids(child.pid!).length);
   } finally {
     const left = descendantPids(child.pid!);
     child.kill("SIGKILL");
