@@ -10,6 +10,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { isInitializeRequest, LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, type InitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { ErrorCodes, GatewayError, errorMessage } from "../errors.js";
+import { sessionHash } from "../logging.js";
 import { primeServerTransport, type StoredInitialize } from "../mcp/resume-session.js";
 import { onResponseSent } from "../mcp/response-sent.js";
 import { watchStandaloneStream } from "../mcp/standalone-listener.js";
@@ -289,13 +290,22 @@ export class McpEndpoint {
     await server.connect(transport);
     this.options.tap?.(transport, session);
     await transport.handleRequest(req, res, body);
-    if (this.closed) {
-      // The gateway shut down while the answer was written: the client may hold the id, so the record stays for the next start.
+    // The SDK sets the transport's session id exactly when it accepts the initialize (and answers with the id).
+    const initialized = transport.sessionId !== undefined;
+    if (initialized && this.closed) {
+      // The gateway shut down while the initialize ran or its answer was written: the client may hold the id, so the
+      // record stays for the next start. A binding made after close() cleared the map is ended here, not as a client's close.
+      const late = this.bindings.get(transportId);
+      this.bindings.delete(transportId);
       await server.close().catch(() => undefined);
-    } else if (!this.bindings.has(transportId)) {
-      // The transport rejected the initialize: keep nothing (a priming event may have been stored).
+      await late?.replay.close();
+      if (owner) this.gateway.logger.info({ sessionHash: sessionHash(session.id) }, "session_kept_at_shutdown");
+    } else if (!initialized) {
+      // The transport rejected the initialize: keep nothing (a priming event may have been stored). During a shutdown the
+      // sessions part may already have ended the session keeping its record (destroy is then a no-op): delete it too.
       if (owner) {
         await this.gateway.sessions.destroy(session.id, "initialize failed");
+        await this.gateway.store.sessions.delete(session.id).catch(() => undefined);
         await this.gateway.store.replay.deleteBySession(session.id).catch(() => undefined);
       } else this.freeAttachment(session.id);
       await server.close().catch(() => undefined);
