@@ -12,6 +12,8 @@
  * 2. First call on `burst` new sessions at once, after an earlier burst of the
  *    same size made the demand (the warm pool, `warmPool` = burst, has filled):
  *    each session's initialize + first echo, p50 and max.
+ * Every session is ended (DELETE) once its step is done with it, as a client
+ * that is done does; the peers count their server-everything processes only.
  * Ratios against direct in the same run. With `--eager=1` the transparent face
  * is also measured with `lazyInitialize: false` and `warmPool: 1` (what it did
  * before ADR 0034; it starts a process per session, so beware of memory).
@@ -41,6 +43,7 @@ import { descendantPids, rssBytes } from "./lib/proc.js";
 import { option } from "./lib/options.js";
 import { PEER_TOPOLOGY, peerArgs, peerBin, startListening, type Peer } from "./lib/peers.js";
 import { fmt, mb, percentile, ratio, table } from "./lib/stats.js";
+import fs from "node:fs";
 import os from "node:os";
 
 const SESSIONS = option("sessions", 100);
@@ -97,7 +100,14 @@ async function firstCalls(url: string, n: number, meta: boolean): Promise<{ time
   return { times, clients };
 }
 
-const closeAll = (clients: Client[]) => Promise.allSettled(clients.map((c) => c.close()));
+/** Ends each session (DELETE, as a client that is done does: a peer keeps a session's process until then), then its client. */
+const closeAll = (clients: Client[]) =>
+  Promise.allSettled(
+    clients.map(async (c) => {
+      await (c.transport as StreamableHTTPClientTransport | undefined)?.terminateSession().catch(() => undefined);
+      await c.close();
+    }),
+  );
 
 async function waitFor(check: () => boolean, ms: number): Promise<boolean> {
   const end = Date.now() + ms;
@@ -192,7 +202,9 @@ async function peerRun(peer: Peer): Promise<Row> {
   const everything = [process.execPath, everythingServerEntry(), "stdio"];
   const child = await startListening(peer, [peerBin(peer, log), ...peerArgs(peer, port, everything)], port);
   try {
-    return await measureUrl(`${peer} (${PEER_TOPOLOGY[peer]})`, `http://127.0.0.1:${port}/mcp`, child.pid!, () => descendantPids(child.pid!).length);
+    // server-everything processes only: supergateway starts each through a shell (`sh` + `node` per session).
+    const upstreams = () => descendantPids(child.pid!).filter((pid) => commandArgs(pid).includes(everythingServerEntry())).length;
+    return await measureUrl(`${peer} (${PEER_TOPOLOGY[peer]})`, `http://127.0.0.1:${port}/mcp`, child.pid!, upstreams);
   } finally {
     const left = descendantPids(child.pid!);
     child.kill("SIGKILL");
@@ -203,6 +215,15 @@ async function peerRun(peer: Peer): Promise<Row> {
         /* gone */
       }
     }
+  }
+}
+
+/** A process's arguments (none once it is gone); a shell's `-c` command is one argument, so it is not the entry. */
+function commandArgs(pid: number): string[] {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+  } catch {
+    return [];
   }
 }
 
