@@ -63,12 +63,31 @@ export function childrenOf(pid: number): number[] {
     .filter((child) => parentPid(child) === pid);
 }
 
+/** Until `pid`'s state is stopped (or it is gone), at most 2 s: crash() is synchronous, like the kill it stands for. */
+function waitStopped(pid: number): void {
+  const end = Date.now() + 2_000;
+  while (Date.now() < end) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    } catch {
+      return;
+    }
+    // The state follows the command in parentheses, which may itself hold spaces or parentheses.
+    const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+    if (state === "T" || state === "t" || state === "Z" || state === "X") return;
+  }
+}
+
 /**
  * SIGKILLs a gateway as a crash would, and then its upstreams' process groups: a crashed gateway cannot end
  * them, and a stdio server that does not exit when its stdin closes (server-everything with an elicitation of
  * the dead gateway's still pending) would outlive the test run, re-parented to init.
  */
 export function crash(child: { pid?: number | undefined; kill(signal: NodeJS.Signals): boolean }): void {
+  // Stopped first (and seen stopped): a child it would spawn between the scan and the kill (a warm pool's refill) is not missed.
+  child.kill("SIGSTOP");
+  if (child.pid !== undefined) waitStopped(child.pid);
   const groups = child.pid === undefined ? [] : childrenOf(child.pid);
   child.kill("SIGKILL");
   for (const group of groups) {
