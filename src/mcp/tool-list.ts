@@ -5,6 +5,8 @@
  * face whose tools are fixed per process (the meta face) builds its list once
  * with `toolList()`, which does what McpServer's handler does, and answers
  * every session's `tools/list` from it with `answerToolsList()` (ADR 0052).
+ * A registration may bring its schemas already converted (`jsonSchemas`, the
+ * meta face's from its source tree, ADR 0068): then nothing is converted.
  *
  * Touches no private member: `Server.setRequestHandler` replaces the handler
  * McpServer installed at its first `registerTool`. A canary
@@ -24,25 +26,41 @@ export interface ToolRegistration {
   inputSchema: z.ZodObject;
   outputSchema?: z.ZodObject;
   annotations?: ToolAnnotations;
+  /** `jsonSchemasOf(this)` computed ahead (ADR 0068): toolList uses it instead of converting. The caller keeps it equal. */
+  jsonSchemas?: ToolJsonSchemas;
+}
+
+/** A tool's input and output schemas as McpServer lists them (JSON Schema). */
+export interface ToolJsonSchemas {
+  input: Tool["inputSchema"];
+  output?: Tool["outputSchema"];
+}
+
+/** `tool`'s zod schemas converted to JSON Schema as McpServer's tools/list converts them. */
+export function jsonSchemasOf(tool: Pick<ToolRegistration, "inputSchema" | "outputSchema">): ToolJsonSchemas {
+  return {
+    input: toJsonSchemaCompat(tool.inputSchema, { strictUnions: true, pipeStrategy: "input" }) as Tool["inputSchema"],
+    ...(tool.outputSchema ? { output: toJsonSchemaCompat(tool.outputSchema, { strictUnions: true, pipeStrategy: "output" }) as Tool["outputSchema"] } : {}),
+  };
 }
 
 /** The `tools/list` result McpServer would answer for `tools` (given to `registerTool` in this order, all enabled). */
 export function toolList(tools: readonly ToolRegistration[]): ListToolsResult {
   return {
     tools: tools.map((tool) => {
+      const schemas = tool.jsonSchemas ?? jsonSchemasOf(tool);
       // McpServer's key order and options (server/mcp.js, setToolRequestHandlers; registerTool declares
       // every tool's taskSupport "forbidden"); undefined keys are not serialized.
       const definition = {
         name: tool.name,
         title: tool.title,
         description: tool.description,
-        inputSchema: toJsonSchemaCompat(tool.inputSchema, { strictUnions: true, pipeStrategy: "input" }),
+        inputSchema: schemas.input,
         annotations: tool.annotations,
         execution: { taskSupport: "forbidden" },
         _meta: undefined,
       } as Tool;
-      if (tool.outputSchema)
-        definition.outputSchema = toJsonSchemaCompat(tool.outputSchema, { strictUnions: true, pipeStrategy: "output" }) as Tool["outputSchema"];
+      if (schemas.output) definition.outputSchema = schemas.output;
       return definition;
     }),
   };

@@ -7,6 +7,9 @@
  * of tools the settings offer (run_code with code mode on); two sessions get
  * the same bytes, and sessions are answered from the one list of the process.
  * It guards the seam, not the definitions: a changed description passes it.
+ * The JSON Schemas come from the source tree (src/faces/meta/json-schemas.ts,
+ * ADR 0068): the first test says when that file no longer matches the zod
+ * schemas (write it again with scripts/meta-json-schemas.mjs).
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -15,7 +18,8 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { parseConfig } from "../../src/config/load.js";
-import { enabledMetaTools, metaToolList } from "../../src/faces/meta/server.js";
+import { metaJsonSchemas } from "../../src/faces/meta/json-schemas.js";
+import { convertMetaJsonSchemas, enabledMetaTools, metaToolList } from "../../src/faces/meta/server.js";
 import { META_OUTPUT_SCHEMAS } from "../../src/faces/meta/outputs.js";
 import { createGateway } from "../../src/server/gateway.js";
 import type { GatewayContext } from "../../src/session/gateway-context.js";
@@ -68,6 +72,18 @@ async function sessionToolsList(url: string): Promise<string> {
   assert.ok(result, res.body);
   return JSON.stringify(result);
 }
+
+test("src/faces/meta/json-schemas.ts holds every meta tool's schemas as the SDK converts them from zod now", () => {
+  const listed = metaJsonSchemas();
+  const now = convertMetaJsonSchemas();
+  for (const [name, schemas] of Object.entries(now))
+    assert.equal(
+      JSON.stringify(listed[name]),
+      JSON.stringify(schemas),
+      `${name}'s schemas changed: write src/faces/meta/json-schemas.ts again (node --import tsx scripts/meta-json-schemas.mjs)`,
+    );
+  assert.deepEqual(Object.keys(listed), Object.keys(now), "json-schemas.ts lists a tool there is no longer: write it again");
+});
 
 for (const codeMode of [false, true]) {
   test(`the meta face's tools/list (code mode ${codeMode ? "on" : "off"}): the SDK's own answer, byte for byte, in every session; built once per process`, async () => {

@@ -4,7 +4,8 @@
  * here once; the HTTP endpoint and `emceepee stdio` both use this function.
  * Each call is timed for the access log; gateway-made replies declare their
  * `outputSchema` (outputs.ts). The tools' zod objects and their tools/list
- * are built once per process, not per session (ADR 0052).
+ * are built once per process, not per session (ADR 0052), from JSON Schemas
+ * converted in the source tree, not at run time (json-schemas.ts, ADR 0068).
  */
 import { acceptCancelOfRequestZero } from "../../mcp/cancel-request-zero.js";
 import { jsonSchemaValidator } from "../../mcp/json-schema-validator.js";
@@ -14,12 +15,13 @@ import { z } from "zod";
 import { principalOf } from "../../auth/principal.js";
 import { toToolErrorText } from "../../errors.js";
 import { wrapToolErrors } from "../../mcp/tool-errors.js";
-import { answerToolsList, toolList, type ToolRegistration } from "../../mcp/tool-list.js";
+import { answerToolsList, jsonSchemasOf, toolList, type ToolJsonSchemas, type ToolRegistration } from "../../mcp/tool-list.js";
 import type { GatewayContext } from "../../session/gateway-context.js";
 import { logToolCall, resultOutcome } from "../access-log.js";
 import { wasPromoted, type MetaContext, type MetaTool } from "./define.js";
 import { DIAGRAMS_URI, diagramsContents } from "./diagrams.js";
 import { withEnvelope } from "./envelope.js";
+import { metaJsonSchemas } from "./json-schemas.js";
 import { META_OUTPUT_SCHEMAS } from "./outputs.js";
 import { awaitActivity } from "./tools/activity.js";
 import { getElicitations, respondToElicitation } from "./tools/elicitation.js";
@@ -79,11 +81,15 @@ New events are delivered exactly once, in whichever tool response comes first.`;
 
 /** Each tool's registration, built at its first use in the process: every session's McpServer shares its zod objects. */
 const registrations = new Map<MetaTool, ToolRegistration>();
+/** The JSON Schemas of json-schemas.ts, read at the first registration. */
+let converted: Readonly<Record<string, ToolJsonSchemas>> | undefined;
 
 function registrationOf(tool: MetaTool): ToolRegistration {
   let registration = registrations.get(tool);
   if (!registration) {
     const outputSchema = META_OUTPUT_SCHEMAS[tool.name];
+    // Converted in the source tree (ADR 0068); a tool missing there is converted here (meta-tool-list.test.ts fails on it).
+    const jsonSchemas = (converted ??= metaJsonSchemas())[tool.name];
     registration = {
       name: tool.name,
       title: tool.title,
@@ -91,10 +97,25 @@ function registrationOf(tool: MetaTool): ToolRegistration {
       inputSchema: z.strictObject(tool.input),
       ...(outputSchema ? { outputSchema } : {}),
       ...(tool.annotations ? { annotations: tool.annotations } : {}),
+      ...(jsonSchemas ? { jsonSchemas } : {}),
     };
     registrations.set(tool, registration);
   }
   return registration;
+}
+
+/**
+ * Every meta tool's schemas converted from zod now, as McpServer would convert
+ * them: what json-schemas.ts must hold (scripts/meta-json-schemas.mjs writes
+ * it; test/unit/meta-tool-list.test.ts compares).
+ */
+export function convertMetaJsonSchemas(): Record<string, ToolJsonSchemas> {
+  return Object.fromEntries(
+    META_TOOLS.map((tool) => {
+      const { inputSchema, outputSchema } = registrationOf(tool);
+      return [tool.name, jsonSchemasOf(outputSchema ? { inputSchema, outputSchema } : { inputSchema })];
+    }),
+  );
 }
 
 /** The meta tools `gateway`'s settings offer, in registration order. */
@@ -128,7 +149,7 @@ export function createMetaServer(ctx: MetaContext): McpServer {
   acceptCancelOfRequestZero(server.server); // a client may number a call 0 (SDK 1.32 drops its cancel)
   const tools = enabledMetaTools(ctx.gateway);
   for (const tool of tools) {
-    const { name, ...config } = registrationOf(tool);
+    const { name, jsonSchemas: _listedAhead, ...config } = registrationOf(tool);
     server.registerTool(name, config, async (args: unknown, extra) => {
       ctx.session.touch();
       const { server: target, tool: upstreamTool } = args as { server?: unknown; tool?: unknown };
