@@ -9,7 +9,7 @@
  * It guards the seam, not the definitions: a changed description passes it.
  * The JSON Schemas come from the source tree (src/faces/meta/json-schemas.ts,
  * ADR 0068): the first test says when that file no longer matches the zod
- * schemas (write it again with scripts/meta-json-schemas.mjs).
+ * schemas (write it again with `npm run generate:meta-schemas`).
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -80,7 +80,7 @@ test("src/faces/meta/json-schemas.ts holds every meta tool's schemas as the SDK 
     assert.equal(
       JSON.stringify(listed[name]),
       JSON.stringify(schemas),
-      `${name}'s schemas changed: write src/faces/meta/json-schemas.ts again (node --import tsx scripts/meta-json-schemas.mjs)`,
+      `${name}'s schemas changed: write src/faces/meta/json-schemas.ts again (npm run generate:meta-schemas)`,
     );
   assert.deepEqual(Object.keys(listed), Object.keys(now), "json-schemas.ts lists a tool there is no longer: write it again");
 });
