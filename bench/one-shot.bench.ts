@@ -12,7 +12,7 @@
  *
  * Both runs use `sessions.oneShotIdleMs` = --one-shot-ms, so the report also
  * shows what is left once the one-shot sessions have expired. RSS is the
- * gateway's (after a full GC, bench/lib/gc-probe.ts) plus that of every
+ * gateway's (after a full GC, bench/lib/gc-probe.mjs) plus that of every
  * upstream process below it, read from /proc.
  *
  * Options (argv `--name=value` or env `BENCH_NAME=value`):

@@ -12,8 +12,10 @@
  * modes (direct,session,shared,meta), profile=<dir> (each gateway runs with
  * `--cpu-prof` into <dir>; summarise with bench/lib/cpuprofile-top.ts),
  * before=<dir> (each gateway mode runs twice: this tree and the tree in <dir>,
- * e.g. `git archive <commit> | tar -x -C <dir>` plus a node_modules symlink,
- * so a change's before/after alternate in one run).
+ * e.g. `git archive <commit> | tar -x -C <dir>` plus a node_modules symlink
+ * and `npm run build` there, so a change's before/after alternate in one run).
+ * emceepee runs as the package ships it (the bundle; bench/lib/gateway-process.ts),
+ * as the peers run their published builds.
  * `-json` modes (session-json, shared-json, meta-json) set gateway.http.plainJsonResponses (on the transparent
  * faces through the relay fast path, docs/adr/0037); `session-json-sdk`, `shared-json-sdk` turn the fast path off;
  * `session-sdk`, `shared-sdk` are the default SSE answers with the fast path off (through the SDK's HTTP transport).
@@ -242,6 +244,7 @@ async function open(mode: Mode, before = false): Promise<Target> {
     {},
     prof,
     root,
+    "bundle",
   );
   return {
     mode,

@@ -24,7 +24,8 @@
  * `execute_tool` (the call alone) and again; or `execute_tool` first (all of it);
  * on the transparent face the first `echo` (connection + call) and the second.
  *
- * With `--before=<dir>` (another checkout beside a node_modules symlink) its gateway is measured too, in
+ * emceepee runs as the package ships it (the bundle, bench/lib/gateway-process.ts), as the peers run theirs.
+ * With `--before=<dir>` (another checkout beside a node_modules symlink, built there: `npm run build`) its gateway is measured too, in
  * the same rounds, alternating with this one (`--rounds=N`, default 1; the table gives each round).
  *
  * The peers (`--peers`, default supergateway,mcp-proxy; bench/lib/peers.ts) are measured as direct is, in front of a stdio
@@ -135,7 +136,7 @@ async function gatewayRun(name: string, upstream: Record<string, unknown>, trans
     gateway: { upstream: { maxChildProcesses: 400, warmPoolWindowMs: 600_000, ...upstream }, transparent },
   };
   // "info": the warm pool's warm_connection_ready lines say when a process made ahead is connected (ADR 0044).
-  const gw: GatewayProcess = await startGatewayProcess(config, name, "info", {}, [], root);
+  const gw: GatewayProcess = await startGatewayProcess(config, name, "info", {}, [], root, "bundle");
   const ready = () => gw.stderr().split("warm_connection_ready").length - 1;
   try {
     const face = meta ? gw.url : gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
@@ -240,7 +241,7 @@ async function stepsRun(name: string, warmPool: number, kind: "meta-list" | "met
     mcpServers: { everything: { command: process.execPath, args: [everythingServerEntry(), "stdio"], sharing: "session" } },
     gateway: { upstream: { warmPool } },
   };
-  const gw = await startGatewayProcess(config, "steps");
+  const gw = await startGatewayProcess(config, "steps", "silent", {}, [], undefined, "bundle");
   const steps = new Map<string, number[]>();
   const note = (step: string, ms: number) => steps.set(step, [...(steps.get(step) ?? []), ms]);
   const meta = kind !== "transparent";

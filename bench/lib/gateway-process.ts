@@ -1,20 +1,23 @@
 /**
- * emceepee as a child process (`node --expose-gc --import tsx --import
- * bench/lib/gc-probe.ts src/cli/main.ts serve --port 0`), so its CPU time and
- * RSS can be read from /proc apart from the benchmark's own clients and from
- * the upstream server processes it spawns.
+ * emceepee as a child process (`node --expose-gc --import bench/lib/gc-probe.mjs`
+ * and the CLI: `--import tsx src/cli/main.ts`, or the bundle the package ships,
+ * `dist/cli/emceepee.mjs`; then `serve --port 0`), so its CPU time and RSS can
+ * be read from /proc apart from the benchmark's own clients and from the
+ * upstream server processes it spawns. The benches that compare it with peers
+ * run it as shipped (the bundle), as the peers run theirs.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { bundledCliEntry } from "../../test/helpers/cli-build.js";
 import { alive, childPids, cpuMs, rssBytes } from "./proc.js";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const PROBE = path.join(ROOT, "bench/lib/gc-probe.ts");
+const PROBE = path.join(ROOT, "bench/lib/gc-probe.mjs");
 
-/** What bench/lib/gc-probe.ts answers. */
+/** What bench/lib/gc-probe.mjs answers. */
 export interface ProbeAnswer {
   type: string;
   id: number;
@@ -45,7 +48,9 @@ export interface GatewayProcess {
  * @param logLevel the gateway's --log-level (default "silent": logging costs CPU)
  * @param env added to (or, when undefined, removed from) the child's environment
  * @param nodeArgs extra node flags for the gateway (e.g. `--cpu-prof`, which NODE_OPTIONS refuses)
- * @param root the checkout whose src/cli/main.ts runs (another commit's tree beside this one, for before/after in one run)
+ * @param root the checkout whose CLI runs (another commit's tree beside this one, for before/after in one run)
+ * @param cli "source": `<root>/src/cli/main.ts` through tsx; "bundle": the bundle (this tree's is made from its sources,
+ *   test/helpers/cli-build.ts; another root's must be built there, `npm run build`: `<root>/dist/cli/emceepee.mjs`)
  */
 export async function startGatewayProcess(
   config: unknown,
@@ -54,13 +59,15 @@ export async function startGatewayProcess(
   env: Record<string, string | undefined> = {},
   nodeArgs: readonly string[] = [],
   root: string = ROOT,
+  cli: "source" | "bundle" = "source",
 ): Promise<GatewayProcess> {
+  const entry = cli === "source" ? ["--import", "tsx", "src/cli/main.ts"] : [bundleOf(root)];
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `emceepee-bench-${label}-`));
   const file = path.join(dir, "config.json");
   fs.writeFileSync(file, JSON.stringify(config, null, 2));
   const child = spawn(
     process.execPath,
-    [...nodeArgs, "--expose-gc", "--import", "tsx", "--import", PROBE, "src/cli/main.ts", "serve", "--config", file, "--port", "0", "--log-level", logLevel],
+    [...nodeArgs, "--expose-gc", "--import", PROBE, ...entry, "serve", "--config", file, "--port", "0", "--log-level", logLevel],
     // serve keeps its state in SQLite by default: in the bench's own folder, never the user's file.
     { cwd: root, env: { ...process.env, ...env, XDG_STATE_HOME: dir }, stdio: ["ignore", "pipe", "pipe", "ipc"] },
   );
@@ -144,4 +151,12 @@ export async function startGatewayProcess(
       return stopped;
     },
   };
+}
+
+/** The bundled CLI of `root`: this tree's made from its sources, another's as built there. */
+function bundleOf(root: string): string {
+  if (path.resolve(root) === ROOT) return bundledCliEntry();
+  const entry = path.join(root, "dist/cli/emceepee.mjs");
+  if (!fs.existsSync(entry)) throw new Error(`${entry} is missing: build that checkout first (cd ${root} && npm run build)`);
+  return entry;
 }

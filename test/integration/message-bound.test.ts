@@ -144,11 +144,9 @@ describe("upstream message bound: the gateway process", { timeout: 600_000 }, ()
       process.execPath,
       [
         "--expose-gc",
-        // The compiled CLI (test/helpers/cli-build.ts); the probe is the one TypeScript file, loaded as the tests are.
+        // The compiled CLI (test/helpers/cli-build.ts) with the benches' GC probe (plain JavaScript).
         "--import",
-        path.join(ROOT, "test/helpers/ts-register.mjs"),
-        "--import",
-        path.join(ROOT, "bench/lib/gc-probe.ts"),
+        path.join(ROOT, "bench/lib/gc-probe.mjs"),
         ...cliNodeArgs(),
         "serve",
         "--config",

@@ -1,18 +1,20 @@
 /**
- * Preloaded into the benchmarked gateway process (`--import bench/lib/gc-probe.ts`,
+ * Preloaded into the benchmarked gateway process (`--import bench/lib/gc-probe.mjs`,
  * with `--expose-gc`). It answers IPC messages and changes nothing else in the
  * gateway: `{ type: "gc" }` runs a full GC and answers with
  * process.memoryUsage(), so RSS readings taken right after are not inflated by
  * garbage; `{ type: "mem" }` answers with process.memoryUsage() without a GC;
  * `{ type: "snapshot", path }` runs a full GC and writes a heap snapshot there.
+ * Plain JavaScript: it loads without tsx, beside the bundled CLI too.
  */
 import v8 from "node:v8";
 
-type ProbeRequest = { type?: unknown; id?: unknown; path?: unknown };
+/** @typedef {{ type?: unknown; id?: unknown; path?: unknown }} ProbeRequest */
 
 if (process.send) {
-  process.on("message", (m: ProbeRequest) => {
-    const gc = (globalThis as { gc?: () => void }).gc;
+  process.on("message", (/** @type {ProbeRequest} */ m) => {
+    /** @type {(() => void) | undefined} */
+    const gc = /** @type {{ gc?: () => void }} */ (globalThis).gc;
     if (m?.type === "mem") {
       process.send?.({ type: "mem", id: m.id, memory: process.memoryUsage() });
       return;
