@@ -18,7 +18,9 @@
  * alongside). Also when the relay's first upstream process started, from
  * /proc start times (10 ms ticks; for emceepee its early process, ADR 0063):
  * session and shared mode's ready waits for that process's own start. CPU: the whole process tree at ready (the process, every live
- * descendant, and what reaped children used), and the relay process's own.
+ * descendant, and what reaped children used), and the relay process's own;
+ * and the client's own CPU in tools/list (the SDK client compiles a validator
+ * for each output schema in the list there: the meta face lists 27).
  *
  * Options (argv `--name=value` or env `BENCH_NAME=value`): rounds (5),
  * modes (direct,supergateway,mcp-proxy,session,shared,meta),
@@ -145,6 +147,8 @@ interface Sample {
   upstreamStartMs?: number | undefined;
   /** After the port accepts: ms until initialize, tools/list and (meta) list_tools were answered. */
   steps: number[];
+  /** The bench's own CPU (the SDK client's) while tools/list was answered and taken in: its parse and Ajv compile of each output schema. */
+  clientListCpuMs: number;
 }
 
 interface Started {
@@ -222,7 +226,10 @@ async function measure(mode: Mode, before: boolean, tmp: string): Promise<Sample
     const step = (): number => performance.now() - t0 - listenMs;
     await client.connect(transport);
     const steps = [step()];
+    const cpu0 = process.cpuUsage();
     const tools = await client.listTools(undefined, { timeout: 120_000 });
+    const used = process.cpuUsage(cpu0);
+    const clientListCpuMs = (used.user + used.system) / 1000;
     steps.push(step());
     if (mode === "meta") {
       const listed = await client.callTool({ name: "list_tools", arguments: { server: "everything" } }, undefined, { timeout: 120_000 });
@@ -236,7 +243,16 @@ async function measure(mode: Mode, before: boolean, tmp: string): Promise<Sample
     const healthzMs = await health;
     await transport.terminateSession().catch(() => undefined);
     await client.close().catch(() => undefined);
-    return { listenMs, healthzMs, readyMs, relayCpuMs: mode === "direct" ? undefined : cpu.relay, treeCpuMs: cpu.tree, upstreamStartMs, steps };
+    return {
+      listenMs,
+      healthzMs,
+      readyMs,
+      relayCpuMs: mode === "direct" ? undefined : cpu.relay,
+      treeCpuMs: cpu.tree,
+      upstreamStartMs,
+      steps,
+      clientListCpuMs,
+    };
   } finally {
     await stop(s);
   }
@@ -310,6 +326,7 @@ async function main(): Promise<void> {
       upstream.length ? fmt(med(upstream), 0) : "—",
       fmt(med(ss.map((s) => s.listenMs)), 0),
       ss[0]!.steps.map((_, i) => fmt(med(ss.map((s) => s.steps[i]!)), 0)).join(" / "),
+      fmt(med(ss.map((s) => s.clientListCpuMs)), 0),
       healthz.length ? fmt(med(healthz), 0) : "—",
       relay.length ? fmt(med(relay), 0) : "—",
       fmt(med(ss.map((s) => s.treeCpuMs)), 0),
@@ -326,6 +343,7 @@ async function main(): Promise<void> {
         "upstream process started, ms",
         "port accepts, ms",
         "then answered: initialize / tools/list / list_tools (meta), ms after the port accepts",
+        "client's CPU in tools/list, ms",
         "/healthz 200, ms",
         "relay CPU at ready, ms",
         "tree CPU at ready, ms",
