@@ -143,6 +143,10 @@ async function gatewayRun(name: string, upstream: Record<string, unknown>, trans
     // Warm-up: one session used, so the gateway knows the upstream's answer (the start-up check does too).
     const warm = await firstCalls(face, 1, meta);
     await closeAll(warm.clients);
+    // At rest before the timing, as the peers are: the process the warm-up took is replaced (spawned, connected
+    // ahead) by the warm pool, and that server-everything's start would otherwise share the cores with the opening.
+    const settled = await waitFor(() => ready() >= 1, 60_000);
+    log(`${name}: warm pool ${settled ? "settled" : "not settled in 60 s"} (${ready()} connected ahead so far)`);
     log(`${name}: opening ${SESSIONS} sessions`);
     const opened = await openAll(face, SESSIONS);
     const processes = gw.upstreamPids().length;
