@@ -5,7 +5,8 @@
  * process.memoryUsage(), so RSS readings taken right after are not inflated by
  * garbage; `{ type: "mem" }` answers with process.memoryUsage() without a GC;
  * `{ type: "snapshot", path }` runs a full GC and writes a heap snapshot there.
- * Plain JavaScript: it loads without tsx, beside the bundled CLI too.
+ * Plain JavaScript: it loads without tsx, beside the bundled CLI too. When the
+ * bench goes away without stopping the gateway, the gateway shuts down.
  */
 import v8 from "node:v8";
 
@@ -33,4 +34,6 @@ if (process.send) {
   });
   // The IPC channel must not keep the gateway alive on its own.
   process.channel?.unref();
+  // The bench is gone (killed, crashed) without stopping it: shut down as on SIGTERM, which ends its upstreams too.
+  process.once("disconnect", () => process.kill(process.pid, "SIGTERM"));
 }
