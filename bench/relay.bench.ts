@@ -13,7 +13,9 @@
  * `--cpu-prof` into <dir>; summarise with bench/lib/cpuprofile-top.ts),
  * before=<dir> (each gateway mode runs twice: this tree and the tree in <dir>,
  * e.g. `git archive <commit> | tar -x -C <dir>` plus a node_modules symlink
- * and `npm run build` there, so a change's before/after alternate in one run).
+ * and `npm run build` there, so a change's before/after alternate in one run),
+ * gateway=<json> (merged over each gateway's `gateway` settings, to measure what one costs, e.g.
+ * `--gateway='{"store":{"kind":"memory"}}'` against the default SQLite store).
  * emceepee runs as the package ships it (the bundle; bench/lib/gateway-process.ts),
  * as the peers run their published builds.
  * `-json` modes (session-json, shared-json, meta-json) set gateway.http.plainJsonResponses (on the transparent
@@ -56,6 +58,8 @@ const opts = {
   ),
   profile: process.argv.find((a) => a.startsWith("--profile="))?.slice(10) ?? process.env.BENCH_PROFILE,
   before: process.argv.find((a) => a.startsWith("--before="))?.slice(9) ?? process.env.BENCH_BEFORE,
+  /** Settings merged over each gateway's `gateway` block (JSON), to measure what one setting costs. */
+  gateway: JSON.parse(process.argv.find((a) => a.startsWith("--gateway="))?.slice(10) ?? process.env.BENCH_GATEWAY ?? "{}") as Record<string, unknown>,
 };
 type Mode =
   | "direct"
@@ -141,6 +145,7 @@ function gatewayConfig(sharing: "session" | "shared", json: boolean, fastPath = 
       pendingRequests: { maxPerSession: 1000 },
       ...(json ? { http: { plainJsonResponses: true } } : {}),
       ...(fastPath ? {} : { transparent: { fastPath: false } }),
+      ...opts.gateway,
     },
   };
 }

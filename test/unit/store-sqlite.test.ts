@@ -114,6 +114,9 @@ describe("sqlite: the file", () => {
       assert.equal((await second.events.append("s1", event(), limits)).event.seq, 3, "seq continues");
       assert.equal((await second.pending.get("r1"))?.sessionId, "s1");
       assert.deepEqual((await second.replay.replayAfter("s1", replayId))?.messages.length, 1);
+      assert.deepEqual(await second.replay.size("s1"), { events: 2, bytes: 2 * Buffer.byteLength('{"jsonrpc":"2.0","method":"x"}') }, "counted from the rows");
+      assert.equal(await second.replay.append("s1", "stream", { jsonrpc: "2.0", method: "z" }, { maxEvents: 2, maxBytes: 10_000 }), "3", "seq continues");
+      assert.equal(await second.replay.streamOf("s1", replayId), undefined, "the bound holds across the restart: the oldest went");
       assert.deepEqual(
         (await second.servers.list()).map((s) => s.name),
         ["remote"],

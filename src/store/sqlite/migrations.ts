@@ -234,6 +234,18 @@ export const MIGRATIONS: readonly Migration[] = [
       db.exec(`CREATE TABLE leases (key TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;`);
     },
   },
+  {
+    version: 15,
+    description:
+      "SSE replay: one B-tree written per stored message (issue 27) — the stream index goes (a session's lookups scan its own rows, at most " +
+      "its bound), and the per-session counters are read from the rows once per process instead of updated with every message",
+    up(db) {
+      db.exec(`
+        DROP INDEX replay_by_stream;
+        DROP TABLE replay_sessions;
+      `);
+    },
+  },
 ];
 
 /** The version a fully migrated file has. */

@@ -1,21 +1,28 @@
 /**
- * SQLite ReplayStore: `replay` rows keyed by (session, seq), indexed by
- * stream; `replay_sessions` keeps each session's next seq, count and bytes so
- * the bounds are checked without summing rows. Event ids are the session's
- * sequence numbers as strings. Appends made in one turn of the event loop are
- * committed together, in one transaction (group commit, issue 27): each
- * resolves once that transaction committed, so what an id names is on disk
- * before the id is handed out.
+ * SQLite ReplayStore: `replay` rows keyed by (session, seq); event ids are the
+ * session's sequence numbers as strings. A session's next seq, count and bytes
+ * (the bounds are checked without summing rows) are read from its rows once
+ * per process and then kept in memory (`counters`, bounded): the file is this
+ * process's alone while it serves (StoreOwnership), and the newest message is
+ * always kept, so the rows say it all. An append is then one INSERT, plus a
+ * DELETE of the oldest at the bounds (issue 27, schema version 15). Appends
+ * made in one turn of the event loop are committed together, in one
+ * transaction (group commit): each resolves once that transaction committed,
+ * so what an id names is on disk before the id is handed out.
  */
 import type { ReplayedMessage, ReplayLimits, ReplayStore } from "../contracts.js";
 import { assertLimit, REPLAY_EVENT_ID } from "../policy.js";
 import type { SqliteDb } from "./db.js";
 
-interface SessionRow {
-  next_seq: number;
+/** A session's counters: the seq its next message gets, and what its kept rows hold. */
+interface Counters {
+  nextSeq: number;
   count: number;
   bytes: number;
 }
+
+/** Sessions whose counters are kept in memory; beyond it the longest-kept go (a miss reads the rows again). */
+export const MAX_CACHED_COUNTERS = 10_000;
 
 interface Append {
   sessionId: string;
@@ -30,6 +37,8 @@ interface Append {
 export class SqliteReplayStore implements ReplayStore {
   /** Appends waiting for this turn's commit (undefined: none, no commit scheduled). */
   private batch: Append[] | undefined;
+  /** Counters by session as committed (see the header): a transaction that fails leaves them as they were. */
+  private readonly counters = new Map<string, Counters>();
 
   constructor(private readonly db: SqliteDb) {}
 
@@ -52,33 +61,30 @@ export class SqliteReplayStore implements ReplayStore {
     const batch = this.batch;
     this.batch = undefined;
     if (!batch?.length) return;
+    /** The counters as this transaction leaves them (made the committed ones only once it commits). */
+    const pending = new Map<string, Counters>();
     let ids: string[];
     try {
       ids = this.db.write(batch.length === 1 ? "store an SSE message" : `store ${batch.length} SSE messages`, () =>
-        batch.map((a) => this.appendOne(a.sessionId, a.streamId, a.json, a.bytes, a.limits)),
+        batch.map((a) => this.appendOne(a, pending)),
       );
     } catch (err) {
       for (const a of batch) a.reject(err);
       return;
     }
+    for (const [sessionId, c] of pending) this.remember(sessionId, c);
     batch.forEach((a, i) => a.resolve(ids[i]!));
   }
 
   /** One message, inside the batch's transaction. */
-  private appendOne(sessionId: string, streamId: string, json: string, bytes: number, limits: ReplayLimits): string {
-    let s = this.session(sessionId);
-    if (!s) {
-      this.db.stmt("INSERT INTO replay_sessions (session_id, next_seq, count, bytes) VALUES (?, 1, 0, 0)").run(sessionId);
-      s = { next_seq: 1, count: 0, bytes: 0 };
-    }
-    const seq = s.next_seq;
+  private appendOne({ sessionId, streamId, json, bytes, limits }: Append, pending: Map<string, Counters>): string {
+    const s = pending.get(sessionId) ?? this.session(sessionId);
+    const seq = s.nextSeq;
     this.db.stmt("INSERT INTO replay (session_id, seq, stream_id, bytes, message) VALUES (?, ?, ?, ?, ?)").run(sessionId, seq, streamId, bytes, json);
     let count = s.count + 1;
     let total = s.bytes + bytes;
     // The oldest go while either bound is exceeded; the newest message always stays.
     let lastDropped: number | undefined;
-    let droppedBytes = 0;
-    let dropped = 0;
     if (count > limits.maxEvents || total > limits.maxBytes) {
       for (const row of this.db.stmt("SELECT seq, bytes FROM replay WHERE session_id = ? ORDER BY seq").iterate(sessionId) as Iterable<{
         seq: number;
@@ -88,14 +94,10 @@ export class SqliteReplayStore implements ReplayStore {
         lastDropped = row.seq;
         count--;
         total -= row.bytes;
-        droppedBytes += row.bytes;
-        dropped++;
       }
     }
     if (lastDropped !== undefined) this.db.stmt("DELETE FROM replay WHERE session_id = ? AND seq <= ?").run(sessionId, lastDropped);
-    this.db
-      .stmt("UPDATE replay_sessions SET next_seq = ?, count = count + 1 - ?, bytes = bytes + ? - ? WHERE session_id = ?")
-      .run(seq + 1, dropped, bytes, droppedBytes, sessionId);
+    pending.set(sessionId, { nextSeq: seq + 1, count, bytes: total });
     return String(seq);
   }
 
@@ -120,7 +122,7 @@ export class SqliteReplayStore implements ReplayStore {
   async replayStream(sessionId: string, streamId: string, afterSeq: number): Promise<{ keptFrom: number; messages: ReplayedMessage[] }> {
     return this.db.read("replay an SSE stream", () => {
       const oldest = this.db.stmt("SELECT min(seq) AS seq FROM replay WHERE session_id = ?").get(sessionId) as { seq: number | null };
-      const keptFrom = oldest.seq ?? this.session(sessionId)?.next_seq ?? 1;
+      const keptFrom = oldest.seq ?? 1; // no rows: no session (the newest message is always kept)
       const rows = this.db
         .stmt("SELECT seq, message FROM replay WHERE session_id = ? AND stream_id = ? AND seq > ? ORDER BY seq")
         .all(sessionId, streamId, afterSeq) as Array<{ seq: number; message: string }>;
@@ -131,20 +133,38 @@ export class SqliteReplayStore implements ReplayStore {
   async size(sessionId: string): Promise<{ events: number; bytes: number }> {
     return this.db.read("measure SSE replay", () => {
       const s = this.session(sessionId);
-      return { events: s?.count ?? 0, bytes: s?.bytes ?? 0 };
+      return { events: s.count, bytes: s.bytes };
     });
   }
 
   async deleteBySession(sessionId: string): Promise<number> {
-    return this.db.write("delete a session's SSE replay", () => {
-      const n = this.db.stmt("DELETE FROM replay WHERE session_id = ?").run(sessionId).changes;
-      this.db.stmt("DELETE FROM replay_sessions WHERE session_id = ?").run(sessionId);
-      return n;
-    });
+    try {
+      return this.db.write("delete a session's SSE replay", () => this.db.stmt("DELETE FROM replay WHERE session_id = ?").run(sessionId).changes);
+    } finally {
+      this.counters.delete(sessionId); // read from the rows again if it is used again
+    }
   }
 
-  private session(sessionId: string): SessionRow | undefined {
-    return this.db.stmt("SELECT next_seq, count, bytes FROM replay_sessions WHERE session_id = ?").get(sessionId) as SessionRow | undefined;
+  /** A session's counters: kept ones, or read from its rows (none: a session with nothing stored starts at 1). */
+  private session(sessionId: string): Counters {
+    const kept = this.counters.get(sessionId);
+    if (kept) return kept;
+    const row = this.db
+      .stmt("SELECT max(seq) AS last, count(*) AS count, coalesce(sum(bytes), 0) AS bytes FROM replay WHERE session_id = ?")
+      .get(sessionId) as {
+      last: number | null;
+      count: number;
+      bytes: number;
+    };
+    const read = { nextSeq: (row.last ?? 0) + 1, count: row.count, bytes: row.bytes };
+    this.remember(sessionId, read);
+    return read;
+  }
+
+  private remember(sessionId: string, c: Counters): void {
+    this.counters.delete(sessionId); // re-inserted last: the longest unused goes first
+    this.counters.set(sessionId, c);
+    if (this.counters.size > MAX_CACHED_COUNTERS) this.counters.delete(this.counters.keys().next().value!);
   }
 
   private streamAt(sessionId: string, eventId: string): string | undefined {
