@@ -4,7 +4,9 @@
  * so that a transparent session's initialize can answer without waiting for a
  * process (docs/adr/0034). Filled by every connection the upstream factory
  * makes (the start-up check's, shared ones, sessions' own); forgotten when the
- * server changes. Plain JSON values only.
+ * server changes. Plain JSON values only. It also knows the connects under way
+ * (`learning`), so that sessions opened before the first answer wait for one
+ * connect instead of each starting its own process (`answerFor`).
  */
 import type { Implementation, ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { ServerConfig } from "../config/server-entry.js";
@@ -25,6 +27,44 @@ interface Learned {
 
 export class KnownServers {
   private readonly known = new Map<string, { config: ServerConfig; info: KnownServer }>();
+  /** Connects under way by server, with the config each connects with; removed when it settles. */
+  private readonly connecting = new Map<string, Set<{ config: ServerConfig; done: Promise<unknown> }>>();
+
+  /** Tracks a connect of `server` with `config` until `done` settles (its outcome is the caller's; nothing here throws). */
+  learning(server: string, config: ServerConfig, done: Promise<unknown>): void {
+    const entry = { config, done: done.catch(() => undefined) };
+    let set = this.connecting.get(server);
+    if (!set) this.connecting.set(server, (set = new Set()));
+    set.add(entry);
+    void entry.done.then(() => {
+      set.delete(entry);
+      if (set.size === 0 && this.connecting.get(server) === set) this.connecting.delete(server);
+    });
+  }
+
+  /**
+   * What `server` answers with `config`, for a session about to initialize. Known now: that. Else, when connects with
+   * this config are under way, once one of them has answered (each settles within its connect timeout); `info` stays
+   * undefined when none succeeded, and the caller connects itself. Else the caller is the one to connect: its connect
+   * counts as under way from this moment, so the sessions opened meanwhile wait for it, until it calls `done` (always).
+   */
+  async answerFor(server: string, config: ServerConfig): Promise<{ info?: KnownServer | undefined; done?: () => void }> {
+    if (this.underWay(server, config).length === 0 && this.get(server, config) === undefined) {
+      let done!: () => void;
+      this.learning(server, config, new Promise<void>((resolve) => (done = resolve)));
+      return { done };
+    }
+    for (;;) {
+      const info = this.get(server, config);
+      const under = this.underWay(server, config);
+      if (info || under.length === 0) return { info };
+      await Promise.race(under.map((c) => c.done)); // the settled one has left `connecting` by now (its cleanup was registered first)
+    }
+  }
+
+  private underWay(server: string, config: ServerConfig): Array<{ done: Promise<unknown> }> {
+    return [...(this.connecting.get(server) ?? [])].filter((c) => sameServerConfig(c.config, config));
+  }
 
   /** Records what `server` (with `config`) answered; returns true when it differs from what was known for that config. */
   learn(server: string, config: ServerConfig, handle: Learned): boolean {

@@ -2,7 +2,8 @@
  * A transparent session's initialize does not wait for an upstream process
  * (docs/adr/0034, issue 27): once the gateway has heard a server answer, a new
  * /servers/<name>/mcp session is answered from that (same serverInfo,
- * capabilities, instructions) and its process starts on first use; an
+ * capabilities, instructions) and its process starts on first use; sessions
+ * opened together before that answer wait for the first one's connect; an
  * upstream that cannot start then fails that first call with the gateway's
  * error, promptly. Real stdio processes, counted by a marker argument.
  */
@@ -80,6 +81,16 @@ describe("lazy initialize on /servers/<name>/mcp", () => {
     assert.notEqual(a, b, "the first call started the session's own process");
     assert.equal(pidsOf(marker).length, 2);
     assert.ok((await second.listTools()).tools.some((t) => t.name === "pid"));
+  });
+
+  test("sessions opened together before the upstream first answered wait for one connect: one process, not one each", async () => {
+    const { marker, config } = marked();
+    const url = await faceUrl(config);
+    const opened = await Promise.all(Array.from({ length: 5 }, () => session(url)));
+    assert.equal(pidsOf(marker).length, 1, "only the first session's initialize started a process");
+    for (const s of opened) assert.deepEqual(s.getServerCapabilities(), opened[0]!.getServerCapabilities());
+    const pids = await Promise.all(opened.map(pid));
+    assert.equal(new Set(pids).size, 5, "each session still gets its own process, on first use");
   });
 
   test("transparent.lazyInitialize: false connects at initialize, as before", async () => {

@@ -56,15 +56,23 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
     joined: (name) => announceJoin(name),
   });
   // A server face whose upstream answered before (with this config) answers from that, connecting on first use (docs/adr/0034).
-  const known = knownUpstream(session, gateway, target);
+  // One that is connecting for the first time (another session's initialize, the start-up check) is waited for: sessions
+  // opened together at a cold start answer from its answer, not a process each; the first of them connects.
+  const upstream = await knownUpstream(session, gateway, target);
+  const known = upstream?.info;
   // The upstreams connected below may ask at once (roots/list on `initialized`): they wait for this face's bridge (docs/adr/0060).
   session.expectBridge();
-  const connections = known
-    ? []
-    : await connectAll(session, catalog, aggregate).catch((err: unknown) => {
-        session.bridge = undefined; // no face, no bridge: nothing waits for one
-        throw err;
-      });
+  let connections: UpstreamHandle[] = [];
+  if (!known) {
+    try {
+      connections = await connectAll(session, catalog, aggregate);
+    } catch (err) {
+      session.bridge = undefined; // no face, no bridge: nothing waits for one
+      throw err;
+    } finally {
+      upstream?.done?.(); // learned (the connect taught KnownServers) or failed: the sessions waiting for it go on
+    }
+  }
   const capabilities = deriveCapabilities(known ? [known] : connections, target);
   const single = target.kind === "server" ? (connections[0] ?? known) : undefined;
   const virtual = target.kind === "virtual" ? gateway.curation?.virtualServer(target.name) : undefined;
@@ -176,14 +184,21 @@ async function toolView(catalog: Catalog, gateway: GatewayContext, session: Sess
   return JSON.stringify(faceTools({ catalog, gateway }, session.principal, rows.flat()).map((t) => t.tool));
 }
 
-/** What the upstream of a /servers/<name>/mcp face answered when last connected, if initialize may answer from it. */
-function knownUpstream(session: Session, gateway: GatewayContext, target: FaceTarget): KnownServer | undefined {
+/**
+ * What the upstream of a /servers/<name>/mcp face answered when last connected, or answers to a connect under way,
+ * if initialize may answer from it (KnownServers.answerFor; undefined: initialize connects, as before).
+ */
+async function knownUpstream(
+  session: Session,
+  gateway: GatewayContext,
+  target: FaceTarget,
+): Promise<{ info?: KnownServer | undefined; done?: () => void } | undefined> {
   if (target.kind !== "server" || !gateway.settings.transparent.lazyInitialize) return undefined;
   const entry = gateway.registry.get(target.server);
   // Not a server of this session's, or one whose connection needs the person's consent: initialize connects, as before.
   if (!entry || !gateway.registry.names(session).includes(target.server)) return undefined;
   if (!isStdioConfig(entry.config) && entry.config.auth !== undefined) return undefined;
-  return gateway.knownServers?.get(target.server, entry.config);
+  return gateway.knownServers?.answerFor(target.server, entry.config);
 }
 
 function deriveCapabilities(connections: ReadonlyArray<Pick<UpstreamHandle, "capabilities">>, target: FaceTarget): ServerCapabilities {

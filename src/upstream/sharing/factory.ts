@@ -336,12 +336,16 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
 
   const known = new KnownServers();
   registry.onChange((name) => known.forget(name));
-  /** Every connect that succeeds teaches `known` what the server answers (for the server's config in the registry). */
+  /** Every connect that succeeds teaches `known` what the server answers (for the server's config in the registry); one under way is known too. */
   const learning = <H extends UpstreamHandle>(server: string, config: ServerConfig, handle: H): H => {
     const connect = handle.connect.bind(handle);
     handle.connect = async () => {
-      await connect();
-      if (known.learn(server, config, handle)) logger.info({ server }, "upstream_capabilities_changed");
+      const learned = (async () => {
+        await connect();
+        if (known.learn(server, config, handle)) logger.info({ server }, "upstream_capabilities_changed");
+      })();
+      known.learning(server, config, learned); // sessions opened meanwhile wait for this answer, not a process each
+      await learned;
     };
     return handle;
   };
