@@ -3,7 +3,9 @@
  * (docs/adr/0034, issue 27): once the gateway has heard a server answer, a new
  * /servers/<name>/mcp session is answered from that (same serverInfo,
  * capabilities, instructions) and its process starts on first use; sessions
- * opened together before that answer wait for the first one's connect; an
+ * opened together before that answer wait for the first one's connect (and
+ * the aggregate and virtual faces, whose capabilities are the gateway's own,
+ * connect at their first list); an
  * upstream that cannot start then fails that first call with the gateway's
  * error, promptly. Real stdio processes, counted by a marker argument.
  */
@@ -91,6 +93,32 @@ describe("lazy initialize on /servers/<name>/mcp", () => {
     for (const s of opened) assert.deepEqual(s.getServerCapabilities(), opened[0]!.getServerCapabilities());
     const pids = await Promise.all(opened.map(pid));
     assert.equal(new Set(pids).size, 5, "each session still gets its own process, on first use");
+  });
+
+  test("/all/mcp and /v/<name>/mcp: initialize connects nothing (the face's capabilities are the gateway's own); the first list does", async () => {
+    const { marker, config } = marked();
+    const gw = await startGateway({
+      mcpServers: { slow: config },
+      gateway: {
+        upstream: { warmPool: 0, connectTimeoutMs: 120_000 },
+        transparent: { aggregateWaitMs: 120_000 },
+        governance: { virtualServers: [{ name: "picked", tools: [{ server: "slow", tool: "pid" }] }] },
+      },
+    });
+    gateways.push(gw);
+    const all = await Promise.all(Array.from({ length: 3 }, () => session(gw.url.replace(/\/mcp$/, "/all/mcp"))));
+    const virtual = await session(gw.url.replace(/\/mcp$/, "/v/picked/mcp"));
+    assert.equal(pidsOf(marker).length, 0, "no session's initialize started a process");
+    assert.ok(
+      (await all[0]!.listTools()).tools.some((t) => t.name === "slow__pid"),
+      "the first list reached the upstream",
+    );
+    assert.equal(pidsOf(marker).length, 1, "that session's own process");
+    assert.deepEqual(
+      (await virtual.listTools()).tools.map((t) => t.name),
+      ["pid"],
+    );
+    assert.equal(pidsOf(marker).length, 2);
   });
 
   test("transparent.lazyInitialize: false connects at initialize, as before", async () => {

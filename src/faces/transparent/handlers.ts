@@ -267,8 +267,10 @@ export function registerHandlers(h: HandlerContext): JoinedHook {
   if (capabilities.logging) {
     server.setRequestHandler(SetLevelRequestSchema, async (req) => {
       level = req.params.level;
-      // A single face's upstream is its own: setLevel is use (a lazy session connects it here, docs/adr/0034).
+      // setLevel is use (a lazy session connects here, docs/adr/0034): a single face's upstream, or the aggregate's
+      // within the bound (TF-10; one that joins later gets the level then).
       if (single) await conn(catalog.servers()[0]!);
+      else await h.aggregate.reach(catalog.servers());
       await Promise.all(
         session
           .liveConnections()

@@ -62,8 +62,11 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
   const known = upstream?.info;
   // The upstreams connected below may ask at once (roots/list on `initialized`): they wait for this face's bridge (docs/adr/0060).
   session.expectBridge();
+  // /all/mcp and /v/<name>/mcp answer initialize with the gateway's own capabilities: nothing to wait for (the first list
+  // reaches the upstreams within the bound, TF-10).
+  const lazyAggregate = target.kind !== "server" && gateway.settings.transparent.lazyInitialize;
   let connections: UpstreamHandle[] = [];
-  if (!known) {
+  if (!known && !lazyAggregate) {
     try {
       connections = await connectAll(session, catalog, aggregate);
     } catch (err) {
@@ -127,8 +130,10 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
     if (!o.init) install(server.getClientCapabilities() ?? {});
     markInitialized();
     // A client with roots is connected now, without waiting: upstreams ask for roots right after initializing (docs/adr/0034).
-    if (known && target.kind === "server" && (o.init?.capabilities ?? server.getClientCapabilities())?.roots) {
-      session.connection(target.server).catch(() => undefined); // a failure is the first request's to report
+    if ((known || lazyAggregate) && (o.init?.capabilities ?? server.getClientCapabilities())?.roots) {
+      if (target.kind === "server")
+        session.connection(target.server).catch(() => undefined); // a failure is the first request's to report
+      else void aggregate.reach(catalog.servers()); // missing ones are the next list's to report
     }
   };
   server.onclose = () => {
