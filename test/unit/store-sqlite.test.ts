@@ -181,6 +181,54 @@ describe("sqlite: the file", () => {
     check.close();
   });
 
+  test("a version-14 file's SSE replay carries over to version 15: sizes and ids go on from its rows", async () => {
+    const file = tempFile();
+    const v14 = openSqliteStore(file, new ManualClock(), { migrations: MIGRATIONS.filter((m) => m.version <= 14) });
+    await v14.close();
+    const raw = openSqliteDatabase(file);
+    // As the version-14 code left a session with seq 1–2 evicted and 3–5 kept: its rows, and its counters in replay_sessions.
+    const row = raw.prepare("INSERT INTO replay (session_id, seq, stream_id, bytes, message) VALUES (?, ?, ?, ?, ?)");
+    for (const seq of [3, 4, 5]) row.run("s1", seq, seq === 4 ? "get" : "post-1", 7, `{"i":${seq}}`);
+    raw.prepare("INSERT INTO replay_sessions (session_id, next_seq, count, bytes) VALUES ('s1', 6, 3, 21)").run();
+    raw.close();
+    const store = await reopen(file);
+    try {
+      assert.deepEqual(await store.replay.size("s1"), { events: 3, bytes: 21 });
+      assert.equal(await store.replay.append("s1", "post-1", { i: 6 }, { maxEvents: 3, maxBytes: 1_000 }), "6", "ids go on after the kept rows");
+      assert.deepEqual(await store.replay.replayStream("s1", "post-1", 0), {
+        keptFrom: 4,
+        messages: [
+          { eventId: "5", message: { i: 5 } },
+          { eventId: "6", message: { i: 6 } },
+        ],
+      });
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("SSE replay: another writer on the file costs at most one failed append, and never the message just stored", async () => {
+    const file = tempFile();
+    const a = await reopen(file);
+    const b = await reopen(file); // not a gateway's way (serve claims the file), but a library user's
+    const roomy = { maxEvents: 3, maxBytes: 1_000_000 };
+    try {
+      assert.equal(await a.replay.append("s1", "x", { n: 1 }, roomy), "1");
+      assert.equal(await b.replay.append("s1", "x", { n: 2 }, roomy), "2", "B reads the rows: after A's");
+      await rejectsWith(a.replay.append("s1", "x", { n: 3 }, roomy), "EMCP_STORE_UNAVAILABLE"); // A's kept counters said 2 was free
+      assert.equal(await a.replay.append("s1", "x", { n: 3 }, roomy), "3", "read from the rows again after the failure");
+      for (let n = 4; n <= 5; n++) await a.replay.append("s2", "x", { n }, roomy);
+      await a.replay.append("s2", "x", { n: 6 }, roomy); // A keeps s2 at its bound: 3 rows
+      await b.replay.deleteBySession("s2");
+      const id = await a.replay.append("s2", "x", { n: 7 }, roomy); // A's counters say 4 rows: one too many, and the oldest is this one
+      assert.equal(await a.replay.streamOf("s2", id), "x", "the message just stored is kept");
+      assert.deepEqual(await a.replay.size("s2"), { events: 1, bytes: Buffer.byteLength('{"n":7}') });
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   test("a file from a newer emceepee is refused, naming both versions, and left alone", async () => {
     const file = tempFile();
     await (await reopen(file)).close();

@@ -5,7 +5,10 @@
  * per process and then kept in memory (`counters`, bounded): the file is this
  * process's alone while it serves (StoreOwnership), and the newest message is
  * always kept, so the rows say it all. An append is then one INSERT, plus a
- * DELETE of the oldest at the bounds (issue 27, schema version 15). Appends
+ * DELETE of the oldest at the bounds (issue 27, schema version 15). Should
+ * another writer change the rows anyway (a library user's second store on the
+ * file), a failed commit forgets its sessions' counters and the message just
+ * stored is never trimmed (counters found ahead are read again). Appends
  * made in one turn of the event loop are committed together, in one
  * transaction (group commit): each resolves once that transaction committed,
  * so what an id names is on disk before the id is handed out.
@@ -21,8 +24,12 @@ interface Counters {
   bytes: number;
 }
 
-/** Sessions whose counters are kept in memory; beyond it the longest-kept go (a miss reads the rows again). */
-export const MAX_CACHED_COUNTERS = 10_000;
+/**
+ * Sessions whose counters are kept in memory (≈ 100 bytes each; a session's go with its rows); beyond it the longest
+ * unused go, and a miss reads the session's rows again (a few hundred µs at 1,000 rows). Above any sessions.maxSessions
+ * one would run a gateway with.
+ */
+export const MAX_CACHED_COUNTERS = 100_000;
 
 interface Append {
   sessionId: string;
@@ -69,6 +76,8 @@ export class SqliteReplayStore implements ReplayStore {
         batch.map((a) => this.appendOne(a, pending)),
       );
     } catch (err) {
+      // Read from the rows again next time: the failure may be theirs disagreeing with what was kept (another writer).
+      for (const a of batch) this.counters.delete(a.sessionId);
       for (const a of batch) a.reject(err);
       return;
     }
@@ -85,19 +94,25 @@ export class SqliteReplayStore implements ReplayStore {
     let total = s.bytes + bytes;
     // The oldest go while either bound is exceeded; the newest message always stays.
     let lastDropped: number | undefined;
+    let ahead = false;
     if (count > limits.maxEvents || total > limits.maxBytes) {
       for (const row of this.db.stmt("SELECT seq, bytes FROM replay WHERE session_id = ? ORDER BY seq").iterate(sessionId) as Iterable<{
         seq: number;
         bytes: number;
       }>) {
         if (!(count > limits.maxEvents || (total > limits.maxBytes && count > 1))) break;
+        // The kept counters are ahead of the rows (another writer deleted some): never the message just stored.
+        if (row.seq >= seq) {
+          ahead = true;
+          break;
+        }
         lastDropped = row.seq;
         count--;
         total -= row.bytes;
       }
     }
     if (lastDropped !== undefined) this.db.stmt("DELETE FROM replay WHERE session_id = ? AND seq <= ?").run(sessionId, lastDropped);
-    pending.set(sessionId, { nextSeq: seq + 1, count, bytes: total });
+    pending.set(sessionId, ahead ? this.countRows(sessionId) : { nextSeq: seq + 1, count, bytes: total });
     return String(seq);
   }
 
@@ -149,6 +164,13 @@ export class SqliteReplayStore implements ReplayStore {
   private session(sessionId: string): Counters {
     const kept = this.counters.get(sessionId);
     if (kept) return kept;
+    const read = this.countRows(sessionId);
+    this.remember(sessionId, read);
+    return read;
+  }
+
+  /** A session's counters as its rows say (its primary-key range: at most its bound of rows). */
+  private countRows(sessionId: string): Counters {
     const row = this.db
       .stmt("SELECT max(seq) AS last, count(*) AS count, coalesce(sum(bytes), 0) AS bytes FROM replay WHERE session_id = ?")
       .get(sessionId) as {
@@ -156,9 +178,7 @@ export class SqliteReplayStore implements ReplayStore {
       count: number;
       bytes: number;
     };
-    const read = { nextSeq: (row.last ?? 0) + 1, count: row.count, bytes: row.bytes };
-    this.remember(sessionId, read);
-    return read;
+    return { nextSeq: (row.last ?? 0) + 1, count: row.count, bytes: row.bytes };
   }
 
   private remember(sessionId: string, c: Counters): void {
