@@ -4,9 +4,10 @@
  * so that a transparent session's initialize can answer without waiting for a
  * process (docs/adr/0034). Filled by every connection the upstream factory
  * makes (the start-up check's, shared ones, sessions' own); forgotten when the
- * server changes. Plain JSON values only. It also knows the connects under way
- * (`learning`), so that sessions opened before the first answer wait for one
- * connect instead of each starting its own process (`answerFor`).
+ * server changes. Plain JSON values only. It also knows the first session's
+ * connect while it is under way, so that sessions opened before the first
+ * answer wait for that one instead of each starting its own process
+ * (`answerFor`).
  */
 import type { Implementation, ServerCapabilities } from "@modelcontextprotocol/sdk/types.js";
 import type { ServerConfig } from "../config/server-entry.js";
@@ -27,12 +28,12 @@ interface Learned {
 
 export class KnownServers {
   private readonly known = new Map<string, { config: ServerConfig; info: KnownServer }>();
-  /** Connects under way by server, with the config each connects with; removed when it settles. */
+  /** First sessions' connects under way by server, with the config each connects with; removed when it settles. */
   private readonly connecting = new Map<string, Set<{ config: ServerConfig; done: Promise<unknown> }>>();
 
-  /** Tracks a connect of `server` with `config` until `done` settles (its outcome is the caller's; nothing here throws). */
-  learning(server: string, config: ServerConfig, done: Promise<unknown>): void {
-    const entry = { config, done: done.catch(() => undefined) };
+  /** Tracks a connect of `server` with `config` until `done` settles. */
+  private learning(server: string, config: ServerConfig, done: Promise<unknown>): void {
+    const entry = { config, done };
     let set = this.connecting.get(server);
     if (!set) this.connecting.set(server, (set = new Set()));
     set.add(entry);
@@ -43,10 +44,11 @@ export class KnownServers {
   }
 
   /**
-   * What `server` answers with `config`, for a session about to initialize. Known now: that. Else, when connects with
-   * this config are under way, once one of them has answered (each settles within its connect timeout); `info` stays
-   * undefined when none succeeded, and the caller connects itself. Else the caller is the one to connect: its connect
-   * counts as under way from this moment, so the sessions opened meanwhile wait for it, until it calls `done` (always).
+   * What `server` answers with `config`, for a session about to initialize. Known now: that. Else, when a first session
+   * is connecting with this config, once it has (within its connect timeout; its connect teaches this class through the
+   * upstream factory before it calls `done`); `info` stays undefined when it failed, and the caller connects itself.
+   * Else the caller is that first session: its connect counts as under way from this moment, so the sessions opened
+   * meanwhile wait for it, until it calls `done` (always, whatever the outcome).
    */
   async answerFor(server: string, config: ServerConfig): Promise<{ info?: KnownServer | undefined; done?: () => void }> {
     if (this.underWay(server, config).length === 0 && this.get(server, config) === undefined) {

@@ -336,16 +336,16 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
 
   const known = new KnownServers();
   registry.onChange((name) => known.forget(name));
-  /** Every connect that succeeds teaches `known` what the server answers (for the server's config in the registry); one under way is known too. */
+  /**
+   * Every connect that succeeds teaches `known` what the server answers (for the server's config in the registry). Only a
+   * session's own first connect counts as under way (KnownServers.answerFor): the start-up check's, niced and thrown away
+   * in session mode, is slower than the early process a first session takes (ADR 0039 §6).
+   */
   const learning = <H extends UpstreamHandle>(server: string, config: ServerConfig, handle: H): H => {
     const connect = handle.connect.bind(handle);
     handle.connect = async () => {
-      const learned = (async () => {
-        await connect();
-        if (known.learn(server, config, handle)) logger.info({ server }, "upstream_capabilities_changed");
-      })();
-      known.learning(server, config, learned); // sessions opened meanwhile wait for this answer, not a process each
-      await learned;
+      await connect();
+      if (known.learn(server, config, handle)) logger.info({ server }, "upstream_capabilities_changed");
     };
     return handle;
   };
