@@ -5,8 +5,11 @@
  *   direct       server-everything over Streamable HTTP, the SDK clients straight on it;
  *   transparent  `emceepee serve`, stdio server-everything in session mode, on
  *                /servers/everything/mcp (lazy initialize, the default);
+ *   all          the same gateway's aggregate face (/all/mcp), first call = everything__echo;
  *   meta         the same gateway's meta face (/mcp), first call = execute_tool echo;
  *
+ * 0. Just started: `sessions` sessions opened at once right after it listens (a restart whose
+ *    clients reconnect together), before anything else: wall time, upstream processes then.
  * 1. `sessions` sessions opened at once (initialize + initialized, no call):
  *    wall time, upstream processes running after, gateway + children RSS after.
  * 2. First call on `burst` new sessions at once, after an earlier burst of the
@@ -74,8 +77,13 @@ async function open(url: string, again = true): Promise<Client> {
   return client;
 }
 
-async function echo(client: Client, meta: boolean): Promise<void> {
-  if (meta) await client.callTool({ name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message: "hi" }, timeout_ms: 120_000 } });
+/** Which of the gateway's faces a session opens: its first call is the echo tool there. */
+type Face = "server" | "all" | "meta";
+
+async function echo(client: Client, face: Face | boolean): Promise<void> {
+  if (face === "all") await client.callTool({ name: "everything__echo", arguments: { message: "hi" } });
+  else if (face === true || face === "meta")
+    await client.callTool({ name: "execute_tool", arguments: { server: "everything", tool: "echo", args: { message: "hi" }, timeout_ms: 120_000 } });
   else await client.callTool({ name: "echo", arguments: { message: "hi" } });
 }
 
@@ -87,7 +95,7 @@ async function openAll(url: string, n: number): Promise<{ ms: number; clients: C
 }
 
 /** `n` new sessions at once, each timed from its initialize to its first echo's answer. */
-async function firstCalls(url: string, n: number, meta: boolean): Promise<{ times: number[]; clients: Client[] }> {
+async function firstCalls(url: string, n: number, meta: Face | boolean): Promise<{ times: number[]; clients: Client[] }> {
   const clients: Client[] = [];
   const times = await Promise.all(
     Array.from({ length: n }, async () => {
@@ -121,6 +129,9 @@ async function waitFor(check: () => boolean, ms: number): Promise<boolean> {
 
 interface Row {
   name: string;
+  /** Step 0: opened right after the start, and the upstream processes then. */
+  coldMs: number;
+  coldProcesses: number;
   openMs: number;
   processes: number | string;
   rss: string;
@@ -128,7 +139,7 @@ interface Row {
   max: number;
 }
 
-async function gatewayRun(name: string, upstream: Record<string, unknown>, transparent: Record<string, unknown>, meta: boolean, root?: string): Promise<Row> {
+async function gatewayRun(name: string, upstream: Record<string, unknown>, transparent: Record<string, unknown>, meta: Face, root?: string): Promise<Row> {
   const config = {
     mcpServers: { everything: { command: process.execPath, args: [everythingServerEntry(), "stdio"], sharing: "session" } },
     // The demand window outlasts the fill: on a loaded machine 16 starts in a row take longer than the default 30 s,
@@ -139,7 +150,8 @@ async function gatewayRun(name: string, upstream: Record<string, unknown>, trans
   const gw: GatewayProcess = await startGatewayProcess(config, name, "info", {}, [], root, "bundle");
   const ready = () => gw.stderr().split("warm_connection_ready").length - 1;
   try {
-    const face = meta ? gw.url : gw.url.replace(/\/mcp$/, "/servers/everything/mcp");
+    const face = meta === "meta" ? gw.url : gw.url.replace(/\/mcp$/, meta === "all" ? "/all/mcp" : "/servers/everything/mcp");
+    const cold = await justStarted(name, face, () => gw.upstreamPids().length);
     // Warm-up: one session used, so the gateway knows the upstream's answer (the start-up check does too).
     const warm = await firstCalls(face, 1, meta);
     await closeAll(warm.clients);
@@ -166,7 +178,7 @@ async function gatewayRun(name: string, upstream: Record<string, unknown>, trans
     );
     const timed = await firstCalls(face, BURST, meta);
     await closeAll([...demand.clients, ...timed.clients]);
-    return { name, openMs: opened.ms, processes, rss: mb(rss), p50: percentile(timed.times, 50), max: Math.max(...timed.times) };
+    return { name, ...cold, openMs: opened.ms, processes, rss: mb(rss), p50: percentile(timed.times, 50), max: Math.max(...timed.times) };
   } finally {
     await gw.stop();
   }
@@ -177,6 +189,7 @@ async function gatewayRun(name: string, upstream: Record<string, unknown>, trans
  * processes and RSS of `pid`'s tree then, and a burst's first calls after a burst that made the demand.
  */
 async function measureUrl(name: string, url: string, pid: number, processes: () => number): Promise<Row> {
+  const cold = await justStarted(name, url, processes);
   await closeAll((await firstCalls(url, 1, false)).clients);
   log(`${name}: opening ${SESSIONS} sessions`);
   const opened = await openAll(url, SESSIONS);
@@ -186,7 +199,16 @@ async function measureUrl(name: string, url: string, pid: number, processes: () 
   await closeAll((await firstCalls(url, BURST, false)).clients);
   const timed = await firstCalls(url, BURST, false);
   await closeAll(timed.clients);
-  return { name, openMs: opened.ms, processes: count, rss: mb(rss), p50: percentile(timed.times, 50), max: Math.max(...timed.times) };
+  return { name, ...cold, openMs: opened.ms, processes: count, rss: mb(rss), p50: percentile(timed.times, 50), max: Math.max(...timed.times) };
+}
+
+/** Step 0: `sessions` opened at once right after the start (nothing used yet), the upstream processes then; all ended. */
+async function justStarted(name: string, url: string, processes: () => number): Promise<{ coldMs: number; coldProcesses: number }> {
+  log(`${name}: opening ${SESSIONS} sessions right after the start`);
+  const opened = await openAll(url, SESSIONS);
+  const coldProcesses = processes();
+  await closeAll(opened.clients);
+  return { coldMs: opened.ms, coldProcesses };
 }
 
 async function directRun(): Promise<Row> {
@@ -306,16 +328,19 @@ for (let round = 1; round <= ROUNDS; round++) {
       ]
     : [["", undefined]];
   for (const [label, root] of round % 2 === 1 ? trees : trees.reverse()) {
-    rows.push(await gatewayRun(`transparent (lazy initialize, warmPool burst)${label}`, { warmPool: BURST }, {}, false, root));
-    rows.push(await gatewayRun(`meta (warmPool burst)${label}`, { warmPool: BURST }, {}, true, root));
+    rows.push(await gatewayRun(`transparent (lazy initialize, warmPool burst)${label}`, { warmPool: BURST }, {}, "server", root));
+    rows.push(await gatewayRun(`all (the aggregate face, warmPool burst)${label}`, { warmPool: BURST }, {}, "all", root));
+    rows.push(await gatewayRun(`meta (warmPool burst)${label}`, { warmPool: BURST }, {}, "meta", root));
   }
-  if (EAGER) rows.push(await gatewayRun("transparent before (lazyInitialize false, warmPool 1)", { warmPool: 1 }, { lazyInitialize: false }, false));
+  if (EAGER) rows.push(await gatewayRun("transparent before (lazyInitialize false, warmPool 1)", { warmPool: 1 }, { lazyInitialize: false }, "server"));
   const direct = rows[0]!;
   process.stdout.write(
     `\n## Opening sessions — round ${round}, ${new Date().toISOString().slice(0, 10)}, ${os.cpus().length} cores, load ${fmt(load)} → ${fmt(os.loadavg()[0]!)}\n\n` +
       table(
         [
           "",
+          `just started: ${SESSIONS} opened at once`,
+          "processes then",
           `${SESSIONS} sessions opened at once`,
           "upstream processes after",
           "RSS after (gateway + children)",
@@ -324,6 +349,8 @@ for (let round = 1; round <= ROUNDS; round++) {
         ],
         rows.map((r) => [
           r.name,
+          `${fmt(r.coldMs / 1000)} s${ratio(r.coldMs, direct.coldMs)}`,
+          String(r.coldProcesses),
           `${fmt(r.openMs / 1000)} s${ratio(r.openMs, direct.openMs)}`,
           String(r.processes),
           r.rss,
