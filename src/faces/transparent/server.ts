@@ -56,8 +56,8 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
     joined: (name) => announceJoin(name),
   });
   // A server face whose upstream answered before (with this config) answers from that, connecting on first use (docs/adr/0034).
-  // One that is connecting for the first time (another session's initialize, the start-up check) is waited for: sessions
-  // opened together at a cold start answer from its answer, not a process each; the first of them connects.
+  // One that a first session is connecting now is waited for: sessions opened together at a cold start answer from
+  // that session's answer, not a process each (KnownServers.answerFor).
   const upstream = await knownUpstream(session, gateway, target);
   const known = upstream?.info;
   // The upstreams connected below may ask at once (roots/list on `initialized`): they wait for this face's bridge (docs/adr/0060).
