@@ -56,12 +56,12 @@ export async function createTransparentServer(o: TransparentFaceOptions): Promis
     joined: (name) => announceJoin(name),
   });
   // A server face whose upstream answered before (with this config) answers from that, connecting on first use (docs/adr/0034).
-  // One that a first session is connecting now is waited for: sessions opened together at a cold start answer from
-  // that session's answer, not a process each (KnownServers.answerFor).
-  const upstream = await knownUpstream(session, gateway, target);
-  const known = upstream?.info;
   // The upstreams connected below may ask at once (roots/list on `initialized`): they wait for this face's bridge (docs/adr/0060).
   session.expectBridge();
+  // One that a first session is connecting now is waited for: sessions opened together at a cold start answer from
+  // that session's answer, not a process each (KnownServers.answerFor). A claim (`done`) goes straight into the try below.
+  const upstream = await knownUpstream(session, gateway, target);
+  const known = upstream?.info;
   // /all/mcp and /v/<name>/mcp answer initialize with the gateway's own capabilities: nothing to wait for (the first list
   // reaches the upstreams within the bound, TF-10).
   const lazyAggregate = target.kind !== "server" && gateway.settings.transparent.lazyInitialize;
