@@ -16,7 +16,8 @@
  * and `npm run build` there, so a change's before/after alternate in one run),
  * gateway=<json> (merged over each gateway's `gateway` settings, to measure what one costs, e.g.
  * `--gateway='{"store":{"kind":"memory"}}'` against the default SQLite store).
- * emceepee runs as the package ships it (the bundle; bench/lib/gateway-process.ts),
+ * emceepee runs as the package ships it (the bundle; bench/lib/gateway-process.ts;
+ * `--cli=source` runs src/ through tsx instead, so a `--profile` names source files),
  * as the peers run their published builds.
  * `-json` modes (session-json, shared-json, meta-json) set gateway.http.plainJsonResponses (on the transparent
  * faces through the relay fast path, docs/adr/0037); `session-json-sdk`, `shared-json-sdk` turn the fast path off;
@@ -30,7 +31,9 @@
  * their own process's CPU is reported in the gateway column. `floor` (not in
  * the default set): bench/lib/floor-relay.ts, the smallest correct Node relay
  * (node:http, one stdio server-everything, id rewrite, line splitting): the
- * lower bound for a relay's own CPU per call in the same rounds.
+ * lower bound for a relay's own CPU per call in the same rounds; `floor-session`
+ * the same relay with one stdio server-everything per session (`--per-session`,
+ * the topology of session mode and supergateway).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import net from "node:net";
@@ -59,11 +62,14 @@ const opts = {
   profile: process.argv.find((a) => a.startsWith("--profile="))?.slice(10) ?? process.env.BENCH_PROFILE,
   before: process.argv.find((a) => a.startsWith("--before="))?.slice(9) ?? process.env.BENCH_BEFORE,
   /** Settings merged over each gateway's `gateway` block (JSON), to measure what one setting costs. */
+  /** "source" runs the gateway from src/ through tsx (a profile then names source files); the bundle by default. */
+  cli: (process.argv.find((a) => a.startsWith("--cli="))?.slice(6) ?? process.env.BENCH_CLI ?? "bundle") as "source" | "bundle",
   gateway: JSON.parse(process.argv.find((a) => a.startsWith("--gateway="))?.slice(10) ?? process.env.BENCH_GATEWAY ?? "{}") as Record<string, unknown>,
 };
 type Mode =
   | "direct"
   | "floor"
+  | "floor-session"
   | "supergateway"
   | "mcp-proxy"
   | "session"
@@ -79,6 +85,7 @@ type Mode =
 const ALL_MODES: Mode[] = [
   "direct",
   "floor",
+  "floor-session",
   "supergateway",
   "mcp-proxy",
   "session",
@@ -154,10 +161,13 @@ function gatewayConfig(sharing: "session" | "shared", json: boolean, fastPath = 
  * A peer relay (bench/lib/peers.ts: supergateway with a stdio server-everything per session, mcp-proxy with one for all), or the
  * floor (bench/lib/floor-relay.ts: the smallest correct Node relay, one stdio server-everything), on its Streamable HTTP endpoint.
  */
-async function startPeer(peer: Peer | "floor"): Promise<{ url: string; child: ChildProcess }> {
+async function startPeer(peer: Peer | "floor" | "floor-session"): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
   const everything = [EVERYTHING.command, ...EVERYTHING.args];
-  const args = peer === "floor" ? ["--import", "tsx", FLOOR, String(port), ...everything] : [peerBin(peer, log), ...peerArgs(peer, port, everything)];
+  const args =
+    peer === "floor" || peer === "floor-session"
+      ? ["--import", "tsx", FLOOR, String(port), ...(peer === "floor-session" ? ["--per-session"] : []), ...everything]
+      : [peerBin(peer, log), ...peerArgs(peer, port, everything)];
   return { url: `http://127.0.0.1:${port}/mcp`, child: await startListening(peer, args, port) };
 }
 
@@ -219,7 +229,7 @@ async function open(mode: Mode, before = false): Promise<Target> {
       },
     };
   }
-  if (mode === "supergateway" || mode === "mcp-proxy" || mode === "floor") {
+  if (mode === "supergateway" || mode === "mcp-proxy" || mode === "floor" || mode === "floor-session") {
     const p = await startPeer(mode);
     return {
       mode,
@@ -249,7 +259,7 @@ async function open(mode: Mode, before = false): Promise<Target> {
     {},
     prof,
     root,
-    "bundle",
+    opts.cli,
   );
   return {
     mode,
@@ -268,7 +278,7 @@ async function main(): Promise<void> {
   try {
     for (const mode of MODES) {
       targets.push(await open(mode));
-      if (opts.before && !["direct", "floor", "supergateway", "mcp-proxy"].includes(mode)) targets.push(await open(mode, true));
+      if (opts.before && !["direct", "floor", "floor-session", "supergateway", "mcp-proxy"].includes(mode)) targets.push(await open(mode, true));
     }
     for (const t of targets) stats.set(t.label, { rounds: [], lat: [] });
     for (const t of targets) {
@@ -324,9 +334,11 @@ async function main(): Promise<void> {
           ? `${m} (${PEER_TOPOLOGY[m]})`
           : m === "floor"
             ? "floor (minimal Node relay, one stdio)"
-            : m.startsWith("meta")
-              ? `emceepee ${m} (execute_tool)`
-              : `emceepee transparent ${m}`,
+            : m === "floor-session"
+              ? "floor-session (minimal Node relay, stdio per session)"
+              : m.startsWith("meta")
+                ? `emceepee ${m} (execute_tool)`
+                : `emceepee transparent ${m}`,
       `${fmt(tp, 0)} (×${fmt(tp / dTp)})`,
       `${fmt(p50, 2)} (×${fmt(p50 / dP50)})`,
       fmt(percentile(r.lat, 99), 2),
