@@ -13,6 +13,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, 
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { SqliteDb } from "../../src/store/sqlite/db.js";
 import { openSqliteDatabase } from "../../src/store/sqlite/driver.js";
 import { GatewayError } from "../../src/errors.js";
 import type { Store } from "../../src/store/contracts.js";
@@ -241,6 +242,66 @@ describe("sqlite: the file", () => {
     const again = openSqliteDatabase(file, { readonly: true });
     assert.equal(again.pragma("user_version", { simple: true }), LATEST_VERSION + 5);
     again.close();
+  });
+});
+
+describe("sqlite: the writes of one turn (SqliteDb.inTurn, issue 27)", () => {
+  const meta = (db: SqliteDb, key: string) =>
+    db.read("read", () => (db.stmt("SELECT value FROM meta WHERE key = ?").get(key) as { value: string } | undefined)?.value);
+  const put = (db: SqliteDb, key: string, value: string) => db.stmt("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)").run(key, value);
+
+  test("commit in one transaction; one that throws is undone and rejected alone; none is confirmed before the commit", async () => {
+    const statements: string[] = [];
+    const db = SqliteDb.open(tempFile(), { verbose: (sql) => statements.push(sql) });
+    try {
+      statements.length = 0;
+      let confirmed = 0;
+      const a = db.inTurn("write a", () => put(db, "a", "1")).then(() => confirmed++);
+      const b = db.inTurn("write b, then fail", () => {
+        put(db, "b", "1");
+        throw new Error("boom");
+      });
+      const c = db.inTurn("write c", () => put(db, "c", "1")).then(() => confirmed++);
+      await new Promise((r) => process.nextTick(r));
+      assert.equal(confirmed, 0, "nothing is confirmed before the turn's commit");
+      const settled = await Promise.allSettled([a, b, c]);
+      assert.deepEqual(
+        settled.map((r) => r.status),
+        ["fulfilled", "rejected", "fulfilled"],
+      );
+      const err = (settled[1] as PromiseRejectedResult).reason as GatewayError;
+      assert.ok(err instanceof GatewayError && err.code === "EMCP_STORE_UNAVAILABLE", String(err));
+      assert.match(err.message, /failed to write b, then fail: boom/);
+      assert.equal(statements.filter((s) => s.startsWith("BEGIN")).length, 1, statements.join("\n"));
+      assert.equal(statements.filter((s) => s === "COMMIT").length, 1, statements.join("\n"));
+      assert.deepEqual([meta(db, "a"), meta(db, "b"), meta(db, "c")], ["1", undefined, "1"]);
+    } finally {
+      db.close();
+    }
+  });
+
+  test("any other use of the file commits the waiting writes first: statements run in the order asked", async () => {
+    const file = tempFile();
+    const db = SqliteDb.open(file);
+    const waiting = db.inTurn("write x", () => put(db, "x", "first"));
+    assert.equal(meta(db, "x"), "first", "a read sees a write asked for before it");
+    const later = db.inTurn("write y", () => put(db, "y", "turn"));
+    db.write("write y now", () => put(db, "y", "now"));
+    await Promise.all([waiting, later]);
+    assert.equal(meta(db, "y"), "now", "the write asked for last is the one kept");
+    const atClose = db.inTurn("write z", () => put(db, "z", "kept"));
+    db.close();
+    await atClose;
+    const again = SqliteDb.open(file);
+    try {
+      assert.equal(meta(again, "z"), "kept", "close commits what waits");
+      await assert.rejects(
+        db.inTurn("after close", () => put(db, "w", "1")),
+        (e: unknown) => e instanceof GatewayError && e.code === "EMCP_CLOSED",
+      );
+    } finally {
+      again.close();
+    }
   });
 });
 

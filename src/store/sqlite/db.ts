@@ -9,6 +9,10 @@
  * better-sqlite3 is synchronous: a statement runs to completion on the calling
  * thread, so the async store methods above it are atomic within the process,
  * and the transactions make them atomic against other processes on the file.
+ * Writes that need not block their caller (`inTurn`) are committed together
+ * at the end of the event loop's turn (one commit instead of one each, issue 27);
+ * any other use of the connection commits them first, so statements still
+ * run in the order they were asked for.
  */
 import { mkdirSync, renameSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
@@ -25,6 +29,15 @@ export const BUSY_TIMEOUT_MS = 5_000;
 const PROBE_BYTES = 64 * 1024;
 /** Failures of the file, the disk or the lock (not of a statement): they make the store unhealthy until a write succeeds. */
 const UNAVAILABLE = /^SQLITE_(FULL|IOERR|READONLY|CANTOPEN|CORRUPT|NOTADB|BUSY|LOCKED|PERM|AUTH|NOMEM|PROTOCOL)/;
+
+/** A write waiting for its turn's commit (inTurn). */
+export interface TurnWrite {
+  what: string;
+  fn: () => unknown;
+  resolve(value: unknown): void;
+  /** With the store's error (EMCP_STORE_UNAVAILABLE). */
+  reject(err: Error): void;
+}
 
 /** The WAL file is truncated back to this after a checkpoint (it is reused, not grown, in between). */
 const JOURNAL_SIZE_LIMIT = 32 * 1024 * 1024;
@@ -50,6 +63,8 @@ export class SqliteDb {
   private fileGone: string | undefined;
   /** The last backend failure of a read or write, until a write succeeds. */
   private failing: string | undefined;
+  /** Writes waiting for this turn's commit (undefined: none, no commit scheduled). */
+  private turn: TurnWrite[] | undefined;
 
   private constructor(
     private db: Database.Database,
@@ -107,7 +122,69 @@ export class SqliteDb {
 
   /** Runs a read (one statement, or several that need no common snapshot). */
   read<T>(what: string, fn: () => T): T {
+    this.commitTurn();
     return this.guard(what, fn);
+  }
+
+  /**
+   * Runs `fn` (statements that change the file) in the transaction that commits
+   * every write asked for in this turn of the event loop, once the turn's I/O
+   * callbacks are done (setImmediate); resolves with its result once that
+   * transaction committed, so nothing is confirmed before it is on the file.
+   * Each runs in its own savepoint: one that throws is undone and rejected
+   * alone; a failed commit rejects them all. Any read or write that does not
+   * wait commits the waiting ones first (the order of statements is the order
+   * of the calls). For writes many callers make at once: a session stored,
+   * its rows deleted, an SSE message appended.
+   */
+  inTurn<T>(what: string, fn: () => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => this.queueInTurn({ what, fn, resolve, reject }));
+  }
+
+  /** inTurn with callbacks, called synchronously as the turn's transaction commits or fails (before any other statement runs). */
+  queueInTurn(write: TurnWrite): void {
+    if (this.closed) return write.reject(storeClosed(this.file));
+    if (this.turn === undefined) {
+      this.turn = [];
+      setImmediate(() => this.commitTurn());
+    }
+    this.turn.push(write);
+  }
+
+  /** Commits the writes waiting for this turn (inTurn), now. Never throws: each caller is told. */
+  commitTurn(): void {
+    const turn = this.turn;
+    if (turn === undefined || this.db.inTransaction) return; // inside a transaction: its own commit comes first, then the turn's
+    this.turn = undefined;
+    if (turn.length === 0) return;
+    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; err: unknown }> = [];
+    try {
+      this.write(turn.length === 1 ? turn[0]!.what : `${turn[0]!.what} and ${turn.length - 1} more writes`, () => {
+        for (const w of turn) {
+          if (turn.length === 1) {
+            outcomes.push({ ok: true, value: w.fn() }); // alone: its failure is the transaction's
+            continue;
+          }
+          this.db.exec("SAVEPOINT turn_write");
+          try {
+            outcomes.push({ ok: true, value: w.fn() });
+            this.db.exec("RELEASE turn_write");
+          } catch (err) {
+            this.db.exec("ROLLBACK TO turn_write");
+            this.db.exec("RELEASE turn_write");
+            outcomes.push({ ok: false, err });
+          }
+        }
+      });
+    } catch (err) {
+      for (const w of turn) w.reject(err as Error); // write() throws the store's error
+      return;
+    }
+    turn.forEach((w, i) => {
+      const o = outcomes[i]!;
+      if (o.ok) w.resolve(o.value);
+      else w.reject(this.failure(w.what, o.err));
+    });
   }
 
   /**
@@ -116,6 +193,7 @@ export class SqliteDb {
    * reported (the disk has room again).
    */
   write<T>(what: string, fn: () => T): T {
+    this.commitTurn();
     const result = this.guard(what, () => this.inTransaction.immediate(fn) as T);
     this.failing = undefined;
     return result;
@@ -215,6 +293,7 @@ export class SqliteDb {
   /** Closes the file (SQLite checkpoints the WAL into it); idempotent. */
   close(): void {
     if (this.closed) return;
+    this.commitTurn(); // what this turn asked for still commits
     this.closed = true;
     this.statements.clear();
     try {
@@ -230,12 +309,17 @@ export class SqliteDb {
     try {
       return fn();
     } catch (err) {
-      if (err instanceof GatewayError) throw err;
-      const error = storeError(this.file, `failed to ${what}`, err);
-      const code = (err as { code?: unknown } | null)?.code;
-      if (typeof code === "string" && UNAVAILABLE.test(code)) this.failing = error.message;
-      throw error;
+      throw this.failure(what, err);
     }
+  }
+
+  /** `err` (thrown doing `what`) as the store's error; a failure of the file, the disk or the lock makes it unhealthy. */
+  private failure(what: string, err: unknown): GatewayError {
+    if (err instanceof GatewayError) return err;
+    const error = storeError(this.file, `failed to ${what}`, err);
+    const code = (err as { code?: unknown } | null)?.code;
+    if (typeof code === "string" && UNAVAILABLE.test(code)) this.failing = error.message;
+    return error;
   }
 
   private migrate(migrations: readonly Migration[]): void {

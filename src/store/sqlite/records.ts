@@ -27,7 +27,10 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async put(record: SessionRecord): Promise<void> {
-    this.db.read("store a session", () => this.save(record));
+    // With this turn's other writes (a burst of sessions opened: one commit, issue 27).
+    await this.db.inTurn("store a session", () => {
+      this.insert(record);
+    });
   }
 
   async update(sessionId: string, patch: SessionPatch): Promise<SessionRecord | undefined> {
@@ -39,7 +42,7 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async touch(sessionId: string, at: number = this.clock.now()): Promise<boolean> {
-    return this.db.read(
+    return this.db.inTurn(
       "touch a session",
       () =>
         this.db.stmt("UPDATE sessions SET last_activity_at = ?, record = json_set(record, '$.lastActivityAt', ?) WHERE session_id = ?").run(at, at, sessionId)
@@ -48,7 +51,7 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async delete(sessionId: string): Promise<boolean> {
-    return this.db.read("delete a session", () => this.db.stmt("DELETE FROM sessions WHERE session_id = ?").run(sessionId).changes > 0);
+    return this.db.inTurn("delete a session", () => this.db.stmt("DELETE FROM sessions WHERE session_id = ?").run(sessionId).changes > 0);
   }
 
   async listExpired(idleBefore: number, limit = -1): Promise<SessionRecord[]> {
@@ -60,9 +63,14 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   private save(record: SessionRecord): SessionRecord {
+    return JSON.parse(this.insert(record)) as SessionRecord;
+  }
+
+  /** Writes the record; its JSON. */
+  private insert(record: SessionRecord): string {
     const json = JSON.stringify(record);
     this.db.stmt("INSERT OR REPLACE INTO sessions (session_id, last_activity_at, record) VALUES (?, ?, ?)").run(record.sessionId, record.lastActivityAt, json);
-    return JSON.parse(json) as SessionRecord;
+    return json;
   }
 }
 
@@ -117,7 +125,7 @@ export class SqlitePendingRequestStore implements PendingRequestStore {
   }
 
   async deleteBySession(sessionId: string): Promise<number> {
-    return this.db.read("delete a session's pending requests", () => this.db.stmt("DELETE FROM pending WHERE session_id = ?").run(sessionId).changes);
+    return this.db.inTurn("delete a session's pending requests", () => this.db.stmt("DELETE FROM pending WHERE session_id = ?").run(sessionId).changes);
   }
 }
 

@@ -9,9 +9,10 @@
  * another writer change the rows anyway (a library user's second store on the
  * file), a failed commit forgets its sessions' counters and the message just
  * stored is never trimmed (counters found ahead are read again). Appends
- * made in one turn of the event loop are committed together, in one
- * transaction (group commit): each resolves once that transaction committed,
- * so what an id names is on disk before the id is handed out.
+ * made in one turn of the event loop are committed together, in the turn's
+ * transaction with the store's other writes of that turn (SqliteDb.inTurn,
+ * group commit): each resolves once that transaction committed, so what an
+ * id names is on disk before the id is handed out.
  */
 import type { ReplayedMessage, ReplayLimits, ReplayStore } from "../contracts.js";
 import { assertLimit, REPLAY_EVENT_ID } from "../policy.js";
@@ -55,34 +56,42 @@ export class SqliteReplayStore implements ReplayStore {
     const json = JSON.stringify(message);
     const bytes = Buffer.byteLength(json);
     return new Promise<string>((resolve, reject) => {
-      if (this.batch === undefined) {
-        this.batch = [];
-        setImmediate(() => this.flush());
-      }
-      this.batch.push({ sessionId, streamId, json, bytes, limits, resolve, reject });
+      const append: Append = { sessionId, streamId, json, bytes, limits, resolve, reject };
+      if (this.batch) return void this.batch.push(append);
+      this.batch = [append];
+      this.queueBatch(this.batch); // a closed store rejects it at once
     });
   }
 
-  /** Commits the waiting appends in one transaction (the store calls it before closing, too). Never throws. */
-  flush(): void {
-    const batch = this.batch;
-    this.batch = undefined;
-    if (!batch?.length) return;
-    /** The counters as this transaction leaves them (made the committed ones only once it commits). */
+  /**
+   * `batch` (filled until its turn's commit runs it) as one write of the turn's transaction (SqliteDb.inTurn): the
+   * counters it leaves are the kept ones once it committed, synchronously, before any other statement runs.
+   */
+  private queueBatch(batch: Append[]): void {
+    /** The counters as this batch leaves them (made the committed ones only once it commits). */
     const pending = new Map<string, Counters>();
-    let ids: string[];
-    try {
-      ids = this.db.write(batch.length === 1 ? "store an SSE message" : `store ${batch.length} SSE messages`, () =>
-        batch.map((a) => this.appendOne(a, pending)),
-      );
-    } catch (err) {
-      // Read from the rows again next time: the failure may be theirs disagreeing with what was kept (another writer).
-      for (const a of batch) this.counters.delete(a.sessionId);
-      for (const a of batch) a.reject(err);
-      return;
-    }
-    for (const [sessionId, c] of pending) this.remember(sessionId, c);
-    batch.forEach((a, i) => a.resolve(ids[i]!));
+    this.db.queueInTurn({
+      what: "store SSE messages",
+      fn: () => {
+        if (this.batch === batch) this.batch = undefined; // appends from now on are the next batch's
+        return batch.map((a) => this.appendOne(a, pending));
+      },
+      resolve: (ids) => {
+        for (const [sessionId, c] of pending) this.remember(sessionId, c);
+        batch.forEach((a, i) => a.resolve((ids as string[])[i]!));
+      },
+      reject: (err) => {
+        if (this.batch === batch) this.batch = undefined;
+        // Read from the rows again next time: the failure may be theirs disagreeing with what was kept (another writer).
+        for (const a of batch) this.counters.delete(a.sessionId);
+        for (const a of batch) a.reject(err);
+      },
+    });
+  }
+
+  /** Commits the waiting appends now, with the rest of this turn's writes (the store calls it before closing, too). Never throws. */
+  flush(): void {
+    this.db.commitTurn();
   }
 
   /** One message, inside the batch's transaction. */
@@ -153,11 +162,22 @@ export class SqliteReplayStore implements ReplayStore {
   }
 
   async deleteBySession(sessionId: string): Promise<number> {
-    try {
-      return this.db.write("delete a session's SSE replay", () => this.db.stmt("DELETE FROM replay WHERE session_id = ?").run(sessionId).changes);
-    } finally {
-      this.counters.delete(sessionId); // read from the rows again if it is used again
-    }
+    this.counters.delete(sessionId); // read from the rows again if it is used again
+    return new Promise<number>((resolve, reject) =>
+      this.db.queueInTurn({
+        what: "delete a session's SSE replay",
+        fn: () => this.db.stmt("DELETE FROM replay WHERE session_id = ?").run(sessionId).changes,
+        // A batch of this turn that ran before the DELETE left counters for rows no longer there.
+        resolve: (n) => {
+          this.counters.delete(sessionId);
+          resolve(n as number);
+        },
+        reject: (err) => {
+          this.counters.delete(sessionId);
+          reject(err);
+        },
+      }),
+    );
   }
 
   /** A session's counters: kept ones, or read from its rows (none: a session with nothing stored starts at 1). */

@@ -111,7 +111,7 @@ export class SqliteTaskStore implements TaskStore {
   }
 
   async deleteBySession(sessionId: string): Promise<number> {
-    return this.db.read("delete a session's tasks", () => this.db.stmt("DELETE FROM tasks WHERE session_id = ?").run(sessionId).changes);
+    return this.db.inTurn("delete a session's tasks", () => this.db.stmt("DELETE FROM tasks WHERE session_id = ?").run(sessionId).changes);
   }
 
   private load(taskId: string): TaskRecord | undefined {
