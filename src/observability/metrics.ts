@@ -3,7 +3,7 @@
  * scraped, bounded labels. See docs/design/sessions-and-events.md,
  * "How the code keeps it".
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import { buildInfo, type BuildInfo } from "./build-info.js";
 import { FastHistogram } from "./histogram.js";
 import { DURATION_BUCKETS, type NetworkTransport } from "./semconv.js";
@@ -60,8 +60,8 @@ export class GatewayMetrics {
   readonly registry = new Registry();
   private readonly serverOps: FastHistogram;
   private readonly clientOps: FastHistogram;
-  private readonly sessionDuration: Histogram;
-  private readonly upstreamSessionDuration: Histogram;
+  private readonly sessionDuration: FastHistogram;
+  private readonly upstreamSessionDuration: FastHistogram;
   private readonly storeOps: FastHistogram;
   private readonly reconnects: Counter;
   private readonly disconnects: Counter;
@@ -108,21 +108,19 @@ export class GatewayMetrics {
       "State store call duration, by store kind and operation (e.g. tasks.get)",
       STORE_BUCKETS,
     );
-    for (const h of [this.serverOps, this.clientOps, this.storeOps]) this.registry.registerMetric(h.asMetric());
-    this.sessionDuration = new Histogram({
-      name: "mcp_server_session_duration_seconds",
-      help: "Duration of ended downstream MCP sessions (OTel mcp.server.session.duration)",
-      labelNames: ["face", "network_transport"],
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
-    this.upstreamSessionDuration = new Histogram({
-      name: "mcp_client_session_duration_seconds",
-      help: "Duration of ended upstream connections, from their transport's start to its close (OTel mcp.client.session.duration)",
-      labelNames: ["upstream", "network_transport"],
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
+    // The session durations too: 100 sessions ended at once each hashed their labels in prom-client's (issue 27).
+    this.sessionDuration = new FastHistogram(
+      "mcp_server_session_duration_seconds",
+      "Duration of ended downstream MCP sessions (OTel mcp.server.session.duration)",
+      DURATION_BUCKETS,
+    );
+    this.upstreamSessionDuration = new FastHistogram(
+      "mcp_client_session_duration_seconds",
+      "Duration of ended upstream connections, from their transport's start to its close (OTel mcp.client.session.duration)",
+      DURATION_BUCKETS,
+    );
+    for (const h of [this.serverOps, this.clientOps, this.storeOps, this.sessionDuration, this.upstreamSessionDuration])
+      this.registry.registerMetric(h.asMetric());
     this.reconnects = new Counter({
       name: "emceepee_upstream_reconnects_total",
       help: "Upstream connections made again after a drop (server_reconnected events)",
@@ -266,11 +264,11 @@ export class GatewayMetrics {
   }
 
   sessionEnded(face: string, transport: NetworkTransport, seconds: number): void {
-    this.sessionDuration.observe({ face, network_transport: transport }, seconds);
+    this.sessionDuration.observe(`${face}\u0000${transport}`, () => ({ face, network_transport: transport }), seconds);
   }
 
   upstreamSessionEnded(upstream: string, transport: NetworkTransport, seconds: number): void {
-    this.upstreamSessionDuration.observe({ upstream, network_transport: transport }, seconds);
+    this.upstreamSessionDuration.observe(`${upstream}\u0000${transport}`, () => ({ upstream, network_transport: transport }), seconds);
   }
 
   /** Observes the calls of one store operation (e.g. `tasks.get`): the series is looked up per call, its labels made once. */

@@ -99,7 +99,7 @@ export class SqliteEventStore implements EventStore {
   }
 
   async deleteBySession(sessionId: string): Promise<number> {
-    return this.db.write("delete a session's events", () => {
+    return this.db.inTurn("delete a session's events", () => {
       const n = this.db.stmt("DELETE FROM events WHERE session_id = ?").run(sessionId).changes;
       this.db.stmt("DELETE FROM event_sessions WHERE session_id = ?").run(sessionId);
       this.addTotal(-n);
