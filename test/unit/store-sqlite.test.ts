@@ -280,6 +280,56 @@ describe("sqlite: the writes of one turn (SqliteDb.inTurn, issue 27)", () => {
     }
   });
 
+  test("a failure that ends the whole transaction (a full disk) fails the turn with its own error, and the store stays unhealthy", async () => {
+    const db = SqliteDb.open(tempFile());
+    try {
+      const raw = (db as unknown as { db: { pragma(sql: string, o?: { simple: boolean }): unknown } }).db;
+      raw.pragma(`max_page_count = ${Number(raw.pragma("page_count", { simple: true })) + 2}`); // a disk that is full
+      const settled = await Promise.allSettled([
+        db.inTurn("write a", () => put(db, "a", "1")),
+        db.inTurn("write a large value", () => db.stmt("INSERT INTO meta (key, value) VALUES ('big', zeroblob(1000000))").run()),
+        db.inTurn("write c", () => put(db, "c", "1")),
+      ]);
+      for (const r of settled) {
+        if (r.status !== "rejected") return assert.fail("a write of the turn was confirmed");
+        const err: unknown = r.reason;
+        assert.ok(err instanceof GatewayError, String(err));
+        assert.equal((err.details as { reason?: string }).reason, "SQLITE_FULL", err.message);
+      }
+      assert.deepEqual([meta(db, "a"), meta(db, "c")], [undefined, undefined], "nothing of the turn is on the file");
+      assert.equal(db.healthy(), false);
+      // A later turn whose writes all fail on their own writes nothing: no sign that the disk has room again.
+      const boom = () => {
+        throw new Error("not a store failure");
+      };
+      await Promise.allSettled([db.inTurn("fail 1", boom), db.inTurn("fail 2", boom)]);
+      assert.match(db.problem() ?? "", /SQLITE_FULL|full/, "still unhealthy");
+      assert.equal(db.healthy(), false);
+    } finally {
+      db.close();
+    }
+  });
+
+  test("SSE replay: an append asked for after a session's replay was deleted, in the same turn, is kept", async () => {
+    const store = openSqliteStore(tempFile(), new ManualClock(0));
+    try {
+      const limits = { maxEvents: 100, maxBytes: 1 << 20 };
+      await store.replay.append("s", "st", { jsonrpc: "2.0", method: "old" }, limits);
+      const [, , deleted, id] = await Promise.all([
+        store.replay.append("other", "st", { jsonrpc: "2.0", method: "a" }, limits), // opens this turn's batch
+        store.replay.append("s", "st", { jsonrpc: "2.0", method: "before" }, limits),
+        store.replay.deleteBySession("s"),
+        store.replay.append("s", "st", { jsonrpc: "2.0", method: "after" }, limits),
+      ]);
+      assert.equal(deleted, 2, "the delete took what was asked before it");
+      assert.deepEqual(await store.replay.size("s"), { events: 1, bytes: Buffer.byteLength(JSON.stringify({ jsonrpc: "2.0", method: "after" })) });
+      const next = await store.replay.append("s", "st", { jsonrpc: "2.0", method: "next" }, limits);
+      assert.equal(Number(next), Number(id) + 1, "ids go on from the kept message");
+    } finally {
+      await store.close();
+    }
+  });
+
   test("any other use of the file commits the waiting writes first: statements run in the order asked", async () => {
     const file = tempFile();
     const db = SqliteDb.open(file);

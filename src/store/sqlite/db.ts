@@ -151,13 +151,17 @@ export class SqliteDb {
     this.turn.push(write);
   }
 
-  /** Commits the writes waiting for this turn (inTurn), now. Never throws: each caller is told. */
+  /**
+   * Commits the writes waiting for this turn (inTurn), now; each caller is told. A write's `fn` must not queue
+   * another (it would wait for the next turn's commit).
+   */
   commitTurn(): void {
     const turn = this.turn;
     if (turn === undefined || this.db.inTransaction) return; // inside a transaction: its own commit comes first, then the turn's
     this.turn = undefined;
     if (turn.length === 0) return;
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; err: unknown }> = [];
+    const failing = this.failing;
     try {
       this.write(turn.length === 1 ? turn[0]!.what : `${turn[0]!.what} and ${turn.length - 1} more writes`, () => {
         for (const w of turn) {
@@ -170,6 +174,8 @@ export class SqliteDb {
             outcomes.push({ ok: true, value: w.fn() });
             this.db.exec("RELEASE turn_write");
           } catch (err) {
+            // Some failures (a full disk, an I/O error) end the whole transaction: then they are the turn's failure.
+            if (!this.db.inTransaction) throw err;
             this.db.exec("ROLLBACK TO turn_write");
             this.db.exec("RELEASE turn_write");
             outcomes.push({ ok: false, err });
@@ -177,14 +183,27 @@ export class SqliteDb {
         }
       });
     } catch (err) {
-      for (const w of turn) w.reject(err as Error); // write() throws the store's error
+      this.settle(turn, () => ({ ok: false, err }));
       return;
     }
+    // A turn whose writes all failed wrote nothing: it is no sign that the store works again (healthy()).
+    if (!outcomes.some((o) => o.ok)) this.failing = failing;
+    this.settle(turn, (i) => outcomes[i]!);
+  }
+
+  /** Tells each write of a turn its outcome; a callback that throws does not keep the others from being told. */
+  private settle(turn: readonly TurnWrite[], outcome: (i: number) => { ok: true; value: unknown } | { ok: false; err: unknown }): void {
+    let thrown: { err: unknown } | undefined;
     turn.forEach((w, i) => {
-      const o = outcomes[i]!;
-      if (o.ok) w.resolve(o.value);
-      else w.reject(this.failure(w.what, o.err));
+      const o = outcome(i);
+      try {
+        if (o.ok) w.resolve(o.value);
+        else w.reject(this.failure(w.what, o.err));
+      } catch (err) {
+        thrown ??= { err };
+      }
     });
+    if (thrown) throw thrown.err;
   }
 
   /**

@@ -163,10 +163,14 @@ export class SqliteReplayStore implements ReplayStore {
 
   async deleteBySession(sessionId: string): Promise<number> {
     this.counters.delete(sessionId); // read from the rows again if it is used again
+    this.batch = undefined; // appends from now on are committed after the DELETE, as they were asked (the waiting batch, before it)
     return new Promise<number>((resolve, reject) =>
       this.db.queueInTurn({
         what: "delete a session's SSE replay",
-        fn: () => this.db.stmt("DELETE FROM replay WHERE session_id = ?").run(sessionId).changes,
+        fn: () => {
+          this.counters.delete(sessionId); // a batch of this turn before it may have read them: the rows are gone now
+          return this.db.stmt("DELETE FROM replay WHERE session_id = ?").run(sessionId).changes;
+        },
         // A batch of this turn that ran before the DELETE left counters for rows no longer there.
         resolve: (n) => {
           this.counters.delete(sessionId);
