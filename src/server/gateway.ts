@@ -246,6 +246,10 @@ export function createGateway(config: GatewayConfig, deps: GatewayDeps = {}): Ga
     knownServers: upstreams.known,
   };
   activity.watch(sessions);
+  // No spare is started beside sessions opening (ADR 0044 §7, amended in session 21).
+  sessions.observe((c) => {
+    if (c.type === "session_started" && !sessions.get(c.sessionId)?.stateless) upstreams.opening();
+  });
   observability.watch({ sessions, registry, children, store: () => store.current, storeHealthy: () => store.healthy() });
   let stdioClose: (() => Promise<void>) | undefined;
   parts.add("stdio", () => stdioClose?.().catch(() => undefined));

@@ -123,6 +123,26 @@ test("a start that fails frees its turn: the pool goes on with the next", async 
   }
 });
 
+test("sessions opening hold the starts as takes do (their initialize takes no process), and change no demand", async () => {
+  const { pool, starts, config, clock } = harness();
+  try {
+    pool.factory("s", config); // the demand: one; its refill waits QUIET_MS
+    starts[0]!.settle(true);
+    await turn();
+    clock.advance(QUIET_MS / 2);
+    pool.opening(); // a session opens meanwhile
+    clock.advance(QUIET_MS / 2);
+    await turn();
+    assert.equal(starts.length, 1, "QUIET_MS after the take, but a session opened since: no start");
+    clock.advance(QUIET_MS / 2);
+    await turn();
+    assert.equal(starts.length, 2, "the refill once sessions stopped opening for QUIET_MS");
+    assert.equal(pool.wanted("s"), 1, "opening asked for no process");
+  } finally {
+    await pool.close();
+  }
+});
+
 test("while sessions keep asking the pool starts nothing: the first start once they stopped for QUIET_MS", async () => {
   const { pool, starts, config, clock } = harness();
   try {

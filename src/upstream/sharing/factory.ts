@@ -103,6 +103,8 @@ export interface Upstreams {
   renew(server: string, principal: PrincipalRef | undefined): void;
   /** Entries of the per-principal maps (tests): (server, principal) keys with live connections, principals' shared sets, their newest principals. */
   perPrincipal(): { connections: number; shared: number; principals: number; stateless: number };
+  /** A session opened: the warm pool starts no process while sessions are opening (docs/adr/0044 §7). */
+  opening(): void;
   /** Turns the warm pool on (`serve`). */
   start(): void;
   /** Ends the shared connections and the waiting processes (after the sessions have closed). */
@@ -418,6 +420,7 @@ export function createUpstreams(o: UpstreamsOptions): Upstreams {
     },
     known,
     start: () => warm.start(),
+    opening: () => warm.opening(),
     async close() {
       await shared.close();
       await Promise.all([...sharedByPrincipal.sets.values(), ...statelessByPrincipal.sets.values()].map((s) => s.upstreams.close()));

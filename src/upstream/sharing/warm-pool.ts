@@ -92,7 +92,7 @@ export class WarmPool<A extends Ahead = Ahead> {
   private readonly starting = new Map<string, number>();
   private started = false;
   private closed = false;
-  /** When a session last asked for a process of any server (held()). */
+  /** When a session last asked for a process of any server, or opened (held()). */
   private lastAsk: number | undefined;
   /** Since when starts have been held without a break, and the servers whose fill waits for it to end. */
   private heldSince: number | undefined;
@@ -138,6 +138,14 @@ export class WarmPool<A extends Ahead = Ahead> {
     this.asked(name);
     this.fillSoon(name);
     return { value: warm.ahead!.value, release: warm.release };
+  }
+
+  /**
+   * A session is opening. With lazy sessions (ADR 0034) its initialize takes no process, so it does not ask; but it is
+   * a burst's first step, and its first call comes next: starts wait as after a take (held(), §7), the demand is unchanged.
+   */
+  opening(): void {
+    this.lastAsk = this.clock.now();
   }
 
   /** Ends the waiting processes of `name` (its server was removed or changed); the next use fills the pool again. */
