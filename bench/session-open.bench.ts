@@ -127,6 +127,23 @@ async function waitFor(check: () => boolean, ms: number): Promise<boolean> {
   return check();
 }
 
+/** Nothing a gateway's warm pool does shows a change for this long: no start under way (a start and connect ahead is ≈ 0.3 s here). */
+const REST_MS = 2_000;
+
+/** Waits until `state()` has not changed for REST_MS (true), or `ms` passed (false). */
+async function atRest(state: () => string, ms: number): Promise<boolean> {
+  const end = Date.now() + ms;
+  let last = state();
+  let since = Date.now();
+  while (Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 200));
+    const now = state();
+    if (now !== last) [last, since] = [now, Date.now()];
+    else if (Date.now() - since >= REST_MS) return true;
+  }
+  return false;
+}
+
 interface Row {
   name: string;
   /** Step 0: opened right after the start, and the upstream processes then. */
@@ -157,9 +174,11 @@ async function gatewayRun(name: string, upstream: Record<string, unknown>, trans
     await closeAll(warm.clients);
     // At rest before the timing, as the peers are: the process the warm-up took is replaced (spawned, connected
     // ahead) by the warm pool, and that server-everything's start would otherwise share the cores with the opening.
-    const settled = await waitFor(() => ready() >= 1, 60_000);
+    // The pool keeps as many as sessions took in its window (the just-started step's first session took one too),
+    // one start at a time: at rest once one is connected ahead and nothing has changed for REST_MS.
+    const settled = (await waitFor(() => ready() >= 1, 60_000)) && (await atRest(() => `${ready()} ${gw.upstreamPids().length}`, 60_000));
     log(`${name}: warm pool ${settled ? "settled" : "not settled in 60 s"} (${ready()} connected ahead so far)`);
-    log(`${name}: opening ${SESSIONS} sessions`);
+    log(`${name}: opening ${SESSIONS} sessions (${gw.upstreamPids().length} processes waiting)`);
     const opened = await openAll(face, SESSIONS);
     const processes = gw.upstreamPids().length;
     const rss = rssBytes(gw.pid) + descendantPids(gw.pid).reduce((n, pid) => n + rssBytes(pid), 0);
