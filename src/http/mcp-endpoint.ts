@@ -286,7 +286,7 @@ export class McpEndpoint {
       }
     }
     const transportId = owner ? session.id : randomUUID();
-    const transport = this.newTransport(transportId, session, server, owner);
+    const transport = this.newTransport(transportId, session, server, owner, true);
     await server.connect(transport);
     this.options.tap?.(transport, session);
     await transport.handleRequest(req, res, body);
@@ -315,13 +315,16 @@ export class McpEndpoint {
     }
   }
 
-  /** A transport whose initialize (real or replayed) binds `transportId` to the session and face server. */
-  private newTransport(transportId: string, session: Session, server: FaceServer, owner: boolean): StreamableHTTPServerTransport {
+  /**
+   * A transport whose initialize (real or replayed) binds `transportId` to the session and face server; `fresh`: the
+   * session was created by this initialize (nothing of it can be stored yet).
+   */
+  private newTransport(transportId: string, session: Session, server: FaceServer, owner: boolean, fresh = false): StreamableHTTPServerTransport {
     const inflight = new Set<string>();
     const { replayMaxEvents: maxEvents, replayMaxBytes: maxBytes } = this.gateway.settings.http;
     // An owner's streams are resumable across restarts and replicas; an attachment's are not (it is not resumed).
     const replay: SseReplayStore = owner
-      ? new StoredSseReplayStore(this.gateway.store, session.id, { maxEvents, maxBytes }, session.logger)
+      ? new StoredSseReplayStore(this.gateway.store, session.id, { maxEvents, maxBytes }, session.logger, fresh)
       : new BoundedSseReplayStore(maxEvents, maxBytes);
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => transportId,

@@ -51,8 +51,14 @@ export class StoredSseReplayStore implements SseReplayStore {
     private readonly key: string,
     private readonly limits: ReplayLimits,
     private readonly logger: Logger,
+    /**
+     * The session was created now (its own initialize, not a resumption): nothing of it is stored, so its numbering is
+     * known (after 0) and its first priming event needs no row — one write less per session opened (issue 27).
+     */
+    fresh = false,
   ) {
     this.replay = store.replay;
+    if (fresh) this.lastSeq = 0;
   }
 
   async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {

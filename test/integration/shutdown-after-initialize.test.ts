@@ -4,8 +4,9 @@
  * is ever lost"): the client has the 200 and its Mcp-Session-Id, the gateway
  * closes before the SSE body is finished, and the session's record stays for
  * the next start. In process, on a real SQLite file; the initialize's answer
- * is held by its replay write (the second of the stream: the first is the
- * priming event, written before the headers). Also a shutdown that reaches the
+ * is held by its replay write (the stream's first: the priming event, sent
+ * before the headers' end, is not stored for a session created by this
+ * initialize). Also a shutdown that reaches the
  * endpoints earlier, while the initialize's record is being stored (the
  * sessions part held back by a stored-session sweep in progress): the session
  * the client is told about keeps its record, and an initialize the transport
@@ -56,7 +57,7 @@ test("a shutdown while the initialize's answer is written keeps the session's re
   const tmp = await mkdtemp(path.join(os.tmpdir(), "emceepee-shutdown-init-"));
   const store = await openStore({ kind: "sqlite", path: path.join(tmp, "state.db") });
   try {
-    const hold = holdingReplay(store, 2);
+    const hold = holdingReplay(store, 1);
     // The endpoints' close ends their requests' streams at once, then waits for their replay writes: the part just
     // before it in the shutdown's order has closed (logged synchronously, the endpoints' close starts right after).
     const lines: Array<{ msg?: string; part?: string; reason?: string }> = [];
@@ -77,7 +78,7 @@ test("a shutdown while the initialize's answer is written keeps the session's re
     const order = gw.gateway.closeOrder;
     assert.ok(order.includes("endpoints"), order.join(", "));
     watch.before = order[order.indexOf("endpoints") - 1];
-    // 2025-11-25: the stream is primed (the priming event is the stream's first replay write).
+    // 2025-11-25: the stream is primed (its priming event stores nothing: the session is new), then the answer is stored.
     const answer = await fetch(gw.url, { method: "POST", headers: MCP_POST_HEADERS, body: initializeBody(1, "2025-11-25") });
     assert.equal(answer.status, 200);
     const sessionId = answer.headers.get("mcp-session-id");

@@ -237,7 +237,8 @@ async function cutAfterPriming(url: string, db: string): Promise<PrimingCut> {
   const headers = { ...MCP_POST_HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25" };
   const rpc = (body: object) => rawRequest(url, { headers, body: JSON.stringify({ jsonrpc: "2.0", ...body }) });
   assert.equal((await rpc({ method: "notifications/initialized" })).status, 202);
-  // This process's first priming event of the session is stored (to learn the session's numbering); the next ones are not.
+  // No priming event is stored: a session created in this process is numbered from 0, a resumed one learns its
+  // numbering from its first priming event's row. One request first, so the cut stream is not the session's first.
   assert.equal((await rpc({ id: 2, method: "tools/list" })).status, 200);
   const abort = new AbortController();
   const cut = await fetch(url, {

@@ -89,6 +89,23 @@ describe("StoredSseReplayStore", () => {
     }
   });
 
+  test("a session created now (fresh): its first priming event writes nothing, and still resumes its stream (after a restart too)", async () => {
+    const store = await sqlite("fresh");
+    try {
+      const es = new StoredSseReplayStore(store, "F", LIMITS, silentLogger, true);
+      const priming = await es.storeEvent("init", PRIMING);
+      assert.equal(priming, "p0.init", "numbered after 0: nothing of a session created now is stored");
+      assert.equal((await store.replay.size("F")).events, 0, "no row for it");
+      const answer = await es.storeEvent("init", result);
+      assert.equal(answer, "1");
+      const restarted = new StoredSseReplayStore(store, "F", LIMITS, silentLogger); // a later process: not fresh
+      assert.equal(await restarted.getStreamIdForEventId(priming), "init");
+      assert.deepEqual(await replay(restarted, priming), { streamId: "init", sent: [["1", result]] });
+    } finally {
+      await store.close();
+    }
+  });
+
   test("a priming id is refused once events numbered after it were evicted", async () => {
     const store = await sqlite("evicted");
     try {
