@@ -39,6 +39,9 @@ export interface TurnWrite {
   reject(err: Error): void;
 }
 
+/** What a turn's write came to: its result, or why it failed. */
+type TurnOutcome = { ok: true; value: unknown } | { ok: false; err: unknown };
+
 /** The WAL file is truncated back to this after a checkpoint (it is reused, not grown, in between). */
 const JOURNAL_SIZE_LIMIT = 32 * 1024 * 1024;
 
@@ -160,7 +163,7 @@ export class SqliteDb {
     if (turn === undefined || this.db.inTransaction) return; // inside a transaction: its own commit comes first, then the turn's
     this.turn = undefined;
     if (turn.length === 0) return;
-    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; err: unknown }> = [];
+    const outcomes: TurnOutcome[] = [];
     const failing = this.failing;
     try {
       this.write(turn.length === 1 ? turn[0]!.what : `${turn[0]!.what} and ${turn.length - 1} more writes`, () => {
@@ -192,7 +195,7 @@ export class SqliteDb {
   }
 
   /** Tells each write of a turn its outcome; a callback that throws does not keep the others from being told. */
-  private settle(turn: readonly TurnWrite[], outcome: (i: number) => { ok: true; value: unknown } | { ok: false; err: unknown }): void {
+  private settle(turn: readonly TurnWrite[], outcome: (i: number) => TurnOutcome): void {
     let thrown: { err: unknown } | undefined;
     turn.forEach((w, i) => {
       const o = outcome(i);

@@ -72,8 +72,7 @@ export function openSqliteStore(file: string, clock: Clock, options: OpenSqliteS
     announce: async ({ port }) => owner?.announce(port),
     close: async () => {
       try {
-        replay.flush(); // appends of this turn still commit
-        db.close();
+        db.close(); // the writes of this turn (SSE appends among them) still commit
       } finally {
         owner?.release();
       }

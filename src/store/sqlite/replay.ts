@@ -89,11 +89,6 @@ export class SqliteReplayStore implements ReplayStore {
     });
   }
 
-  /** Commits the waiting appends now, with the rest of this turn's writes (the store calls it before closing, too). Never throws. */
-  flush(): void {
-    this.db.commitTurn();
-  }
-
   /** One message, inside the batch's transaction. */
   private appendOne({ sessionId, streamId, json, bytes, limits }: Append, pending: Map<string, Counters>): string {
     const s = pending.get(sessionId) ?? this.session(sessionId);
