@@ -109,33 +109,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -170,33 +148,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -236,33 +192,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -302,33 +236,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -409,33 +321,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -550,33 +440,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -664,33 +532,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -740,33 +586,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -827,33 +651,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -895,33 +697,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -971,33 +751,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -1067,33 +825,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -1132,33 +868,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -1203,33 +917,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -1296,33 +988,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -1364,33 +1034,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -1432,33 +1080,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -1521,33 +1147,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -1590,33 +1194,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -1680,33 +1262,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -1797,33 +1357,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -1878,33 +1416,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -2095,33 +1611,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -2193,33 +1687,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -2288,33 +1760,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -2375,33 +1825,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },
@@ -2472,33 +1900,11 @@ export function metaJsonSchemas(): Record<string, ToolJsonSchemas> {
           },
           events_since_last_response: {
             type: "array",
-            items: {
-              type: "object",
-              properties: {},
-              additionalProperties: {},
-            },
+            items: {},
           },
           pending_client_action: {
             type: "object",
-            properties: {
-              elicitations: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-              sampling_requests: {
-                type: "array",
-                items: {
-                  type: "object",
-                  properties: {},
-                  additionalProperties: {},
-                },
-              },
-            },
-            required: ["elicitations", "sampling_requests"],
+            properties: {},
             additionalProperties: {},
           },
         },

@@ -23,14 +23,14 @@ const event = row({ id: str, type: str, server: str, created_at: str, createdAt:
 const elicitationSummary = row({ requestId: str, server: str, mode: str, message: str });
 
 /**
- * What withEnvelope adds to every structured reply (await_activity delivers its own), named with the
- * outer shape only: an event's fields are await_activity's `events[].events[]`, a waiting request's
- * get_elicitations' and get_sampling_requests' rows. Each SDK client compiles every outputSchema at each
- * tools/list; the full envelope in all 27 made that compile ×3-4 (ADR 0052).
+ * What withEnvelope adds to every structured reply (await_activity delivers its own), named by type
+ * only: an event's fields are await_activity's `events[].events[]`, a waiting request's get_elicitations'
+ * and get_sampling_requests' rows. Each SDK client compiles every outputSchema at each tools/list (Ajv);
+ * the full envelope in all 27 made that compile ×3-4 (ADR 0052), its outer shape still ×1.7 (ADR 0067).
  */
 const envelope = {
-  events_since_last_response: z.array(row()).optional(),
-  pending_client_action: row({ elicitations: z.array(row()), sampling_requests: z.array(row()) }).optional(),
+  events_since_last_response: z.array(z.unknown()).optional(),
+  pending_client_action: z.looseObject({}).optional(),
 };
 
 /** task-view.ts: the project's names and their camelCase aliases (design MF-19). */
