@@ -15,7 +15,8 @@
  * e.g. `git archive <commit> | tar -x -C <dir>` plus a node_modules symlink
  * and `npm run build` there, so a change's before/after alternate in one run),
  * gateway=<json> (merged over each gateway's `gateway` settings, to measure what one costs, e.g.
- * `--gateway='{"store":{"kind":"memory"}}'` against the default SQLite store).
+ * `--gateway='{"store":{"kind":"memory"}}'` against the default SQLite store),
+ * results=<file> (the medians as JSON too, bench/lib/results.ts; bench/compare.bench.ts reads them).
  * emceepee runs as the package ships it (the bundle; bench/lib/gateway-process.ts;
  * `--cli=source` runs src/ through tsx instead, so a `--profile` names source files),
  * as the peers run their published builds.
@@ -49,6 +50,7 @@ import { startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.
 import { descendantPids, threadCpuMs } from "./lib/proc.js";
 import { fmt, percentile, table } from "./lib/stats.js";
 import { option } from "./lib/options.js";
+import { writeResults } from "./lib/results.js";
 import { PEER_TOPOLOGY, peerArgs, peerBin, startListening, type Peer } from "./lib/peers.js";
 
 const opts = {
@@ -273,6 +275,7 @@ async function open(mode: Mode, before = false): Promise<Target> {
 }
 
 async function main(): Promise<void> {
+  const load0 = os.loadavg()[0]!;
   log(`${os.cpus().length} CPUs, node ${process.version}; modes ${MODES.join(", ")}; ${opts.sessions} sessions × ${opts.calls} calls × ${opts.rounds} rounds`);
   const targets: Target[] = [];
   try {
@@ -346,6 +349,23 @@ async function main(): Promise<void> {
       fmt(median(m, "upstreamUs"), 0),
       `${fmt(median(m, "gatewayUs") + median(m, "upstreamUs"), 0)} (×${fmt((median(m, "gatewayUs") + median(m, "upstreamUs")) / dTree)})`,
     ];
+  });
+  writeResults("relay", load0, {
+    sessions: opts.sessions,
+    calls: opts.calls,
+    rounds: opts.rounds,
+    modes: Object.fromEntries(
+      [...stats.keys()].map((m) => [
+        m,
+        {
+          tp: median(m, "tp"),
+          p50: percentile(stats.get(m)!.lat, 50),
+          p99: percentile(stats.get(m)!.lat, 99),
+          relayUs: m === "direct" ? undefined : median(m, "gatewayUs"),
+          upstreamUs: median(m, "upstreamUs"),
+        },
+      ]),
+    ),
   });
   process.stdout.write(
     `\n${table(["", `${opts.sessions}-session throughput, calls/s (vs direct)`, "p50 ms (vs direct)", "p99 ms", "relay CPU µs/call", "upstream CPU µs/call", "tree CPU µs/call (vs direct)"], rows)}\n\n` +

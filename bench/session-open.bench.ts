@@ -34,7 +34,8 @@
  * The peers (`--peers`, default supergateway,mcp-proxy; bench/lib/peers.ts) are measured as direct is, in front of a stdio
  * server-everything: supergateway starts one per session, mcp-proxy one for all.
  *
- * Options (argv `--name=value` or env `BENCH_NAME=value`): --sessions=100, --burst=16, --eager=0, --steps=0, --before, --rounds=1, --peers.
+ * Options (argv `--name=value` or env `BENCH_NAME=value`): --sessions=100, --burst=16, --eager=0, --steps=0, --before, --rounds=1, --peers,
+ * --results=<file> (every round's rows as JSON too, bench/lib/results.ts).
  * Output: markdown on stdout, progress on stderr. Every process it starts is stopped.
  */
 import { performance } from "node:perf_hooks";
@@ -45,6 +46,7 @@ import { freePort, startEverythingHttp } from "../test/helpers/core-extra.js";
 import { startGatewayProcess, type GatewayProcess } from "./lib/gateway-process.js";
 import { descendantPids, rssBytes } from "./lib/proc.js";
 import { option } from "./lib/options.js";
+import { writeResults } from "./lib/results.js";
 import { PEER_TOPOLOGY, peerArgs, peerBin, startListening, type Peer } from "./lib/peers.js";
 import { fmt, mb, percentile, ratio, table } from "./lib/stats.js";
 import fs from "node:fs";
@@ -334,8 +336,11 @@ if (STEPS > 0) {
   process.exit(0);
 }
 
+const load0 = os.loadavg()[0]!;
+const allRounds: Row[][] = [];
 for (let round = 1; round <= ROUNDS; round++) {
   const rows: Row[] = [];
+  allRounds.push(rows);
   const load = os.loadavg()[0]!;
   rows.push(await directRun());
   for (const peer of PEERS) rows.push(await peerRun(peer));
@@ -380,3 +385,4 @@ for (let round = 1; round <= ROUNDS; round++) {
       `\n\nOpens retried after a refused or reset connection: ${retries}.\n`,
   );
 }
+writeResults("session-open", load0, { sessions: SESSIONS, burst: BURST, rounds: allRounds });

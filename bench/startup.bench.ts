@@ -28,7 +28,8 @@
  * beside a node_modules symlink, as "<mode> (before)" in the same rounds;
  * before-label=<word> names them otherwise),
  * profile=<dir> (emceepee runs with `--cpu-prof` into <dir>/<mode>),
- * check=0 (emceepee with `--no-upstream-check`).
+ * check=0 (emceepee with `--no-upstream-check`),
+ * results=<file> (the medians as JSON too, keyed by mode, bench/lib/results.ts).
  * Markdown on stdout, progress on stderr. Every process it starts is stopped.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -47,6 +48,7 @@ import { peerArgs, peerBin } from "./lib/peers.js";
 import { alive, descendantPids, threadCpuMs } from "./lib/proc.js";
 import { fmt, percentile, table } from "./lib/stats.js";
 import { option } from "./lib/options.js";
+import { writeResults } from "./lib/results.js";
 
 const ROUNDS = option("rounds", 5);
 /** 0: emceepee starts with --no-upstream-check (serve's start-up check of each upstream off). */
@@ -332,6 +334,28 @@ async function main(): Promise<void> {
       fmt(med(ss.map((s) => s.treeCpuMs)), 0),
       `×${fmt(med(r.cpu))}`,
     ];
+  });
+  writeResults("startup", load0[0]!, {
+    rounds: ROUNDS,
+    modes: Object.fromEntries(
+      entries.map(({ mode, before }) => {
+        const ss = samples.get(label(mode, before)) ?? [];
+        const r = ratios.get(label(mode, before)) ?? { ready: [], cpu: [] };
+        const steps = ss[0]?.steps.map((_, i) => med(ss.map((x) => x.steps[i]!))) ?? [];
+        return [
+          before ? `${mode} (${BEFORE_LABEL})` : mode,
+          {
+            readyMs: med(ss.map((x) => x.readyMs)),
+            ratio: med(r.ready),
+            ratioMin: Math.min(...r.ready),
+            ratioMax: Math.max(...r.ready),
+            listenMs: med(ss.map((x) => x.listenMs)),
+            steps,
+            clientListCpuMs: med(ss.map((x) => x.clientListCpuMs)),
+          },
+        ];
+      }),
+    ),
   });
   const load1 = os.loadavg();
   process.stdout.write(
