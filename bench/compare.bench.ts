@@ -130,13 +130,12 @@ function report(
   const o = (key: string, k: keyof Omit<OpenRow, "name">) => median((openBy.get(key) ?? []).map((row) => row[k]));
   const cols = ["direct", "supergateway", "mcp-proxy", "session", "shared", "meta"] as const;
   const d = r.direct!;
-  const cell = (v: number | undefined, base: number | undefined, unit = "") =>
-    v === undefined || !Number.isFinite(v)
-      ? "—"
-      : `${fmt(v, v >= 100 ? 0 : 2)}${unit}${base !== undefined && Number.isFinite(base) ? ` (${x(v / base)})` : ""}`;
+  const cell = (v: number | undefined, base: number | undefined, digits = v !== undefined && v >= 100 ? 0 : 2) =>
+    v === undefined || !Number.isFinite(v) ? "—" : `${fmt(v, digits)}${base !== undefined && Number.isFinite(base) ? ` (${x(v / base)})` : ""}`;
   const rows = [
     ["16-session throughput, calls/s", ...cols.map((m) => cell(r[m]?.tp, d.tp))],
-    ["relay's own CPU per call, µs", ...cols.map((m) => (m === "direct" ? "—" : cell(r[m]?.relayUs, undefined)))],
+    ["relay's own CPU per call, µs", ...cols.map((m) => (m === "direct" ? "—" : cell(r[m]?.relayUs, undefined, 0)))],
+    ["upstreams' CPU per call, µs (server-everything)", ...cols.map((m) => cell(r[m]?.upstreamUs, undefined, 0))],
     ["whole tree's CPU per call, µs", ...cols.map((m) => cell(r[m] ? (r[m].relayUs ?? 0) + r[m].upstreamUs : undefined, d.upstreamUs))],
     ["echo latency p50, ms", ...cols.map((m) => cell(r[m]?.p50, d.p50))],
     ["start to ready, ms (ratio: median of the rounds')", ...cols.map((m) => (s[m] ? `${fmt(s[m].readyMs, 0)} (${x(s[m].ratio)})` : "—"))],
@@ -176,7 +175,8 @@ function report(
   goal("meta within ×1.2 of transparent session: p50", x(r.meta!.p50 / r.session!.p50), r.meta!.p50 / r.session!.p50 <= 1.2);
   goal("meta within ×1.2 of transparent session: relay CPU", x(relayUs("meta") / relayUs("session")), relayUs("meta") / relayUs("session") <= 1.2);
   if (openBy.has("mcp-proxy")) {
-    for (const k of ["transparent", "all", "meta"]) {
+    // The goal is the transparent faces' (session mode); the meta face's opening is in the table above.
+    for (const k of ["transparent", "all"]) {
       const rounds = (openBy.get(k) ?? []).map((row, i) => row.openMs <= open.data.rounds[i]!.find((p) => p.name.startsWith("mcp-proxy"))!.openMs);
       goal(
         `${k}: 100 sessions opened in ≤ mcp-proxy's time (median of the rounds; rounds held)`,
@@ -187,7 +187,7 @@ function report(
   }
   goal("meta: first call of 16 new sessions ≲ 300 ms (p50; max)", `${fmt(o("meta", "p50"), 0)}; ${fmt(o("meta", "max"), 0)} ms`, o("meta", "max") <= 300);
   for (const m of ["session", "shared", "meta"])
-    goal(`${m}: start to ready ≤ ×1.5 of direct`, `${x(s[m]!.ratio)} (${fmt(s[m]!.ratioMin)}–${fmt(s[m]!.ratioMax)})`, s[m]!.ratio <= 1.5);
+    goal(`${m}: start to ready ≤ ×1.5 of direct`, `×${fmt(s[m]!.ratio, 3)} (${fmt(s[m]!.ratioMin)}–${fmt(s[m]!.ratioMax)})`, s[m]!.ratio <= 1.5);
 
   const loads = [relay, startup, open].map((b) => `${b.bench} ${fmt(b.load[0])} → ${fmt(b.load[1])}`).join(", ");
   process.stdout.write(
