@@ -191,7 +191,7 @@ function report(
 
   const loads = [relay, startup, open].map((b) => `${b.bench} ${fmt(b.load[0])} → ${fmt(b.load[1])}`).join(", ");
   process.stdout.write(
-    `\n## Issue 27's comparison, ${started.toISOString().slice(0, 16).replace("T", " ")}–${new Date().toISOString().slice(11, 16)} UTC\n\n` +
+    `\n## Issue 27's comparison, ${started.toISOString().slice(0, 16).replace("T", " ")}–${open.at.slice(11, 16)} UTC\n\n` +
       `${table(header, rows)}\n\n` +
       `${table(openHeader, openRows)}\n\n` +
       `${os.cpus().length} × ${os.cpus()[0]?.model ?? "?"}, node ${process.version}; server-everything over stdio behind every relay, the SDK client over Streamable HTTP; ` +
