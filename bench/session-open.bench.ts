@@ -35,7 +35,7 @@
  * server-everything: supergateway starts one per session, mcp-proxy one for all.
  *
  * Options (argv `--name=value` or env `BENCH_NAME=value`): --sessions=100, --burst=16, --eager=0, --steps=0, --before, --rounds=1, --peers,
- * --results=<file> (every round's rows as JSON too, bench/lib/results.ts).
+ * --results=<file> (every round's rows as JSON too, each with a `key`: direct, the peer, transparent, all, meta; bench/lib/results.ts).
  * Output: markdown on stdout, progress on stderr. Every process it starts is stopped.
  */
 import { performance } from "node:perf_hooks";
@@ -148,6 +148,8 @@ async function atRest(state: () => string, ms: number): Promise<boolean> {
 
 interface Row {
   name: string;
+  /** For --results: direct, a peer's name, transparent, all or meta (with " (before)" for --before), eager. */
+  key?: string;
   /** Step 0: opened right after the start, and the upstream processes then. */
   coldMs: number;
   coldProcesses: number;
@@ -342,8 +344,8 @@ for (let round = 1; round <= ROUNDS; round++) {
   const rows: Row[] = [];
   allRounds.push(rows);
   const load = os.loadavg()[0]!;
-  rows.push(await directRun());
-  for (const peer of PEERS) rows.push(await peerRun(peer));
+  rows.push({ ...(await directRun()), key: "direct" });
+  for (const peer of PEERS) rows.push({ ...(await peerRun(peer)), key: peer });
   // Alternating: this tree first in odd rounds, the one before first in even rounds.
   const trees: Array<[string, string | undefined]> = BEFORE
     ? [
@@ -352,11 +354,19 @@ for (let round = 1; round <= ROUNDS; round++) {
       ]
     : [["", undefined]];
   for (const [label, root] of round % 2 === 1 ? trees : trees.reverse()) {
-    rows.push(await gatewayRun(`transparent (lazy initialize, warmPool burst)${label}`, { warmPool: BURST }, {}, "server", root));
-    rows.push(await gatewayRun(`all (the aggregate face, warmPool burst)${label}`, { warmPool: BURST }, {}, "all", root));
-    rows.push(await gatewayRun(`meta (warmPool burst)${label}`, { warmPool: BURST }, {}, "meta", root));
+    const suffix = root ? " (before)" : "";
+    rows.push({
+      ...(await gatewayRun(`transparent (lazy initialize, warmPool burst)${label}`, { warmPool: BURST }, {}, "server", root)),
+      key: `transparent${suffix}`,
+    });
+    rows.push({ ...(await gatewayRun(`all (the aggregate face, warmPool burst)${label}`, { warmPool: BURST }, {}, "all", root)), key: `all${suffix}` });
+    rows.push({ ...(await gatewayRun(`meta (warmPool burst)${label}`, { warmPool: BURST }, {}, "meta", root)), key: `meta${suffix}` });
   }
-  if (EAGER) rows.push(await gatewayRun("transparent before (lazyInitialize false, warmPool 1)", { warmPool: 1 }, { lazyInitialize: false }, "server"));
+  if (EAGER)
+    rows.push({
+      ...(await gatewayRun("transparent before (lazyInitialize false, warmPool 1)", { warmPool: 1 }, { lazyInitialize: false }, "server")),
+      key: "eager",
+    });
   const direct = rows[0]!;
   process.stdout.write(
     `\n## Opening sessions — round ${round}, ${new Date().toISOString().slice(0, 10)}, ${os.cpus().length} cores, load ${fmt(load)} → ${fmt(os.loadavg()[0]!)}\n\n` +
@@ -385,4 +395,4 @@ for (let round = 1; round <= ROUNDS; round++) {
       `\n\nOpens retried after a refused or reset connection: ${retries}.\n`,
   );
 }
-writeResults("session-open", load0, { sessions: SESSIONS, burst: BURST, rounds: allRounds });
+writeResults("session-open", load0, { sessions: SESSIONS, burst: BURST, peers: PEERS, rounds: allRounds });

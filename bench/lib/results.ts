@@ -6,8 +6,13 @@
 import fs from "node:fs";
 import os from "node:os";
 
+/** When this bench's process began (this module loads with it). */
+const started = new Date().toISOString();
+
 export interface BenchResults<T> {
   bench: string;
+  /** ISO time the bench began. */
+  started: string;
   /** ISO time the bench ended. */
   at: string;
   /** The 1-minute load average when it began and when it ended. */
@@ -25,6 +30,6 @@ export function resultsPath(): string | undefined {
 export function writeResults<T>(bench: string, loadBefore: number, data: T): void {
   const file = resultsPath();
   if (!file) return;
-  const results: BenchResults<T> = { bench, at: new Date().toISOString(), load: [loadBefore, os.loadavg()[0]!], data };
+  const results: BenchResults<T> = { bench, started, at: new Date().toISOString(), load: [loadBefore, os.loadavg()[0]!], data };
   fs.writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
 }
