@@ -26,7 +26,7 @@ const elicitationSummary = row({ requestId: str, server: str, mode: str, message
  * What withEnvelope adds to every structured reply (await_activity delivers its own), named by type
  * only: an event's fields are await_activity's `events[].events[]`, a waiting request's get_elicitations'
  * and get_sampling_requests' rows. Each SDK client compiles every outputSchema at each tools/list (Ajv);
- * the full envelope in all 27 made that compile ×3-4 (ADR 0052), its outer shape still ×1.7 (ADR 0052, amended in session 22).
+ * the full envelope in all 27 made that compile ×3-4 (ADR 0052), its outer shape still ≈×2 (ADR 0052, amended in session 22).
  */
 const envelope = {
   events_since_last_response: z.array(z.unknown()).optional(),
