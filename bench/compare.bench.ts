@@ -98,7 +98,6 @@ async function run<T>(dir: string, name: string, script: string, args: string[])
   return JSON.parse(fs.readFileSync(json, "utf8")) as BenchResults<T>;
 }
 
-const median = (xs: number[]): number => percentile(xs, 50);
 const x = (r: number) => (Number.isFinite(r) ? `×${fmt(r)}` : "—");
 const verdict = (ok: boolean) => (ok ? "held" : "**not held**");
 
@@ -137,7 +136,11 @@ function report(relay: BenchResults<RelayData>, startup: BenchResults<StartupDat
   // Opening: rows by key (direct, the peers, transparent, all, meta), medians over the rounds.
   const openBy = new Map<string, OpenRow[]>();
   for (const round of open.data.rounds) for (const row of round) openBy.set(row.key, [...(openBy.get(row.key) ?? []), row]);
-  const o = (key: string, k: keyof Omit<OpenRow, "name" | "key">) => median((openBy.get(key) ?? []).map((row) => row[k]));
+  const o = (key: string, k: keyof Omit<OpenRow, "name" | "key">) =>
+    percentile(
+      (openBy.get(key) ?? []).map((row) => row[k]),
+      50,
+    );
   const cols = ["direct", "supergateway", "mcp-proxy", "session", "shared", "meta"] as const;
   const d = r.direct!;
   const cell = (v: number | undefined, base: number | undefined, digits = v !== undefined && v >= 100 ? 0 : 2) =>

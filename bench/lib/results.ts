@@ -20,7 +20,7 @@ export interface BenchResults<T> {
   data: T;
 }
 
-export function resultsPath(): string | undefined {
+function resultsPath(): string | undefined {
   const flag = process.argv.find((a) => a.startsWith("--results="));
   const file = flag ? flag.slice("--results=".length) : process.env.BENCH_RESULTS;
   return file || undefined;
